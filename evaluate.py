@@ -1,0 +1,48 @@
+"""Generate captions with a vase model and score them with the paper's caption metrics.
+
+    python evaluate.py                                         # tiny model on the synthetic val split
+    python evaluate.py adapter=logs/train/runs/<time>/adapter  # a trained adapter
+    python evaluate.py model=qwen2_5_vl_7b data=vasevqa3d data.root=/data/VaseVQA-3D metrics=paper
+
+Writes results.json (clip_score, fid_score, r_at_1/5/10, lexical_similarity, overall_score, n_pairs), a markdown
+table beside it, and the generations as resumable JSONL (a rerun skips what is done).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig
+
+from vase.config import preflight_overrides, validate
+from vase.errors import ConfigError
+
+CONF_DIR = Path(__file__).resolve().parent / "conf"
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")
+def main(cfg: DictConfig) -> None:
+    try:
+        validate(cfg)
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        sys.exit(2)
+    from vase.pipeline import run_evaluation
+
+    try:
+        run_evaluation(cfg)
+    finally:
+        import wandb
+
+        wandb.finish()
+
+
+if __name__ == "__main__":
+    try:
+        preflight_overrides(sys.argv[1:], CONF_DIR)
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        sys.exit(2)
+    main()

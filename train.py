@@ -1,0 +1,55 @@
+"""Train a vase model: compose the Hydra config, validate it, then prepare data, fit, evaluate and report.
+
+    python train.py                              # tiny model, synthetic vases, LoRA SFT on CPU
+    python train.py experiment=demo              # what `make demo` runs
+    python train.py model=qwen2_5_vl_7b stage=grpo trainer=deepspeed_zero3 init_adapter=<sft run>/adapter
+    python train.py -m sweep=reward_weights      # a sweep over reward weights
+    python train.py --cfg job                    # print the composed config and stop
+
+A bad value fails before any model loads, with one line naming its key (e.g. `reward.tau=1.7 must lie in [0, 1]`).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig
+
+from vase.config import preflight_overrides, validate
+from vase.errors import ConfigError
+
+CONF_DIR = Path(__file__).resolve().parent / "conf"
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="train")
+def main(cfg: DictConfig) -> float | None:
+    try:
+        validate(cfg)
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        sys.exit(2)
+    from vase.pipeline import run_training
+
+    try:
+        out = run_training(cfg)
+    finally:
+        # the W&B run must close even when training fails, or the offline run directory is left half written
+        import wandb
+
+        wandb.finish()
+    # a sweeper (e.g. optuna) optimises the returned number: the overall score after training
+    results = out["results"]
+    if results:
+        return float(list(results.values())[-1]["overall_score"])
+    return None
+
+
+if __name__ == "__main__":
+    try:
+        preflight_overrides(sys.argv[1:], CONF_DIR)
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        sys.exit(2)
+    main()

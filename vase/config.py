@@ -1,0 +1,301 @@
+"""Structured configs: dataclass schemas in Hydra's ConfigStore, and validation before any model loads.
+
+A composed config is checked section by section against these schemas (types through OmegaConf, ranges in
+``__post_init__``); the first bad value raises :class:`ConfigError` with one line naming its key, e.g.
+``reward.tau=1.7 must lie in [0, 1]``. This module imports no torch, so the check takes well under a second.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from vase.annotate.vocab import DIMENSIONS
+from vase.errors import ConfigError
+
+STAGES = ("sft", "grpo")
+LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo")
+SCALE_REWARDS = ("group", "batch", "none")
+SIMILARITIES = ("embedding", "sequence", "vocabulary", "year_iou")
+
+
+def _check(cond: bool, key: str, value: Any, why: str) -> None:
+    if not cond:
+        raise ConfigError(f"{key}={value!r} {why}")
+
+
+@dataclass
+class LoraSchema:
+    r: int = 8
+    alpha: int = 32
+    dropout: float = 0.05
+    target_modules: Any = "all-linear"
+    freeze_vision: bool = True
+    modules_to_save: Optional[list[str]] = None
+
+    def __post_init__(self) -> None:
+        _check(self.r >= 1, "stage.module.lora.r", self.r, "must be at least 1")
+        _check(self.alpha > 0, "stage.module.lora.alpha", self.alpha, "must be positive")
+        _check(0.0 <= self.dropout < 1.0, "stage.module.lora.dropout", self.dropout, "must lie in [0, 1)")
+
+
+@dataclass
+class StageSchema:
+    name: str = "sft"
+    epochs: int = 2
+    batch_size: int = 1
+    grad_accum: int = 16
+    module: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check(self.name in STAGES, "stage.name", self.name, f"is not a known stage; choose one of {list(STAGES)}")
+        _check(self.epochs >= 1, "stage.epochs", self.epochs, "must be at least 1")
+        _check(self.batch_size >= 1, "stage.batch_size", self.batch_size, "must be at least 1")
+        _check(self.grad_accum >= 1, "stage.grad_accum", self.grad_accum, "must be at least 1")
+
+
+@dataclass
+class GRPOSchema:
+    num_generations: int = 4
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_completion_length: int = 256
+    beta: float = 0.001
+    epsilon_low: float = 0.2
+    epsilon_high: float = 0.2
+    num_iterations: int = 1
+    loss_type: str = "grpo"
+    scale_rewards: str = "group"
+
+    def __post_init__(self) -> None:
+        k = "stage.module"
+        _check(self.num_generations >= 2, f"{k}.num_generations", self.num_generations,
+               "must be at least 2 (advantages are relative within a group)")
+        _check(self.temperature > 0, f"{k}.temperature", self.temperature, "must be positive")
+        _check(0 < self.top_p <= 1, f"{k}.top_p", self.top_p, "must lie in (0, 1]")
+        _check(self.max_completion_length >= 1, f"{k}.max_completion_length", self.max_completion_length, "must be >= 1")
+        _check(self.beta >= 0, f"{k}.beta", self.beta, "must be non-negative")
+        _check(self.epsilon_low >= 0, f"{k}.epsilon_low", self.epsilon_low, "must be non-negative")
+        _check(self.epsilon_high >= 0, f"{k}.epsilon_high", self.epsilon_high, "must be non-negative")
+        _check(self.num_iterations >= 1, f"{k}.num_iterations", self.num_iterations, "must be at least 1")
+        _check(self.loss_type in LOSS_TYPES, f"{k}.loss_type", self.loss_type, f"must be one of {list(LOSS_TYPES)}")
+        _check(self.scale_rewards in SCALE_REWARDS, f"{k}.scale_rewards", self.scale_rewards,
+               f"must be one of {list(SCALE_REWARDS)}")
+
+
+@dataclass
+class RewardWeights:
+    fabric: float = 0.20
+    technique: float = 0.20
+    shape: float = 0.15
+    dating: float = 0.15
+    decoration: float = 0.20
+    attribution: float = 0.10
+
+
+@dataclass
+class RewardSchema:
+    _target_: str = "vase.rewards.VaseReward"
+    tau: float = 0.7
+    weights: RewardWeights = field(default_factory=RewardWeights)
+    similarity: dict = field(default_factory=dict)
+    embedding_model: str = "packaged:all-MiniLM-L6-v2"
+    embedding_device: str = "cpu"
+    penalty: dict = field(default_factory=dict)
+    bonus: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check(0.0 <= self.tau <= 1.0, "reward.tau", self.tau, "must lie in [0, 1]")
+        for dim in DIMENSIONS:
+            w = getattr(self.weights, dim)
+            _check(w >= 0, f"reward.weights.{dim}", w, "must be non-negative")
+        for dim, sim in (self.similarity or {}).items():
+            _check(dim in DIMENSIONS, f"reward.similarity.{dim}", sim, f"names no dimension; use {list(DIMENSIONS)}")
+            _check(sim in SIMILARITIES, f"reward.similarity.{dim}", sim, f"must be one of {list(SIMILARITIES)}")
+
+
+@dataclass
+class SyntheticSchema:
+    num_vases: int = 32
+    seed: int = 0
+    val_fraction: float = 0.25
+
+    def __post_init__(self) -> None:
+        _check(self.num_vases >= 2, "data.synthetic.num_vases", self.num_vases, "must be at least 2")
+        _check(0 < self.val_fraction < 1, "data.synthetic.val_fraction", self.val_fraction, "must lie in (0, 1)")
+
+
+@dataclass
+class DataSchema:
+    _target_: str = "vase.data.datamodule.VaseDataModule"
+    root: str = "data/synthetic"
+    views: list[str] = field(default_factory=lambda: ["front", "back", "left", "right", "top", "bottom"])
+    batch_size: int = 1
+    eval_batch_size: int = 8
+    num_workers: int = 0
+    task: str = "caption"
+    max_length: int = 4096
+    synthetic: Optional[SyntheticSchema] = None
+    render: Optional[dict] = None
+    limit_train: Optional[int] = None
+    limit_val: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        from vase.data.dataset import VIEWS
+
+        bad = [v for v in self.views if v not in VIEWS]
+        _check(not bad and len(self.views) > 0, "data.views", list(self.views), f"must be a non-empty subset of {list(VIEWS)}")
+        _check(self.task in ("caption", "qa", "both"), "data.task", self.task, "must be caption, qa or both")
+        _check(self.batch_size >= 1, "data.batch_size", self.batch_size, "must be at least 1")
+        _check(self.max_length >= 32, "data.max_length", self.max_length, "must be at least 32")
+
+
+@dataclass
+class RenderSchema:
+    enabled: bool = True
+    resolution: int = 224
+    fov_deg: float = 35.0
+    orbit_frames: int = 0
+
+    def __post_init__(self) -> None:
+        _check(16 <= self.resolution <= 4096, "render.resolution", self.resolution, "must lie in [16, 4096]")
+        _check(5 <= self.fov_deg <= 120, "render.fov_deg", self.fov_deg, "must lie in [5, 120] degrees")
+        _check(self.orbit_frames >= 0, "render.orbit_frames", self.orbit_frames, "must be non-negative")
+
+
+@dataclass
+class ModelSchema:
+    label: str = "model"
+    name_or_path: str = "Qwen/Qwen2.5-VL-7B-Instruct"
+    build_tiny: bool = False
+    tiny: Optional[dict] = None
+    dtype: str = "bfloat16"
+    attn_implementation: Optional[str] = "sdpa"
+    processor: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        ok = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16", "auto")
+        _check(str(self.dtype).lower() in ok, "model.dtype", self.dtype, f"must be one of {list(ok)}")
+
+
+@dataclass
+class MetricsSchema:
+    clip: dict = field(default_factory=dict)
+    text_encoder: dict = field(default_factory=dict)
+    weights: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        backend = (self.clip or {}).get("backend", "hf")
+        _check(backend in ("hf", "open_clip"), "metrics.clip.backend", backend, "must be 'hf' or 'open_clip'")
+        for k, w in (self.weights or {}).items():
+            _check(float(w) >= 0, f"metrics.weights.{k}", w, "must be non-negative")
+
+
+SECTIONS: dict[str, type] = {
+    "stage": StageSchema, "reward": RewardSchema, "data": DataSchema, "render": RenderSchema, "model": ModelSchema,
+    "metrics": MetricsSchema,
+}
+
+
+def register_configs() -> None:
+    """Put the schemas in Hydra's ConfigStore (group ``schema``), so ``--info`` and IDEs can show them."""
+    cs = ConfigStore.instance()
+    for name, cls in SECTIONS.items():
+        cs.store(group="schema", name=name, node=cls)
+    cs.store(group="schema", name="grpo", node=GRPOSchema)
+    cs.store(group="schema", name="lora", node=LoraSchema)
+
+
+def _validate_section(key: str, schema: type, node: Any) -> None:
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(schema), node)
+        OmegaConf.to_object(merged)  # runs __post_init__ range checks
+    except ConfigError:
+        raise
+    except OmegaConfBaseException as e:
+        full = f"{key}.{e.full_key}" if getattr(e, "full_key", None) else key
+        msg = str(e).splitlines()[0]
+        raise ConfigError(f"{full}: {msg}") from None
+
+
+def _resolved(cfg: DictConfig, key: str) -> DictConfig:
+    """The section with its interpolations resolved (they may point anywhere in the config)."""
+    try:
+        return OmegaConf.create(OmegaConf.to_container(cfg[key], resolve=True))
+    except OmegaConfBaseException as e:
+        full = f"{key}.{e.full_key}" if getattr(e, "full_key", None) else key
+        raise ConfigError(f"{full}: {str(e).splitlines()[0]}") from None
+
+
+def validate(cfg: DictConfig) -> None:
+    """Check every section present in ``cfg``; raise ConfigError naming the first bad key."""
+    for key, schema in SECTIONS.items():
+        if key in cfg and cfg[key] is not None:
+            node = _resolved(cfg, key)
+            if key == "stage":
+                node = OmegaConf.masked_copy(node, [k for k in ("name", "epochs", "batch_size", "grad_accum") if k in node])
+            if key == "data":
+                node = OmegaConf.masked_copy(node, [k for k in node if k in DataSchema.__dataclass_fields__])
+            _validate_section(key, schema, node)
+    stage = _resolved(cfg, "stage") if cfg.get("stage") is not None else None
+    if stage is not None and "module" in stage:
+        module = stage.module
+        if "lora" in module and module.lora is not None:
+            _validate_section("stage.module.lora", LoraSchema, module.lora)
+        if stage.get("name") == "grpo":
+            fields = [k for k in GRPOSchema.__dataclass_fields__ if k in module]
+            _validate_section("stage.module", GRPOSchema, OmegaConf.masked_copy(module, fields))
+
+
+# ---------------------------------------------------------------- resolvers
+
+
+def wandb_offline() -> bool:
+    """W&B runs offline unless the user configured a key (WANDB_API_KEY or a netrc entry for api.wandb.ai)."""
+    if os.environ.get("WANDB_MODE", "").lower() in ("online", "run"):
+        return False
+    if os.environ.get("WANDB_API_KEY"):
+        return False
+    netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
+    try:
+        return "api.wandb.ai" not in netrc.read_text()
+    except OSError:
+        return True
+
+
+def register_resolvers() -> None:
+    if not OmegaConf.has_resolver("vase.wandb_offline"):
+        OmegaConf.register_new_resolver("vase.wandb_offline", wandb_offline)
+
+
+register_resolvers()
+register_configs()
+
+
+def preflight_overrides(argv: list[str], conf_dir: str | Path) -> None:
+    """Check ``group=option`` overrides against the files in ``conf_dir`` before Hydra composes.
+
+    Hydra's own message for an unknown option spans many lines; this raises ConfigError with one line naming the
+    group and the options there are.
+    """
+    conf_dir = Path(conf_dir)
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        key, value = arg.split("=", 1)
+        key = key.lstrip("+~")
+        if "." in key or "@" in key or "/" in key or key.startswith("hydra"):
+            continue
+        group = conf_dir / key
+        if not group.is_dir() or value in ("null", ""):
+            continue
+        options = sorted(p.stem for p in group.glob("*.yaml"))
+        for v in value.split(","):  # a multirun sweep lists several
+            if v not in options:
+                raise ConfigError(f"{key}={v!r} is not a known option; choose one of {options} (files in {group})")

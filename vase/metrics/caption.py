@@ -1,0 +1,219 @@
+"""Caption metrics as the paper's scorer defines them, as torchmetrics ``Metric`` classes (states sync under DDP).
+
+- CLIP score: mean cosine similarity of CLIP *text* embeddings of each generated caption and its reference.
+- FID: Frechet distance between the sets of sentence embeddings (covariances with rowvar=False, eps 1e-6 on both
+  diagonals, matrix square root of the product, real part).
+- R@k: for generated caption i, rank every reference by cosine similarity of CLIP text embeddings; a hit when
+  reference i is among the top k. Ties are resolved in the generated caption's favour: rank = number of references
+  strictly more similar than reference i (the paper's argsort puts tied items in arbitrary order).
+- Lexical similarity: Jaccard similarity of lower-cased, whitespace-split word sets, averaged.
+- Overall: 0.25 CLIP + 0.25 semantic (= CLIP) + 0.20 R@10 + 0.15 lexical + 0.10 R@5 + 0.05 R@1.
+
+The embedding metrics take embeddings, not strings, so that :class:`CaptionScorer` encodes each caption once however
+many metrics use it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torchmetrics import Metric
+from torchmetrics.utilities import dim_zero_cat
+
+from vase.errors import MetricError
+
+PAPER_OVERALL_WEIGHTS: dict[str, float] = {
+    "clip_score": 0.25, "semantic_score": 0.25, "r_at_10": 0.20, "lexical_similarity": 0.15, "r_at_5": 0.10,
+    "r_at_1": 0.05,
+}
+TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("fid_score", "FID ↓"), ("clip_score", "CLIP"), ("r_at_10", "R@10"), ("r_at_5", "R@5"), ("r_at_1", "R@1"),
+    ("lexical_similarity", "Lexical"), ("overall_score", "Overall"),
+)
+"""The paper's Table 3 column order, with our overall score last."""
+
+
+class _PairedEmbeddings(Metric):
+    """Stores aligned (generated, reference) embeddings; DDP concatenates them across processes."""
+
+    full_state_update = False
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.add_state("gen", default=[], dist_reduce_fx="cat")
+        self.add_state("ref", default=[], dist_reduce_fx="cat")
+
+    def update(self, gen: torch.Tensor, ref: torch.Tensor) -> None:
+        if gen.shape != ref.shape or gen.ndim != 2:
+            raise MetricError(f"{type(self).__name__}: generated {tuple(gen.shape)} and reference "
+                              f"{tuple(ref.shape)} embeddings must both be (N, D)")
+        self.gen.append(gen.float())
+        self.ref.append(ref.float())
+
+    def _pairs(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.gen:
+            raise MetricError(f"{type(self).__name__}: no caption pairs to score (was any generation matched?)")
+        return dim_zero_cat(self.gen), dim_zero_cat(self.ref)
+
+
+def _normalise(x: torch.Tensor) -> torch.Tensor:
+    return x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+
+
+class CLIPTextScore(_PairedEmbeddings):
+    """Mean cosine similarity between paired text embeddings."""
+
+    higher_is_better = True
+
+    def compute(self) -> torch.Tensor:
+        g, r = self._pairs()
+        return (_normalise(g) * _normalise(r)).sum(-1).mean()
+
+
+class RecallAtK(_PairedEmbeddings):
+    """Text-to-text retrieval recall at each k: does generated caption i retrieve its own reference in the top k?"""
+
+    higher_is_better = True
+
+    def __init__(self, ks: tuple[int, ...] = (1, 5, 10), **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not ks or any(k < 1 for k in ks):
+            raise MetricError(f"RecallAtK: ks must be positive integers, got {ks}")
+        self.ks = tuple(int(k) for k in ks)
+
+    def compute(self) -> dict[str, torch.Tensor]:
+        g, r = self._pairs()
+        sim = _normalise(g) @ _normalise(r).T  # (N gen, N ref)
+        own = sim.diagonal().unsqueeze(1)
+        rank = (sim > own).sum(dim=1)  # references strictly better than the right one
+        return {f"r_at_{k}": (rank < k).float().mean() for k in self.ks}
+
+
+def frechet_distance(x: np.ndarray, y: np.ndarray, eps: float = 1e-6) -> float:
+    """Frechet distance between two embedding sets, as the paper computes it (float64, scipy's sqrtm)."""
+    from scipy import linalg
+
+    if len(x) < 2 or len(y) < 2:
+        raise MetricError(f"FID needs at least 2 captions per set, got {len(x)} and {len(y)}")
+    mu1, mu2 = x.mean(0), y.mean(0)
+    s1 = np.cov(x, rowvar=False) + eps * np.eye(x.shape[1])
+    s2 = np.cov(y, rowvar=False) + eps * np.eye(y.shape[1])
+    covmean = linalg.sqrtm(s1 @ s2)
+    if np.iscomplexobj(covmean):
+        covmean = covmean.real
+    diff = mu1 - mu2
+    return float(diff @ diff + np.trace(s1) + np.trace(s2) - 2 * np.trace(covmean))
+
+
+class SentenceFID(_PairedEmbeddings):
+    """FID between the generated and reference sentence-embedding sets (lower is better)."""
+
+    higher_is_better = False
+
+    def __init__(self, eps: float = 1e-6, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.eps = eps
+
+    def compute(self) -> torch.Tensor:
+        g, r = self._pairs()
+        return torch.tensor(frechet_distance(g.double().numpy(), r.double().numpy(), self.eps))
+
+
+def jaccard(a: str, b: str) -> float:
+    """Jaccard similarity of lower-cased whitespace-split word sets; two empty strings count as identical.
+
+    >>> jaccard("A red vase", "a RED cup")
+    0.5
+    """
+    sa, sb = set(a.lower().split()), set(b.lower().split())
+    if not sa and not sb:
+        return 1.0
+    return len(sa & sb) / len(sa | sb)
+
+
+class LexicalJaccard(Metric):
+    """Mean word-set Jaccard similarity between generated and reference captions."""
+
+    full_state_update = False
+    higher_is_better = True
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.add_state("total", default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("count", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
+
+    def update(self, preds: list[str], targets: list[str]) -> None:
+        if len(preds) != len(targets):
+            raise MetricError(f"LexicalJaccard: {len(preds)} generated captions but {len(targets)} references")
+        self.total += sum(jaccard(p, t) for p, t in zip(preds, targets))
+        self.count += len(preds)
+
+    def compute(self) -> torch.Tensor:
+        if int(self.count) == 0:
+            raise MetricError("LexicalJaccard: no caption pairs to score")
+        return (self.total / self.count).float()
+
+
+def overall_score(scores: dict[str, float], weights: dict[str, float] | None = None) -> float:
+    """Weighted sum of the paper's components; ``semantic_score`` is the CLIP score, as in the paper."""
+    weights = dict(weights or PAPER_OVERALL_WEIGHTS)
+    values = dict(scores)
+    values.setdefault("semantic_score", values["clip_score"])
+    missing = [k for k in weights if k not in values]
+    if missing:
+        raise MetricError(f"overall score needs {missing}; have {sorted(values)}")
+    return float(sum(w * values[k] for k, w in weights.items()))
+
+
+class CaptionScorer:
+    """Scores caption pairs with every metric, encoding each caption once per encoder.
+
+    Args:
+        clip_encoder: object with ``encode(list[str]) -> (N, D) tensor`` (CLIP text tower).
+        sentence_encoder: same interface (sentence-transformers model), for FID.
+        weights: overall-score weights (paper's by default).
+    """
+
+    def __init__(self, clip_encoder: Any, sentence_encoder: Any, weights: dict[str, float] | None = None,
+                 ks: tuple[int, ...] = (1, 5, 10)) -> None:
+        self.clip_encoder = clip_encoder
+        self.sentence_encoder = sentence_encoder
+        self.weights = dict(weights) if weights else dict(PAPER_OVERALL_WEIGHTS)
+        self.clip = CLIPTextScore()
+        self.recall = RecallAtK(ks)
+        self.fid = SentenceFID()
+        self.lexical = LexicalJaccard()
+
+    def update(self, preds: list[str], targets: list[str]) -> None:
+        if len(preds) != len(targets):
+            raise MetricError(f"{len(preds)} generated captions but {len(targets)} references")
+        if not preds:
+            return
+        clip = self.clip_encoder.encode(list(preds) + list(targets))
+        cg, cr = clip[: len(preds)], clip[len(preds):]
+        self.clip.update(cg, cr)
+        self.recall.update(cg, cr)
+        sent = self.sentence_encoder.encode(list(preds) + list(targets))
+        self.fid.update(sent[: len(preds)], sent[len(preds):])
+        self.lexical.update(list(preds), list(targets))
+
+    def compute(self) -> dict[str, float]:
+        out: dict[str, float] = {"clip_score": float(self.clip.compute())}
+        out.update({k: float(v) for k, v in self.recall.compute().items()})
+        out["fid_score"] = float(self.fid.compute())
+        out["lexical_similarity"] = float(self.lexical.compute())
+        out["overall_score"] = overall_score(out, self.weights)
+        out["n_pairs"] = int(self.lexical.count)
+        return out
+
+    def score(self, preds: list[str], targets: list[str]) -> dict[str, float]:
+        """Score one set of pairs from scratch."""
+        self.reset()
+        self.update(preds, targets)
+        return self.compute()
+
+    def reset(self) -> None:
+        for m in (self.clip, self.recall, self.fid, self.lexical):
+            m.reset()

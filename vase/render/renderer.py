@@ -1,0 +1,328 @@
+"""Headless rendering of GLB models into the six canonical views (and orbit frames) with moderngl over EGL.
+
+The renderer reads the GLB itself (every mesh in the scene graph with its transform, base-colour texture or
+colour), so real TripoSG/Hunyuan3D outputs and the synthetic vases go through the same code. Views are cached:
+a vase is rendered again only when its GLB bytes or the render settings change.
+
+Run by hand: ``python -m vase.render --root data/synthetic --resolution 224``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from vase.data.dataset import VIEWS, view_path
+from vase.errors import DataError
+from vase.io import atomic_write_bytes, atomic_write_json
+
+_VERTEX = """
+#version 330
+uniform mat4 mvp;
+uniform mat4 model;
+in vec3 in_pos;
+in vec3 in_normal;
+in vec2 in_uv;
+out vec3 v_normal;
+out vec2 v_uv;
+void main() {
+    gl_Position = mvp * vec4(in_pos, 1.0);
+    v_normal = mat3(model) * in_normal;
+    v_uv = in_uv;
+}
+"""
+
+_FRAGMENT = """
+#version 330
+uniform sampler2D tex;
+uniform vec4 base_color;
+uniform bool use_texture;
+uniform vec3 light_dir;
+uniform vec3 view_dir;
+in vec3 v_normal;
+in vec2 v_uv;
+out vec4 f_color;
+void main() {
+    vec4 c = base_color;
+    if (use_texture) { c = c * texture(tex, v_uv); }
+    vec3 n = normalize(v_normal);
+    // two-sided lighting: open vessels show their inside, whose normals face away
+    float key = abs(dot(n, normalize(light_dir)));
+    float head = abs(dot(n, normalize(view_dir)));
+    float shade = 0.30 + 0.45 * key + 0.30 * head;
+    f_color = vec4(c.rgb * min(shade, 1.15), 1.0);
+}
+"""
+
+
+@dataclass(frozen=True)
+class RenderSettings:
+    """What determines a rendered image; part of the cache key."""
+
+    resolution: int = 224
+    fov_deg: float = 35.0
+    background: tuple[int, int, int] = (128, 128, 128)
+    margin: float = 1.08
+    samples: int = 4  # multisampling for clean silhouettes
+
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _look_at(eye: np.ndarray, target: np.ndarray, up: np.ndarray) -> np.ndarray:
+    f = target - eye
+    f = f / np.linalg.norm(f)
+    s = np.cross(f, up)
+    s = s / np.linalg.norm(s)
+    u = np.cross(s, f)
+    m = np.eye(4)
+    m[0, :3], m[1, :3], m[2, :3] = s, u, -f
+    m[:3, 3] = -m[:3, :3] @ eye
+    return m
+
+
+def _perspective(fov_deg: float, near: float, far: float) -> np.ndarray:
+    f = 1.0 / np.tan(np.deg2rad(fov_deg) / 2)
+    m = np.zeros((4, 4))
+    m[0, 0] = f
+    m[1, 1] = f
+    m[2, 2] = (far + near) / (near - far)
+    m[2, 3] = 2 * far * near / (near - far)
+    m[3, 2] = -1
+    return m
+
+
+# direction from the object's centre to the camera, and the camera's up vector (glTF is Y-up, front is +Z)
+VIEW_DIRECTIONS: dict[str, tuple[tuple[float, float, float], tuple[float, float, float]]] = {
+    "front": ((0, 0, 1), (0, 1, 0)),
+    "back": ((0, 0, -1), (0, 1, 0)),
+    "left": ((-1, 0, 0), (0, 1, 0)),
+    "right": ((1, 0, 0), (0, 1, 0)),
+    "top": ((0, 1, 0), (0, 0, -1)),
+    "bottom": ((0, -1, 0), (0, 0, 1)),
+}
+
+
+def orbit_direction(k: int, n: int, elevation_deg: float = 15.0) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+    """Camera direction of orbit frame ``k`` of ``n`` (360 degrees around the vertical axis)."""
+    a = 2 * np.pi * k / n
+    e = np.deg2rad(elevation_deg)
+    return ((float(np.sin(a) * np.cos(e)), float(np.sin(e)), float(np.cos(a) * np.cos(e))), (0.0, 1.0, 0.0))
+
+
+@dataclass
+class _Part:
+    vertices: np.ndarray  # (n, 3) float32, world space
+    normals: np.ndarray
+    uv: np.ndarray
+    faces: np.ndarray
+    image: Image.Image | None
+    color: tuple[float, float, float, float]
+
+
+def load_glb(path: str | Path) -> list[_Part]:
+    """Read a GLB into world-space parts with their textures; a corrupt or empty file is a DataError naming it."""
+    import trimesh
+
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: GLB model not found")
+    try:
+        scene = trimesh.load(str(path), file_type="glb", force="scene", process=False)
+    except Exception as e:  # trimesh raises many types for a bad file; all mean the same thing to the user
+        raise DataError(f"{path}: not a readable GLB model ({type(e).__name__}: {e})") from e
+    parts = []
+    for node in scene.graph.nodes_geometry:
+        transform, geom_name = scene.graph[node]
+        mesh = scene.geometry[geom_name]
+        if not isinstance(mesh, trimesh.Trimesh) or len(mesh.faces) == 0:
+            continue
+        verts = trimesh.transform_points(mesh.vertices, transform).astype(np.float32)
+        normals = (mesh.vertex_normals @ transform[:3, :3].T).astype(np.float32)
+        image, color, uv = None, (0.8, 0.8, 0.8, 1.0), np.zeros((len(verts), 2), np.float32)
+        vis = mesh.visual
+        if isinstance(vis, trimesh.visual.TextureVisuals):
+            mat = vis.material
+            tex = getattr(mat, "baseColorTexture", None) or getattr(mat, "image", None)
+            factor = getattr(mat, "baseColorFactor", None)
+            if factor is not None:
+                color = tuple(float(x) / 255.0 if np.max(factor) > 1 else float(x) for x in factor)
+            if tex is not None and vis.uv is not None:
+                image = tex.convert("RGBA")
+                uv = np.asarray(vis.uv, dtype=np.float32)
+        elif isinstance(vis, trimesh.visual.ColorVisuals) and vis.kind is not None:
+            # per-vertex colours: bake into a 1-pixel-high strip texture indexed by vertex
+            c = np.asarray(vis.vertex_colors, dtype=np.uint8)
+            image = Image.fromarray(c[None, :, :], "RGBA")
+            uv = np.stack([(np.arange(len(c)) + 0.5) / len(c), np.full(len(c), 0.5)], 1).astype(np.float32)
+        parts.append(_Part(verts, normals, uv, np.asarray(mesh.faces, dtype=np.int32), image, color))
+    if not parts:
+        raise DataError(f"{path}: GLB holds no triangle mesh to render")
+    return parts
+
+
+class Renderer:
+    """An offscreen EGL context with one shader; render many GLBs through it."""
+
+    def __init__(self, settings: RenderSettings | None = None, backend: str = "egl") -> None:
+        import moderngl
+
+        self.settings = settings or RenderSettings()
+        try:
+            self.ctx = moderngl.create_context(standalone=True, backend=backend)
+        except Exception as e:
+            raise RuntimeError(
+                f"could not create a headless OpenGL context with backend {backend!r} ({e}). On Debian/Ubuntu "
+                "install libegl1 libegl-mesa0 libgl1-mesa-dri (make setup does this)."
+            ) from e
+        self.prog = self.ctx.program(vertex_shader=_VERTEX, fragment_shader=_FRAGMENT)
+        r = self.settings.resolution
+        samples = self.settings.samples
+        self.fbo_ms = self.ctx.framebuffer(
+            color_attachments=[self.ctx.renderbuffer((r, r), 4, samples=samples)],
+            depth_attachment=self.ctx.depth_renderbuffer((r, r), samples=samples),
+        )
+        self.fbo = self.ctx.framebuffer(color_attachments=[self.ctx.renderbuffer((r, r), 4)])
+
+    def close(self) -> None:
+        self.ctx.release()
+
+    def __enter__(self) -> Renderer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def render_parts(self, parts: list[_Part], directions: list[tuple]) -> list[Image.Image]:
+        """Render ``parts`` from each (direction, up) pair; the camera frames the bounding sphere."""
+        import moderngl
+
+        ctx, s = self.ctx, self.settings
+        allv = np.concatenate([p.vertices for p in parts])
+        lo, hi = allv.min(0), allv.max(0)
+        centre = (lo + hi) / 2
+        radius = float(np.linalg.norm(hi - lo) / 2) or 1.0
+        dist = radius * s.margin / np.sin(np.deg2rad(s.fov_deg) / 2)
+        proj = _perspective(s.fov_deg, dist - radius * 1.5, dist + radius * 1.5)
+        vaos, textures, buffers = [], [], []
+        try:
+            for p in parts:
+                data = np.hstack([p.vertices, p.normals, p.uv]).astype("f4")
+                vbo = ctx.buffer(data.tobytes())
+                ibo = ctx.buffer(p.faces.astype("i4").tobytes())
+                buffers += [vbo, ibo]
+                vao = ctx.vertex_array(self.prog, [(vbo, "3f 3f 2f", "in_pos", "in_normal", "in_uv")], ibo)
+                tex = None
+                if p.image is not None:
+                    # glTF's UV origin is the top-left of the image; OpenGL samples from the bottom-left
+                    img = p.image.transpose(Image.Transpose.FLIP_TOP_BOTTOM)
+                    tex = ctx.texture(img.size, 4, img.tobytes())
+                    tex.build_mipmaps()
+                    tex.filter = (moderngl.LINEAR_MIPMAP_LINEAR, moderngl.LINEAR)
+                    textures.append(tex)
+                vaos.append((vao, tex, p.color))
+            out = []
+            bg = tuple(c / 255 for c in s.background)
+            for direction, up in directions:
+                d = np.asarray(direction, dtype=float)
+                eye = centre + d * dist
+                view = _look_at(eye, centre, np.asarray(up, dtype=float))
+                mvp = (proj @ view).astype("f4")
+                self.fbo_ms.use()
+                ctx.enable(moderngl.DEPTH_TEST)
+                ctx.disable(moderngl.CULL_FACE)
+                ctx.clear(*bg, 1.0)
+                self.prog["mvp"].write(mvp.T.tobytes())
+                self.prog["model"].write(np.eye(4, dtype="f4").tobytes())
+                self.prog["light_dir"].value = tuple((d + np.array([0.4, 0.8, 0.3])).tolist())
+                self.prog["view_dir"].value = tuple(d.tolist())
+                for vao, tex, color in vaos:
+                    self.prog["base_color"].value = color
+                    self.prog["use_texture"].value = tex is not None
+                    if tex is not None:
+                        tex.use(0)
+                        self.prog["tex"].value = 0
+                    vao.render(moderngl.TRIANGLES)
+                ctx.copy_framebuffer(self.fbo, self.fbo_ms)
+                raw = self.fbo.read(components=3)
+                img = Image.frombytes("RGB", (s.resolution, s.resolution), raw).transpose(Image.Transpose.FLIP_TOP_BOTTOM)
+                out.append(img)
+            return out
+        finally:
+            for vao, _, _ in vaos:
+                vao.release()
+            for t in textures:
+                t.release()
+            for b in buffers:
+                b.release()
+
+    def render_views(self, glb: str | Path, views: tuple[str, ...] | list[str] = VIEWS) -> dict[str, Image.Image]:
+        """The canonical views of one GLB."""
+        unknown = [v for v in views if v not in VIEW_DIRECTIONS]
+        if unknown:
+            raise ValueError(f"render.views has unknown view(s) {unknown}; choose from {list(VIEW_DIRECTIONS)}")
+        imgs = self.render_parts(load_glb(glb), [VIEW_DIRECTIONS[v] for v in views])
+        return dict(zip(views, imgs))
+
+    def render_orbit(self, glb: str | Path, n_frames: int, elevation_deg: float = 15.0) -> list[Image.Image]:
+        """``n_frames`` frames of a 360-degree orbit around the vertical axis."""
+        return self.render_parts(load_glb(glb), [orbit_direction(k, n_frames, elevation_deg) for k in range(n_frames)])
+
+
+def _png_bytes(img: Image.Image) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, format="PNG", optimize=False)
+    return buf.getvalue()
+
+
+def render_dataset(root: str | Path, ids_and_models: list[tuple[str, str]], settings: RenderSettings | None = None,
+                   views: tuple[str, ...] | list[str] = VIEWS, orbit_frames: int = 0, progress: bool = True,
+                   force: bool = False) -> dict[str, int]:
+    """Render every (id, model path relative to root) into ``images/<view>/<id>.png``, skipping cached ones.
+
+    The cache (``images/render_cache.json``) maps each id to the hash of its GLB bytes and the settings; it is
+    written after every vase, so an interrupted run resumes where it stopped. Returns counts rendered / cached.
+    """
+    root = Path(root)
+    settings = settings or RenderSettings()
+    cache_path = root / "images" / "render_cache.json"
+    cache: dict[str, str] = {}
+    if cache_path.is_file() and not force:
+        try:
+            cache = json.loads(cache_path.read_text())
+        except json.JSONDecodeError:
+            cache = {}
+    todo, cached = [], 0
+    view_key = settings.key() + ":" + ",".join(views) + f":orbit{orbit_frames}"
+    for vid, model in ids_and_models:
+        glb = root / model
+        if not glb.is_file():
+            raise DataError(f"{glb}: GLB model of vase {vid!r} not found")
+        key = hashlib.sha256(glb.read_bytes()).hexdigest()[:24] + ":" + view_key
+        done = cache.get(vid) == key and all(view_path(root, v, vid).is_file() for v in views)
+        if done:
+            cached += 1
+        else:
+            todo.append((vid, glb, key))
+    if todo:
+        iterator = todo
+        if progress:
+            from tqdm import tqdm
+
+            iterator = tqdm(todo, desc="rendering views", unit="vase")
+        with Renderer(settings) as r:
+            for vid, glb, key in iterator:
+                for view, img in r.render_views(glb, views).items():
+                    atomic_write_bytes(view_path(root, view, vid), _png_bytes(img))
+                if orbit_frames:
+                    for k, img in enumerate(r.render_orbit(glb, orbit_frames)):
+                        atomic_write_bytes(root / "images" / "orbit" / vid / f"{k:03d}.png", _png_bytes(img))
+                cache[vid] = key
+                atomic_write_json(cache_path, cache)
+    return {"rendered": len(todo), "cached": cached}

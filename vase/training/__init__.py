@@ -1,0 +1,1 @@
+"""Training stages as Lightning modules: SFT (LoRA) and GRPO."""

@@ -1,0 +1,49 @@
+"""Callbacks: save the LoRA adapter in peft format, atomically, when training ends (and every N epochs)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+
+
+def save_adapter(model: Any, processor: Any, dirpath: str | Path) -> Path:
+    """Write a peft adapter (and the processor, so the directory loads on its own) to ``dirpath`` atomically."""
+    dirpath = Path(dirpath)
+    dirpath.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=dirpath.parent, prefix=f".{dirpath.name}."))
+    try:
+        model.save_pretrained(tmp)
+        if processor is not None:
+            processor.save_pretrained(tmp)
+        if dirpath.exists():
+            shutil.rmtree(dirpath)
+        tmp.rename(dirpath)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dirpath
+
+
+class SaveAdapter(pl.Callback):
+    """Save ``pl_module.model`` (a peft model) to ``dirpath`` at the end of training and every ``every_n_epochs``."""
+
+    def __init__(self, dirpath: str, every_n_epochs: int = 0) -> None:
+        self.dirpath = dirpath
+        self.every_n_epochs = every_n_epochs
+        self.processor: Any = None  # set by train.py so the adapter directory carries its processor
+
+    def _save(self, trainer: pl.Trainer, pl_module: pl.LightningModule, name: str | None = None) -> None:
+        if trainer.is_global_zero:
+            target = Path(self.dirpath) if name is None else Path(self.dirpath).with_name(name)
+            save_adapter(pl_module.model, self.processor, target)
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.every_n_epochs and (trainer.current_epoch + 1) % self.every_n_epochs == 0:
+            self._save(trainer, pl_module, f"adapter-epoch{trainer.current_epoch + 1}")
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._save(trainer, pl_module)

@@ -1,0 +1,90 @@
+"""Supervised fine-tuning with LoRA: multi-view images + caption in the Qwen2.5-VL chat template."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+
+from vase.training.lora import apply_lora, count_parameters
+
+
+def warmup_cosine(step: int, total: int, warmup: int) -> float:
+    """Learning-rate factor: linear warm-up to 1 over ``warmup`` steps, then cosine decay to 0 at ``total``."""
+    if warmup > 0 and step < warmup:
+        return (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+class TrainableStateMixin:
+    """Checkpoints hold only the trainable weights (LoRA adapters), so a 7B run's checkpoint is megabytes and resumes."""
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, torch.Tensor]:  # type: ignore[override]
+        full = super().state_dict(*args, **kwargs)  # type: ignore[misc]
+        keep = {n for n, p in self.named_parameters() if p.requires_grad}  # type: ignore[attr-defined]
+        return {k: v for k, v in full.items() if k in keep}
+
+    def load_state_dict(self, state_dict: dict[str, torch.Tensor], strict: bool = True, **kwargs: Any):  # type: ignore[override]
+        missing_trainable = {n for n, p in self.named_parameters() if p.requires_grad} - set(state_dict)  # type: ignore[attr-defined]
+        if strict and missing_trainable:
+            raise KeyError(f"checkpoint lacks trainable weights, e.g. {sorted(missing_trainable)[:3]}")
+        return super().load_state_dict(state_dict, strict=False, **kwargs)  # type: ignore[misc]
+
+
+class SFTModule(TrainableStateMixin, pl.LightningModule):
+    """LoRA SFT of a Qwen2.5-VL model. Loss: token cross-entropy on the answer only (labels -100 elsewhere).
+
+    Args:
+        model: a loaded ``Qwen2_5_VLForConditionalGeneration`` (or a peft model already holding an adapter).
+        lora: keyword arguments of :func:`vase.training.lora.apply_lora`.
+        optimizer: a partial optimizer (``_partial_: true`` in config) taking the trainable parameters.
+        warmup_ratio: fraction of optimizer steps spent warming the learning rate up.
+    """
+
+    def __init__(self, model: Any, lora: dict[str, Any] | None = None, optimizer: Any = None,
+                 warmup_ratio: float = 0.05) -> None:
+        super().__init__()
+        from peft import PeftModel
+
+        if isinstance(model, PeftModel):
+            for n, p in model.named_parameters():
+                p.requires_grad_("lora_" in n)
+            self.model = model
+        else:
+            self.model = apply_lora(model, **dict(lora or {}))
+        self.optimizer_factory = optimizer or partial(torch.optim.AdamW, lr=1e-4)
+        self.warmup_ratio = warmup_ratio
+        self.history: list[dict[str, float]] = []
+        trainable, total = count_parameters(self.model)
+        self.trainable_parameters = trainable
+        self.total_parameters = total
+
+    def forward(self, **batch: torch.Tensor) -> Any:
+        return self.model(**batch)
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        out = self.model(**batch)
+        loss = out.loss
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"train/loss is {loss.item()} at step {self.global_step}; lower stage.optimizer.lr")
+        n_tokens = int((batch["labels"] != -100).sum())
+        self.log("train/loss", loss, prog_bar=True, on_step=True, batch_size=batch["input_ids"].shape[0])
+        self.log("train/answer_tokens", float(n_tokens), on_step=True, batch_size=batch["input_ids"].shape[0])
+        if self.trainer is not None and self.trainer.optimizers:
+            self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], on_step=True)
+        self.history.append({"step": float(self.global_step), "loss": float(loss.detach())})
+        return loss
+
+    def configure_optimizers(self) -> Any:
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        if not params:
+            raise RuntimeError("no trainable parameters: check stage.module.lora.target_modules")
+        opt = self.optimizer_factory(params)
+        total = max(1, int(self.trainer.estimated_stepping_batches)) if self.trainer is not None else 1
+        warmup = int(round(self.warmup_ratio * total))
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, partial(warmup_cosine, total=total, warmup=warmup))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
