@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
@@ -37,7 +37,7 @@ class LoraSchema:
     dropout: float = 0.05
     target_modules: Any = "all-linear"
     freeze_vision: bool = True
-    modules_to_save: Optional[list[str]] = None
+    modules_to_save: list[str] | None = None
 
     def __post_init__(self) -> None:
         _check(self.r >= 1, "stage.module.lora.r", self.r, "must be at least 1")
@@ -75,18 +75,28 @@ class GRPOSchema:
 
     def __post_init__(self) -> None:
         k = "stage.module"
-        _check(self.num_generations >= 2, f"{k}.num_generations", self.num_generations,
-               "must be at least 2 (advantages are relative within a group)")
+        _check(
+            self.num_generations >= 2,
+            f"{k}.num_generations",
+            self.num_generations,
+            "must be at least 2 (advantages are relative within a group)",
+        )
         _check(self.temperature > 0, f"{k}.temperature", self.temperature, "must be positive")
         _check(0 < self.top_p <= 1, f"{k}.top_p", self.top_p, "must lie in (0, 1]")
-        _check(self.max_completion_length >= 1, f"{k}.max_completion_length", self.max_completion_length, "must be >= 1")
+        _check(
+            self.max_completion_length >= 1, f"{k}.max_completion_length", self.max_completion_length, "must be >= 1"
+        )
         _check(self.beta >= 0, f"{k}.beta", self.beta, "must be non-negative")
         _check(self.epsilon_low >= 0, f"{k}.epsilon_low", self.epsilon_low, "must be non-negative")
         _check(self.epsilon_high >= 0, f"{k}.epsilon_high", self.epsilon_high, "must be non-negative")
         _check(self.num_iterations >= 1, f"{k}.num_iterations", self.num_iterations, "must be at least 1")
         _check(self.loss_type in LOSS_TYPES, f"{k}.loss_type", self.loss_type, f"must be one of {list(LOSS_TYPES)}")
-        _check(self.scale_rewards in SCALE_REWARDS, f"{k}.scale_rewards", self.scale_rewards,
-               f"must be one of {list(SCALE_REWARDS)}")
+        _check(
+            self.scale_rewards in SCALE_REWARDS,
+            f"{k}.scale_rewards",
+            self.scale_rewards,
+            f"must be one of {list(SCALE_REWARDS)}",
+        )
 
 
 @dataclass
@@ -141,16 +151,21 @@ class DataSchema:
     num_workers: int = 0
     task: str = "caption"
     max_length: int = 4096
-    synthetic: Optional[SyntheticSchema] = None
-    render: Optional[dict] = None
-    limit_train: Optional[int] = None
-    limit_val: Optional[int] = None
+    synthetic: SyntheticSchema | None = None
+    render: dict | None = None
+    limit_train: int | None = None
+    limit_val: int | None = None
 
     def __post_init__(self) -> None:
         from vase.data.dataset import VIEWS
 
         bad = [v for v in self.views if v not in VIEWS]
-        _check(not bad and len(self.views) > 0, "data.views", list(self.views), f"must be a non-empty subset of {list(VIEWS)}")
+        _check(
+            not bad and len(self.views) > 0,
+            "data.views",
+            list(self.views),
+            f"must be a non-empty subset of {list(VIEWS)}",
+        )
         _check(self.task in ("caption", "qa", "both"), "data.task", self.task, "must be caption, qa or both")
         _check(self.batch_size >= 1, "data.batch_size", self.batch_size, "must be at least 1")
         _check(self.max_length >= 32, "data.max_length", self.max_length, "must be at least 32")
@@ -174,9 +189,9 @@ class ModelSchema:
     label: str = "model"
     name_or_path: str = "Qwen/Qwen2.5-VL-7B-Instruct"
     build_tiny: bool = False
-    tiny: Optional[dict] = None
+    tiny: dict | None = None
     dtype: str = "bfloat16"
-    attn_implementation: Optional[str] = "sdpa"
+    attn_implementation: str | None = "sdpa"
     processor: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -198,7 +213,11 @@ class MetricsSchema:
 
 
 SECTIONS: dict[str, type] = {
-    "stage": StageSchema, "reward": RewardSchema, "data": DataSchema, "render": RenderSchema, "model": ModelSchema,
+    "stage": StageSchema,
+    "reward": RewardSchema,
+    "data": DataSchema,
+    "render": RenderSchema,
+    "model": ModelSchema,
     "metrics": MetricsSchema,
 }
 
@@ -212,6 +231,13 @@ def register_configs() -> None:
     cs.store(group="schema", name="lora", node=LoraSchema)
 
 
+def _full_key(section: str, e: OmegaConfBaseException) -> str:
+    sub = getattr(e, "full_key", None) or ""
+    if not sub:
+        return section
+    return sub if sub.startswith(section + ".") else f"{section}.{sub}"
+
+
 def _validate_section(key: str, schema: type, node: Any) -> None:
     try:
         merged = OmegaConf.merge(OmegaConf.structured(schema), node)
@@ -219,7 +245,7 @@ def _validate_section(key: str, schema: type, node: Any) -> None:
     except ConfigError:
         raise
     except OmegaConfBaseException as e:
-        full = f"{key}.{e.full_key}" if getattr(e, "full_key", None) else key
+        full = _full_key(key, e)
         msg = str(e).splitlines()[0]
         raise ConfigError(f"{full}: {msg}") from None
 
@@ -229,7 +255,7 @@ def _resolved(cfg: DictConfig, key: str) -> DictConfig:
     try:
         return OmegaConf.create(OmegaConf.to_container(cfg[key], resolve=True))
     except OmegaConfBaseException as e:
-        full = f"{key}.{e.full_key}" if getattr(e, "full_key", None) else key
+        full = _full_key(key, e)
         raise ConfigError(f"{full}: {str(e).splitlines()[0]}") from None
 
 
@@ -239,7 +265,9 @@ def validate(cfg: DictConfig) -> None:
         if key in cfg and cfg[key] is not None:
             node = _resolved(cfg, key)
             if key == "stage":
-                node = OmegaConf.masked_copy(node, [k for k in ("name", "epochs", "batch_size", "grad_accum") if k in node])
+                node = OmegaConf.masked_copy(
+                    node, [k for k in ("name", "epochs", "batch_size", "grad_accum") if k in node]
+                )
             if key == "data":
                 node = OmegaConf.masked_copy(node, [k for k in node if k in DataSchema.__dataclass_fields__])
             _validate_section(key, schema, node)

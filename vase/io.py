@@ -34,7 +34,7 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 
 def atomic_write_json(path: str | Path, obj: Any) -> Path:
     """Write ``obj`` as indented JSON atomically."""
-    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
 def read_json(path: str | Path) -> Any:

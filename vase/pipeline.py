@@ -13,6 +13,7 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+import vase.config  # noqa: F401  (registers the config resolvers, e.g. vase.wandb_offline)
 from vase.io import atomic_write_json, atomic_write_text
 
 log = logging.getLogger("vase")
@@ -29,22 +30,53 @@ def _log_eval(loggers: list[Any], name: str, scores: dict[str, Any], rows: list[
     for lg in loggers:
         lg.log_metrics({f"val/{name}/{k}": float(v) for k, v in scores.items()})
         if hasattr(lg, "log_table"):
-            lg.log_table(key=f"val/{name}/captions", columns=["id", "generated", "reference"],
-                         data=[[r["id"], r["caption"], r["reference"]] for r in rows[:64]])
+            lg.log_table(
+                key=f"val/{name}/captions",
+                columns=["id", "generated", "reference"],
+                data=[[r["id"], r["caption"], r["reference"]] for r in rows[:64]],
+            )
 
 
-def evaluate_captions(model: Any, processor: Any, dataset: Any, scorer: Any, out_dir: Path, name: str,
-                      max_new_tokens: int, batch_size: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def evaluate_captions(
+    model: Any,
+    processor: Any,
+    dataset: Any,
+    scorer: Any,
+    out_dir: Path,
+    name: str,
+    max_new_tokens: int,
+    batch_size: int,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Generate (resumable JSONL ``generations_<name>.jsonl``) and score; writes ``results_<name>.json``."""
     from vase.eval.generate import generate_captions
     from vase.eval.scoring import score_rows, write_results
 
-    rows = generate_captions(model, processor, dataset, out_dir / f"generations_{name}.jsonl",
-                             batch_size=batch_size, max_new_tokens=max_new_tokens)
+    rows = generate_captions(
+        model,
+        processor,
+        dataset,
+        out_dir / f"generations_{name}.jsonl",
+        batch_size=batch_size,
+        max_new_tokens=max_new_tokens,
+    )
     scores = score_rows(scorer, rows)
     write_results(out_dir / f"results_{name}.json", name, scores)
     log.info("%s: %s", name, {k: round(v, 4) for k, v in scores.items()})
     return scores, rows
+
+
+def _log_results_table(loggers: list[Any], results: dict[str, dict[str, Any]]) -> None:
+    """The evaluation table (paper's column order) as a W&B table, so runs compare side by side in the UI."""
+    from vase.metrics.caption import TABLE_COLUMNS
+
+    keys = [k for k, _ in TABLE_COLUMNS] + ["n_pairs"]
+    for lg in loggers:
+        if hasattr(lg, "log_table"):
+            lg.log_table(
+                key="val/table",
+                columns=["model", *keys],
+                data=[[name, *[row.get(k) for k in keys]] for name, row in results.items()],
+            )
 
 
 def _sheet_items(dataset: Any, generations: dict[str, list[dict[str, Any]]], n: int = 4) -> list[dict[str, Any]]:
@@ -106,8 +138,15 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     if ev.get("before") and trainer.is_global_zero:
         name = f"{label} (untrained)"
         results[name], generations[name] = evaluate_captions(
-            module.model, processor, datamodule.val_set, scorer, out_dir, "untrained",
-            int(ev.max_new_tokens), int(ev.batch_size))
+            module.model,
+            processor,
+            datamodule.val_set,
+            scorer,
+            out_dir,
+            "untrained",
+            int(ev.max_new_tokens),
+            int(ev.batch_size),
+        )
         _log_eval(loggers, "untrained", results[name], generations[name])
 
     trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
@@ -117,8 +156,15 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     if ev.get("after") and trainer.is_global_zero:
         name = f"{label} ({cfg.stage.name})"
         results[name], generations[name] = evaluate_captions(
-            module.model, processor, datamodule.val_set, scorer, out_dir, cfg.stage.name,
-            int(ev.max_new_tokens), int(ev.batch_size))
+            module.model,
+            processor,
+            datamodule.val_set,
+            scorer,
+            out_dir,
+            cfg.stage.name,
+            int(ev.max_new_tokens),
+            int(ev.batch_size),
+        )
         _log_eval(loggers, cfg.stage.name, results[name], generations[name])
 
     if trainer.is_global_zero and results:
@@ -126,11 +172,18 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
         if cfg.get("report", True):
             from vase.eval.report import markdown_table, write_report
 
-            report = write_report(out_dir, results, history, _sheet_items(datamodule.val_set, generations),
-                                  title=f"vase: {cfg.task_name}", notes=_notes(cfg, module))
+            report = write_report(
+                out_dir,
+                results,
+                history,
+                _sheet_items(datamodule.val_set, generations),
+                title=f"vase: {cfg.task_name}",
+                notes=_notes(cfg, module),
+            )
             log.info("report: %s", report)
             print("\n" + markdown_table(results))
             print(f"report written to {report}")
+            _log_results_table(loggers, results)
             for lg in loggers:
                 if hasattr(lg, "log_image"):
                     imgs = [str(p) for p in (out_dir / "loss.png", out_dir / "contact_sheet.png") if p.is_file()]
@@ -143,9 +196,15 @@ def _notes(cfg: DictConfig, module: Any) -> str:
     trainable = getattr(module, "trainable_parameters", None)
     total = getattr(module, "total_parameters", None)
     data = cfg.data
-    n = f"{data.synthetic.num_vases} synthetic vases (seed {data.synthetic.seed})" if data.get("synthetic") else str(data.root)
-    s = (f"Model `{cfg.model.name_or_path}`, stage `{cfg.stage.name}`, data: {n}, views {list(data.views)}, "
-         f"{cfg.stage.epochs} epoch(s), batch {cfg.stage.batch_size} x accumulation {cfg.stage.grad_accum}.")
+    n = (
+        f"{data.synthetic.num_vases} synthetic vases (seed {data.synthetic.seed})"
+        if data.get("synthetic")
+        else str(data.root)
+    )
+    s = (
+        f"Model `{cfg.model.name_or_path}`, stage `{cfg.stage.name}`, data: {n}, views {list(data.views)}, "
+        f"{cfg.stage.epochs} epoch(s), batch {cfg.stage.batch_size} x accumulation {cfg.stage.grad_accum}."
+    )
     if trainable:
         s += f" Trainable parameters: {trainable:,} of {total:,}."
     return s
@@ -164,16 +223,28 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     pl.seed_everything(int(cfg.seed))
     out = Path(cfg.output)
     out.parent.mkdir(parents=True, exist_ok=True)
-    model, processor = load_model_and_processor(cfg.model, adapter=cfg.get("adapter"), merge=bool(cfg.get("merge_adapter")))
+    model, processor = load_model_and_processor(
+        cfg.model, adapter=cfg.get("adapter"), merge=bool(cfg.get("merge_adapter"))
+    )
     datamodule = instantiate(cfg.data, processor=processor, _convert_="partial")
     datamodule.prepare_data()
-    dataset = VaseDataset(datamodule.root, cfg.split, datamodule.views,
-                          limit=cfg.data.get("limit_val") if cfg.split == "val" else None)
+    dataset = VaseDataset(
+        datamodule.root, cfg.split, datamodule.views, limit=cfg.data.get("limit_val") if cfg.split == "val" else None
+    )
     scorer = build_scorer(cfg.metrics)
-    scores, rows = evaluate_captions(model, processor, dataset, scorer, out.parent, out.stem,
-                                     int(cfg.generation.max_new_tokens), int(cfg.generation.batch_size))
-    write_results(out, str(cfg.name), scores, {"name": str(cfg.name), "split": cfg.split,
-                                                "adapter": cfg.get("adapter")})
+    scores, rows = evaluate_captions(
+        model,
+        processor,
+        dataset,
+        scorer,
+        out.parent,
+        out.stem,
+        int(cfg.generation.max_new_tokens),
+        int(cfg.generation.batch_size),
+    )
+    write_results(
+        out, str(cfg.name), scores, {"name": str(cfg.name), "split": cfg.split, "adapter": cfg.get("adapter")}
+    )
     loggers = instantiate_group(cfg.get("logger"))
     for lg in loggers:
         lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))

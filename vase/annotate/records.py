@@ -83,8 +83,15 @@ def raw_metadata(rec: VaseRecord) -> str:
     )
 
 
-_RAW_KEYS = {"fabric": "fabric", "technique": "technique", "shape": "shape", "date": "dating",
-             "dating": "dating", "decoration": "decoration", "attribution": "attribution"}
+_RAW_KEYS = {
+    "fabric": "fabric",
+    "technique": "technique",
+    "shape": "shape",
+    "date": "dating",
+    "dating": "dating",
+    "decoration": "decoration",
+    "attribution": "attribution",
+}
 
 
 def parse_raw_metadata(line: str, vase_id: str) -> VaseRecord:
@@ -128,9 +135,15 @@ def make_caption(rec: VaseRecord) -> str:
 
 
 def make_caption_from_fields(obj: dict[str, Any], dating: Any) -> str:
-    rec = VaseRecord(id=str(obj["id"]), fabric=obj["fabric"], technique=obj["technique"], shape=obj["shape"],
-                     dating=(int(dating[0]), int(dating[1])), decoration=obj["decoration"],
-                     attribution=obj["attribution"])
+    rec = VaseRecord(
+        id=str(obj["id"]),
+        fabric=obj["fabric"],
+        technique=obj["technique"],
+        shape=obj["shape"],
+        dating=(int(dating[0]), int(dating[1])),
+        decoration=obj["decoration"],
+        attribution=obj["attribution"],
+    )
     return make_caption(rec)
 
 

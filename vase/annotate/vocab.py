@@ -31,13 +31,23 @@ FABRICS: tuple[Term, ...] = (
     Term("Athenian", ("Attic",)),
     Term("Corinthian", ("Protocorinthian",)),
     Term("Laconian", ("Spartan",)),
-    Term("Boeotian",),
-    Term("Chalcidian",),
+    Term(
+        "Boeotian",
+    ),
+    Term(
+        "Chalcidian",
+    ),
     Term("East Greek", ("Ionian",)),
     Term("Apulian", ("South Italian",)),
-    Term("Lucanian",),
-    Term("Campanian",),
-    Term("Etruscan",),
+    Term(
+        "Lucanian",
+    ),
+    Term(
+        "Campanian",
+    ),
+    Term(
+        "Etruscan",
+    ),
 )
 
 TECHNIQUES: tuple[Term, ...] = (
@@ -56,7 +66,9 @@ SHAPES: tuple[Term, ...] = (
     Term("oinochoe", ("jug", "oinochoai", "olpe")),
     Term("pelike", ("pelikai",)),
     Term("alabastron", ("alabastra",)),
-    Term("stamnos",),
+    Term(
+        "stamnos",
+    ),
     Term("skyphos", ("skyphoi",)),
 )
 
@@ -106,8 +118,7 @@ def _norm(text: str) -> str:
 
 
 _LOOKUP: dict[str, dict[str, str]] = {
-    dim: {_norm(form): term.canonical for term in terms for form in term.forms()}
-    for dim, terms in VOCABULARY.items()
+    dim: {_norm(form): term.canonical for term in terms for form in term.forms()} for dim, terms in VOCABULARY.items()
 }
 
 
@@ -134,8 +145,24 @@ def terms(dimension: str) -> tuple[str, ...]:
 
 _DASH = r"\s*(?:-|–|—|to|until)\s*"
 _BC = r"\s*(?:b\.?\s?c\.?\s?e?\.?|bce)"
-_ORDINAL = {"1st": 1, "first": 1, "2nd": 2, "second": 2, "3rd": 3, "third": 3, "4th": 4, "fourth": 4,
-            "5th": 5, "fifth": 5, "6th": 6, "sixth": 6, "7th": 7, "seventh": 7, "8th": 8, "eighth": 8}
+_ORDINAL = {
+    "1st": 1,
+    "first": 1,
+    "2nd": 2,
+    "second": 2,
+    "3rd": 3,
+    "third": 3,
+    "4th": 4,
+    "fourth": 4,
+    "5th": 5,
+    "fifth": 5,
+    "6th": 6,
+    "sixth": 6,
+    "7th": 7,
+    "seventh": 7,
+    "8th": 8,
+    "eighth": 8,
+}
 _QUARTER = {"first": 0, "1st": 0, "second": 1, "2nd": 1, "third": 2, "3rd": 2, "fourth": 3, "4th": 3, "last": 3}
 _ORD_RE = "|".join(sorted(_ORDINAL, key=len, reverse=True))
 _QUART_RE = "|".join(sorted(_QUARTER, key=len, reverse=True))
@@ -172,12 +199,20 @@ def parse_dating(text: str) -> tuple[int, int] | None:
         start = -100 * _ORDINAL[m.group(2)]
         q = _QUARTER[m.group(1)]
         return (start + 25 * q, start + 25 * (q + 1))
-    m = re.search(rf"(early|mid|middle|late|first half of the|second half of the)[\s-]+(?:the\s+)?({_ORD_RE})\s+century", t)
+    m = re.search(
+        rf"(early|mid|middle|late|first half of the|second half of the)[\s-]+(?:the\s+)?({_ORD_RE})\s+century", t
+    )
     if m:
         start = -100 * _ORDINAL[m.group(2)]
         part = m.group(1)
-        span = {"early": (0, 33), "mid": (33, 67), "middle": (33, 67), "late": (67, 100),
-                "first half of the": (0, 50), "second half of the": (50, 100)}[part]
+        span = {
+            "early": (0, 33),
+            "mid": (33, 67),
+            "middle": (33, 67),
+            "late": (67, 100),
+            "first half of the": (0, 50),
+            "second half of the": (50, 100),
+        }[part]
         return (start + span[0], start + span[1])
     m = re.search(rf"({_ORD_RE})\s+century", t)
     if m:

@@ -54,9 +54,18 @@ def _repair_tail(path: Path) -> None:
 
 
 @torch.inference_mode()
-def generate_captions(model: Any, processor: Any, dataset: VaseDataset, out_path: str | Path | None = None,
-                      batch_size: int = 8, max_new_tokens: int = 64, do_sample: bool = False,
-                      prompt: str = CAPTION_PROMPT, progress: bool = True, **gen_kwargs: Any) -> list[dict[str, Any]]:
+def generate_captions(
+    model: Any,
+    processor: Any,
+    dataset: VaseDataset,
+    out_path: str | Path | None = None,
+    batch_size: int = 8,
+    max_new_tokens: int = 64,
+    do_sample: bool = False,
+    prompt: str = CAPTION_PROMPT,
+    progress: bool = True,
+    **gen_kwargs: Any,
+) -> list[dict[str, Any]]:
     """Caption every vase of ``dataset``; rows are ``{"id", "caption", "reference"}`` in dataset order.
 
     With ``out_path`` the rows are appended to that JSONL as they are made, and ids already there are skipped, so
@@ -82,17 +91,20 @@ def generate_captions(model: Any, processor: Any, dataset: VaseDataset, out_path
         bar = tqdm(total=len(todo), desc="generating captions", unit="vase")
     try:
         for start in range(0, len(todo), batch_size):
-            idx = todo[start: start + batch_size]
+            idx = todo[start : start + batch_size]
             examples = [dataset[i] for i in idx]
             texts = [prompt_text(processor, len(ex.images), prompt) for ex in examples]
             enc = processor(text=texts, images=[ex.images for ex in examples], return_tensors="pt", padding=True)
             enc = {k: v.to(device) for k, v in enc.items()}
-            out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=do_sample,
-                                 pad_token_id=tok.pad_token_id, **gen_kwargs)
-            new = out[:, enc["input_ids"].shape[1]:]
+            out = model.generate(
+                **enc, max_new_tokens=max_new_tokens, do_sample=do_sample, pad_token_id=tok.pad_token_id, **gen_kwargs
+            )
+            new = out[:, enc["input_ids"].shape[1] :]
             captions = processor.batch_decode(new, skip_special_tokens=True)
-            rows = [{"id": ex.record.id, "caption": c.strip(), "reference": ex.record.caption}
-                    for ex, c in zip(examples, captions)]
+            rows = [
+                {"id": ex.record.id, "caption": c.strip(), "reference": ex.record.caption}
+                for ex, c in zip(examples, captions)
+            ]
             if path is not None:
                 _append_jsonl(path, rows)
             done.update({r["id"]: r for r in rows})

@@ -47,7 +47,7 @@ def loss_curve_png(history: list[dict[str, float]], path: str | Path, title: str
     if len(loss) >= 5:
         w = max(5, len(loss) // 20)
         smooth = np.convolve(loss, np.ones(w) / w, mode="valid")
-        ax.plot(steps[w - 1:], smooth, lw=2, label=f"mean of {w}")
+        ax.plot(steps[w - 1 :], smooth, lw=2, label=f"mean of {w}")
     ax.set_xlabel("batch")
     ax.set_ylabel("cross-entropy on answer tokens")
     ax.set_title(title)
@@ -115,8 +115,14 @@ def contact_sheet(items: list[dict[str, Any]], path: str | Path, thumb: int = 12
     return atomic_write_bytes(path, buf.getvalue())
 
 
-def write_report(out_dir: str | Path, rows: dict[str, dict[str, Any]], history: list[dict[str, float]] | None,
-                 sheet_items: list[dict[str, Any]] | None, title: str = "vase run", notes: str = "") -> Path:
+def write_report(
+    out_dir: str | Path,
+    rows: dict[str, dict[str, Any]],
+    history: list[dict[str, float]] | None,
+    sheet_items: list[dict[str, Any]] | None,
+    title: str = "vase run",
+    notes: str = "",
+) -> Path:
     """``report.md`` with the table, the loss curve (``loss.png``) and the contact sheet (``contact_sheet.png``)."""
     out = Path(out_dir)
     parts = [f"# {title}\n", notes + "\n" if notes else "", "## Caption metrics\n", markdown_table(rows)]
@@ -124,8 +130,11 @@ def write_report(out_dir: str | Path, rows: dict[str, dict[str, Any]], history: 
         loss_curve_png(history, out / "loss.png")
         first = sum(h["loss"] for h in history[:5]) / min(5, len(history))
         last = sum(h["loss"] for h in history[-5:]) / min(5, len(history))
-        parts += ["\n## Training loss\n", f"Mean of the first five batches {first:.3f}, of the last five {last:.3f}.\n\n",
-                  "![loss](loss.png)\n"]
+        parts += [
+            "\n## Training loss\n",
+            f"Mean of the first five batches {first:.3f}, of the last five {last:.3f}.\n\n",
+            "![loss](loss.png)\n",
+        ]
     if sheet_items:
         contact_sheet(sheet_items, out / "contact_sheet.png")
         parts += ["\n## Vases and their captions\n", "![contact sheet](contact_sheet.png)\n"]

@@ -52,11 +52,16 @@ def load_captions(path: str | Path) -> dict[str, str]:
     return out
 
 
-def match(generated: dict[str, str], reference: dict[str, str]) -> tuple[list[str], list[str], list[str], dict[str, int]]:
+def match(
+    generated: dict[str, str], reference: dict[str, str]
+) -> tuple[list[str], list[str], list[str], dict[str, int]]:
     """Aligned (ids, preds, refs) over the ids both sides have, in reference order, and the counts."""
     ids = [k for k in reference if k in generated]
-    counts = {"matched": len(ids), "unmatched_generated": len(set(generated) - set(reference)),
-              "unmatched_reference": len(set(reference) - set(generated))}
+    counts = {
+        "matched": len(ids),
+        "unmatched_generated": len(set(generated) - set(reference)),
+        "unmatched_reference": len(set(reference) - set(generated)),
+    }
     return ids, [generated[k] for k in ids], [reference[k] for k in ids], counts
 
 

@@ -25,12 +25,21 @@ from torchmetrics.utilities import dim_zero_cat
 from vase.errors import MetricError
 
 PAPER_OVERALL_WEIGHTS: dict[str, float] = {
-    "clip_score": 0.25, "semantic_score": 0.25, "r_at_10": 0.20, "lexical_similarity": 0.15, "r_at_5": 0.10,
+    "clip_score": 0.25,
+    "semantic_score": 0.25,
+    "r_at_10": 0.20,
+    "lexical_similarity": 0.15,
+    "r_at_5": 0.10,
     "r_at_1": 0.05,
 }
 TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("fid_score", "FID ↓"), ("clip_score", "CLIP"), ("r_at_10", "R@10"), ("r_at_5", "R@5"), ("r_at_1", "R@1"),
-    ("lexical_similarity", "Lexical"), ("overall_score", "Overall"),
+    ("fid_score", "FID ↓"),
+    ("clip_score", "CLIP"),
+    ("r_at_10", "R@10"),
+    ("r_at_5", "R@5"),
+    ("r_at_1", "R@1"),
+    ("lexical_similarity", "Lexical"),
+    ("overall_score", "Overall"),
 )
 """The paper's Table 3 column order, with our overall score last."""
 
@@ -47,8 +56,10 @@ class _PairedEmbeddings(Metric):
 
     def update(self, gen: torch.Tensor, ref: torch.Tensor) -> None:
         if gen.shape != ref.shape or gen.ndim != 2:
-            raise MetricError(f"{type(self).__name__}: generated {tuple(gen.shape)} and reference "
-                              f"{tuple(ref.shape)} embeddings must both be (N, D)")
+            raise MetricError(
+                f"{type(self).__name__}: generated {tuple(gen.shape)} and reference "
+                f"{tuple(ref.shape)} embeddings must both be (N, D)"
+            )
         self.gen.append(gen.float())
         self.ref.append(ref.float())
 
@@ -176,8 +187,13 @@ class CaptionScorer:
         weights: overall-score weights (paper's by default).
     """
 
-    def __init__(self, clip_encoder: Any, sentence_encoder: Any, weights: dict[str, float] | None = None,
-                 ks: tuple[int, ...] = (1, 5, 10)) -> None:
+    def __init__(
+        self,
+        clip_encoder: Any,
+        sentence_encoder: Any,
+        weights: dict[str, float] | None = None,
+        ks: tuple[int, ...] = (1, 5, 10),
+    ) -> None:
         self.clip_encoder = clip_encoder
         self.sentence_encoder = sentence_encoder
         self.weights = dict(weights) if weights else dict(PAPER_OVERALL_WEIGHTS)
@@ -192,11 +208,11 @@ class CaptionScorer:
         if not preds:
             return
         clip = self.clip_encoder.encode(list(preds) + list(targets))
-        cg, cr = clip[: len(preds)], clip[len(preds):]
+        cg, cr = clip[: len(preds)], clip[len(preds) :]
         self.clip.update(cg, cr)
         self.recall.update(cg, cr)
         sent = self.sentence_encoder.encode(list(preds) + list(targets))
-        self.fid.update(sent[: len(preds)], sent[len(preds):])
+        self.fid.update(sent[: len(preds)], sent[len(preds) :])
         self.lexical.update(list(preds), list(targets))
 
     def compute(self) -> dict[str, float]:

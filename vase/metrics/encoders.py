@@ -19,7 +19,7 @@ PACKAGED_PREFIX = "packaged:"
 def resolve_encoder_path(name: str) -> str:
     """``packaged:all-MiniLM-L6-v2`` -> the weights shipped in site-packages; anything else is a path or hub id."""
     if name.startswith(PACKAGED_PREFIX):
-        what = name[len(PACKAGED_PREFIX):].lower()
+        what = name[len(PACKAGED_PREFIX) :].lower()
         if what in ("all-minilm-l6-v2", "minilm"):
             from vase.models.tiny_clip import packaged_minilm_path
 
@@ -62,7 +62,7 @@ class HFCLIPTextEncoder:
     def encode(self, texts: list[str]) -> torch.Tensor:
         outs = []
         for i in range(0, len(texts), self.batch_size):
-            chunk = texts[i: i + self.batch_size]
+            chunk = texts[i : i + self.batch_size]
             enc = self.tokenizer(chunk, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
             enc = {k: v.to(self.device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
             outs.append(_features(self.model.get_text_features(**enc)).float().cpu())
@@ -82,15 +82,19 @@ class OpenCLIPTextEncoder:
             self.model, _, _ = open_clip.create_model_and_transforms(model, pretrained=pretrained, device=device)
             self.tokenizer = open_clip.get_tokenizer(model)
         except Exception as e:
-            raise MetricError(f"could not load the open_clip model {model!r} with pretrained={pretrained!r}: {e}") from e
+            raise MetricError(
+                f"could not load the open_clip model {model!r} with pretrained={pretrained!r}: {e}"
+            ) from e
         self.model.eval()
         self.batch_size = batch_size
         self.device = device
 
     @torch.inference_mode()
     def encode(self, texts: list[str]) -> torch.Tensor:
-        outs = [self.model.encode_text(self.tokenizer(texts[i: i + self.batch_size]).to(self.device)).float().cpu()
-                for i in range(0, len(texts), self.batch_size)]
+        outs = [
+            self.model.encode_text(self.tokenizer(texts[i : i + self.batch_size]).to(self.device)).float().cpu()
+            for i in range(0, len(texts), self.batch_size)
+        ]
         return torch.cat(outs) if outs else torch.zeros((0, 1))
 
 
@@ -126,9 +130,17 @@ def build_clip_encoder(cfg: Any) -> Any:
     """The CLIP text encoder named by a ``metrics.clip`` config."""
     backend = cfg.get("backend", "hf")
     if backend == "hf":
-        return HFCLIPTextEncoder(cfg.model, batch_size=int(cfg.get("batch_size", 256)),
-                                 device=cfg.get("device", "cpu"), build_tiny=bool(cfg.get("build_tiny", False)))
+        return HFCLIPTextEncoder(
+            cfg.model,
+            batch_size=int(cfg.get("batch_size", 256)),
+            device=cfg.get("device", "cpu"),
+            build_tiny=bool(cfg.get("build_tiny", False)),
+        )
     if backend == "open_clip":
-        return OpenCLIPTextEncoder(cfg.model, cfg.get("pretrained"), batch_size=int(cfg.get("batch_size", 256)),
-                                   device=cfg.get("device", "cpu"))
+        return OpenCLIPTextEncoder(
+            cfg.model,
+            cfg.get("pretrained"),
+            batch_size=int(cfg.get("batch_size", 256)),
+            device=cfg.get("device", "cpu"),
+        )
     raise MetricError(f"metrics.clip.backend={backend!r} must be 'hf' or 'open_clip'")

@@ -7,8 +7,15 @@ from typing import Any
 
 from vase.errors import ConfigError
 
-_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
-           "float16": "float16", "fp16": "float16", "auto": "auto"}
+_DTYPES = {
+    "float32": "float32",
+    "fp32": "float32",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+    "auto": "auto",
+}
 
 
 def resolve_model_path(cfg: Any) -> str:
@@ -45,8 +52,10 @@ def load_processor(path: str, min_pixels: int | None = None, max_pixels: int | N
     try:
         proc = AutoProcessor.from_pretrained(path, **kwargs)
     except OSError as e:
-        raise OSError(f"could not load the processor from {path!r}: {e}. Set model.name_or_path to a local "
-                      f"directory or a hub id available on this machine.") from e
+        raise OSError(
+            f"could not load the processor from {path!r}: {e}. Set model.name_or_path to a local "
+            f"directory or a hub id available on this machine."
+        ) from e
     proc.tokenizer.padding_side = "right"
     return proc
 
@@ -61,8 +70,10 @@ def load_model(path: str, dtype: str = "float32", attn_implementation: str | Non
     try:
         return Qwen2_5_VLForConditionalGeneration.from_pretrained(path, **kwargs)
     except OSError as e:
-        raise OSError(f"could not load model weights from {path!r}: {e}. Set model.name_or_path to a local "
-                      f"directory or a hub id available on this machine.") from e
+        raise OSError(
+            f"could not load model weights from {path!r}: {e}. Set model.name_or_path to a local "
+            f"directory or a hub id available on this machine."
+        ) from e
 
 
 def load_model_and_processor(cfg: Any, adapter: str | None = None, merge: bool = False):
@@ -75,8 +86,9 @@ def load_model_and_processor(cfg: Any, adapter: str | None = None, merge: bool =
         from peft import PeftModel
 
         if not (Path(adapter) / "adapter_config.json").is_file():
-            raise FileNotFoundError(f"{adapter}: no adapter_config.json; pass the directory an SFT run saved "
-                                    f"(<run>/adapter)")
+            raise FileNotFoundError(
+                f"{adapter}: no adapter_config.json; pass the directory an SFT run saved (<run>/adapter)"
+            )
         model = PeftModel.from_pretrained(model, adapter)
         if merge:
             model = model.merge_and_unload()

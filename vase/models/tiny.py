@@ -18,8 +18,15 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
-                  "<|image_pad|>", "<|video_pad|>"]
+SPECIAL_TOKENS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+]
 
 # The Qwen2.5-VL conversation format, written for our tiny model (real checkpoints ship their own template).
 CHAT_TEMPLATE = (
@@ -91,14 +98,19 @@ def build_tokenizer(spec: TinySpec):
 
     base = Qwen2Tokenizer(vocab={"<|endoftext|>": 0}, merges=[])
     backend = base.backend_tokenizer
-    trainer = trainers.BpeTrainer(vocab_size=spec.tokenizer_vocab_size, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=spec.tokenizer_vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=ByteLevel.alphabet(),
+        show_progress=False,
+    )
     backend.train_from_iterator(_corpus(), trainer=trainer)
     model = json.loads(backend.to_str())["model"]
     merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
     vocab = {k: v for k, v in model["vocab"].items()}
-    tok = Qwen2Tokenizer(vocab=vocab, merges=merges, unk_token=None, eos_token="<|im_end|>",
-                         pad_token="<|endoftext|>", bos_token=None)
+    tok = Qwen2Tokenizer(
+        vocab=vocab, merges=merges, unk_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token=None
+    )
     tok.add_special_tokens({"additional_special_tokens": SPECIAL_TOKENS[1:]})
     tok.chat_template = CHAT_TEMPLATE
     return tok
@@ -110,8 +122,12 @@ def build_processor(tokenizer, spec: TinySpec):
     size = {"shortest_edge": spec.min_pixels, "longest_edge": spec.max_pixels}
     image_processor = Qwen2VLImageProcessor(size=size, patch_size=14, merge_size=2, temporal_patch_size=2)
     video_processor = Qwen2VLVideoProcessor(size=size, patch_size=14, merge_size=2, temporal_patch_size=2)
-    return Qwen2_5_VLProcessor(image_processor=image_processor, tokenizer=tokenizer,
-                               video_processor=video_processor, chat_template=CHAT_TEMPLATE)
+    return Qwen2_5_VLProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=video_processor,
+        chat_template=CHAT_TEMPLATE,
+    )
 
 
 def build_model(tokenizer, spec: TinySpec):
@@ -124,29 +140,50 @@ def build_model(tokenizer, spec: TinySpec):
     # mrope sections (temporal, height, width) must sum to head_dim / 2
     section = [half - 2 * (half * 3 // 8), half * 3 // 8, half * 3 // 8]
     text = dict(
-        vocab_size=len(tokenizer), hidden_size=spec.hidden_size, intermediate_size=spec.intermediate_size,
-        num_hidden_layers=spec.num_hidden_layers, num_attention_heads=spec.num_attention_heads,
-        num_key_value_heads=spec.num_key_value_heads, max_position_embeddings=4096,
+        vocab_size=len(tokenizer),
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_hidden_layers,
+        num_attention_heads=spec.num_attention_heads,
+        num_key_value_heads=spec.num_key_value_heads,
+        max_position_embeddings=4096,
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": section},
-        bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"],
-        tie_word_embeddings=False, initializer_range=spec.initializer_range,
+        bos_token_id=ids["<|endoftext|>"],
+        eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|endoftext|>"],
+        tie_word_embeddings=False,
+        initializer_range=spec.initializer_range,
     )
-    vision = dict(depth=spec.vision_depth, hidden_size=spec.vision_hidden_size,
-                  intermediate_size=spec.vision_intermediate_size, num_heads=spec.vision_num_heads,
-                  out_hidden_size=spec.hidden_size, patch_size=14, spatial_merge_size=2, temporal_patch_size=2,
-                  window_size=56, fullatt_block_indexes=[spec.vision_depth - 1],
-                  initializer_range=spec.initializer_range)
+    vision = dict(
+        depth=spec.vision_depth,
+        hidden_size=spec.vision_hidden_size,
+        intermediate_size=spec.vision_intermediate_size,
+        num_heads=spec.vision_num_heads,
+        out_hidden_size=spec.hidden_size,
+        patch_size=14,
+        spatial_merge_size=2,
+        temporal_patch_size=2,
+        window_size=56,
+        fullatt_block_indexes=[spec.vision_depth - 1],
+        initializer_range=spec.initializer_range,
+    )
     config = Qwen2_5_VLConfig(
-        text_config=text, vision_config=vision,
-        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
-        tie_word_embeddings=False, initializer_range=spec.initializer_range,
+        text_config=text,
+        vision_config=vision,
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=False,
+        initializer_range=spec.initializer_range,
     )
     torch.manual_seed(spec.seed)
     model = Qwen2_5_VLForConditionalGeneration(config)
     model.generation_config = GenerationConfig(
-        eos_token_id=[ids["<|im_end|>"], ids["<|endoftext|>"]], pad_token_id=ids["<|endoftext|>"],
-        bos_token_id=ids["<|endoftext|>"], do_sample=False,
+        eos_token_id=[ids["<|im_end|>"], ids["<|endoftext|>"]],
+        pad_token_id=ids["<|endoftext|>"],
+        bos_token_id=ids["<|endoftext|>"],
+        do_sample=False,
     )
     return model
 
@@ -158,15 +195,23 @@ def check_special_tokens(path: str | Path) -> None:
     config = AutoConfig.from_pretrained(path)
     tok = AutoTokenizer.from_pretrained(path)
     pairs = {
-        "image_token_id": "<|image_pad|>", "video_token_id": "<|video_pad|>",
-        "vision_start_token_id": "<|vision_start|>", "vision_end_token_id": "<|vision_end|>",
+        "image_token_id": "<|image_pad|>",
+        "video_token_id": "<|video_pad|>",
+        "vision_start_token_id": "<|vision_start|>",
+        "vision_end_token_id": "<|vision_end|>",
     }
     for key, token in pairs.items():
         if getattr(config, key) != tok.convert_tokens_to_ids(token):
-            raise RuntimeError(f"{path}: config.{key}={getattr(config, key)} but the tokenizer has {token}="
-                               f"{tok.convert_tokens_to_ids(token)}")
+            raise RuntimeError(
+                f"{path}: config.{key}={getattr(config, key)} but the tokenizer has {token}="
+                f"{tok.convert_tokens_to_ids(token)}"
+            )
     tc = config.text_config
-    for key, token in (("eos_token_id", "<|im_end|>"), ("pad_token_id", "<|endoftext|>"), ("bos_token_id", "<|endoftext|>")):
+    for key, token in (
+        ("eos_token_id", "<|im_end|>"),
+        ("pad_token_id", "<|endoftext|>"),
+        ("bos_token_id", "<|endoftext|>"),
+    ):
         if getattr(tc, key) != tok.convert_tokens_to_ids(token):
             raise RuntimeError(f"{path}: text_config.{key} does not match the tokenizer's {token}")
     if tc.vocab_size != len(tok):

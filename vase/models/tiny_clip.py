@@ -26,8 +26,15 @@ def packaged_minilm_path() -> Path:
     return path
 
 
-TINY_CLIP = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
-             "projection_dim": 64, "seed": 0, "version": 2}
+TINY_CLIP = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "projection_dim": 64,
+    "seed": 0,
+    "version": 2,
+}
 
 
 def build_tiny_clip(out: str | Path, overwrite: bool = False) -> Path:
@@ -45,12 +52,25 @@ def build_tiny_clip(out: str | Path, overwrite: bool = False) -> Path:
         raise RuntimeError(f"{packaged_minilm_path()}: tokenizer vocabulary did not load (every word is [UNK])")
     s = TINY_CLIP
     config = CLIPConfig(
-        text_config=dict(vocab_size=tok.vocab_size, hidden_size=s["hidden_size"], intermediate_size=s["intermediate_size"],
-                         num_hidden_layers=s["num_hidden_layers"], num_attention_heads=s["num_attention_heads"],
-                         max_position_embeddings=77, bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id,
-                         pad_token_id=tok.pad_token_id),
-        vision_config=dict(hidden_size=s["hidden_size"], intermediate_size=s["intermediate_size"], num_hidden_layers=1,
-                           num_attention_heads=s["num_attention_heads"], image_size=32, patch_size=16),
+        text_config=dict(
+            vocab_size=tok.vocab_size,
+            hidden_size=s["hidden_size"],
+            intermediate_size=s["intermediate_size"],
+            num_hidden_layers=s["num_hidden_layers"],
+            num_attention_heads=s["num_attention_heads"],
+            max_position_embeddings=77,
+            bos_token_id=tok.cls_token_id,
+            eos_token_id=tok.sep_token_id,
+            pad_token_id=tok.pad_token_id,
+        ),
+        vision_config=dict(
+            hidden_size=s["hidden_size"],
+            intermediate_size=s["intermediate_size"],
+            num_hidden_layers=1,
+            num_attention_heads=s["num_attention_heads"],
+            image_size=32,
+            patch_size=16,
+        ),
         projection_dim=s["projection_dim"],
     )
     torch.manual_seed(s["seed"])

@@ -109,7 +109,9 @@ VIEW_DIRECTIONS: dict[str, tuple[tuple[float, float, float], tuple[float, float,
 }
 
 
-def orbit_direction(k: int, n: int, elevation_deg: float = 15.0) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+def orbit_direction(
+    k: int, n: int, elevation_deg: float = 15.0
+) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
     """Camera direction of orbit frame ``k`` of ``n`` (360 degrees around the vertical axis)."""
     a = 2 * np.pi * k / n
     e = np.deg2rad(elevation_deg)
@@ -251,7 +253,9 @@ class Renderer:
                     vao.render(moderngl.TRIANGLES)
                 ctx.copy_framebuffer(self.fbo, self.fbo_ms)
                 raw = self.fbo.read(components=3)
-                img = Image.frombytes("RGB", (s.resolution, s.resolution), raw).transpose(Image.Transpose.FLIP_TOP_BOTTOM)
+                img = Image.frombytes("RGB", (s.resolution, s.resolution), raw).transpose(
+                    Image.Transpose.FLIP_TOP_BOTTOM
+                )
                 out.append(img)
             return out
         finally:
@@ -281,9 +285,15 @@ def _png_bytes(img: Image.Image) -> bytes:
     return buf.getvalue()
 
 
-def render_dataset(root: str | Path, ids_and_models: list[tuple[str, str]], settings: RenderSettings | None = None,
-                   views: tuple[str, ...] | list[str] = VIEWS, orbit_frames: int = 0, progress: bool = True,
-                   force: bool = False) -> dict[str, int]:
+def render_dataset(
+    root: str | Path,
+    ids_and_models: list[tuple[str, str]],
+    settings: RenderSettings | None = None,
+    views: tuple[str, ...] | list[str] = VIEWS,
+    orbit_frames: int = 0,
+    progress: bool = True,
+    force: bool = False,
+) -> dict[str, int]:
     """Render every (id, model path relative to root) into ``images/<view>/<id>.png``, skipping cached ones.
 
     The cache (``images/render_cache.json``) maps each id to the hash of its GLB bytes and the settings; it is

@@ -7,9 +7,15 @@ from typing import Any
 VISION_PATTERN = r".*\bvisual\b.*"
 
 
-def apply_lora(model: Any, r: int = 8, alpha: int = 32, dropout: float = 0.05,
-               target_modules: str | list[str] = "all-linear", freeze_vision: bool = True,
-               modules_to_save: list[str] | None = None) -> Any:
+def apply_lora(
+    model: Any,
+    r: int = 8,
+    alpha: int = 32,
+    dropout: float = 0.05,
+    target_modules: str | list[str] = "all-linear",
+    freeze_vision: bool = True,
+    modules_to_save: list[str] | None = None,
+) -> Any:
     """Wrap ``model`` in a peft LoRA model; only adapter weights (and ``modules_to_save``) train.
 
     ``target_modules="all-linear"`` puts adapters on every linear layer but the output head (the paper's setting);
@@ -19,7 +25,11 @@ def apply_lora(model: Any, r: int = 8, alpha: int = 32, dropout: float = 0.05,
 
     targets = target_modules if isinstance(target_modules, str) else list(target_modules)
     config = LoraConfig(
-        r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=targets, bias="none",
+        r=r,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        target_modules=targets,
+        bias="none",
         exclude_modules=VISION_PATTERN if freeze_vision else None,
         modules_to_save=list(modules_to_save) if modules_to_save else None,
     )

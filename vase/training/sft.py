@@ -45,8 +45,9 @@ class SFTModule(TrainableStateMixin, pl.LightningModule):
         warmup_ratio: fraction of optimizer steps spent warming the learning rate up.
     """
 
-    def __init__(self, model: Any, lora: dict[str, Any] | None = None, optimizer: Any = None,
-                 warmup_ratio: float = 0.05) -> None:
+    def __init__(
+        self, model: Any, lora: dict[str, Any] | None = None, optimizer: Any = None, warmup_ratio: float = 0.05
+    ) -> None:
         super().__init__()
         from peft import PeftModel
 
@@ -56,6 +57,9 @@ class SFTModule(TrainableStateMixin, pl.LightningModule):
             self.model = model
         else:
             self.model = apply_lora(model, **dict(lora or {}))
+        # from_pretrained returns a model in eval mode; Lightning keeps module modes as it finds them, so LoRA
+        # dropout would silently stay off
+        self.model.train()
         self.optimizer_factory = optimizer or partial(torch.optim.AdamW, lr=1e-4)
         self.warmup_ratio = warmup_ratio
         self.history: list[dict[str, float]] = []
@@ -70,7 +74,9 @@ class SFTModule(TrainableStateMixin, pl.LightningModule):
         out = self.model(**batch)
         loss = out.loss
         if not torch.isfinite(loss):
-            raise FloatingPointError(f"train/loss is {loss.item()} at step {self.global_step}; lower stage.optimizer.lr")
+            raise FloatingPointError(
+                f"train/loss is {loss.item()} at step {self.global_step}; lower stage.optimizer.lr"
+            )
         n_tokens = int((batch["labels"] != -100).sum())
         self.log("train/loss", loss, prog_bar=True, on_step=True, batch_size=batch["input_ids"].shape[0])
         self.log("train/answer_tokens", float(n_tokens), on_step=True, batch_size=batch["input_ids"].shape[0])

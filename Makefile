@@ -1,0 +1,45 @@
+# vase: two commands do all set-up on a fresh Debian/Ubuntu machine.
+#   make demo   # synthesise, render, train and evaluate the tiny model on CPU; writes a report
+#   make test   # the default test suite (heavier tests: make test-slow)
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.vase-installed
+SYSDEPS := libegl1 libegl-mesa0 libgl1-mesa-dri
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup sysdeps demo test test-slow lint format clean
+
+setup: sysdeps $(STAMP)
+
+# Headless OpenGL (EGL on Mesa llvmpipe) for the renderer; installed only when missing.
+sysdeps:
+	@if ! dpkg -s $(SYSDEPS) >/dev/null 2>&1; then \
+		echo "installing $(SYSDEPS) (headless rendering)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSDEPS); \
+	fi
+
+$(STAMP): setup.cfg pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	@touch $(STAMP)
+
+demo: setup
+	$(BIN)/python train.py experiment=demo
+
+test: setup
+	$(BIN)/python -m pytest -m "not slow"
+
+test-slow: setup
+	$(BIN)/python -m pytest -m slow
+
+lint: setup
+	$(BIN)/ruff check vase tests benchmarks train.py evaluate.py
+
+format: setup
+	$(BIN)/ruff format vase tests benchmarks train.py evaluate.py
+
+clean:
+	rm -rf .cache data logs multirun outputs .pytest_cache

@@ -1,0 +1,100 @@
+"""Shared fixtures: real configs composed with Hydra's compose API, made tiny, writing under tmp paths.
+
+The tiny model, tiny CLIP and a small synthetic dataset are built once per session in a shared cache.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, open_dict
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("WANDB_SILENT", "true")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def session_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("vase-session")
+    return {"cache": base / "cache", "data": base / "data"}
+
+
+def compose_cfg(config_name: str, overrides: list[str], output_dir: Path, dirs: dict[str, Path]) -> DictConfig:
+    """Compose a real config with test overrides; Hydra's global state is cleared first."""
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+    HydraConfig().set_config(cfg)
+    with open_dict(cfg):
+        cfg.paths.root_dir = str(ROOT)
+        cfg.paths.output_dir = str(output_dir)
+        cfg.paths.log_dir = str(output_dir / "logs")
+        cfg.paths.cache_dir = str(dirs["cache"])
+        cfg.paths.data_dir = str(dirs["data"])
+        del cfg["hydra"]  # as under @hydra.main, the job's config has no hydra section (HydraConfig holds it)
+    GlobalHydra.instance().clear()
+    return cfg
+
+
+TINY_TRAIN = [
+    "model=tiny",
+    "logger=none",
+    "trainer=cpu",
+    "data.synthetic.num_vases=8",
+    "render.resolution=64",
+    "stage.batch_size=2",
+    "stage.grad_accum=1",
+    "stage.epochs=1",
+    "trainer.max_steps=2",
+    "evaluate.before=false",
+    "evaluate.after=false",
+    "report=false",
+]
+
+
+@pytest.fixture
+def train_cfg(tmp_path: Path, session_dirs: dict[str, Path]):
+    """Factory: ``train_cfg(extra_overrides)`` gives a tiny training config under ``tmp_path``."""
+
+    def make(extra: list[str] | None = None) -> DictConfig:
+        return compose_cfg("train", TINY_TRAIN + list(extra or []), tmp_path, session_dirs)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(session_dirs: dict[str, Path]) -> Path:
+    from vase.models.tiny import build_tiny
+
+    return build_tiny(session_dirs["cache"] / "models" / "tiny-qwen2_5_vl")
+
+
+@pytest.fixture(scope="session")
+def tiny_clip_dir(session_dirs: dict[str, Path]) -> Path:
+    from vase.models.tiny_clip import build_tiny_clip
+
+    return build_tiny_clip(session_dirs["cache"] / "models" / "tiny-clip")
+
+
+@pytest.fixture(scope="session")
+def synthetic_root(session_dirs: dict[str, Path]) -> Path:
+    """8 synthetic vases, rendered at 64 pixels (the same root the tiny train config uses)."""
+    from vase.data.datamodule import VaseDataModule
+
+    root = session_dirs["data"] / "synthetic-n8-s0"
+    dm = VaseDataModule(
+        str(root),
+        synthetic={"num_vases": 8, "seed": 0, "val_fraction": 0.25},
+        render={"enabled": True, "resolution": 64, "fov_deg": 35.0},
+    )
+    dm.prepare_data()
+    return root

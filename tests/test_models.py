@@ -1,0 +1,57 @@
+"""The tiny Qwen2.5-VL: saved in HF format, reloaded with from_pretrained, special tokens consistent."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from vase.models.loading import load_model, load_model_and_processor, load_processor
+from vase.models.tiny import check_special_tokens
+
+
+def test_tiny_model_is_a_real_hf_checkpoint(tiny_model_dir: Path) -> None:
+    for f in ("config.json", "model.safetensors", "tokenizer.json", "processor_config.json", "chat_template.jinja"):
+        assert (tiny_model_dir / f).is_file(), f
+    cfg = json.loads((tiny_model_dir / "config.json").read_text())
+    assert cfg["model_type"] == "qwen2_5_vl"
+    check_special_tokens(tiny_model_dir)  # raises on any mismatch
+
+
+def test_vocab_sized_to_tokenizer_and_round_trip(tiny_model_dir: Path) -> None:
+    proc = load_processor(str(tiny_model_dir))
+    model = load_model(str(tiny_model_dir))
+    assert model.config.text_config.vocab_size == len(proc.tokenizer)
+    text = "Athenian red-figure kylix, c. 450–400 BCE, depicting a symposium scene."
+    ids = proc.tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert proc.tokenizer.decode(ids) == text
+    assert type(proc).__name__ == "Qwen2_5_VLProcessor"
+
+
+def test_forward_and_generate_with_images(tiny_model_dir: Path, synthetic_root: Path) -> None:
+    from vase.data.datamodule import prompt_text
+    from vase.data.dataset import VaseDataset
+
+    cfg = OmegaConf.create({"name_or_path": str(tiny_model_dir), "dtype": "float32", "processor": {}})
+    model, proc = load_model_and_processor(cfg)
+    ex = VaseDataset(synthetic_root, "val")[0]
+    enc = proc(text=[prompt_text(proc, 6, "Describe.")], images=[ex.images], return_tensors="pt")
+    # six 64-pixel views resize to 56x56: 2x2 merged tokens each
+    assert enc["image_grid_thw"].tolist() == [[1, 4, 4]] * 6
+    n_img = int((enc["input_ids"] == model.config.image_token_id).sum())
+    assert n_img == 6 * 4
+    out = model.generate(**enc, max_new_tokens=5, do_sample=False)
+    assert out.shape[1] == enc["input_ids"].shape[1] + 5 or out.shape[1] < enc["input_ids"].shape[1] + 5
+
+
+def test_missing_checkpoint_names_the_path(tmp_path: Path) -> None:
+    with pytest.raises(OSError, match="nowhere"):
+        load_model(str(tmp_path / "nowhere"))
+
+
+def test_adapter_path_without_adapter_fails_clearly(tiny_model_dir: Path, tmp_path: Path) -> None:
+    cfg = OmegaConf.create({"name_or_path": str(tiny_model_dir), "dtype": "float32"})
+    with pytest.raises(FileNotFoundError, match="adapter_config.json"):
+        load_model_and_processor(cfg, adapter=str(tmp_path))

@@ -1,0 +1,95 @@
+"""Headless rendering from the GLB itself, the view cache, and clear errors for bad inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vase.data.dataset import VIEWS, VaseDataset, load_annotations, load_views, view_path
+from vase.errors import DataError
+from vase.render import Renderer, RenderSettings, render_dataset
+
+
+def test_six_views_show_the_textured_vase(synthetic_root: Path) -> None:
+    rec = load_annotations(synthetic_root / "annotations" / "train.json")[0]
+    with Renderer(RenderSettings(resolution=96)) as r:
+        views = r.render_views(synthetic_root / rec.model)
+    assert list(views) == list(VIEWS)
+    bg = np.array([128, 128, 128])
+    for name, img in views.items():
+        a = np.asarray(img).astype(int)
+        assert a.shape == (96, 96, 3)
+        covered = (np.abs(a - bg).sum(-1) > 20).mean()
+        assert 0.05 < covered < 0.95, f"{name}: vase covers {covered:.0%} of the frame"
+    # front and top views see different things
+    assert np.abs(np.asarray(views["front"]).astype(int) - np.asarray(views["top"]).astype(int)).mean() > 5
+
+
+def test_texture_colours_reach_the_image(tmp_path: Path) -> None:
+    """A white-ground vase renders bright, a red-figure one dark: the texture is sampled, not a flat colour."""
+    from vase.data.synthetic import build_mesh, mesh_to_glb, sample_record
+
+    rng = np.random.default_rng(0)
+    recs = {}
+    for i in range(60):
+        r = sample_record(rng, i)
+        recs.setdefault(r.technique, r)
+    means = {}
+    with Renderer(RenderSettings(resolution=64)) as rd:
+        for tech in ("white-ground", "red-figure"):
+            p = tmp_path / f"{tech}.glb"
+            p.write_bytes(mesh_to_glb(build_mesh(recs[tech], np.random.default_rng(0))))
+            a = np.asarray(rd.render_views(p, ["front"])["front"]).astype(float)
+            fg = np.abs(a - 128).sum(-1) > 20
+            means[tech] = a[fg].mean()
+    assert means["white-ground"] > means["red-figure"] + 30, means
+
+
+def test_cache_skips_unchanged_and_rerenders_changed(synthetic_root: Path, tmp_path: Path) -> None:
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(synthetic_root, root)
+    recs = load_annotations(root / "annotations" / "val.json")
+    pairs = [(r.id, r.model) for r in recs]
+    s = RenderSettings(resolution=64)
+    assert render_dataset(root, pairs, s, progress=False) == {"rendered": 0, "cached": len(pairs)}
+    glb = root / recs[0].model
+    glb.write_bytes(glb.read_bytes() + b"\0\0\0\0")  # content changed: hash differs
+    assert render_dataset(root, pairs, s, progress=False) == {"rendered": 1, "cached": len(pairs) - 1}
+    assert render_dataset(root, pairs, RenderSettings(resolution=48), progress=False)["rendered"] == len(pairs)
+
+
+def test_corrupt_glb_names_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "broken_0.glb"
+    bad.write_bytes(b"glTF" + b"\x00" * 40)
+    with Renderer(RenderSettings(resolution=32)) as r:
+        with pytest.raises(DataError, match="broken_0.glb"):
+            r.render_views(bad)
+
+
+def test_missing_view_names_the_file(synthetic_root: Path, tmp_path: Path) -> None:
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(synthetic_root, root)
+    rec = load_annotations(root / "annotations" / "train.json")[1]
+    missing = view_path(root, "left", rec.id)
+    missing.unlink()
+    with pytest.raises(DataError, match=str(missing)):
+        load_views(root, rec.id)
+    with pytest.raises(DataError, match="left"):
+        VaseDataset(root, "train")
+
+
+def test_malformed_annotation_json_names_the_file(tmp_path: Path) -> None:
+    ann = tmp_path / "annotations"
+    ann.mkdir()
+    (ann / "train.json").write_text('[{"id": "a_0", "fabric": "Athenian",\n  "technique": }]')
+    with pytest.raises(DataError, match=r"train\.json: malformed JSON at line 2"):
+        load_annotations(ann / "train.json")
+    (ann / "train.json").write_text('{"id": "a_0"}')
+    with pytest.raises(DataError, match=r"train\.json: expected a JSON list"):
+        load_annotations(ann / "train.json")
