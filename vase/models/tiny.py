@@ -177,8 +177,10 @@ def build_model(tokenizer, spec: TinySpec):
         tie_word_embeddings=False,
         initializer_range=spec.initializer_range,
     )
-    torch.manual_seed(spec.seed)
-    model = Qwen2_5_VLForConditionalGeneration(config)
+    # a private RNG: building the model must not reset the caller's seeded stream (LoRA init, shuffling)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.seed)
+        model = Qwen2_5_VLForConditionalGeneration(config)
     model.generation_config = GenerationConfig(
         eos_token_id=[ids["<|im_end|>"], ids["<|endoftext|>"]],
         pad_token_id=ids["<|endoftext|>"],

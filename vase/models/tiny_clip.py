@@ -73,8 +73,9 @@ def build_tiny_clip(out: str | Path, overwrite: bool = False) -> Path:
         ),
         projection_dim=s["projection_dim"],
     )
-    torch.manual_seed(s["seed"])
-    model = CLIPModel(config)
+    with torch.random.fork_rng(devices=[]):  # leave the caller's seeded stream untouched
+        torch.manual_seed(s["seed"])
+        model = CLIPModel(config)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
     try:
