@@ -271,14 +271,26 @@ def validate(cfg: DictConfig) -> None:
             if key == "data":
                 node = OmegaConf.masked_copy(node, [k for k in node if k in DataSchema.__dataclass_fields__])
             _validate_section(key, schema, node)
-    stage = _resolved(cfg, "stage") if cfg.get("stage") is not None else None
-    if stage is not None and "module" in stage:
-        module = stage.module
-        if "lora" in module and module.lora is not None:
-            _validate_section("stage.module.lora", LoraSchema, module.lora)
-        if stage.get("name") == "grpo":
-            fields = [k for k in GRPOSchema.__dataclass_fields__ if k in module]
-            _validate_section("stage.module", GRPOSchema, OmegaConf.masked_copy(module, fields))
+    for key in ("stage", "followup"):
+        if cfg.get(key) is not None:
+            _validate_stage(key, _resolved(cfg, key))
+
+
+def _validate_stage(key: str, stage: DictConfig) -> None:
+    """A stage section (``stage``, or ``followup`` for a second stage in the same run) and its module."""
+    fields = [k for k in ("name", "epochs", "batch_size", "grad_accum") if k in stage]
+    _validate_section(key, StageSchema, OmegaConf.masked_copy(stage, fields))
+    if "module" not in stage:
+        return
+    module = stage.module
+    if "lora" in module and module.lora is not None:
+        _validate_section(f"{key}.module.lora", LoraSchema, module.lora)
+    if stage.get("name") == "grpo":
+        names = [k for k in GRPOSchema.__dataclass_fields__ if k in module]
+        try:
+            _validate_section(f"{key}.module", GRPOSchema, OmegaConf.masked_copy(module, names))
+        except ConfigError as e:
+            raise ConfigError(str(e).replace("stage.module", f"{key}.module", 1)) from None
 
 
 # ---------------------------------------------------------------- resolvers

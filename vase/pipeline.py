@@ -89,8 +89,34 @@ def _sheet_items(dataset: Any, generations: dict[str, list[dict[str, Any]]], n: 
     return items
 
 
+def build_stage_module(stage: DictConfig, model: Any, processor: Any, cfg: DictConfig) -> Any:
+    """The LightningModule of one stage; GRPO also gets the reward, the processor and its accumulation count."""
+    extra: dict[str, Any] = {}
+    if stage.name == "grpo":
+        extra = {"reward": instantiate(cfg.reward, _convert_="partial"), "processor": processor,
+                 "grad_accum": int(stage.grad_accum)}
+    return instantiate(stage.module, model=model, **extra, _convert_="partial")
+
+
+def build_trainer(cfg: DictConfig, stage: DictConfig, callbacks: list[Any], loggers: list[Any], root: Path,
+                  first: bool) -> Any:
+    """The Lightning trainer for a stage. GRPO optimises manually (it accumulates and clips itself)."""
+    kwargs: dict[str, Any] = {"callbacks": callbacks, "logger": loggers or False, "default_root_dir": str(root)}
+    if not first:
+        kwargs.update(max_epochs=int(stage.epochs), max_steps=int(stage.get("max_steps", -1)))
+    if stage.name == "grpo":
+        kwargs.update(accumulate_grad_batches=1, gradient_clip_val=None)
+    else:
+        kwargs.update(accumulate_grad_batches=int(stage.grad_accum))
+    return instantiate(cfg.trainer, **kwargs, _convert_="partial")
+
+
 def run_training(cfg: DictConfig) -> dict[str, Any]:
-    """Prepare data, build the model and stage module, fit, evaluate before/after, and write the report."""
+    """Prepare data, build the model and stage module, fit, evaluate before/after, and write the report.
+
+    With ``followup`` set (a second stage config, e.g. GRPO after SFT), the first stage's adapter is merged and the
+    second stage trains a fresh adapter on top, in the same run; its outputs go to ``<run>/<followup name>/``.
+    """
     import pytorch_lightning as pl
 
     from vase.models.loading import load_model_and_processor
@@ -102,32 +128,22 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     atomic_write_text(out_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
 
     log.info("loading model %s", cfg.model.name_or_path)
-    model, processor = load_model_and_processor(cfg.model)
-    if cfg.get("init_adapter"):
-        from peft import PeftModel
+    # an initial adapter (e.g. from SFT) is merged first, as the paper merged LoRA before RL; the new stage's
+    # adapter then trains on top and its reference (adapter off) is the merged model
+    init_adapter = cfg.get("init_adapter")
+    model, processor = load_model_and_processor(cfg.model, adapter=init_adapter, merge=True)
+    merged = [str(init_adapter)] if init_adapter else []
 
-        model = PeftModel.from_pretrained(model, cfg.init_adapter, is_trainable=True)
-
-    datamodule = instantiate(cfg.data, processor=processor, _convert_="partial")
+    datamodule = instantiate(cfg.data, processor=processor, stage=cfg.stage.name, _convert_="partial")
     datamodule.prepare_data()
     datamodule.setup("fit")
-
-    extra: dict[str, Any] = {}
-    if cfg.stage.name == "grpo":
-        extra = {"reward": instantiate(cfg.reward), "processor": processor}
-    module = instantiate(cfg.stage.module, model=model, **extra, _convert_="partial")
-
-    callbacks = instantiate_group(cfg.get("callbacks"))
-    for cb in callbacks:
-        if isinstance(cb, SaveAdapter):
-            cb.processor = processor
     loggers = instantiate_group(cfg.get("logger"))
-    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, _convert_="partial")
     for lg in loggers:
         lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
 
     results: dict[str, dict[str, Any]] = {}
     generations: dict[str, list[dict[str, Any]]] = {}
+    histories: dict[str, list[dict[str, float]]] = {}
     ev = cfg.get("evaluate", {}) or {}
     scorer = None
     if ev.get("before") or ev.get("after"):
@@ -135,51 +151,53 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
 
         scorer = build_scorer(cfg.metrics)
     label = cfg.model.get("label", "model")
-    if ev.get("before") and trainer.is_global_zero:
-        name = f"{label} (untrained)"
-        results[name], generations[name] = evaluate_captions(
-            module.model,
-            processor,
-            datamodule.val_set,
-            scorer,
-            out_dir,
-            "untrained",
-            int(ev.max_new_tokens),
-            int(ev.batch_size),
-        )
-        _log_eval(loggers, "untrained", results[name], generations[name])
 
-    trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
-    history = list(getattr(module, "history", []))
-    atomic_write_json(out_dir / "train_history.json", history)
+    stages = [(cfg.stage, out_dir)]
+    if cfg.get("followup"):
+        stages.append((cfg.followup, out_dir / str(cfg.followup.name)))
+    module = trainer = None
+    for i, (stage, stage_dir) in enumerate(stages):
+        if i > 0:
+            model = module.model.merge_and_unload()  # the previous stage's adapter becomes part of the base
+            merged.append(str(stages[i - 1][1] / "adapter"))
+            datamodule.stage = str(stage.name)
+            datamodule.batch_size = int(stage.batch_size)
+        module = build_stage_module(stage, model, processor, cfg)
+        callbacks = instantiate_group(cfg.get("callbacks"))
+        for cb in callbacks:
+            if i > 0 and hasattr(cb, "dirpath") and cb.dirpath:
+                cb.dirpath = str(stage_dir / Path(cb.dirpath).name)
+            if isinstance(cb, SaveAdapter):
+                cb.processor = processor
+                cb.lineage = {"base": str(cfg.model.name_or_path), "merged_adapters": list(merged)}
+        trainer = build_trainer(cfg, stage, callbacks, loggers, stage_dir, first=i == 0)
 
-    if ev.get("after") and trainer.is_global_zero:
-        name = f"{label} ({cfg.stage.name})"
-        results[name], generations[name] = evaluate_captions(
-            module.model,
-            processor,
-            datamodule.val_set,
-            scorer,
-            out_dir,
-            cfg.stage.name,
-            int(ev.max_new_tokens),
-            int(ev.batch_size),
-        )
-        _log_eval(loggers, cfg.stage.name, results[name], generations[name])
+        if i == 0 and ev.get("before") and trainer.is_global_zero:
+            name = f"{label} (untrained)"
+            results[name], generations[name] = evaluate_captions(
+                module.model, processor, datamodule.val_set, scorer, out_dir, "untrained",
+                int(ev.max_new_tokens), int(ev.batch_size))
+            _log_eval(loggers, "untrained", results[name], generations[name])
 
-    if trainer.is_global_zero and results:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path") if i == 0 else None)
+        histories[str(stage.name)] = list(module.history)
+        atomic_write_json(out_dir / ("train_history.json" if i == 0 else f"train_history_{stage.name}.json"),
+                          module.history)
+
+        if ev.get("after") and trainer.is_global_zero:
+            name = f"{label} ({stage.name})"
+            results[name], generations[name] = evaluate_captions(
+                module.model, processor, datamodule.val_set, scorer, out_dir, str(stage.name),
+                int(ev.max_new_tokens), int(ev.batch_size))
+            _log_eval(loggers, str(stage.name), results[name], generations[name])
+
+    if trainer is not None and trainer.is_global_zero and results:
         atomic_write_json(out_dir / "results.json", results)
         if cfg.get("report", True):
             from vase.eval.report import markdown_table, write_report
 
-            report = write_report(
-                out_dir,
-                results,
-                history,
-                _sheet_items(datamodule.val_set, generations),
-                title=f"vase: {cfg.task_name}",
-                notes=_notes(cfg, module),
-            )
+            report = write_report(out_dir, results, histories, _sheet_items(datamodule.val_set, generations),
+                                  title=f"vase: {cfg.task_name}", notes=_notes(cfg, module))
             log.info("report: %s", report)
             print("\n" + markdown_table(results))
             print(f"report written to {report}")
@@ -189,7 +207,9 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
                     imgs = [str(p) for p in (out_dir / "loss.png", out_dir / "contact_sheet.png") if p.is_file()]
                     if imgs:
                         lg.log_image(key="report", images=imgs)
-    return {"results": results, "history": history, "output_dir": str(out_dir), "module": module}
+    history = histories.get(str(cfg.stage.name), [])
+    return {"results": results, "history": history, "histories": histories, "output_dir": str(out_dir),
+            "module": module}
 
 
 def _notes(cfg: DictConfig, module: Any) -> str:

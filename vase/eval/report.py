@@ -30,8 +30,8 @@ def markdown_table(rows: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def loss_curve_png(history: list[dict[str, float]], path: str | Path, title: str = "training loss") -> Path:
-    """Plot per-batch loss and its running mean against the optimizer step."""
+def training_curves_png(histories: dict[str, list[dict[str, float]]], path: str | Path) -> Path:
+    """One panel per stage: the loss (SFT) or the mean reward (GRPO) against the step, with a running mean."""
     import io
 
     import matplotlib
@@ -40,19 +40,21 @@ def loss_curve_png(history: list[dict[str, float]], path: str | Path, title: str
     import matplotlib.pyplot as plt
     import numpy as np
 
-    steps = np.arange(len(history))
-    loss = np.array([h["loss"] for h in history], dtype=float)
-    fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=120)
-    ax.plot(steps, loss, lw=0.8, alpha=0.45, label="per batch")
-    if len(loss) >= 5:
-        w = max(5, len(loss) // 20)
-        smooth = np.convolve(loss, np.ones(w) / w, mode="valid")
-        ax.plot(steps[w - 1 :], smooth, lw=2, label=f"mean of {w}")
-    ax.set_xlabel("batch")
-    ax.set_ylabel("cross-entropy on answer tokens")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
+    panels = [(stage, key) for stage, h in histories.items() if h
+              for key in (("reward",) if "reward" in h[0] else ("loss",))]
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 3.6), dpi=120, squeeze=False)
+    for ax, (stage, key) in zip(axes[0], panels):
+        y = np.array([h[key] for h in histories[stage]], dtype=float)
+        x = np.arange(len(y))
+        ax.plot(x, y, lw=0.8, alpha=0.45, label="per step")
+        if len(y) >= 5:
+            w = max(5, len(y) // 20)
+            ax.plot(x[w - 1:], np.convolve(y, np.ones(w) / w, mode="valid"), lw=2, label=f"mean of {w}")
+        ax.set_xlabel("step")
+        ax.set_ylabel("cross-entropy on answer tokens" if key == "loss" else "mean reward of the group")
+        ax.set_title(f"{stage}: {key}")
+        ax.grid(alpha=0.3)
+        ax.legend()
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
@@ -115,26 +117,23 @@ def contact_sheet(items: list[dict[str, Any]], path: str | Path, thumb: int = 12
     return atomic_write_bytes(path, buf.getvalue())
 
 
-def write_report(
-    out_dir: str | Path,
-    rows: dict[str, dict[str, Any]],
-    history: list[dict[str, float]] | None,
-    sheet_items: list[dict[str, Any]] | None,
-    title: str = "vase run",
-    notes: str = "",
-) -> Path:
-    """``report.md`` with the table, the loss curve (``loss.png``) and the contact sheet (``contact_sheet.png``)."""
+def write_report(out_dir: str | Path, rows: dict[str, dict[str, Any]],
+                 histories: dict[str, list[dict[str, float]]] | None, sheet_items: list[dict[str, Any]] | None,
+                 title: str = "vase run", notes: str = "") -> Path:
+    """``report.md`` with the table, the training curves (``loss.png``) and the contact sheet (``contact_sheet.png``)."""
     out = Path(out_dir)
     parts = [f"# {title}\n", notes + "\n" if notes else "", "## Caption metrics\n", markdown_table(rows)]
-    if history:
-        loss_curve_png(history, out / "loss.png")
-        first = sum(h["loss"] for h in history[:5]) / min(5, len(history))
-        last = sum(h["loss"] for h in history[-5:]) / min(5, len(history))
-        parts += [
-            "\n## Training loss\n",
-            f"Mean of the first five batches {first:.3f}, of the last five {last:.3f}.\n\n",
-            "![loss](loss.png)\n",
-        ]
+    histories = {k: v for k, v in (histories or {}).items() if v}
+    if histories:
+        training_curves_png(histories, out / "loss.png")
+        parts.append("\n## Training\n")
+        for stage, h in histories.items():
+            key = "reward" if "reward" in h[0] else "loss"
+            k = min(10, len(h))
+            first = sum(x[key] for x in h[:k]) / k
+            last = sum(x[key] for x in h[-k:]) / k
+            parts.append(f"- {stage}: mean {key} of the first {k} steps {first:.3f}, of the last {k} {last:.3f}\n")
+        parts.append("\n![training curves](loss.png)\n")
     if sheet_items:
         contact_sheet(sheet_items, out / "contact_sheet.png")
         parts += ["\n## Vases and their captions\n", "![contact sheet](contact_sheet.png)\n"]

@@ -7,6 +7,9 @@ from typing import Any
 
 from vase.errors import ConfigError
 
+LINEAGE_FILE = "vase_lineage.json"
+"""Written beside an adapter: the base model and the adapters merged into it before this one was trained."""
+
 _DTYPES = {
     "float32": "float32",
     "fp32": "float32",

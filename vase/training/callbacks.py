@@ -9,9 +9,17 @@ from typing import Any
 
 import pytorch_lightning as pl
 
+from vase.models.loading import LINEAGE_FILE
 
-def save_adapter(model: Any, processor: Any, dirpath: str | Path) -> Path:
-    """Write a peft adapter (and the processor, so the directory loads on its own) to ``dirpath`` atomically."""
+
+def save_adapter(model: Any, processor: Any, dirpath: str | Path, lineage: dict[str, Any] | None = None) -> Path:
+    """Write a peft adapter (and the processor, so the directory loads on its own) to ``dirpath`` atomically.
+
+    ``lineage`` records what the adapter sits on: the base model and the adapters merged into it first (an SFT
+    adapter under a GRPO one), so that loading the adapter alone rebuilds the right model.
+    """
+    import json
+
     dirpath = Path(dirpath)
     dirpath.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=dirpath.parent, prefix=f".{dirpath.name}."))
@@ -19,6 +27,8 @@ def save_adapter(model: Any, processor: Any, dirpath: str | Path) -> Path:
         model.save_pretrained(tmp)
         if processor is not None:
             processor.save_pretrained(tmp)
+        if lineage:
+            (tmp / LINEAGE_FILE).write_text(json.dumps(lineage, indent=1))
         if dirpath.exists():
             shutil.rmtree(dirpath)
         tmp.rename(dirpath)
@@ -34,12 +44,13 @@ class SaveAdapter(pl.Callback):
     def __init__(self, dirpath: str, every_n_epochs: int = 0) -> None:
         self.dirpath = dirpath
         self.every_n_epochs = every_n_epochs
-        self.processor: Any = None  # set by train.py so the adapter directory carries its processor
+        self.processor: Any = None  # set by the pipeline so the adapter directory carries its processor
+        self.lineage: dict[str, Any] | None = None  # set by the pipeline: base model and adapters merged under it
 
     def _save(self, trainer: pl.Trainer, pl_module: pl.LightningModule, name: str | None = None) -> None:
         if trainer.is_global_zero:
             target = Path(self.dirpath) if name is None else Path(self.dirpath).with_name(name)
-            save_adapter(pl_module.model, self.processor, target)
+            save_adapter(pl_module.model, self.processor, target, self.lineage)
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.every_n_epochs and (trainer.current_epoch + 1) % self.every_n_epochs == 0:

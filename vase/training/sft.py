@@ -35,23 +35,29 @@ class TrainableStateMixin:
         return super().load_state_dict(state_dict, strict=False, **kwargs)  # type: ignore[misc]
 
 
-class SFTModule(TrainableStateMixin, pl.LightningModule):
-    """LoRA SFT of a Qwen2.5-VL model. Loss: token cross-entropy on the answer only (labels -100 elsewhere).
+class LoRAStageModule(TrainableStateMixin, pl.LightningModule):
+    """What every training stage shares: LoRA on the model (or an adapter already there), the optimizer and the
+    warm-up/cosine schedule, the per-batch history the report plots.
 
     Args:
         model: a loaded ``Qwen2_5_VLForConditionalGeneration`` (or a peft model already holding an adapter).
         lora: keyword arguments of :func:`vase.training.lora.apply_lora`.
         optimizer: a partial optimizer (``_partial_: true`` in config) taking the trainable parameters.
         warmup_ratio: fraction of optimizer steps spent warming the learning rate up.
+        full_finetune: train every weight instead (no adapter); the vision tower stays frozen if lora says so.
     """
 
-    def __init__(
-        self, model: Any, lora: dict[str, Any] | None = None, optimizer: Any = None, warmup_ratio: float = 0.05
-    ) -> None:
+    def __init__(self, model: Any, lora: dict[str, Any] | None = None, optimizer: Any = None,
+                 warmup_ratio: float = 0.05, full_finetune: bool = False) -> None:
         super().__init__()
         from peft import PeftModel
 
-        if isinstance(model, PeftModel):
+        if full_finetune:
+            freeze_vision = bool((lora or {}).get("freeze_vision", True))
+            for n, p in model.named_parameters():
+                p.requires_grad_(not (freeze_vision and ".visual." in f".{n}"))
+            self.model = model
+        elif isinstance(model, PeftModel):
             for n, p in model.named_parameters():
                 p.requires_grad_("lora_" in n)
             self.model = model
@@ -70,27 +76,34 @@ class SFTModule(TrainableStateMixin, pl.LightningModule):
     def forward(self, **batch: torch.Tensor) -> Any:
         return self.model(**batch)
 
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        out = self.model(**batch)
-        loss = out.loss
-        if not torch.isfinite(loss):
-            raise FloatingPointError(
-                f"train/loss is {loss.item()} at step {self.global_step}; lower stage.optimizer.lr"
-            )
-        n_tokens = int((batch["labels"] != -100).sum())
-        self.log("train/loss", loss, prog_bar=True, on_step=True, batch_size=batch["input_ids"].shape[0])
-        self.log("train/answer_tokens", float(n_tokens), on_step=True, batch_size=batch["input_ids"].shape[0])
-        if self.trainer is not None and self.trainer.optimizers:
-            self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], on_step=True)
-        self.history.append({"step": float(self.global_step), "loss": float(loss.detach())})
-        return loss
+    def total_optimizer_steps(self) -> int:
+        """Optimizer steps of the whole run, for the schedule."""
+        return max(1, int(self.trainer.estimated_stepping_batches)) if self.trainer is not None else 1
 
     def configure_optimizers(self) -> Any:
         params = [p for p in self.model.parameters() if p.requires_grad]
         if not params:
             raise RuntimeError("no trainable parameters: check stage.module.lora.target_modules")
         opt = self.optimizer_factory(params)
-        total = max(1, int(self.trainer.estimated_stepping_batches)) if self.trainer is not None else 1
+        total = self.total_optimizer_steps()
         warmup = int(round(self.warmup_ratio * total))
         sched = torch.optim.lr_scheduler.LambdaLR(opt, partial(warmup_cosine, total=total, warmup=warmup))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+class SFTModule(LoRAStageModule):
+    """LoRA SFT of a Qwen2.5-VL model. Loss: token cross-entropy on the answer only (labels -100 elsewhere)."""
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        out = self.model(**batch)
+        loss = out.loss
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"train/loss is {loss.item()} at step {self.global_step}; lower stage.module.optimizer.lr")
+        n_tokens = int((batch["labels"] != -100).sum())
+        bs = batch["input_ids"].shape[0]
+        self.log("train/loss", loss, prog_bar=True, on_step=True, batch_size=bs)
+        self.log("train/answer_tokens", float(n_tokens), on_step=True, batch_size=bs)
+        if self.trainer is not None and self.trainer.optimizers:
+            self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"], on_step=True, batch_size=bs)
+        self.history.append({"step": float(self.global_step), "loss": float(loss.detach())})
+        return loss

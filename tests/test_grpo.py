@@ -1,0 +1,151 @@
+"""GRPO: advantages and loss against independent straightforward computations; gradients reach LoRA only."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from vase.training.grpo import completion_mask, group_advantages, grpo_loss, repeat_batch
+
+LOSS_TYPES = ["grpo", "dr_grpo", "dapo", "bnpo"]
+SCALES = ["group", "batch", "none"]
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def _std(xs: list[float]) -> float:  # unbiased, as torch.std
+    m = _mean(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def reference_advantages(rewards: list[float], g: int, scale: str) -> list[float]:
+    out = []
+    for start in range(0, len(rewards), g):
+        grp = rewards[start: start + g]
+        for r in grp:
+            a = r - _mean(grp)
+            if scale == "group":
+                a /= _std(grp) + 1e-4
+            elif scale == "batch":
+                a /= _std(rewards) + 1e-4
+            out.append(a)
+    return out
+
+
+def reference_loss(logps, old, ref, adv, mask, beta, el, eh, loss_type, max_len, num_items=None) -> float:
+    """Token by token, with plain floats."""
+    per_seq, total, n_tokens = [], 0.0, 0
+    for i in range(len(logps)):
+        s, n = 0.0, 0
+        for t in range(len(logps[i])):
+            if not mask[i][t]:
+                continue
+            ratio = math.exp(logps[i][t] - (old[i][t] if old is not None else logps[i][t]))
+            clipped = min(max(ratio, 1 - el), 1 + eh)
+            term = -min(ratio * adv[i], clipped * adv[i])
+            if beta > 0:
+                d = ref[i][t] - logps[i][t]
+                term += beta * (math.exp(d) - d - 1)
+            s += term
+            n += 1
+        per_seq.append(s / max(n, 1))
+        total += s
+        n_tokens += n
+    if loss_type == "grpo":
+        return _mean(per_seq)
+    if loss_type == "bnpo":
+        return total / max(n_tokens, 1)
+    if loss_type == "dr_grpo":
+        return total / (len(logps) * max_len)
+    return total / max(num_items if num_items is not None else n_tokens, 1)
+
+
+@pytest.mark.parametrize("scale", SCALES)
+@pytest.mark.parametrize("loss_type", LOSS_TYPES)
+def test_loss_matches_straightforward_computation(loss_type: str, scale: str) -> None:
+    g = torch.Generator().manual_seed(0)
+    n, t, G = 6, 5, 3
+    rewards = torch.rand(n, generator=g).tolist()
+    adv = group_advantages(torch.tensor(rewards), G, scale)
+    assert adv.tolist() == pytest.approx(reference_advantages(rewards, G, scale), rel=1e-5, abs=1e-6)
+    logps = (torch.rand(n, t, generator=g) * -3).double()
+    old = logps + 0.3 * (torch.rand(n, t, generator=g) - 0.5).double()  # ratios both sides of the clip range
+    ref = logps + 0.2 * (torch.rand(n, t, generator=g) - 0.5).double()
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0],
+                         [1, 1, 0, 0, 0], [1, 1, 1, 1, 0], [0, 0, 0, 0, 0]])
+    for beta, old_in in ((0.0, None), (0.04, old)):
+        got, m = grpo_loss(logps, old_in, ref, adv.double(), mask, beta=beta, epsilon_low=0.2, epsilon_high=0.28,
+                           loss_type=loss_type, max_completion_length=8, num_items=30)
+        want = reference_loss(logps.tolist(), None if old_in is None else old.tolist(), ref.tolist(), adv.tolist(),
+                              mask.tolist(), beta, 0.2, 0.28, loss_type, 8, 30)
+        assert float(got) == pytest.approx(want, rel=1e-9, abs=1e-12)
+        assert 0.0 <= float(m["clip_fraction"]) <= 1.0
+
+
+def test_one_iteration_ratio_has_the_policy_gradient() -> None:
+    # with old = current (mu = 1) the grpo loss gradient is -A / |o| per token, as in the GRPO paper
+    logps = torch.tensor([[-1.0, -2.0, -0.5]], requires_grad=True)
+    adv = torch.tensor([2.0])
+    mask = torch.tensor([[1, 1, 0]])
+    loss, _ = grpo_loss(logps, None, None, adv, mask, beta=0.0, epsilon_low=0.2, epsilon_high=0.2, loss_type="grpo",
+                        max_completion_length=3)
+    loss.backward()
+    assert logps.grad.tolist() == [[pytest.approx(-1.0), pytest.approx(-1.0), 0.0]]
+
+
+def test_completion_mask_stops_after_first_eos() -> None:
+    c = torch.tensor([[5, 6, 9, 7, 9], [5, 5, 5, 5, 5], [9, 1, 1, 1, 1]])
+    assert completion_mask(c, [9]).tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]]
+
+
+def test_repeat_batch_keeps_each_samples_images() -> None:
+    thw = torch.tensor([[1, 2, 2], [1, 2, 2], [1, 4, 2]])  # sample 0 has two images (4+4 patches), sample 1 one (8)
+    pv = torch.arange(16).unsqueeze(1).float()
+    batch = {"input_ids": torch.tensor([[1, 2], [3, 4]]), "attention_mask": torch.ones(2, 2, dtype=torch.long),
+             "pixel_values": pv, "image_grid_thw": thw, "images": [["a", "b"], ["c"]]}
+    rep = repeat_batch(batch, 2)
+    assert rep["input_ids"].tolist() == [[1, 2], [1, 2], [3, 4], [3, 4]]
+    assert rep["image_grid_thw"].tolist() == [[1, 2, 2], [1, 2, 2]] * 2 + [[1, 4, 2]] * 2
+    flat = rep["pixel_values"].squeeze(1).tolist()
+    assert flat == list(range(8)) * 2 + list(range(8, 16)) * 2
+
+
+class LengthReward:
+    """A deterministic stand-in reward: longer completions score higher (varied rewards within every group)."""
+
+    def compute(self, completions, **_):
+        from vase.rewards import RewardOutput
+
+        totals = [len(c) / 10.0 for c in completions]
+        return RewardOutput(totals, {"length": totals})
+
+
+def test_gradients_reach_only_lora(tiny_model_dir: Path, synthetic_root: Path) -> None:
+    from vase.data.datamodule import ChatDataset, PromptCollator
+    from vase.data.dataset import VaseDataset
+    from vase.models.loading import load_model, load_processor
+    from vase.training.grpo import GRPOModule
+
+    torch.manual_seed(0)
+    proc = load_processor(str(tiny_model_dir))
+    module = GRPOModule(load_model(str(tiny_model_dir)), LengthReward(), proc, lora={"r": 4, "alpha": 8, "dropout": 0.0},
+                        num_generations=4, max_completion_length=8, beta=0.04, temperature=1.0)
+    ds = ChatDataset(VaseDataset(synthetic_root, "train"), "caption")
+    batch = PromptCollator(proc)([ds[0], ds[1]])
+    r = module.rollout(batch)
+    assert r.completion_ids.shape[0] == 8 and len(r.texts) == 8
+    assert r.ref_logps is not None and r.advantages.abs().sum() > 0
+    logps = module._logps(module.model, r.inputs, r.completion_ids.shape[1])
+    # the reference is the policy with its adapter off: at initialisation (LoRA B = 0) they are the same model
+    assert torch.allclose(logps, r.ref_logps, atol=1e-5)
+    loss, _ = grpo_loss(logps, None, r.ref_logps, r.advantages, r.mask, beta=0.04, epsilon_low=0.2, epsilon_high=0.2,
+                        loss_type="grpo", max_completion_length=8)
+    loss.backward()
+    with_grad = {n for n, p in module.model.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+    assert with_grad and all("lora_" in n for n in with_grad)
+    assert not any(p.requires_grad for n, p in module.model.named_parameters() if "lora_" not in n)

@@ -1,0 +1,143 @@
+"""The six-dimension reward on hand-written captions, expected values computed by hand."""
+
+from __future__ import annotations
+
+import difflib
+import pickle
+
+import pytest
+
+from vase.rewards import VaseReward, extract_fields
+
+TARGET = {"fabric": "Athenian", "technique": "red-figure", "shape": "kylix", "dating": [-525, -475],
+          "decoration": "a symposium scene", "attribution": "the Berlin Painter"}
+NO_EXTRAS = {"penalty": {"length": 0.0, "repetition": 0.0, "irrelevance": 0.0}, "bonus": {"sequence": 0.0}}
+
+
+def only(dim: str, **kw) -> VaseReward:
+    """A reward that weighs one dimension only, without penalties or bonus."""
+    weights = {d: 0.0 for d in TARGET}
+    weights[dim] = 1.0
+    return VaseReward(weights=weights, **{**NO_EXTRAS, **kw})
+
+
+def test_structured_and_prose_forms_extract_the_same_fields() -> None:
+    s = extract_fields("Fabric: Attic; Technique: red figure; Shape: Kylix; Date: -525 to -475; "
+                       "Decoration: a symposium scene; Attribution: Berlin Painter")
+    p = extract_fields("Attic red-figure kylix, c. 525–475 BCE, depicting a symposium scene; attributed to the Berlin Painter.")
+    assert s["fabric"] == "Attic" and p["fabric"] == "Attic"
+    assert s["dating"] == "-525 to -475" and p["dating"] == "c. 525–475 BCE"
+    assert s["decoration"] == p["decoration"] == "a symposium scene"
+    r = VaseReward(similarity={"decoration": "sequence"}, **NO_EXTRAS)
+    a, b = r([s_text := "Fabric: Attic; Technique: red figure; Shape: Kylix; Date: -525 to -475; "
+              "Decoration: a symposium scene; Attribution: Berlin Painter",
+              "Attic red-figure kylix, c. 525–475 BCE, depicting a symposium scene; attributed to the Berlin Painter."],
+             targets=[TARGET, TARGET])
+    assert s_text
+    assert a == pytest.approx(1.0) and b == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("written, expected_range", [
+    ("c. 525–475 BCE", (-525, -475)),
+    ("-525 to -475", (-525, -475)),
+    ("525-475 B.C.", (-525, -475)),
+    ("ca. 510 BC", (-520, -500)),
+    ("late 6th century BC", (-533, -500)),
+    ("second quarter of the 5th century BC", (-475, -450)),
+])
+def test_each_dating_form(written: str, expected_range: tuple[int, int]) -> None:
+    # target [-525, -475]; IoU by hand from the parsed range, then thresholded at tau
+    lo, hi = expected_range
+    inter = max(0, min(hi, -475) - max(lo, -525))
+    union = max(hi, -475) - min(lo, -525)
+    iou = inter / union
+    for tau in (0.0, 0.7):
+        r = only("dating", tau=tau)
+        got = r([f"An Athenian vase, {written}."], targets=[TARGET])[0]
+        assert got == pytest.approx(iou if iou >= tau and iou > 0 else 0.0)
+
+
+def test_threshold_and_weights_by_hand() -> None:
+    r = VaseReward(tau=0.7, similarity={"decoration": "sequence"}, **NO_EXTRAS)
+    text = "Corinthian red-figure kylix, c. 500–450 BCE, depicting a symposium; attributed to the Berlin Painter."
+    out = r.compute([text], targets=[TARGET])
+    # fabric wrong (0), technique 0.20, shape 0.15, dating IoU [-500,-450] vs [-525,-475] = 25/75 < tau -> 0,
+    # decoration: difflib("a symposium", "a symposium scene") = 2*11/28 = 0.7857 >= tau, attribution 0.10
+    dec = difflib.SequenceMatcher(None, "a symposium", "a symposium scene").ratio()
+    assert dec == pytest.approx(22 / 28)
+    assert out.components["dating_sim"][0] == pytest.approx(1 / 3)
+    assert out.components["dating_pass"][0] == 0.0
+    assert out.total[0] == pytest.approx(0.20 + 0.15 + 0.20 * dec + 0.10)
+
+
+def test_missing_dimensions_score_zero_and_short_text_is_penalised() -> None:
+    r = VaseReward(penalty={"length": 0.1, "repetition": 0.0, "irrelevance": 0.1}, bonus={"sequence": 0.0})
+    # two words: fabric and technique only; length 2 < 5 words -> 0.1 penalty
+    assert r(["Athenian red-figure"], targets=[TARGET])[0] == pytest.approx(0.20 + 0.20 - 0.1)
+
+
+def test_empty_and_non_english_completions() -> None:
+    r = VaseReward(penalty={"length": 0.1, "repetition": 0.2, "irrelevance": 0.1}, bonus={"sequence": 0.0})
+    empty, german, greek = r(["", "Eine schöne rotfigurige Schale aus Griechenland",
+                               "Ένα αγγείο με μελανόμορφη διακόσμηση από την Αθήνα"], targets=[TARGET] * 3)
+    assert empty == pytest.approx(-0.2)      # too short (0 words) and mentions nothing
+    assert german == pytest.approx(-0.1)     # 6 words: long enough, but mentions no dimension
+    assert greek == pytest.approx(-0.1)
+
+
+def test_very_long_repetitive_completion() -> None:
+    r = VaseReward(penalty={"min_words": 5, "max_words": 80, "length": 0.1, "repetition": 0.2, "irrelevance": 0.1},
+                   bonus={"sequence": 0.0})
+    text = " ".join(["Athenian"] * 200)
+    # fabric matches (0.20); 200 words > 80 (-0.1); 198 trigrams, 197 repeats (-0.2 * 197/198); fields found: no irrelevance
+    assert r([text], targets=[TARGET])[0] == pytest.approx(0.20 - 0.1 - 0.2 * 197 / 198)
+
+
+def test_bonus_is_difflib_ratio_against_the_caption() -> None:
+    ref = "Athenian red-figure kylix, c. 525–475 BCE, depicting a symposium scene; attributed to the Berlin Painter."
+    gen = "Athenian black-figure amphora."
+    r = VaseReward(weights={d: 0.0 for d in TARGET}, penalty={"length": 0.0, "repetition": 0.0, "irrelevance": 0.0},
+                   bonus={"sequence": 0.5})
+    expected = 0.5 * difflib.SequenceMatcher(None, gen.lower(), ref.lower()).ratio()
+    assert r([gen], targets=[TARGET], reference=[ref])[0] == pytest.approx(expected)
+
+
+def test_targets_can_come_from_reference_captions() -> None:
+    ref = "Athenian red-figure kylix, c. 525–475 BCE, depicting a symposium scene; attributed to the Berlin Painter."
+    r = VaseReward(similarity={"decoration": "sequence"}, **NO_EXTRAS)
+    assert r([ref], reference=[ref])[0] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="targets"):
+        r(["x"])
+
+
+def test_embedding_similarity_uses_minilm() -> None:
+    from sentence_transformers import SentenceTransformer
+
+    from vase.models.tiny_clip import packaged_minilm_path
+
+    a, b = "Herakles wrestling the lion", "a symposium scene"
+    st = SentenceTransformer(str(packaged_minilm_path()), device="cpu")
+    ea, eb = st.encode([a, b], normalize_embeddings=True)
+    cos = float((ea * eb).sum())
+    r = only("decoration", tau=0.0, similarity={"decoration": "embedding"})
+    assert r([f"An amphora depicting {a}."], targets=[TARGET])[0] == pytest.approx(max(cos, 0.0), abs=1e-5)
+    r_tau = only("decoration", tau=0.7, similarity={"decoration": "embedding"})
+    assert cos < 0.7 and r_tau([f"An amphora depicting {a}."], targets=[TARGET])[0] == 0.0
+    same = r_tau(["An amphora depicting a symposium scene."], targets=[TARGET])[0]
+    assert same == pytest.approx(1.0, abs=1e-5)
+
+
+def test_reward_is_picklable_and_gives_the_same_values() -> None:
+    r = VaseReward()
+    texts = ["Attic red-figure cup, c. 500 BCE, showing a symposium", "nothing"]
+    before = r(texts, targets=[TARGET, TARGET])
+    clone = pickle.loads(pickle.dumps(r))
+    assert clone._encoder is None
+    assert clone(texts, targets=[TARGET, TARGET]) == pytest.approx(before)
+
+
+def test_trl_style_conversational_completions() -> None:
+    r = VaseReward(similarity={"decoration": "sequence"}, **NO_EXTRAS)
+    msg = [[{"role": "assistant", "content": "Athenian red-figure kylix, c. 525–475 BCE, depicting a symposium scene; "
+                                             "attributed to the Berlin Painter."}]]
+    assert r(msg, targets=[TARGET])[0] == pytest.approx(1.0)

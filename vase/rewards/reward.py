@@ -1,0 +1,254 @@
+"""The six-dimension verifiable reward of VaseVQA-3D, configurable per dimension.
+
+For each dimension i, with g_i the generated and t_i the target content::
+
+    r_i = sim_i(g_i, t_i) if sim_i >= tau else 0
+    R   = sum_i w_i * r_i - P + B
+
+``sim_i`` is chosen per dimension: ``embedding`` (cosine of sentence embeddings, all-MiniLM-L6-v2 by default),
+``sequence`` (difflib ratio), ``vocabulary`` (1 when both name the same vocabulary term, synonyms included, 0 when
+they name different terms, the sequence ratio when either is outside the vocabulary) or ``year_iou`` (intersection
+over union of the year ranges). A dimension the completion does not mention scores 0.
+
+P adds a length penalty (word count outside [min_words, max_words]), a repetition penalty (times the fraction of
+repeated word 3-grams) and an irrelevance penalty (no dimension mentioned at all). B is a sequence-matching bonus
+(times difflib's ratio against the target caption).
+
+The class is a plain picklable callable ``(completions, **batch) -> list[float]`` (TRL's reward-function form); the
+sentence encoder runs on its own device (CPU by default), outside any DeepSpeed partitioning, is loaded lazily and
+is not pickled, and target embeddings are cached.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from vase.annotate.vocab import DIMENSIONS, dating_iou, parse_dating
+from vase.rewards.extract import canonical_or_none, extract_fields
+
+PAPER_WEIGHTS = {"fabric": 0.20, "technique": 0.20, "decoration": 0.20, "shape": 0.15, "dating": 0.15,
+                 "attribution": 0.10}
+DEFAULT_SIMILARITY = {"fabric": "vocabulary", "technique": "vocabulary", "shape": "vocabulary", "dating": "year_iou",
+                      "decoration": "embedding", "attribution": "vocabulary"}
+
+
+def sequence_ratio(a: str, b: str) -> float:
+    """difflib's ratio of the lower-cased strings.
+
+    >>> sequence_ratio("Athenian", "athenian")
+    1.0
+    """
+    return difflib.SequenceMatcher(None, a.lower().strip(), b.lower().strip()).ratio()
+
+
+def vocabulary_similarity(dim: str, a: str, b: str) -> float:
+    """1 for the same vocabulary term (synonyms count: Attic = Athenian), 0 for different terms, else sequence ratio.
+
+    >>> vocabulary_similarity("fabric", "Attic", "Athenian")
+    1.0
+    >>> vocabulary_similarity("fabric", "Corinthian", "Athenian")
+    0.0
+    """
+    ca, cb = canonical_or_none(dim, a), canonical_or_none(dim, b)
+    if ca is not None and cb is not None:
+        return float(ca == cb)
+    return sequence_ratio(a, b)
+
+
+def year_iou(a: str, b: str) -> float:
+    """IoU of the year ranges the two datings parse to (0 when either does not parse).
+
+    >>> year_iou("-450 to -400", "c. 475–425 BCE")
+    0.3333333333333333
+    """
+    ra, rb = parse_dating(a), parse_dating(b)
+    if ra is None or rb is None:
+        return 0.0
+    return dating_iou(ra, rb)
+
+
+def repeated_ngram_fraction(words: list[str], n: int = 3) -> float:
+    """Fraction of word n-grams that repeat an earlier one (0 for text shorter than n words)."""
+    grams = [tuple(words[i: i + n]) for i in range(len(words) - n + 1)]
+    if not grams:
+        return 0.0
+    counts = Counter(grams)
+    return sum(c - 1 for c in counts.values()) / len(grams)
+
+
+def _text(completion: Any) -> str:
+    """A completion as text: TRL passes strings, or chat messages for conversational data."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
+        content = completion[-1].get("content", "")
+        if isinstance(content, list):
+            return " ".join(c.get("text", "") for c in content if isinstance(c, dict))
+        return str(content)
+    return str(completion)
+
+
+@dataclass
+class RewardOutput:
+    """Totals and named parts, each a list aligned with the completions."""
+
+    total: list[float]
+    components: dict[str, list[float]] = field(default_factory=dict)
+
+
+class VaseReward:
+    """R = sum_i w_i r_i - P + B over the six dimensions (see the module docstring).
+
+    Args:
+        tau: threshold under which a dimension's similarity counts as 0.
+        weights: per-dimension weights (paper's by default).
+        similarity: per-dimension similarity kind (``embedding``, ``sequence``, ``vocabulary``, ``year_iou``).
+        embedding_model: a sentence-transformers path or id, or ``packaged:all-MiniLM-L6-v2``.
+        embedding_device: where the sentence encoder runs (kept off the policy's devices by default).
+        penalty: ``min_words``, ``max_words``, ``length``, ``repetition``, ``irrelevance``.
+        bonus: ``sequence``: weight of difflib's ratio against the target caption.
+
+    Targets come from the batch: ``targets`` (dicts with the six dimensions, dating as text or [start, end]) and/or
+    ``reference`` (target captions; fields are extracted from them where ``targets`` is absent).
+
+    >>> r = VaseReward(similarity={"decoration": "sequence"}, penalty={"length": 0.0}, bonus={"sequence": 0.0})
+    >>> t = {"fabric": "Athenian", "technique": "red-figure", "shape": "kylix", "dating": [-480, -470],
+    ...      "decoration": "a symposium scene", "attribution": "Douris"}
+    >>> [round(x, 6) for x in r(["Attic red-figure kylix, c. 480–470 BCE, depicting a symposium scene; attributed to Douris."], targets=[t])]
+    [1.0]
+    """
+
+    def __init__(self, tau: float = 0.7, weights: dict[str, float] | None = None,
+                 similarity: dict[str, str] | None = None, embedding_model: str = "packaged:all-MiniLM-L6-v2",
+                 embedding_device: str = "cpu", penalty: dict[str, float] | None = None,
+                 bonus: dict[str, float] | None = None, **_: Any) -> None:
+        self.tau = float(tau)
+        self.weights = {d: float((weights or PAPER_WEIGHTS).get(d, 0.0)) for d in DIMENSIONS}
+        self.similarity = {**DEFAULT_SIMILARITY, **dict(similarity or {})}
+        for d, kind in self.similarity.items():
+            if kind not in ("embedding", "sequence", "vocabulary", "year_iou"):
+                raise ValueError(f"reward.similarity.{d}={kind!r} is not a known similarity")
+        self.embedding_model = embedding_model
+        self.embedding_device = embedding_device
+        p = {"min_words": 5, "max_words": 80, "length": 0.1, "repetition": 0.2, "irrelevance": 0.1}
+        p.update(dict(penalty or {}))
+        self.penalty = {k: float(v) for k, v in p.items()}
+        self.bonus = {"sequence": 0.1, **{k: float(v) for k, v in dict(bonus or {}).items()}}
+        self._encoder: Any = None
+        self._cache: dict[str, Any] = {}
+
+    # pickling: the encoder and its cache stay behind (a worker loads its own)
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_encoder"] = None
+        state["_cache"] = {}
+        return state
+
+    @property
+    def __name__(self) -> str:  # TRL names reward functions by __name__
+        return "vase6d"
+
+    def _embed(self, texts: list[str]) -> dict[str, Any]:
+        """Embeddings of the distinct texts, batched in one call; cached (targets repeat across steps)."""
+        import torch
+
+        todo = sorted({t for t in texts if t not in self._cache})
+        if todo:
+            if self._encoder is None:
+                from vase.metrics.encoders import cached_sentence_encoder
+
+                self._encoder = cached_sentence_encoder(self.embedding_model, self.embedding_device)
+            emb = torch.nn.functional.normalize(self._encoder.encode(todo), dim=-1)
+            for t, e in zip(todo, emb):
+                self._cache[t] = e
+            if len(self._cache) > 50_000:  # completions are rarely seen twice: keep the cache bounded
+                self._cache = dict(list(self._cache.items())[-25_000:])
+        return {t: self._cache[t] for t in texts}
+
+    def _similarities(self, pairs: list[tuple[int, str, str | None, str | None]]) -> dict[tuple[int, str], float]:
+        out: dict[tuple[int, str], float] = {}
+        emb_texts = []
+        for k, dim, g, t in pairs:
+            if g is None or t is None or not g.strip():
+                out[(k, dim)] = 0.0
+            elif self.similarity[dim] == "embedding":
+                emb_texts += [g, t]
+        emb = self._embed(emb_texts) if emb_texts else {}
+        for k, dim, g, t in pairs:
+            if (k, dim) in out:
+                continue
+            kind = self.similarity[dim]
+            if kind == "embedding":
+                s = float((emb[g] * emb[t]).sum())
+            elif kind == "sequence":
+                s = sequence_ratio(g, t)
+            elif kind == "vocabulary":
+                s = vocabulary_similarity(dim, g, t)
+            else:
+                s = year_iou(g, t)
+            out[(k, dim)] = max(0.0, min(1.0, s))
+        return out
+
+    @staticmethod
+    def _target_fields(target: Any, reference: str | None) -> dict[str, str | None]:
+        if target is None:
+            if reference is None:
+                raise ValueError("the reward needs `targets` (six-dimension dicts) or `reference` captions in the batch")
+            return extract_fields(reference)
+        out: dict[str, str | None] = {}
+        for d in DIMENSIONS:
+            v = target.get(d) if isinstance(target, dict) else getattr(target, d, None)
+            if d == "dating" and isinstance(v, (list, tuple)):
+                v = f"{int(v[0])} to {int(v[1])}"
+            out[d] = None if v is None else str(v)
+        return out
+
+    def compute(self, completions: list[Any], targets: list[Any] | None = None,
+                reference: list[str] | None = None, **_: Any) -> RewardOutput:
+        """Totals and components: ``<dim>`` (thresholded), ``<dim>_sim`` (raw), ``<dim>_pass``, ``penalty``, ``bonus``."""
+        texts = [_text(c) for c in completions]
+        n = len(texts)
+        if targets is not None and len(targets) != n:
+            raise ValueError(f"{n} completions but {len(targets)} targets")
+        if reference is not None and len(reference) != n:
+            raise ValueError(f"{n} completions but {len(reference)} reference captions")
+        tgt = [self._target_fields(targets[k] if targets is not None else None,
+                                   reference[k] if reference is not None else None) for k in range(n)]
+        gen = [extract_fields(t) for t in texts]
+        pairs = [(k, d, gen[k][d], tgt[k][d]) for k in range(n) for d in DIMENSIONS]
+        sims = self._similarities(pairs)
+        comp: dict[str, list[float]] = {f"{d}{s}": [] for d in DIMENSIONS for s in ("", "_sim", "_pass")}
+        comp.update({"penalty": [], "bonus": [], "weighted": []})
+        totals = []
+        for k in range(n):
+            weighted = 0.0
+            for d in DIMENSIONS:
+                s = sims[(k, d)]
+                passed = s >= self.tau and s > 0.0
+                r = s if passed else 0.0
+                comp[d].append(r)
+                comp[f"{d}_sim"].append(s)
+                comp[f"{d}_pass"].append(float(passed))
+                weighted += self.weights[d] * r
+            words = texts[k].split()
+            p = 0.0
+            if not self.penalty["min_words"] <= len(words) <= self.penalty["max_words"]:
+                p += self.penalty["length"]
+            p += self.penalty["repetition"] * repeated_ngram_fraction([w.lower() for w in words])
+            if all(v is None for v in gen[k].values()):
+                p += self.penalty["irrelevance"]
+            b = 0.0
+            ref = reference[k] if reference is not None else None
+            if self.bonus.get("sequence", 0.0) and ref:
+                b = self.bonus["sequence"] * sequence_ratio(texts[k], ref)
+            comp["penalty"].append(p)
+            comp["bonus"].append(b)
+            comp["weighted"].append(weighted)
+            totals.append(weighted - p + b)
+        return RewardOutput(totals, comp)
+
+    def __call__(self, completions: list[Any], **batch: Any) -> list[float]:
+        return self.compute(completions, **batch).total

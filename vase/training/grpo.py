@@ -1,0 +1,278 @@
+"""GRPO with the six-dimension verifiable reward, as a LightningModule.
+
+For each prompt (multi-view images + instruction), G completions come from one batched ``generate`` call; each is
+scored by the reward; advantages are normalised within the prompt's group (``scale_rewards``: group | batch | none);
+the loss is the clipped surrogate (``epsilon_low``, ``epsilon_high``) plus ``beta`` times the k3 estimate of the KL
+to the reference, reduced per ``loss_type`` (grpo | dr_grpo | dapo | bnpo). The reference is the same model with its
+LoRA adapter disabled (no second copy in memory); only full fine-tuning keeps an explicit frozen copy.
+``num_iterations`` (mu) optimises each batch of generations mu times against the stored old log-probabilities.
+
+Optimisation is manual: rollouts of ``grad_accum`` batches are buffered, then each of the mu passes accumulates the
+gradient over the buffer and takes one optimizer step.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from vase.training.sft import LoRAStageModule
+
+
+def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "group", eps: float = 1e-4) -> torch.Tensor:
+    """(r - mean of its group) / (std + eps); std of the group, of the whole batch, or 1 (``none``)."""
+    r = rewards.view(-1, group_size)
+    centred = r - r.mean(dim=1, keepdim=True)
+    if scale == "group":
+        centred = centred / (r.std(dim=1, keepdim=True) + eps)
+    elif scale == "batch":
+        centred = centred / (rewards.std() + eps)
+    elif scale != "none":
+        raise ValueError(f"scale_rewards={scale!r} must be group, batch or none")
+    return centred.reshape(-1)
+
+
+def grpo_loss(logps: torch.Tensor, old_logps: torch.Tensor | None, ref_logps: torch.Tensor | None,
+              advantages: torch.Tensor, mask: torch.Tensor, *, beta: float, epsilon_low: float, epsilon_high: float,
+              loss_type: str, max_completion_length: int, num_items: float | None = None
+              ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The GRPO objective on per-token log-probabilities of shape (N, T) with a (N, T) completion mask.
+
+    ``old_logps`` None means one iteration: the ratio is exp(logp - logp.detach()), 1 in value, gradient of logp.
+    ``num_items`` is the DAPO normaliser: completion tokens in the whole accumulated batch (default: this batch's).
+    """
+    mask = mask.to(logps.dtype)
+    old = logps.detach() if old_logps is None else old_logps
+    ratio = torch.exp(logps - old)
+    a = advantages.unsqueeze(1)
+    unclipped = ratio * a
+    clipped = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high) * a
+    per_token = -torch.min(unclipped, clipped)
+    kl = None
+    if beta > 0:
+        if ref_logps is None:
+            raise ValueError("beta > 0 needs reference log-probabilities")
+        delta = ref_logps - logps
+        kl = torch.exp(delta) - delta - 1
+        per_token = per_token + beta * kl
+    total = (per_token * mask).sum()
+    if loss_type == "grpo":
+        loss = ((per_token * mask).sum(1) / mask.sum(1).clamp(min=1)).mean()
+    elif loss_type == "bnpo":
+        loss = total / mask.sum().clamp(min=1)
+    elif loss_type == "dr_grpo":
+        loss = total / (per_token.shape[0] * max_completion_length)
+    elif loss_type == "dapo":
+        denom = mask.sum() if num_items is None else torch.as_tensor(num_items, dtype=total.dtype)
+        loss = total / denom.clamp(min=1)
+    else:
+        raise ValueError(f"loss_type={loss_type!r} must be grpo, dr_grpo, dapo or bnpo")
+    n = mask.sum().clamp(min=1)
+    metrics = {"clip_fraction": ((clipped < unclipped).to(mask.dtype) * mask).sum() / n}
+    if kl is not None:
+        metrics["kl"] = (kl.detach() * mask).sum() / n
+    return loss, metrics
+
+
+def completion_mask(completion: torch.Tensor, eos_ids: list[int]) -> torch.Tensor:
+    """1 for each token up to and including the first end-of-sequence token, 0 after it."""
+    is_eos = torch.zeros_like(completion, dtype=torch.bool)
+    for e in eos_ids:
+        is_eos |= completion == e
+    n = completion.shape[1]
+    first = torch.where(is_eos.any(1), is_eos.int().argmax(1), torch.full_like(is_eos[:, 0], n, dtype=torch.long))
+    return (torch.arange(n, device=completion.device).unsqueeze(0) <= first.unsqueeze(1)).long()
+
+
+def repeat_batch(batch: dict[str, Any], g: int) -> dict[str, torch.Tensor]:
+    """Each prompt repeated ``g`` times in a row, images included (patches split per sample by their grids)."""
+    thw = batch["image_grid_thw"]
+    per_image = thw.prod(dim=1)
+    n_images_per_sample = [len(x) for x in batch["images"]]
+    patches = torch.split(batch["pixel_values"], per_image.tolist())
+    grids = torch.split(thw, 1)
+    pv, gr, k = [], [], 0
+    for n_img in n_images_per_sample:
+        sample_patches = torch.cat(patches[k: k + n_img])
+        sample_grids = torch.cat(grids[k: k + n_img])
+        for _ in range(g):
+            pv.append(sample_patches)
+            gr.append(sample_grids)
+        k += n_img
+    return {"input_ids": batch["input_ids"].repeat_interleave(g, 0),
+            "attention_mask": batch["attention_mask"].repeat_interleave(g, 0),
+            "pixel_values": torch.cat(pv), "image_grid_thw": torch.cat(gr)}
+
+
+@dataclass
+class Rollout:
+    inputs: dict[str, torch.Tensor]  # prompt + completion, images
+    completion_ids: torch.Tensor
+    mask: torch.Tensor
+    advantages: torch.Tensor
+    old_logps: torch.Tensor | None
+    ref_logps: torch.Tensor | None
+    rewards: torch.Tensor
+    components: dict[str, list[float]]
+    texts: list[str]
+
+
+class GRPOModule(LoRAStageModule):
+    """GRPO over a Qwen2.5-VL policy with LoRA (see the module docstring for the objective)."""
+
+    def __init__(self, model: Any, reward: Any, processor: Any, lora: dict[str, Any] | None = None,
+                 optimizer: Any = None, warmup_ratio: float = 0.01, num_generations: int = 4,
+                 temperature: float = 1.0, top_p: float = 1.0, max_completion_length: int = 256, beta: float = 0.001,
+                 epsilon_low: float = 0.2, epsilon_high: float = 0.2, num_iterations: int = 1,
+                 loss_type: str = "grpo", scale_rewards: str = "group", grad_accum: int = 1,
+                 max_grad_norm: float | None = 1.0, full_finetune: bool = False, log_completions_every: int = 10) -> None:
+        super().__init__(model, lora=lora, optimizer=optimizer, warmup_ratio=warmup_ratio,
+                         full_finetune=full_finetune)
+        # with LoRA the reference is the model with its adapter switched off; a full fine-tune has no adapter to
+        # switch off, so it keeps an explicit frozen copy (only when the KL term needs one)
+        self.ref_model = copy.deepcopy(model).eval().requires_grad_(False) if full_finetune and beta > 0 else None
+        self.automatic_optimization = False
+        self.reward = reward
+        self.processor = processor
+        self.G = int(num_generations)
+        self.temperature = float(temperature)
+        self.top_p = float(top_p)
+        self.max_completion_length = int(max_completion_length)
+        self.beta = float(beta)
+        self.epsilon_low = float(epsilon_low)
+        self.epsilon_high = float(epsilon_high)
+        self.num_iterations = int(num_iterations)
+        self.loss_type = loss_type
+        self.scale_rewards = scale_rewards
+        self.grad_accum = int(grad_accum)
+        self.max_grad_norm = max_grad_norm
+        self.full_finetune = full_finetune
+        self.log_completions_every = log_completions_every
+        tok = processor.tokenizer
+        self.eos_ids = sorted({i for i in (tok.convert_tokens_to_ids("<|im_end|>"), tok.eos_token_id,
+                                            tok.convert_tokens_to_ids("<|endoftext|>")) if isinstance(i, int) and i >= 0})
+        self.pad_id = tok.pad_token_id
+        self._buffer: list[Rollout] = []
+
+    # ------------------------------------------------------------ log-probabilities
+
+    def _logps(self, model: Any, r_inputs: dict[str, torch.Tensor], n_completion: int) -> torch.Tensor:
+        out = model(**r_inputs, logits_to_keep=n_completion + 1)
+        logits = out.logits[:, :-1, :].float() / self.temperature  # the distribution the tokens were sampled from
+        targets = r_inputs["input_ids"][:, -n_completion:]
+        return torch.gather(F.log_softmax(logits, dim=-1), 2, targets.unsqueeze(-1)).squeeze(-1)
+
+    @torch.no_grad()
+    def _reference_logps(self, r_inputs: dict[str, torch.Tensor], n: int) -> torch.Tensor:
+        if self.ref_model is not None:
+            return self._logps(self.ref_model, r_inputs, n)
+        with self.model.disable_adapter():
+            return self._logps(self.model, r_inputs, n)
+
+    # ------------------------------------------------------------ rollout
+
+    @torch.no_grad()
+    def rollout(self, batch: dict[str, Any]) -> Rollout:
+        rep = repeat_batch(batch, self.G)
+        was_training = self.model.training
+        self.model.eval()  # no dropout while sampling
+        out = self.model.generate(**rep, do_sample=True, temperature=self.temperature, top_p=self.top_p, top_k=0,
+                                  max_new_tokens=self.max_completion_length, pad_token_id=self.pad_id)
+        self.model.train(was_training)
+        prompt_len = rep["input_ids"].shape[1]
+        completion = out[:, prompt_len:]
+        mask = completion_mask(completion, self.eos_ids)
+        completion = torch.where(mask.bool(), completion, torch.full_like(completion, self.pad_id))
+        texts = self.processor.batch_decode(completion, skip_special_tokens=True)
+        targets = [t for t in batch["targets"] for _ in range(self.G)]
+        refs = [t for t in batch["reference"] for _ in range(self.G)]
+        scored = self.reward.compute(texts, targets=targets, reference=refs)
+        rewards = torch.tensor(scored.total, dtype=torch.float32, device=completion.device)
+        adv = group_advantages(rewards, self.G, self.scale_rewards)
+        inputs = {"input_ids": torch.cat([rep["input_ids"], completion], 1),
+                  "attention_mask": torch.cat([rep["attention_mask"], mask], 1),
+                  "pixel_values": rep["pixel_values"], "image_grid_thw": rep["image_grid_thw"]}
+        n = completion.shape[1]
+        old = self._logps(self.model, inputs, n) if self.num_iterations > 1 else None
+        ref = self._reference_logps(inputs, n) if self.beta > 0 else None
+        return Rollout(inputs, completion, mask, adv, old, ref, rewards, scored.components, texts)
+
+    # ------------------------------------------------------------ optimisation
+
+    def total_optimizer_steps(self) -> int:
+        batches = super().total_optimizer_steps()
+        return max(1, batches // self.grad_accum) * self.num_iterations
+
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> None:
+        r = self.rollout(batch)
+        self._buffer.append(r)
+        self._log_rollout(r, batch)
+        if len(self._buffer) < self.grad_accum:
+            return None
+        opt = self.optimizers()
+        sched = self.lr_schedulers()
+        num_items = float(sum(x.mask.sum() for x in self._buffer))
+        for _ in range(self.num_iterations):
+            losses, clip, kl = [], [], []
+            for x in self._buffer:
+                logps = self._logps(self.model, x.inputs, x.completion_ids.shape[1])
+                loss, m = grpo_loss(logps, x.old_logps, x.ref_logps, x.advantages, x.mask, beta=self.beta,
+                                    epsilon_low=self.epsilon_low, epsilon_high=self.epsilon_high,
+                                    loss_type=self.loss_type, max_completion_length=self.max_completion_length,
+                                    num_items=num_items)
+                scaled = loss if self.loss_type == "dapo" else loss / len(self._buffer)
+                self.manual_backward(scaled)
+                losses.append(float(scaled.detach()))
+                clip.append(float(m["clip_fraction"]))
+                if "kl" in m:
+                    kl.append(float(m["kl"]))
+            if self.max_grad_norm:
+                self.clip_gradients(opt, gradient_clip_val=self.max_grad_norm, gradient_clip_algorithm="norm")
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            if sched is not None:
+                sched.step()
+            step_loss = sum(losses)
+            self.log("train/loss", step_loss, prog_bar=True, on_step=True, batch_size=1)
+            self.log("train/clip_fraction", sum(clip) / len(clip), on_step=True, batch_size=1)
+            if kl:
+                self.log("train/kl", sum(kl) / len(kl), on_step=True, batch_size=1)
+            self.log("train/lr", opt.param_groups[0]["lr"], on_step=True, batch_size=1)
+            mean_reward = float(torch.cat([x.rewards for x in self._buffer]).mean())
+            self.history.append({"step": float(self.global_step), "loss": step_loss, "reward": mean_reward})
+        self._buffer.clear()
+        return None
+
+    def _log_rollout(self, r: Rollout, batch: dict[str, Any]) -> None:
+        bs = len(r.texts)
+        self.log("train/reward", r.rewards.mean(), prog_bar=True, on_step=True, batch_size=bs)
+        self.log("train/reward_std", r.rewards.std() if bs > 1 else 0.0, on_step=True, batch_size=bs)
+        for name, values in r.components.items():
+            if name.endswith("_sim"):
+                continue
+            key = f"train/reward/{name[:-5]}_pass_rate" if name.endswith("_pass") else f"train/reward/{name}"
+            self.log(key, sum(values) / len(values), on_step=True, batch_size=bs)
+        lengths = r.mask.sum(1).float()
+        self.log("train/completion_length", lengths.mean(), on_step=True, batch_size=bs)
+        if self.log_completions_every and self.global_step % self.log_completions_every == 0:
+            self._log_completions_table(r, batch)
+
+    def _log_completions_table(self, r: Rollout, batch: dict[str, Any]) -> None:
+        loggers = self.loggers if self.trainer is not None else []
+        for lg in loggers:
+            if not hasattr(lg, "log_table"):
+                continue
+            import wandb
+
+            dims = [k for k in r.components if not k.endswith(("_sim", "_pass"))]
+            rows = []
+            for k, text in enumerate(r.texts):
+                image = batch["images"][k // self.G][0]
+                rows.append([int(self.global_step), batch["ids"][k // self.G], wandb.Image(image), text,
+                             float(r.rewards[k]), *[float(r.components[d][k]) for d in dims]])
+            lg.log_table(key="train/completions", columns=["step", "id", "view", "completion", "reward", *dims],
+                         data=rows)
