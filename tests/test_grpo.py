@@ -107,9 +107,11 @@ def test_repeat_batch_keeps_each_samples_images() -> None:
     thw = torch.tensor([[1, 2, 2], [1, 2, 2], [1, 4, 2]])  # sample 0 has two images (4+4 patches), sample 1 one (8)
     pv = torch.arange(16).unsqueeze(1).float()
     batch = {"input_ids": torch.tensor([[1, 2], [3, 4]]), "attention_mask": torch.ones(2, 2, dtype=torch.long),
+             "mm_token_type_ids": torch.tensor([[1, 0], [0, 1]]),
              "pixel_values": pv, "image_grid_thw": thw, "images": [["a", "b"], ["c"]]}
     rep = repeat_batch(batch, 2)
     assert rep["input_ids"].tolist() == [[1, 2], [1, 2], [3, 4], [3, 4]]
+    assert rep["mm_token_type_ids"].tolist() == [[1, 0], [1, 0], [0, 1], [0, 1]]
     assert rep["image_grid_thw"].tolist() == [[1, 2, 2], [1, 2, 2]] * 2 + [[1, 4, 2]] * 2
     flat = rep["pixel_values"].squeeze(1).tolist()
     assert flat == list(range(8)) * 2 + list(range(8, 16)) * 2
@@ -149,3 +151,54 @@ def test_gradients_reach_only_lora(tiny_model_dir: Path, synthetic_root: Path) -
     with_grad = {n for n, p in module.model.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
     assert with_grad and all("lora_" in n for n in with_grad)
     assert not any(p.requires_grad for n, p in module.model.named_parameters() if "lora_" not in n)
+
+
+def test_grpo_stage_runs_through_train_and_logs(train_cfg) -> None:
+    from vase.pipeline import run_training
+
+    cfg = train_cfg(["stage=grpo", "stage.batch_size=2", "stage.grad_accum=2", "trainer.max_steps=1",
+                     "stage.module.max_completion_length=8", "stage.module.num_iterations=2",
+                     "stage.module.optimizer.lr=1e-3", "logger=csv"])
+    out = run_training(cfg)
+    hist = out["history"]
+    # grad_accum 2 batches buffered, then mu = 2 passes: two optimizer steps (max_steps counts optimizer steps)
+    assert [h["step"] for h in hist] == [1.0, 2.0] and all("reward" in h for h in hist)
+    import csv
+    from pathlib import Path
+
+    rows = list(csv.DictReader(open(next(Path(cfg.paths.output_dir).rglob("metrics.csv")))))
+    keys = set(rows[0])
+    for k in ("train/reward", "train/reward/fabric", "train/reward/fabric_pass_rate", "train/reward/penalty",
+              "train/reward/bonus", "train/kl", "train/clip_fraction", "train/completion_length", "train/loss"):
+        assert k in keys, k
+
+
+def test_sft_then_grpo_followup_and_adapter_lineage(train_cfg, tmp_path) -> None:
+    import json
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    from vase.models.loading import load_model_and_processor
+    from vase.pipeline import run_training
+
+    cfg = train_cfg(["+stage@followup=grpo", "followup.epochs=1", "followup.batch_size=2",
+                     "followup.module.max_completion_length=6", "followup.grad_accum=1",
+                     "evaluate.after=true", "evaluate.max_new_tokens=6"])
+    out = run_training(cfg)
+    d = Path(cfg.paths.output_dir)
+    assert list(out["results"]) == ["tiny-qwen2.5-vl (sft)", "tiny-qwen2.5-vl (grpo)"]
+    assert set(out["histories"]) == {"sft", "grpo"}
+    lineage = json.loads((d / "grpo" / "adapter" / "vase_lineage.json").read_text())
+    assert lineage["merged_adapters"] == [str(d / "adapter")]
+    # loading the GRPO adapter alone rebuilds base + SFT (merged) + GRPO and reproduces the run's captions
+    mcfg = OmegaConf.create({"name_or_path": str(Path(cfg.paths.cache_dir) / "models" / "tiny-qwen2_5_vl"),
+                             "dtype": "float32"})
+    model, proc = load_model_and_processor(mcfg, adapter=str(d / "grpo" / "adapter"))
+    from vase.data.dataset import VaseDataset
+    from vase.eval.generate import generate_captions, read_jsonl
+
+    ds = VaseDataset(Path(cfg.data.root), "val")
+    rows = generate_captions(model, proc, ds, batch_size=8, max_new_tokens=6, progress=False)
+    saved = {r["id"]: r["caption"] for r in read_jsonl(d / "generations_grpo.jsonl")}
+    assert {r["id"]: r["caption"] for r in rows} == saved

@@ -33,6 +33,23 @@ def test_labels_cover_exactly_the_answer(tiny_model_dir: Path, synthetic_root: P
     assert out["image_grid_thw"].shape[0] == 8  # 6 + 2 images
 
 
+def test_training_batch_sees_the_same_positions_as_generation(tiny_model_dir: Path, synthetic_root: Path) -> None:
+    """The collated SFT batch must give the prompt the same 3D (mrope) positions as the processor's own encoding,
+    which is what generation uses; otherwise the model trains on one position scheme and is served another."""
+    from vase.data.datamodule import prompt_text
+
+    proc = load_processor(str(tiny_model_dir))
+    model = load_model(str(tiny_model_dir)).eval()
+    ex = VaseDataset(synthetic_root, "train")[0]
+    batch = SFTCollator(proc)([ChatSample("a", ex.images, "Describe the vase.", "Athenian black-figure amphora.")])
+    enc = proc(text=[prompt_text(proc, len(ex.images), "Describe the vase.")], images=[ex.images], return_tensors="pt")
+    n = enc["input_ids"].shape[1]
+    with torch.no_grad():
+        train_logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits[0, :n]
+        gen_logits = model(**enc).logits[0]
+    assert torch.allclose(train_logits, gen_logits, atol=1e-5)
+
+
 def test_warmup_cosine_by_hand() -> None:
     assert warmup_cosine(0, total=100, warmup=10) == 0.1
     assert warmup_cosine(9, total=100, warmup=10) == 1.0

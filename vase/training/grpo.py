@@ -105,6 +105,7 @@ def repeat_batch(batch: dict[str, Any], g: int) -> dict[str, torch.Tensor]:
         k += n_img
     return {"input_ids": batch["input_ids"].repeat_interleave(g, 0),
             "attention_mask": batch["attention_mask"].repeat_interleave(g, 0),
+            "mm_token_type_ids": batch["mm_token_type_ids"].repeat_interleave(g, 0),
             "pixel_values": torch.cat(pv), "image_grid_thw": torch.cat(gr)}
 
 
@@ -129,7 +130,8 @@ class GRPOModule(LoRAStageModule):
                  temperature: float = 1.0, top_p: float = 1.0, max_completion_length: int = 256, beta: float = 0.001,
                  epsilon_low: float = 0.2, epsilon_high: float = 0.2, num_iterations: int = 1,
                  loss_type: str = "grpo", scale_rewards: str = "group", grad_accum: int = 1,
-                 max_grad_norm: float | None = 1.0, full_finetune: bool = False, log_completions_every: int = 10) -> None:
+                 max_grad_norm: float | None = 1.0, full_finetune: bool = False, log_completions_every: int = 10,
+                 generation_kwargs: dict[str, Any] | None = None) -> None:
         super().__init__(model, lora=lora, optimizer=optimizer, warmup_ratio=warmup_ratio,
                          full_finetune=full_finetune)
         # with LoRA the reference is the model with its adapter switched off; a full fine-tune has no adapter to
@@ -152,10 +154,15 @@ class GRPOModule(LoRAStageModule):
         self.max_grad_norm = max_grad_norm
         self.full_finetune = full_finetune
         self.log_completions_every = log_completions_every
+        self.generation_kwargs = dict(generation_kwargs or {})  # e.g. {"min_new_tokens": 32} in benchmarks
         tok = processor.tokenizer
         self.eos_ids = sorted({i for i in (tok.convert_tokens_to_ids("<|im_end|>"), tok.eos_token_id,
                                             tok.convert_tokens_to_ids("<|endoftext|>")) if isinstance(i, int) and i >= 0})
         self.pad_id = tok.pad_token_id
+        # a sampled image/video placeholder would break the next forward pass (placeholders must match the images)
+        self.suppress_ids = sorted({i for t in ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
+                                    if isinstance(i := tok.convert_tokens_to_ids(t), int) and i >= 0
+                                    and i != tok.unk_token_id})
         self._buffer: list[Rollout] = []
 
     # ------------------------------------------------------------ log-probabilities
@@ -181,7 +188,8 @@ class GRPOModule(LoRAStageModule):
         was_training = self.model.training
         self.model.eval()  # no dropout while sampling
         out = self.model.generate(**rep, do_sample=True, temperature=self.temperature, top_p=self.top_p, top_k=0,
-                                  max_new_tokens=self.max_completion_length, pad_token_id=self.pad_id)
+                                  max_new_tokens=self.max_completion_length, pad_token_id=self.pad_id,
+                                  suppress_tokens=self.suppress_ids, **self.generation_kwargs)
         self.model.train(was_training)
         prompt_len = rep["input_ids"].shape[1]
         completion = out[:, prompt_len:]
@@ -195,6 +203,7 @@ class GRPOModule(LoRAStageModule):
         adv = group_advantages(rewards, self.G, self.scale_rewards)
         inputs = {"input_ids": torch.cat([rep["input_ids"], completion], 1),
                   "attention_mask": torch.cat([rep["attention_mask"], mask], 1),
+                  "mm_token_type_ids": torch.cat([rep["mm_token_type_ids"], torch.zeros_like(completion)], 1),
                   "pixel_values": rep["pixel_values"], "image_grid_thw": rep["image_grid_thw"]}
         n = completion.shape[1]
         old = self._logps(self.model, inputs, n) if self.num_iterations > 1 else None

@@ -1,0 +1,236 @@
+"""Seconds per GRPO optimizer step and peak memory: vase's GRPOModule against TRL's GRPOTrainer, side by side.
+
+Same tiny Qwen2.5-VL (built locally, loaded with from_pretrained), same two prompts with six rendered views each,
+G = 4 completions per prompt, 2 prompts per step, exactly 32 completion tokens (min = max new tokens), beta = 0.04,
+LoRA r 8 on the language model, the same reward (VaseReward without the embedding similarity), the same loss
+type. Each contender runs in its own process, so the peak-memory readings do not mix.
+
+    python benchmarks/grpo_step.py                    # CPU, writes the table into benchmarks/RESULTS.md
+    python benchmarks/grpo_step.py --device cuda      # on a GPU
+    python benchmarks/grpo_step.py --trl-gc off       # TRL without its default gradient checkpointing
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+G, PROMPTS, TOKENS, BETA, LR = 4, 2, 32, 0.04, 1e-4
+
+
+def _setup(cache: Path) -> tuple[str, list]:
+    from vase.data.datamodule import VaseDataModule
+    from vase.data.dataset import VaseDataset
+    from vase.models.tiny import build_tiny
+
+    model_dir = str(build_tiny(cache / "tiny-qwen2_5_vl"))
+    root = cache / "synthetic-n8-s0"
+    VaseDataModule(str(root), synthetic={"num_vases": 8, "seed": 0, "val_fraction": 0.25},
+                   render={"enabled": True, "resolution": 112, "fov_deg": 35.0}).prepare_data()
+    ds = VaseDataset(root, "train")
+    return model_dir, [ds[0], ds[1]]
+
+
+def _reward():
+    from vase.rewards import VaseReward
+
+    return VaseReward(similarity={"decoration": "sequence"})
+
+
+def _peak_memory(device: str) -> float:
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.max_memory_allocated() / 2**20
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux -> MiB
+
+
+def run_ours(cache: Path, steps: int, warmup: int, device: str, loss_type: str) -> dict:
+    from functools import partial
+
+    import pytorch_lightning as pl
+    import torch
+    from torch.utils.data import DataLoader
+
+    from vase.data.datamodule import PromptCollator, samples_for
+    from vase.models.loading import load_model, load_processor
+    from vase.training.grpo import GRPOModule
+
+    model_dir, examples = _setup(cache)
+    torch.manual_seed(0)
+    processor = load_processor(model_dir)
+    model = load_model(model_dir)
+    module = GRPOModule(model, _reward(), processor,
+                        lora={"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": "all-linear", "freeze_vision": True},
+                        optimizer=partial(torch.optim.AdamW, lr=LR), warmup_ratio=0.0, num_generations=G,
+                        max_completion_length=TOKENS, beta=BETA, loss_type=loss_type, log_completions_every=0,
+                        generation_kwargs={"min_new_tokens": TOKENS})
+    samples = [samples_for(ex, "caption")[0] for ex in examples] * (steps + warmup)
+    loader = DataLoader(samples, batch_size=PROMPTS, shuffle=False, collate_fn=PromptCollator(processor))
+    times: list[float] = []
+
+    class Timer(pl.Callback):
+        def on_train_batch_start(self, *a, **k):
+            if device == "cuda":
+                torch.cuda.synchronize()
+            self.t = time.perf_counter()
+
+        def on_train_batch_end(self, *a, **k):
+            if device == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - self.t)
+
+    trainer = pl.Trainer(accelerator="gpu" if device == "cuda" else "cpu", devices=1, max_steps=steps + warmup,
+                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, callbacks=[Timer()],
+                         precision="bf16-mixed" if device == "cuda" else "32-true")
+    trainer.fit(module, train_dataloaders=loader)
+    lengths = [float(h["reward"]) for h in module.history]
+    return {"times": times[warmup:], "peak_mib": _peak_memory(device), "steps": len(times), "rewards": lengths}
+
+
+def run_trl(cache: Path, steps: int, warmup: int, device: str, loss_type: str, gc: bool) -> dict:
+    import torch
+    import trl
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from vase.models.loading import load_model, load_processor
+    from vase.prompts import CAPTION_PROMPT
+    from vase.training.lora import VISION_PATTERN
+
+    model_dir, examples = _setup(cache)
+    torch.manual_seed(0)
+    processor = load_processor(model_dir)
+    processor.tokenizer.padding_side = "left"
+    model = load_model(model_dir)
+    rows = []
+    for ex in examples:
+        rec = ex.record
+        rows.append({"prompt": [{"role": "user", "content": [{"type": "image"}] * len(ex.images)
+                                 + [{"type": "text", "text": CAPTION_PROMPT}]}],
+                     "images": ex.images, "reference": rec.caption,
+                     "targets": {d: (list(rec.dating) if d == "dating" else getattr(rec, d))
+                                 for d in ("fabric", "technique", "shape", "dating", "decoration", "attribution")}})
+    dataset = Dataset.from_list(rows * (steps + warmup))
+    times: list[float] = []
+
+    class Timer(TrainerCallback):
+        def on_step_begin(self, *a, **k):
+            if device == "cuda":
+                torch.cuda.synchronize()
+            self.t = time.perf_counter()
+
+        def on_step_end(self, *a, **k):
+            if device == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - self.t)
+
+    reward = _reward()
+    out = tempfile.mkdtemp()
+    args = GRPOConfig(output_dir=out, per_device_train_batch_size=PROMPTS * G, num_generations=G,
+                      gradient_accumulation_steps=1, max_completion_length=TOKENS,
+                      generation_kwargs={"min_new_tokens": TOKENS}, beta=BETA, learning_rate=LR, lr_scheduler_type="constant",
+                      max_steps=steps + warmup, logging_steps=1, report_to="none", use_cpu=device == "cpu",
+                      bf16=device == "cuda", gradient_checkpointing=gc, loss_type=loss_type, shuffle_dataset=False,
+                      remove_unused_columns=False, save_strategy="no", temperature=1.0, max_grad_norm=1.0,
+                      dataloader_num_workers=0, seed=0)
+    peft = LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules="all-linear", exclude_modules=VISION_PATTERN)
+    trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=args, train_dataset=dataset,
+                          processing_class=processor, peft_config=peft, callbacks=[Timer()])
+    trainer.train()
+    rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
+    return {"times": times[warmup:], "peak_mib": _peak_memory(device), "steps": len(times), "rewards": rewards,
+            "trl_version": trl.__version__, "gradient_checkpointing": gc}
+
+
+def _child(args: argparse.Namespace) -> None:
+    cache = Path(args.cache)
+    if args.only == "ours":
+        res = run_ours(cache, args.steps, args.warmup, args.device, args.loss_type)
+    else:
+        res = run_trl(cache, args.steps, args.warmup, args.device, args.loss_type, args.trl_gc == "on")
+    Path(args.result).write_text(json.dumps(res))
+
+
+def _stats(times: list[float]) -> tuple[float, float]:
+    import statistics
+
+    return statistics.median(times), (statistics.stdev(times) if len(times) > 1 else 0.0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=10, help="timed optimizer steps per contender")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--loss-type", default="dapo", help="the same for both (TRL's default is dapo)")
+    ap.add_argument("--trl-gc", default="on", choices=["on", "off"], help="TRL's gradient checkpointing (default on)")
+    ap.add_argument("--cache", default=str(ROOT / ".cache" / "bench"))
+    ap.add_argument("--results", default=str(ROOT / "benchmarks" / "RESULTS.md"))
+    ap.add_argument("--only", choices=["ours", "trl"], help=argparse.SUPPRESS)
+    ap.add_argument("--result", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.only:
+        _child(args)
+        return
+    out: dict[str, dict] = {}
+    for who in ("ours", "trl"):
+        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+            res_path = f.name
+        cmd = [sys.executable, __file__, "--only", who, "--result", res_path, "--steps", str(args.steps),
+               "--warmup", str(args.warmup), "--device", args.device, "--loss-type", args.loss_type,
+               "--trl-gc", args.trl_gc, "--cache", args.cache]
+        print(f"running {who} ...", flush=True)
+        subprocess.run(cmd, check=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "disabled"})
+        out[who] = json.loads(Path(res_path).read_text())
+    o_med, o_sd = _stats(out["ours"]["times"])
+    t_med, t_sd = _stats(out["trl"]["times"])
+    ratio = o_med / t_med
+    mem_ratio = out["ours"]["peak_mib"] / out["trl"]["peak_mib"]
+    import torch
+
+    machine = (torch.cuda.get_device_name(0) if args.device == "cuda" else
+               f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores")
+    when = time.strftime("%Y-%m-%d")
+    table = (
+        f"### GRPO step: vase vs TRL {out['trl']['trl_version']} ({args.device}, {machine}, {when})\n\n"
+        f"Tiny Qwen2.5-VL, 2 prompts x G=4, six 112-px views per prompt, 32 forced completion tokens, beta {BETA}, "
+        f"LoRA r 8, loss {args.loss_type}; TRL gradient checkpointing {args.trl_gc}; median of {args.steps} steps "
+        f"after {args.warmup} warm-up steps.\n\n"
+        "| | s / optimizer step (median ± sd) | peak memory (MiB) |\n|---|---|---|\n"
+        f"| vase GRPOModule | {o_med:.3f} ± {o_sd:.3f} | {out['ours']['peak_mib']:.0f} |\n"
+        f"| TRL GRPOTrainer | {t_med:.3f} ± {t_sd:.3f} | {out['trl']['peak_mib']:.0f} |\n"
+        f"| **ratio vase / TRL** | **{ratio:.2f}** | **{mem_ratio:.2f}** |\n\n"
+        f"Peak memory is {'torch.cuda.max_memory_allocated' if args.device == 'cuda' else 'the process maximum RSS'}.\n"
+    )
+    print(table)
+    results = Path(args.results)
+    marker = f"<!-- grpo_step {args.device} trl-gc-{args.trl_gc} -->"
+    body = results.read_text() if results.is_file() else "# Benchmark results\n"
+    block = f"{marker}\n{table}{marker} end\n"
+    if marker in body:
+        start = body.index(marker)
+        end = body.index(f"{marker} end\n", start) + len(f"{marker} end\n")
+        body = body[:start] + block + body[end:]
+    else:
+        body = body.rstrip("\n") + "\n\n" + block
+    results.write_text(body)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""Reading the VaseVQA-3D on-disk layout: annotations, GLB models and rendered views, with clear errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from PIL import Image, UnidentifiedImageError
+
+from vase.annotate import VaseRecord
+from vase.errors import DataError
+from vase.io import read_json
+
+VIEWS: tuple[str, ...] = ("front", "back", "left", "right", "top", "bottom")
+
+
+def load_annotations(path: str | Path) -> list[VaseRecord]:
+    """Records of one split file (a JSON list of vase objects); errors name the file and the vase id."""
+    path = Path(path)
+    data = read_json(path)
+    if not isinstance(data, list):
+        raise DataError(f"{path}: expected a JSON list of vases, got {type(data).__name__}")
+    records = [VaseRecord.from_json(obj, str(path)) for obj in data]
+    seen: set[str] = set()
+    for r in records:
+        if r.id in seen:
+            raise DataError(f"{path}: vase id {r.id!r} appears twice")
+        seen.add(r.id)
+    return records
+
+
+def view_path(root: str | Path, view: str, vase_id: str) -> Path:
+    """Where the rendered ``view`` of a vase lives: ``images/<view>/<id>.png``."""
+    return Path(root) / "images" / view / f"{vase_id}.png"
+
+
+def load_views(root: str | Path, vase_id: str, views: tuple[str, ...] | list[str] = VIEWS) -> list[Image.Image]:
+    """The rendered views of one vase as RGB images; a missing or unreadable file is a DataError naming it."""
+    out = []
+    for view in views:
+        p = view_path(root, view, vase_id)
+        if not p.is_file():
+            raise DataError(f"{p}: view {view!r} of vase {vase_id!r} is missing; run the render step "
+                            f"(python train.py ... render.enabled=true) or check data.root")
+        try:
+            with Image.open(p) as im:
+                out.append(im.convert("RGB"))
+        except (UnidentifiedImageError, OSError) as e:
+            raise DataError(f"{p}: view {view!r} of vase {vase_id!r} is not a readable image ({e})") from e
+    return out
+
+
+@dataclass
+class VaseExample:
+    """One training or evaluation example: a record with the views that show it."""
+
+    record: VaseRecord
+    images: list[Image.Image]
+
+
+class VaseDataset:
+    """Records of a split plus their rendered views, read lazily from ``root``."""
+
+    def __init__(self, root: str | Path, split: str, views: tuple[str, ...] | list[str] = VIEWS,
+                 limit: int | None = None, check_views: bool = True) -> None:
+        self.root = Path(root)
+        self.split = split
+        self.views = tuple(views)
+        ann = self.root / "annotations" / f"{split}.json"
+        self.records = load_annotations(ann)
+        if limit is not None:
+            self.records = self.records[:limit]
+        if check_views:  # fail at set-up, naming the first missing file, not an hour into training
+            for r in self.records:
+                for v in self.views:
+                    p = view_path(self.root, v, r.id)
+                    if not p.is_file():
+                        raise DataError(f"{p}: view {v!r} of vase {r.id!r} (split {split!r}) is missing; "
+                                        f"render the dataset first (render.enabled=true)")
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, i: int) -> VaseExample:
+        rec = self.records[i]
+        return VaseExample(rec, load_views(self.root, rec.id, self.views))

@@ -1,0 +1,401 @@
+"""Procedural vases: the embedded default dataset, written in the VaseVQA-3D on-disk layout.
+
+Each vase is a real GLB file: a trimesh surface of revolution from a shape-specific profile, handles where the shape
+has them, and a texture painted according to its technique (black-figure, red-figure, white-ground, black-glaze) and
+decoration. Its six-dimension record follows archaeological correlations (white-ground lekythoi are Athenian and
+fifth century, Corinthian wares are black-figure or animal friezes, ...) so that a model has something to learn.
+
+Layout written under ``root``::
+
+    models/<id>.glb
+    annotations/{train,val}.json      # list of records: id, six dimensions, metadata, caption, qa
+    images/<view>/<id>.png            # written later by vase.render
+
+Run ``python -m vase.data.synthetic --root data/synthetic --num 32 --seed 0`` to generate by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from vase.annotate import VaseRecord, annotate
+from vase.annotate.vocab import terms
+from vase.io import atomic_write_bytes, atomic_write_text
+
+# ---------------------------------------------------------------- shapes
+# Profiles: (height fraction, radius) control points, bottom to top, for a vase of unit height.
+# Handles: (from height, to height, kind) with kind "vertical" (shoulder to neck) or "horizontal" (a loop on the side);
+# angles give where around the body they sit.
+
+
+@dataclass(frozen=True)
+class ShapeSpec:
+    profile: tuple[tuple[float, float], ...]
+    height: float
+    handles: tuple[tuple[float, float, str, float], ...]  # (y0, y1, kind, angle in degrees)
+    band: tuple[float, float]  # height range of the figured frieze
+
+
+SHAPE_SPECS: dict[str, ShapeSpec] = {
+    "amphora": ShapeSpec(
+        ((0, .17), (.04, .18), (.08, .12), (.16, .24), (.45, .38), (.68, .30), (.78, .15), (.92, .13), (.96, .17), (1, .17)),
+        1.0, ((.70, .90, "vertical", 90), (.70, .90, "vertical", 270)), (.30, .62)),
+    "hydria": ShapeSpec(
+        ((0, .20), (.05, .21), (.09, .15), (.2, .30), (.5, .42), (.68, .36), (.78, .17), (.9, .12), (.95, .18), (1, .18)),
+        0.95, ((.50, .60, "horizontal", 90), (.50, .60, "horizontal", 270), (.62, .90, "vertical", 180)), (.55, .72)),
+    "lekythos": ShapeSpec(
+        ((0, .12), (.04, .13), (.07, .08), (.12, .15), (.6, .17), (.66, .13), (.70, .05), (.85, .04), (.88, .08), (.96, .07), (1, .05)),
+        1.1, ((.66, .84, "vertical", 180),), (.25, .58)),
+    "kylix": ShapeSpec(
+        ((0, .26), (.04, .26), (.07, .06), (.40, .05), (.50, .16), (.70, .42), (.85, .52), (1, .55)),
+        0.42, ((.72, .80, "horizontal", 90), (.72, .80, "horizontal", 270)), (.60, .90)),
+    "krater": ShapeSpec(
+        ((0, .20), (.05, .21), (.10, .12), (.20, .20), (.50, .36), (.72, .42), (.92, .50), (1, .52)),
+        0.85, ((.40, .55, "horizontal", 90), (.40, .55, "horizontal", 270)), (.55, .88)),
+    "oinochoe": ShapeSpec(
+        ((0, .16), (.04, .17), (.07, .13), (.20, .27), (.45, .31), (.65, .22), (.75, .11), (.88, .10), (.94, .16), (1, .13)),
+        0.9, ((.60, .96, "vertical", 180),), (.30, .58)),
+    "pelike": ShapeSpec(
+        ((0, .22), (.05, .23), (.08, .20), (.25, .38), (.45, .36), (.65, .26), (.80, .18), (.93, .17), (.97, .20), (1, .20)),
+        0.9, ((.62, .92, "vertical", 90), (.62, .92, "vertical", 270)), (.25, .60)),
+    "alabastron": ShapeSpec(
+        ((0, .02), (.03, .10), (.10, .14), (.60, .12), (.85, .08), (.90, .05), (.94, .05), (.97, .11), (1, .11)),
+        1.0, (), (.20, .70)),
+    "stamnos": ShapeSpec(
+        ((0, .18), (.05, .19), (.10, .14), (.25, .30), (.55, .40), (.72, .36), (.82, .22), (.92, .20), (1, .23)),
+        0.8, ((.62, .70, "horizontal", 90), (.62, .70, "horizontal", 270)), (.30, .66)),
+    "skyphos": ShapeSpec(
+        ((0, .20), (.05, .20), (.08, .16), (.25, .28), (.60, .38), (1, .42)),
+        0.6, ((.78, .88, "horizontal", 90), (.78, .88, "horizontal", 270)), (.45, .90)),
+}
+
+# ---------------------------------------------------------------- sampling the six dimensions
+# technique -> (fabrics with weights, dating windows, attributions, shapes)
+_TECHNIQUE_RULES: dict[str, dict] = {
+    "black-figure": {
+        "fabric": {"Athenian": 6, "Corinthian": 2, "Laconian": 1, "Chalcidian": 1, "Boeotian": 1},
+        "dating": (-620, -480),
+        "attribution": ["Exekias", "the Amasis Painter", "Lydos", "the Antimenes Painter", "unattributed"],
+        "shape": ["amphora", "hydria", "lekythos", "kylix", "oinochoe", "krater", "skyphos", "alabastron"],
+        "decoration": ["Herakles and the Nemean lion", "Herakles and the Erymanthian boar", "Athena Promachos",
+                       "Achilles and Ajax playing dice", "a chariot race", "Dionysos with satyrs and maenads",
+                       "an animal frieze"],
+    },
+    "red-figure": {
+        "fabric": {"Athenian": 6, "Apulian": 2, "Lucanian": 1, "Campanian": 1},
+        "dating": (-520, -340),
+        "attribution": ["Euphronios", "the Berlin Painter", "the Kleophrades Painter", "the Niobid Painter",
+                        "the Darius Painter", "unattributed"],
+        "shape": ["krater", "pelike", "kylix", "hydria", "stamnos", "amphora", "oinochoe", "skyphos"],
+        "decoration": ["a symposium scene", "Theseus and the Minotaur", "a warrior departing",
+                       "Dionysos with satyrs and maenads", "Athena Promachos"],
+    },
+    "white-ground": {
+        "fabric": {"Athenian": 1},
+        "dating": (-470, -400),
+        "attribution": ["the Achilles Painter", "the Reed Painter", "unattributed"],
+        "shape": ["lekythos", "lekythos", "lekythos", "alabastron", "kylix"],
+        "decoration": ["a woman at a grave stele", "a warrior departing"],
+    },
+    "black-glaze": {
+        "fabric": {"Athenian": 3, "Campanian": 1, "Etruscan": 1},
+        "dating": (-450, -300),
+        "attribution": ["unattributed"],
+        "shape": ["skyphos", "kylix", "oinochoe", "stamnos"],
+        "decoration": ["palmettes and lotus buds"],
+    },
+}
+_TECHNIQUE_WEIGHTS = {"black-figure": 4, "red-figure": 4, "white-ground": 2, "black-glaze": 1}
+
+assert set(SHAPE_SPECS) == set(terms("shape")), "every vocabulary shape needs a profile"
+
+
+def _choice(rng: np.random.Generator, options: list[str] | dict[str, float]) -> str:
+    if isinstance(options, dict):
+        keys = list(options)
+        p = np.array([options[k] for k in keys], dtype=float)
+        return keys[int(rng.choice(len(keys), p=p / p.sum()))]
+    return options[int(rng.integers(len(options)))]
+
+
+def sample_record(rng: np.random.Generator, index: int) -> VaseRecord:
+    """Sample one vase's six dimensions with archaeologically plausible correlations."""
+    technique = _choice(rng, _TECHNIQUE_WEIGHTS)
+    rule = _TECHNIQUE_RULES[technique]
+    fabric = _choice(rng, rule["fabric"])
+    lo, hi = rule["dating"]
+    span = int(rng.choice([25, 50]))
+    start = int(rng.integers(lo // 25, (hi - span) // 25 + 1)) * 25
+    decoration = _choice(rng, rule["decoration"])
+    if fabric == "Corinthian":
+        decoration = "an animal frieze"
+    attribution = _choice(rng, rule["attribution"])
+    if fabric != "Athenian" and attribution not in ("the Darius Painter", "unattributed"):
+        attribution = "unattributed"
+    if fabric == "Apulian":
+        attribution = _choice(rng, ["the Darius Painter", "unattributed"])
+    vid = f"{uuid.UUID(bytes=rng.bytes(16), version=4)}_{index}"
+    rec = VaseRecord(id=vid, fabric=fabric, technique=technique, shape=_choice(rng, rule["shape"]),
+                     dating=(start, start + span), decoration=decoration, attribution=attribution,
+                     model=f"models/{vid}.glb")
+    return annotate(rec)
+
+
+# ---------------------------------------------------------------- texture
+
+CLAY = (196, 110, 58)
+GLAZE = (22, 18, 16)
+WHITE = (236, 228, 208)
+PURPLE = (120, 40, 40)
+
+
+def paint_texture(rec: VaseRecord, rng: np.random.Generator, size: tuple[int, int] = (512, 256)) -> Image.Image:
+    """Paint the vase's unwrapped surface: u goes around the vase, v from the foot (bottom row) to the lip (top row)."""
+    w, h = size
+    spec = SHAPE_SPECS[rec.shape]
+    ground, figure = {
+        "black-figure": (CLAY, GLAZE),
+        "red-figure": (GLAZE, CLAY),
+        "white-ground": (WHITE, GLAZE),
+        "black-glaze": (GLAZE, CLAY),
+    }[rec.technique]
+    # Black-figure and red-figure bodies are glazed outside the frieze; white-ground and black-glaze are uniform.
+    body = GLAZE if rec.technique in ("black-figure", "red-figure", "black-glaze") else WHITE
+    if rec.technique == "black-figure" and rec.fabric == "Corinthian":
+        body = CLAY
+    img = Image.new("RGB", size, body)
+    draw = ImageDraw.Draw(img)
+
+    def y_px(v: float) -> int:
+        return int(round((1.0 - v) * (h - 1)))
+
+    b0, b1 = spec.band
+    top, bottom = y_px(b1), y_px(b0)
+    draw.rectangle([0, top, w, bottom], fill=ground)
+    # border ornament: tongues above, meander-like key below
+    line = figure if rec.technique != "black-glaze" else CLAY
+    draw.rectangle([0, top - 4, w, top - 2], fill=line)
+    draw.rectangle([0, bottom + 2, w, bottom + 4], fill=line)
+    for x in range(0, w, 16):
+        draw.rectangle([x, bottom + 6, x + 8, bottom + 10], fill=line)
+    band_h = bottom - top
+    motif = rec.decoration
+    n = {"an animal frieze": 6, "palmettes and lotus buds": 8}.get(motif, 2 + int(rng.integers(0, 2)))
+    for k in range(n):
+        cx = int((k + 0.5) * w / n + rng.integers(-6, 7))
+        _draw_motif(draw, motif, cx, top, band_h, figure, rec.technique, rng)
+    # a dark foot and lip, as nearly every Greek vase has
+    draw.rectangle([0, y_px(0.06), w, h], fill=GLAZE)
+    draw.rectangle([0, 0, w, y_px(0.97)], fill=GLAZE)
+    return img
+
+
+def _draw_motif(draw: ImageDraw.ImageDraw, motif: str, cx: int, top: int, bh: int, color: tuple[int, int, int],
+                technique: str, rng: np.random.Generator) -> None:
+    outline_only = technique == "white-ground"
+    fill = None if outline_only else color
+    lw = 2 if outline_only else 1
+    if motif == "an animal frieze":
+        y = top + int(bh * 0.55)
+        draw.ellipse([cx - 18, y - 8, cx + 14, y + 8], fill=fill, outline=color, width=lw)
+        draw.ellipse([cx + 10, y - 14, cx + 22, y - 2], fill=fill, outline=color, width=lw)
+        for dx in (-14, -8, 4, 10):
+            draw.line([cx + dx, y + 6, cx + dx, y + int(bh * 0.4)], fill=color, width=2)
+    elif motif == "palmettes and lotus buds":
+        y = top + int(bh * 0.75)
+        for a in np.linspace(-1.2, 1.2, 7):
+            draw.line([cx, y, cx + int(20 * np.sin(a)), y - int(bh * 0.5 * np.cos(a))], fill=color, width=2)
+        draw.ellipse([cx - 4, y - 4, cx + 4, y + 4], fill=color)
+    elif motif == "a chariot race":
+        y = top + int(bh * 0.6)
+        draw.ellipse([cx - 10, y - 2, cx + 10, y + 18], outline=color, width=3)
+        draw.rectangle([cx - 26, y - 20, cx + 4, y], fill=fill, outline=color, width=lw)
+        draw.ellipse([cx + 8, y - 24, cx + 40, y - 6], fill=fill, outline=color, width=lw)
+    else:  # figural scenes: two or three standing figures with heads, torsos, arms and legs
+        figs = 2 if motif in ("Achilles and Ajax playing dice", "a woman at a grave stele", "Theseus and the Minotaur") else 1
+        for j in range(figs):
+            x = cx + (j - (figs - 1) / 2) * 26
+            head_y = top + int(bh * 0.15)
+            r = max(4, bh // 14)
+            draw.ellipse([x - r, head_y, x + r, head_y + 2 * r], fill=fill, outline=color, width=lw)
+            draw.polygon([(x - 7, head_y + 2 * r), (x + 7, head_y + 2 * r), (x + 10, top + int(bh * 0.6)),
+                          (x - 10, top + int(bh * 0.6))], fill=fill, outline=color)
+            draw.line([x - 4, top + int(bh * 0.6), x - 8, top + int(bh * 0.95)], fill=color, width=3)
+            draw.line([x + 4, top + int(bh * 0.6), x + 8, top + int(bh * 0.95)], fill=color, width=3)
+            arm = int(rng.integers(8, 16))
+            draw.line([x - 6, head_y + 3 * r, x - 6 - arm, head_y + 2 * r + arm], fill=color, width=2)
+            draw.line([x + 6, head_y + 3 * r, x + 6 + arm, head_y + r], fill=color, width=2)
+        if motif == "a woman at a grave stele":
+            draw.rectangle([cx + 34, top + int(bh * 0.2), cx + 44, top + int(bh * 0.95)], outline=color, width=2)
+
+
+# ---------------------------------------------------------------- geometry
+
+
+def _profile_curve(spec: ShapeSpec, n: int) -> tuple[np.ndarray, np.ndarray]:
+    pts = np.array(spec.profile, dtype=float)
+    # resample along arc length, then smooth lightly so silhouettes are curved rather than polygonal
+    seg = np.linalg.norm(np.diff(pts, axis=0), axis=1)
+    s = np.concatenate([[0], np.cumsum(seg)]) / seg.sum()
+    t = np.linspace(0, 1, n)
+    y = np.interp(t, s, pts[:, 0])
+    r = np.interp(t, s, pts[:, 1])
+    kernel = np.array([1, 4, 6, 4, 1], dtype=float) / 16
+    r = np.concatenate([r[:2], np.convolve(r, kernel, mode="valid"), r[-2:]])
+    return y * spec.height, r
+
+
+def _body(spec: ShapeSpec, n_theta: int = 64, n_y: int = 80) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    y, r = _profile_curve(spec, n_y)
+    theta = np.linspace(0, 2 * np.pi, n_theta + 1)  # seam duplicated so UVs wrap cleanly
+    tt, yy = np.meshgrid(theta, np.arange(n_y), indexing="xy")
+    rr = r[yy]
+    verts = np.stack([rr * np.sin(tt), y[yy], rr * np.cos(tt)], axis=-1).reshape(-1, 3)
+    uv = np.stack([tt / (2 * np.pi), y[yy] / spec.height], axis=-1).reshape(-1, 2)
+    faces = []
+    cols = n_theta + 1
+    for i in range(n_y - 1):
+        for j in range(n_theta):
+            a, b, c, d = i * cols + j, i * cols + j + 1, (i + 1) * cols + j, (i + 1) * cols + j + 1
+            faces += [[a, b, d], [a, d, c]]
+    # a base disc closes the foot
+    centre = len(verts)
+    verts = np.vstack([verts, [[0.0, y[0], 0.0]]])
+    uv = np.vstack([uv, [[0.5, 0.0]]])
+    faces += [[centre, j + 1, j] for j in range(n_theta)]
+    return verts, np.asarray(faces, dtype=np.int64), uv
+
+
+def _handle(spec: ShapeSpec, y0: float, y1: float, kind: str, angle_deg: float,
+            n_path: int = 24, n_ring: int = 8) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    yc, rc = _profile_curve(spec, 200)
+
+    def radius_at(yf: float) -> float:
+        return float(np.interp(yf * spec.height, yc, rc))
+
+    a = np.deg2rad(angle_deg)
+    out = np.array([np.sin(a), 0.0, np.cos(a)])
+    p0 = out * radius_at(y0) * 0.95 + np.array([0, y0 * spec.height, 0])
+    p2 = out * radius_at(y1) * 0.95 + np.array([0, y1 * spec.height, 0])
+    bulge = 0.16 if kind == "vertical" else 0.12
+    p1 = (p0 + p2) / 2 + out * bulge + (np.array([0, 0.08, 0]) if kind == "vertical" else 0)
+    t = np.linspace(0, 1, n_path)[:, None]
+    path = (1 - t) ** 2 * p0 + 2 * (1 - t) * t * p1 + t ** 2 * p2
+    tangent = np.gradient(path, axis=0)
+    tangent /= np.linalg.norm(tangent, axis=1, keepdims=True)
+    side = np.cross(tangent, out)
+    side /= np.linalg.norm(side, axis=1, keepdims=True) + 1e-9
+    normal = np.cross(side, tangent)
+    thick = 0.022
+    phi = np.linspace(0, 2 * np.pi, n_ring, endpoint=False)
+    ring = np.cos(phi)[None, :, None] * side[:, None, :] + np.sin(phi)[None, :, None] * normal[:, None, :]
+    verts = (path[:, None, :] + thick * ring).reshape(-1, 3)
+    faces = []
+    for i in range(n_path - 1):
+        for j in range(n_ring):
+            a_, b_ = i * n_ring + j, i * n_ring + (j + 1) % n_ring
+            c_, d_ = a_ + n_ring, b_ + n_ring
+            faces += [[a_, b_, d_], [a_, d_, c_]]
+    uv = np.tile([[0.25, 0.985]], (len(verts), 1))  # handles take the glazed lip colour
+    return verts, np.asarray(faces, dtype=np.int64), uv
+
+
+def build_mesh(rec: VaseRecord, rng: np.random.Generator):
+    """The textured trimesh of one vase (body of revolution + handles)."""
+    import trimesh
+
+    spec = SHAPE_SPECS[rec.shape]
+    parts = [_body(spec)] + [_handle(spec, *h) for h in spec.handles]
+    verts, faces, uvs, offset = [], [], [], 0
+    for v, f, uv in parts:
+        verts.append(v)
+        faces.append(f + offset)
+        uvs.append(uv)
+        offset += len(v)
+    image = paint_texture(rec, rng)
+    material = trimesh.visual.material.PBRMaterial(baseColorTexture=image, metallicFactor=0.0, roughnessFactor=0.8,
+                                                   doubleSided=True)
+    visual = trimesh.visual.TextureVisuals(uv=np.vstack(uvs), material=material)
+    return trimesh.Trimesh(vertices=np.vstack(verts), faces=np.vstack(faces), visual=visual, process=False)
+
+
+def mesh_to_glb(mesh) -> bytes:
+    """GLB bytes of a mesh, deterministic for the same mesh."""
+    import trimesh
+
+    scene = trimesh.Scene(mesh, base_frame="world")
+    return trimesh.exchange.gltf.export_glb(scene, include_normals=True)
+
+
+# ---------------------------------------------------------------- the dataset
+
+
+def generate(root: str | Path, num: int = 32, seed: int = 0, val_fraction: float = 0.25,
+             overwrite: bool = False, progress: bool = True) -> dict[str, list[VaseRecord]]:
+    """Write ``num`` procedural vases under ``root``; byte-identical output for the same (num, seed, val_fraction).
+
+    Existing output with the same parameters is reused (``overwrite=False``): the manifest records them.
+    """
+    if num < 2:
+        raise ValueError(f"data.num_vases must be at least 2 (one train, one val), got {num}")
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"data.val_fraction must lie in (0, 1), got {val_fraction}")
+    root = Path(root)
+    manifest_path = root / "synthetic.json"
+    params = {"num": num, "seed": seed, "val_fraction": val_fraction, "generator": 1}
+    if manifest_path.exists() and not overwrite:
+        try:
+            if json.loads(manifest_path.read_text()) == params:
+                return load_split_records(root)
+        except json.JSONDecodeError:
+            pass  # a broken manifest means a broken earlier run: regenerate
+    (root / "models").mkdir(parents=True, exist_ok=True)
+    (root / "annotations").mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    records = []
+    iterator = range(num)
+    if progress:
+        from tqdm import tqdm
+
+        iterator = tqdm(iterator, desc="synthesising vases", unit="vase")
+    for i in iterator:
+        rec = sample_record(rng, i)
+        mesh = build_mesh(rec, np.random.default_rng([seed, i]))
+        atomic_write_bytes(root / rec.model, mesh_to_glb(mesh))
+        records.append(rec)
+    n_val = max(1, int(round(num * val_fraction)))
+    splits = {"train": records[:-n_val], "val": records[-n_val:]}
+    for split, recs in splits.items():
+        atomic_write_text(root / "annotations" / f"{split}.json",
+                          json.dumps([r.to_json() for r in recs], indent=1, sort_keys=True, ensure_ascii=False))
+    atomic_write_text(manifest_path, json.dumps(params, sort_keys=True))
+    return splits
+
+
+def load_split_records(root: str | Path) -> dict[str, list[VaseRecord]]:
+    from vase.data.dataset import load_annotations
+
+    root = Path(root)
+    return {split: load_annotations(root / "annotations" / f"{split}.json") for split in ("train", "val")}
+
+
+def _main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", required=True)
+    ap.add_argument("--num", type=int, default=32)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--val-fraction", type=float, default=0.25)
+    args = ap.parse_args()
+    splits = generate(args.root, args.num, args.seed, args.val_fraction, overwrite=True)
+    print({k: len(v) for k, v in splits.items()})
+
+
+if __name__ == "__main__":
+    _main()
