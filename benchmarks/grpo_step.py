@@ -76,7 +76,7 @@ def run_ours(cache: Path, steps: int, warmup: int, device: str, loss_type: str) 
                         lora={"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": "all-linear", "freeze_vision": True},
                         optimizer=partial(torch.optim.AdamW, lr=LR), warmup_ratio=0.0, num_generations=G,
                         max_completion_length=TOKENS, beta=BETA, loss_type=loss_type, log_completions_every=0,
-                        generation_kwargs={"min_new_tokens": TOKENS})
+                        min_completion_length=TOKENS)
     samples = [samples_for(ex, "caption")[0] for ex in examples] * (steps + warmup)
     loader = DataLoader(samples, batch_size=PROMPTS, shuffle=False, collate_fn=PromptCollator(processor))
     times: list[float] = []

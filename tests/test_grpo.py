@@ -145,6 +145,13 @@ def test_gradients_reach_only_lora(tiny_model_dir: Path, synthetic_root: Path) -
     logps = module._logps(module.model, r.inputs, r.completion_ids.shape[1])
     # the reference is the policy with its adapter off: at initialisation (LoRA B = 0) they are the same model
     assert torch.allclose(logps, r.ref_logps, atol=1e-5)
+    # frozen vision: the rollout hands on each prompt's image features, encoded once; they must give the same
+    # log-probabilities as encoding the repeated pixels
+    assert "mm_encoder_outputs" in r.inputs and "pixel_values" not in r.inputs
+    with_pixels = {k: v for k, v in r.inputs.items() if k != "mm_encoder_outputs"}
+    with_pixels["pixel_values"] = repeat_batch(batch, 4)["pixel_values"]
+    with torch.no_grad():
+        assert torch.allclose(module._logps(module.model, with_pixels, r.completion_ids.shape[1]), logps, atol=1e-5)
     loss, _ = grpo_loss(logps, None, r.ref_logps, r.advantages, r.mask, beta=0.04, epsilon_low=0.2, epsilon_high=0.2,
                         loss_type="grpo", max_completion_length=8)
     loss.backward()
@@ -202,3 +209,30 @@ def test_sft_then_grpo_followup_and_adapter_lineage(train_cfg, tmp_path) -> None
     rows = generate_captions(model, proc, ds, batch_size=8, max_new_tokens=6, progress=False)
     saved = {r["id"]: r["caption"] for r in read_jsonl(d / "generations_grpo.jsonl")}
     assert {r["id"]: r["caption"] for r in rows} == saved
+
+
+def test_shared_prefill_sampling_matches_generate(tiny_model_dir: Path, synthetic_root: Path) -> None:
+    """Greedy decoding through sample_groups (one prefill per prompt, cache repeated) gives exactly the tokens of
+    ``generate`` on the prompts repeated G times."""
+    from vase.data.datamodule import ChatDataset, PromptCollator
+    from vase.data.dataset import VaseDataset
+    from vase.models.loading import load_model, load_processor
+    from vase.training.grpo import sample_groups
+
+    proc = load_processor(str(tiny_model_dir))
+    model = load_model(str(tiny_model_dir)).eval()
+    ds = ChatDataset(VaseDataset(synthetic_root, "train"), "caption")
+    batch = PromptCollator(proc)([ds[0], ds[1], ds[2]])
+    prompts = {k: batch[k] for k in ("input_ids", "attention_mask", "mm_token_type_ids", "pixel_values", "image_grid_thw")}
+    tok = proc.tokenizer
+    eos = [tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")]
+    ours = sample_groups(model, prompts, 3, max_new_tokens=12, eos_ids=eos, pad_id=tok.pad_token_id, greedy=True)
+    rep = repeat_batch(batch, 3)
+    ref = model.generate(**rep, do_sample=False, max_new_tokens=12, pad_token_id=tok.pad_token_id)
+    ref = ref[:, rep["input_ids"].shape[1]:]
+    assert ours.shape[0] == 9
+    assert torch.equal(ours[:, : ref.shape[1]], ref)
+    # min_new_tokens forbids the end token early; suppressed ids never appear
+    forced = sample_groups(model, prompts, 2, max_new_tokens=10, eos_ids=eos, pad_id=tok.pad_token_id,
+                           min_new_tokens=10, suppress_ids=[5, 6, 7])
+    assert forced.shape == (6, 10) and not torch.isin(forced, torch.tensor(eos + [5, 6, 7])).any()

@@ -1,6 +1,8 @@
 """GRPO with the six-dimension verifiable reward, as a LightningModule.
 
-For each prompt (multi-view images + instruction), G completions come from one batched ``generate`` call; each is
+For each batch of prompts (multi-view images + instruction), the G completions of every prompt come from one batched
+sampling call that prefills each prompt once and shares its KV cache across its G rows (``sample_groups``), rather
+than prefilling (and encoding the images) G times as ``generate`` on repeated prompts does; each completion is
 scored by the reward; advantages are normalised within the prompt's group (``scale_rewards``: group | batch | none);
 the loss is the clipped surrogate (``epsilon_low``, ``epsilon_high``) plus ``beta`` times the k3 estimate of the KL
 to the reference, reduced per ``loss_type`` (grpo | dr_grpo | dapo | bnpo). The reference is the same model with its
@@ -131,7 +133,7 @@ class GRPOModule(LoRAStageModule):
                  epsilon_low: float = 0.2, epsilon_high: float = 0.2, num_iterations: int = 1,
                  loss_type: str = "grpo", scale_rewards: str = "group", grad_accum: int = 1,
                  max_grad_norm: float | None = 1.0, full_finetune: bool = False, log_completions_every: int = 10,
-                 generation_kwargs: dict[str, Any] | None = None) -> None:
+                 min_completion_length: int = 0) -> None:
         super().__init__(model, lora=lora, optimizer=optimizer, warmup_ratio=warmup_ratio,
                          full_finetune=full_finetune)
         # with LoRA the reference is the model with its adapter switched off; a full fine-tune has no adapter to
@@ -154,7 +156,7 @@ class GRPOModule(LoRAStageModule):
         self.max_grad_norm = max_grad_norm
         self.full_finetune = full_finetune
         self.log_completions_every = log_completions_every
-        self.generation_kwargs = dict(generation_kwargs or {})  # e.g. {"min_new_tokens": 32} in benchmarks
+        self.min_completion_length = int(min_completion_length)  # > 0 forces lengths, e.g. in benchmarks
         tok = processor.tokenizer
         self.eos_ids = sorted({i for i in (tok.convert_tokens_to_ids("<|im_end|>"), tok.eos_token_id,
                                             tok.convert_tokens_to_ids("<|endoftext|>")) if isinstance(i, int) and i >= 0})
@@ -166,6 +168,13 @@ class GRPOModule(LoRAStageModule):
         self._buffer: list[Rollout] = []
 
     # ------------------------------------------------------------ log-probabilities
+
+    def _vision_frozen(self) -> bool:
+        """True when nothing in the vision tower trains (no adapter there, no trainable weight)."""
+        if not hasattr(self, "_frozen_vision"):
+            self._frozen_vision = not any(p.requires_grad or "lora_" in n for n, p in self.model.named_parameters()
+                                          if ".visual." in f".{n}")
+        return self._frozen_vision
 
     def _logps(self, model: Any, r_inputs: dict[str, torch.Tensor], n_completion: int) -> torch.Tensor:
         out = model(**r_inputs, logits_to_keep=n_completion + 1)
@@ -187,12 +196,26 @@ class GRPOModule(LoRAStageModule):
         rep = repeat_batch(batch, self.G)
         was_training = self.model.training
         self.model.eval()  # no dropout while sampling
-        out = self.model.generate(**rep, do_sample=True, temperature=self.temperature, top_p=self.top_p, top_k=0,
-                                  max_new_tokens=self.max_completion_length, pad_token_id=self.pad_id,
-                                  suppress_tokens=self.suppress_ids, **self.generation_kwargs)
+        prompts = {k: batch[k] for k in ("input_ids", "attention_mask", "mm_token_type_ids", "image_grid_thw")}
+        image_feats = None
+        if self._vision_frozen():
+            # a frozen vision tower gives the same features to the prefill, the reference and the policy: encode
+            # each prompt's images once and hand the features on instead of the pixels
+            from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+            feats = _core(self.model).get_image_features(batch["pixel_values"], batch["image_grid_thw"],
+                                                         return_dict=True).pooler_output
+            prompts["mm_encoder_outputs"] = {"image": BaseModelOutputWithPooling(pooler_output=tuple(feats))}
+            per_sample = [len(x) for x in batch["images"]]
+            starts = [sum(per_sample[:i]) for i in range(len(per_sample))]
+            image_feats = tuple(f for st, n in zip(starts, per_sample) for _ in range(self.G) for f in feats[st: st + n])
+        else:
+            prompts["pixel_values"] = batch["pixel_values"]
+        completion = sample_groups(self.model, prompts, self.G, max_new_tokens=self.max_completion_length,
+                                   eos_ids=self.eos_ids, pad_id=self.pad_id, temperature=self.temperature,
+                                   top_p=self.top_p, suppress_ids=self.suppress_ids,
+                                   min_new_tokens=self.min_completion_length)
         self.model.train(was_training)
-        prompt_len = rep["input_ids"].shape[1]
-        completion = out[:, prompt_len:]
         mask = completion_mask(completion, self.eos_ids)
         completion = torch.where(mask.bool(), completion, torch.full_like(completion, self.pad_id))
         texts = self.processor.batch_decode(completion, skip_special_tokens=True)
@@ -204,7 +227,13 @@ class GRPOModule(LoRAStageModule):
         inputs = {"input_ids": torch.cat([rep["input_ids"], completion], 1),
                   "attention_mask": torch.cat([rep["attention_mask"], mask], 1),
                   "mm_token_type_ids": torch.cat([rep["mm_token_type_ids"], torch.zeros_like(completion)], 1),
-                  "pixel_values": rep["pixel_values"], "image_grid_thw": rep["image_grid_thw"]}
+                  "image_grid_thw": rep["image_grid_thw"]}
+        if image_feats is not None:
+            from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+            inputs["mm_encoder_outputs"] = {"image": BaseModelOutputWithPooling(pooler_output=image_feats)}
+        else:
+            inputs["pixel_values"] = rep["pixel_values"]
         n = completion.shape[1]
         old = self._logps(self.model, inputs, n) if self.num_iterations > 1 else None
         ref = self._reference_logps(inputs, n) if self.beta > 0 else None
@@ -285,3 +314,62 @@ class GRPOModule(LoRAStageModule):
                              float(r.rewards[k]), *[float(r.components[d][k]) for d in dims]])
             lg.log_table(key="train/completions", columns=["step", "id", "view", "completion", "reward", *dims],
                          data=rows)
+
+
+def _core(model: Any) -> Any:
+    """The Qwen2_5_VLModel inside a (peft-wrapped) conditional-generation model; it holds the rope deltas."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return base.model
+
+
+@torch.no_grad()
+def sample_groups(model: Any, inputs: dict[str, torch.Tensor], g: int, *, max_new_tokens: int, eos_ids: list[int],
+                  pad_id: int, temperature: float = 1.0, top_p: float = 1.0, min_new_tokens: int = 0,
+                  suppress_ids: list[int] | None = None, greedy: bool = False) -> torch.Tensor:
+    """``g`` completions per prompt, sharing each prompt's prefill.
+
+    ``generate`` on a batch with every prompt repeated ``g`` times encodes the images and prefills the prompt ``g``
+    times over. Here each prompt (images included) is prefilled once, its KV cache and 3D-position offsets are
+    repeated ``g`` times, and only the decoding runs on all ``B * g`` rows. Returns completion ids (B * g, T),
+    padded with ``pad_id`` after each row's end-of-sequence token; rows are grouped by prompt, as ``repeat_batch``.
+    """
+    from transformers import DynamicCache
+
+    out = model(**inputs, cache=DynamicCache(), use_cache=True, logits_to_keep=1)
+    cache = out.past_key_values
+    cache.batch_repeat_interleave(g)
+    deltas = _core(model).rope_deltas.repeat_interleave(g, 0)  # (B*g, 1): 3D position offset of each prompt
+    logits = out.logits[:, -1].float().repeat_interleave(g, 0)
+    attn = inputs["attention_mask"].repeat_interleave(g, 0)
+    n = attn.shape[0]
+    device = logits.device
+    done = torch.zeros(n, dtype=torch.bool, device=device)
+    eos = torch.tensor(eos_ids, device=device)
+    banned = torch.tensor(sorted(set(suppress_ids or [])), dtype=torch.long, device=device)
+    tokens = []
+    for t in range(max_new_tokens):
+        if len(banned):
+            logits[:, banned] = float("-inf")
+        if t < min_new_tokens:
+            logits[:, eos] = float("-inf")
+        if greedy:
+            nxt = logits.argmax(-1)
+        else:
+            probs = torch.softmax(logits / temperature, dim=-1)
+            if top_p < 1.0:
+                sorted_p, idx = probs.sort(dim=-1, descending=True)
+                drop = sorted_p.cumsum(-1) - sorted_p > top_p  # keep the smallest prefix whose mass reaches top_p
+                sorted_p = sorted_p.masked_fill(drop, 0.0)
+                probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p)
+            nxt = torch.multinomial(probs, 1).squeeze(1)
+        nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)
+        tokens.append(nxt)
+        done |= torch.isin(nxt, eos)
+        if bool(done.all()) or t == max_new_tokens - 1:
+            break
+        attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)  # finished rows see pads, as in generate
+        pos = (attn.sum(1, keepdim=True) - 1 + deltas).unsqueeze(0).expand(3, n, 1)
+        out = model(input_ids=nxt.unsqueeze(1), attention_mask=attn, position_ids=pos, cache=cache, use_cache=True)
+        cache = out.past_key_values
+        logits = out.logits[:, -1].float()
+    return torch.stack(tokens, dim=1)
