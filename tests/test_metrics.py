@@ -37,11 +37,15 @@ def test_recall_at_k_by_hand_with_ties() -> None:
     m = RecallAtK(ks=(1, 2))
     m.update(g, r)
     out = m.compute()
-    # sims: row0 [1,1,0] own=1, nothing strictly better -> rank 0 (tie with ref1 counts for us)
-    #       row1 [0,0,1] own=0, ref2 better -> rank 1
-    #       row2 [1,1,0] own=0, refs 0 and 1 better -> rank 2
+    # sims: row0 [1,1,0] own=1: nothing better, the tie (ref1) comes later -> rank 0
+    #       row1 [0,0,1] own=0: ref2 better, ref0 tied and earlier -> rank 2
+    #       row2 [1,1,0] own=0: refs 0 and 1 better -> rank 2
     assert float(out["r_at_1"]) == pytest.approx(1 / 3)
-    assert float(out["r_at_2"]) == pytest.approx(2 / 3)
+    assert float(out["r_at_2"]) == pytest.approx(1 / 3)
+    # duplicated references: the earlier copy wins the tie, as with a stable argsort
+    m2 = RecallAtK(ks=(1,))
+    m2.update(torch.tensor([[1.0, 0.0], [1.0, 0.0]]), torch.tensor([[1.0, 0.0], [1.0, 0.0]]))
+    assert float(m2.compute()["r_at_1"]) == pytest.approx(0.5)
 
 
 def test_recall_matches_argsort_without_ties() -> None:
@@ -54,7 +58,7 @@ def test_recall_matches_argsort_without_ties() -> None:
     rn = r / np.linalg.norm(r, axis=1, keepdims=True)
     sim = gn @ rn.T
     for k in (1, 5, 10):
-        hits = [i in np.argsort(-sim[i])[:k] for i in range(50)]  # the paper's way
+        hits = [i in np.argsort(-sim[i], kind="stable")[:k] for i in range(50)]  # the paper's way
         assert float(out[f"r_at_{k}"]) == pytest.approx(np.mean(hits))
 
 
@@ -144,14 +148,14 @@ def test_scorer_encodes_each_caption_once_and_combines() -> None:
 
 
 def test_hf_clip_encoder_and_transformers5_output(tiny_clip_dir) -> None:
-    from vase.metrics.encoders import HFCLIPTextEncoder
+    from vase.metrics.encoders import HFCLIPEncoder
 
-    enc = HFCLIPTextEncoder(str(tiny_clip_dir))
+    enc = HFCLIPEncoder(str(tiny_clip_dir))
     e = enc.encode(["Athenian red-figure kylix.", "Corinthian black-figure amphora.", "Athenian red-figure kylix."])
     assert e.shape == (3, 64)
     assert torch.allclose(e[0], e[2]) and not torch.allclose(e[0], e[1])
     with pytest.raises(MetricError, match="no-such-clip"):
-        HFCLIPTextEncoder("/no-such-clip")
+        HFCLIPEncoder("/no-such-clip")
 
 
 def test_packaged_minilm_gives_real_semantics() -> None:
@@ -161,3 +165,19 @@ def test_packaged_minilm_gives_real_semantics() -> None:
     e = torch.nn.functional.normalize(enc.encode(["a painted drinking cup", "a decorated wine cup", "tax law"]), dim=-1)
     assert e.shape[1] == 384
     assert float(e[0] @ e[1]) > float(e[0] @ e[2]) + 0.2
+
+
+def test_fast_tokenisation_gives_the_wrappers_embeddings(tiny_clip_dir) -> None:
+    from vase.metrics.encoders import HFCLIPEncoder, SentenceEncoder
+
+    texts = ["Athenian red-figure kylix, c. 480–470 BCE.", "A jug.", "Ünïcödé vase with a very " + "long " * 40 + "text"]
+    clip = HFCLIPEncoder(str(tiny_clip_dir))
+    assert clip._fast is not None
+    fast = clip.encode(texts)
+    clip._fast = None  # the transformers tokenizer wrapper
+    assert torch.allclose(fast, clip.encode(texts), atol=1e-6)
+    sent = SentenceEncoder("packaged:all-MiniLM-L6-v2")
+    assert sent._fast is not None
+    ours = sent.encode(texts)
+    ref = sent.model.encode(texts, convert_to_tensor=True).float()
+    assert torch.allclose(ours, ref, atol=1e-5)

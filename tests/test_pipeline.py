@@ -44,11 +44,12 @@ def test_train_evaluates_and_reports(train_cfg) -> None:
             "r_at_10",
             "lexical_similarity",
             "overall_score",
+            "image_clip_score",
             "n_pairs",
         } <= set(row)
         assert row["n_pairs"] == 2
     report = (d / "report.md").read_text()
-    assert "| Model | FID ↓ | CLIP | R@10 | R@5 | R@1 | Lexical | Overall | N |" in report
+    assert "| Model | FID ↓ | CLIP | R@10 | R@5 | R@1 | Lexical | Overall | CLIP-I | N |" in report
     assert Image.open(d / "loss.png").size[0] > 100
     assert Image.open(d / "contact_sheet.png").size[0] > 100
     assert len(read_jsonl(d / "generations_sft.jsonl")) == 2

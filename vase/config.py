@@ -203,10 +203,11 @@ class ModelSchema:
 class MetricsSchema:
     clip: dict = field(default_factory=dict)
     text_encoder: dict = field(default_factory=dict)
+    image_score: bool = True
     weights: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        backend = (self.clip or {}).get("backend", "hf")
+        backend = (self.clip or {}).get("backend", "open_clip")
         _check(backend in ("hf", "open_clip"), "metrics.clip.backend", backend, "must be 'hf' or 'open_clip'")
         for k, w in (self.weights or {}).items():
             _check(float(w) >= 0, f"metrics.weights.{k}", w, "must be non-negative")

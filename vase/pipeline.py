@@ -37,29 +37,17 @@ def _log_eval(loggers: list[Any], name: str, scores: dict[str, Any], rows: list[
             )
 
 
-def evaluate_captions(
-    model: Any,
-    processor: Any,
-    dataset: Any,
-    scorer: Any,
-    out_dir: Path,
-    name: str,
-    max_new_tokens: int,
-    batch_size: int,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def evaluate_captions(model: Any, processor: Any, dataset: Any, scorer: Any, out_dir: Path, name: str,
+                      max_new_tokens: int, batch_size: int, image_score: bool = True
+                      ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Generate (resumable JSONL ``generations_<name>.jsonl``) and score; writes ``results_<name>.json``."""
     from vase.eval.generate import generate_captions
-    from vase.eval.scoring import score_rows, write_results
+    from vase.eval.scoring import write_results
 
-    rows = generate_captions(
-        model,
-        processor,
-        dataset,
-        out_dir / f"generations_{name}.jsonl",
-        batch_size=batch_size,
-        max_new_tokens=max_new_tokens,
-    )
-    scores = score_rows(scorer, rows)
+    rows = generate_captions(model, processor, dataset, out_dir / f"generations_{name}.jsonl",
+                             batch_size=batch_size, max_new_tokens=max_new_tokens)
+    images = [dataset[i].images for i in range(len(dataset))] if image_score else None
+    scores = scorer.score([r["caption"] for r in rows], [r["reference"] for r in rows], images)
     write_results(out_dir / f"results_{name}.json", name, scores)
     log.info("%s: %s", name, {k: round(v, 4) for k, v in scores.items()})
     return scores, rows
@@ -188,7 +176,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
             name = f"{label} ({stage.name})"
             results[name], generations[name] = evaluate_captions(
                 module.model, processor, datamodule.val_set, scorer, out_dir, str(stage.name),
-                int(ev.max_new_tokens), int(ev.batch_size))
+                int(ev.max_new_tokens), int(ev.batch_size), bool(cfg.metrics.get("image_score", True)))
             _log_eval(loggers, str(stage.name), results[name], generations[name])
 
     if trainer is not None and trainer.is_global_zero and results:
@@ -231,45 +219,108 @@ def _notes(cfg: DictConfig, module: Any) -> str:
 
 
 def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
-    """Caption the configured split with the configured model (and adapter) and score it."""
+    """``task``: generate (caption a split and score it), score (score caption files), vqa (per-dimension accuracy)
+    or leaderboard (gather runs into one table)."""
     import pytorch_lightning as pl
 
-    from vase.data.dataset import VaseDataset
-    from vase.eval.scoring import build_scorer, write_results
-    from vase.models.loading import load_model_and_processor
-
-    if cfg.task != "generate":
-        raise ValueError(f"task={cfg.task!r}: this version of evaluate.py supports task=generate")
     pl.seed_everything(int(cfg.seed))
-    out = Path(cfg.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    model, processor = load_model_and_processor(
-        cfg.model, adapter=cfg.get("adapter"), merge=bool(cfg.get("merge_adapter"))
-    )
-    datamodule = instantiate(cfg.data, processor=processor, _convert_="partial")
-    datamodule.prepare_data()
-    dataset = VaseDataset(
-        datamodule.root, cfg.split, datamodule.views, limit=cfg.data.get("limit_val") if cfg.split == "val" else None
-    )
-    scorer = build_scorer(cfg.metrics)
-    scores, rows = evaluate_captions(
-        model,
-        processor,
-        dataset,
-        scorer,
-        out.parent,
-        out.stem,
-        int(cfg.generation.max_new_tokens),
-        int(cfg.generation.batch_size),
-    )
-    write_results(
-        out, str(cfg.name), scores, {"name": str(cfg.name), "split": cfg.split, "adapter": cfg.get("adapter")}
-    )
+    tasks = {"generate": _eval_generate, "score": _eval_score, "vqa": _eval_vqa, "leaderboard": _eval_leaderboard}
+    if cfg.task not in tasks:
+        raise ValueError(f"task={cfg.task!r} must be one of {sorted(tasks)}")
+    out = tasks[cfg.task](cfg)
     loggers = instantiate_group(cfg.get("logger"))
     for lg in loggers:
         lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
-    _log_eval(loggers, str(cfg.split), scores, rows)
+        if out.get("scores"):
+            lg.log_metrics({f"{cfg.split}/{k}": float(v) for k, v in out["scores"].items() if isinstance(v, (int, float))})
+        if out.get("rows"):
+            _log_eval([lg], str(cfg.split), {}, out["rows"])
+        if out.get("table"):
+            _log_results_table([lg], out["table"])
+    return out
+
+
+def _dataset_and_model(cfg: DictConfig) -> tuple[Any, Any, Any]:
+    from vase.data.dataset import VaseDataset
+    from vase.models.loading import load_model_and_processor
+
+    model, processor = load_model_and_processor(cfg.model, adapter=cfg.get("adapter"),
+                                                merge=bool(cfg.get("merge_adapter")))
+    datamodule = instantiate(cfg.data, processor=processor, _convert_="partial")
+    datamodule.prepare_data()
+    limit = cfg.data.get("limit_val") if cfg.split == "val" else None
+    return VaseDataset(datamodule.root, cfg.split, datamodule.views, limit=limit), model, processor
+
+
+def _eval_generate(cfg: DictConfig) -> dict[str, Any]:
+    from vase.eval.report import markdown_table
+    from vase.eval.scoring import build_scorer, write_results
+
+    out = Path(cfg.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    dataset, model, processor = _dataset_and_model(cfg)
+    scorer = build_scorer(cfg.metrics)
+    scores, rows = evaluate_captions(model, processor, dataset, scorer, out.parent, out.stem,
+                                     int(cfg.generation.max_new_tokens), int(cfg.generation.batch_size),
+                                     bool(cfg.metrics.get("image_score", True)))
+    write_results(out, str(cfg.name), scores, {"name": str(cfg.name), "split": cfg.split, "adapter": cfg.get("adapter")})
+    print("\n" + markdown_table({str(cfg.name): scores}))
+    return {"scores": scores, "rows": rows, "output": str(out), "table": {str(cfg.name): scores}}
+
+
+def _eval_score(cfg: DictConfig) -> dict[str, Any]:
+    """Score a generated-captions file against a ground-truth file (the paper's JSON or our JSONL)."""
+    from vase.errors import DataError
+    from vase.eval.report import markdown_table
+    from vase.eval.scoring import build_scorer, load_captions, match, write_results
+
+    if not cfg.get("generated") or not cfg.get("ground_truth"):
+        raise DataError("task=score needs generated=<file> and ground_truth=<file>")
+    gen, ref = load_captions(cfg.generated), load_captions(cfg.ground_truth)
+    ids, preds, refs, counts = match(gen, ref)
+    log.info("matched %d pairs; %d generated and %d ground-truth items unmatched", counts["matched"],
+             counts["unmatched_generated"], counts["unmatched_reference"])
+    if not ids:
+        raise DataError(f"no id of {cfg.generated} matches one of {cfg.ground_truth}: nothing to score")
+    scores = build_scorer(cfg.metrics).score(preds, refs)
+    out = Path(cfg.output)
+    write_results(out, str(cfg.name), scores, {**counts, "name": str(cfg.name)})
+    print(f"matched {counts['matched']}, unmatched generated {counts['unmatched_generated']}, "
+          f"unmatched ground truth {counts['unmatched_reference']}")
+    print("\n" + markdown_table({str(cfg.name): scores}))
+    return {"scores": {**scores, **counts}, "output": str(out), "table": {str(cfg.name): scores}}
+
+
+def _eval_vqa(cfg: DictConfig) -> dict[str, Any]:
+    """Answer each vase's six questions (open-ended and/or multiple choice) and report accuracy per dimension."""
+    from vase.eval.generate import generate_rows
+    from vase.eval.vqa import score_vqa, vqa_items, vqa_table
+
+    out = Path(cfg.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    dataset, model, processor = _dataset_and_model(cfg)
+    v = cfg.vqa
+    items = vqa_items(dataset, str(v.protocol), int(v.num_choices))
+    rows = generate_rows(model, processor, items, out.parent / f"vqa_{out.stem}.jsonl",
+                         batch_size=int(cfg.generation.batch_size), max_new_tokens=int(v.max_new_tokens),
+                         desc="answering questions")
+    reward = instantiate(cfg.reward, _convert_="partial")
+    scores = score_vqa(rows, reward, float(cfg.reward.tau))
+    atomic_write_json(out, {"name": str(cfg.name), "vqa": scores, "split": cfg.split, "adapter": cfg.get("adapter")})
+    table = vqa_table(scores, str(cfg.name))
+    atomic_write_text(out.with_suffix(".md"), table)
+    print("\n" + table)
+    flat = {f"vqa/{p}/{d}": a for p, s in scores.items() for d, a in s["accuracy"].items()}
+    flat.update({f"vqa/{p}/mean": s["mean"] for p, s in scores.items()})
+    return {"scores": flat, "vqa": scores, "output": str(out)}
+
+
+def _eval_leaderboard(cfg: DictConfig) -> dict[str, Any]:
+    from vase.eval.leaderboard import build_leaderboard, write_leaderboard
     from vase.eval.report import markdown_table
 
-    print("\n" + markdown_table({str(cfg.name): scores}))
-    return {"scores": scores, "rows": rows, "output": str(out)}
+    rows = build_leaderboard([str(r) for r in cfg.get("runs") or []], bool(cfg.leaderboard.include_paper))
+    paths = write_leaderboard(rows, Path(cfg.output).parent)
+    print("\n" + markdown_table(rows))
+    print(f"leaderboard written to {paths['md']}")
+    return {"rows_by_model": rows, "table": rows, "paths": {k: str(p) for k, p in paths.items()}}

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -53,20 +56,32 @@ def _repair_tail(path: Path) -> None:
             f.truncate(cut)
 
 
+@dataclass
+class GenerationItem:
+    """One prompt to answer: an id (the JSONL key), how to get its images, the prompt and the expected answer."""
+
+    id: str
+    images: Callable[[], list[Any]]
+    prompt: str
+    reference: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def caption_items(dataset: VaseDataset, prompt: str = CAPTION_PROMPT) -> list[GenerationItem]:
+    """A caption prompt per vase; views are read only when the item is generated."""
+    return [GenerationItem(rec.id, partial(_views, dataset, i), prompt, rec.caption)
+            for i, rec in enumerate(dataset.records)]
+
+
+def _views(dataset: VaseDataset, i: int) -> list[Any]:
+    return dataset[i].images
+
+
 @torch.inference_mode()
-def generate_captions(
-    model: Any,
-    processor: Any,
-    dataset: VaseDataset,
-    out_path: str | Path | None = None,
-    batch_size: int = 8,
-    max_new_tokens: int = 64,
-    do_sample: bool = False,
-    prompt: str = CAPTION_PROMPT,
-    progress: bool = True,
-    **gen_kwargs: Any,
-) -> list[dict[str, Any]]:
-    """Caption every vase of ``dataset``; rows are ``{"id", "caption", "reference"}`` in dataset order.
+def generate_rows(model: Any, processor: Any, items: list[GenerationItem], out_path: str | Path | None = None,
+                  batch_size: int = 8, max_new_tokens: int = 64, do_sample: bool = False, progress: bool = True,
+                  desc: str = "generating", **gen_kwargs: Any) -> list[dict[str, Any]]:
+    """Answer every item; rows are ``{"id", "caption", "reference", **extra}`` in item order.
 
     With ``out_path`` the rows are appended to that JSONL as they are made, and ids already there are skipped, so
     a rerun after a kill finishes the job without losing or duplicating a line.
@@ -77,7 +92,7 @@ def generate_captions(
         path.parent.mkdir(parents=True, exist_ok=True)
         _repair_tail(path)
         done = {r["id"]: r for r in read_jsonl(path)}
-    todo = [i for i, r in enumerate(dataset.records) if r.id not in done]
+    todo = [it for it in items if it.id not in done]
     was_training = model.training
     model.eval()
     tok = processor.tokenizer
@@ -88,23 +103,19 @@ def generate_captions(
     if progress and todo:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(todo), desc="generating captions", unit="vase")
+        bar = tqdm(total=len(todo), desc=desc, unit="item")
     try:
         for start in range(0, len(todo), batch_size):
-            idx = todo[start : start + batch_size]
-            examples = [dataset[i] for i in idx]
-            texts = [prompt_text(processor, len(ex.images), prompt) for ex in examples]
-            enc = processor(text=texts, images=[ex.images for ex in examples], return_tensors="pt", padding=True)
+            chunk = todo[start: start + batch_size]
+            images = [it.images() for it in chunk]
+            texts = [prompt_text(processor, len(ims), it.prompt) for it, ims in zip(chunk, images)]
+            enc = processor(text=texts, images=images, return_tensors="pt", padding=True)
             enc = {k: v.to(device) for k, v in enc.items()}
-            out = model.generate(
-                **enc, max_new_tokens=max_new_tokens, do_sample=do_sample, pad_token_id=tok.pad_token_id, **gen_kwargs
-            )
-            new = out[:, enc["input_ids"].shape[1] :]
-            captions = processor.batch_decode(new, skip_special_tokens=True)
-            rows = [
-                {"id": ex.record.id, "caption": c.strip(), "reference": ex.record.caption}
-                for ex, c in zip(examples, captions)
-            ]
+            out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=do_sample,
+                                 pad_token_id=tok.pad_token_id, **gen_kwargs)
+            answers = processor.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+            rows = [{"id": it.id, "caption": a.strip(), "reference": it.reference, **it.extra}
+                    for it, a in zip(chunk, answers)]
             if path is not None:
                 _append_jsonl(path, rows)
             done.update({r["id"]: r for r in rows})
@@ -115,4 +126,12 @@ def generate_captions(
         if bar is not None:
             bar.close()
         model.train(was_training)
-    return [done[r.id] for r in dataset.records]
+    return [done[it.id] for it in items]
+
+
+def generate_captions(model: Any, processor: Any, dataset: VaseDataset, out_path: str | Path | None = None,
+                      batch_size: int = 8, max_new_tokens: int = 64, do_sample: bool = False,
+                      prompt: str = CAPTION_PROMPT, progress: bool = True, **gen_kwargs: Any) -> list[dict[str, Any]]:
+    """Caption every vase of ``dataset`` (resumable, see :func:`generate_rows`); rows in dataset order."""
+    return generate_rows(model, processor, caption_items(dataset, prompt), out_path, batch_size, max_new_tokens,
+                         do_sample, progress, desc="generating captions", **gen_kwargs)

@@ -4,8 +4,8 @@
 - FID: Frechet distance between the sets of sentence embeddings (covariances with rowvar=False, eps 1e-6 on both
   diagonals, matrix square root of the product, real part).
 - R@k: for generated caption i, rank every reference by cosine similarity of CLIP text embeddings; a hit when
-  reference i is among the top k. Ties are resolved in the generated caption's favour: rank = number of references
-  strictly more similar than reference i (the paper's argsort puts tied items in arbitrary order).
+  reference i is among the top k. Ties are broken by reference order, as a stable argsort does (the paper's
+  default argsort leaves their order to the sort algorithm, so R@k can differ by tied items).
 - Lexical similarity: Jaccard similarity of lower-cased, whitespace-split word sets, averaged.
 - Overall: 0.25 CLIP + 0.25 semantic (= CLIP) + 0.20 R@10 + 0.15 lexical + 0.10 R@5 + 0.05 R@1.
 
@@ -40,8 +40,9 @@ TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("r_at_1", "R@1"),
     ("lexical_similarity", "Lexical"),
     ("overall_score", "Overall"),
+    ("image_clip_score", "CLIP-I"),
 )
-"""The paper's Table 3 column order, with our overall score last."""
+"""The paper's Table 3 column order, then ours: the overall score and the image CLIPScore (views vs caption)."""
 
 
 class _PairedEmbeddings(Metric):
@@ -64,7 +65,9 @@ class _PairedEmbeddings(Metric):
         self.ref.append(ref.float())
 
     def _pairs(self) -> tuple[torch.Tensor, torch.Tensor]:
-        if not self.gen:
+        # after a DDP sync the list states arrive as one concatenated tensor
+        empty = (isinstance(self.gen, list) and not self.gen) or (torch.is_tensor(self.gen) and self.gen.numel() == 0)
+        if empty:
             raise MetricError(f"{type(self).__name__}: no caption pairs to score (was any generation matched?)")
         return dim_zero_cat(self.gen), dim_zero_cat(self.ref)
 
@@ -96,9 +99,13 @@ class RecallAtK(_PairedEmbeddings):
 
     def compute(self) -> dict[str, torch.Tensor]:
         g, r = self._pairs()
-        sim = _normalise(g) @ _normalise(r).T  # (N gen, N ref)
+        sim = _normalise(g.double()) @ _normalise(r.double()).T  # (N gen, N ref), float64 as the paper's numpy
         own = sim.diagonal().unsqueeze(1)
-        rank = (sim > own).sum(dim=1)  # references strictly better than the right one
+        n = sim.shape[0]
+        # rank of reference i for caption i, ties broken by reference order as a stable argsort would:
+        # references strictly more similar, plus equally similar ones that come earlier
+        earlier = torch.arange(n).unsqueeze(0) < torch.arange(n).unsqueeze(1)
+        rank = (sim > own).sum(dim=1) + ((sim == own) & earlier).sum(dim=1)
         return {f"r_at_{k}": (rank < k).float().mean() for k in self.ks}
 
 
@@ -130,6 +137,35 @@ class SentenceFID(_PairedEmbeddings):
     def compute(self) -> torch.Tensor:
         g, r = self._pairs()
         return torch.tensor(frechet_distance(g.double().numpy(), r.double().numpy(), self.eps))
+
+
+class ImageCaptionCLIPScore(Metric):
+    """CLIPScore of a caption against the rendered views it describes (not in the paper).
+
+    Per item: the mean over its views of max(100 * cos(view, caption), 0), torchmetrics' CLIPScore definition;
+    then the mean over items. Update with view embeddings (N, V, D) and caption embeddings (N, D).
+    """
+
+    full_state_update = False
+    higher_is_better = True
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.add_state("total", default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("count", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
+
+    def update(self, views: torch.Tensor, captions: torch.Tensor) -> None:
+        if views.ndim != 3 or captions.ndim != 2 or views.shape[0] != captions.shape[0]:
+            raise MetricError(f"ImageCaptionCLIPScore: views {tuple(views.shape)} must be (N, V, D) and captions "
+                              f"{tuple(captions.shape)} (N, D)")
+        cos = (_normalise(views.float()) * _normalise(captions.float()).unsqueeze(1)).sum(-1)
+        self.total += (100 * cos).clamp_min(0).mean(1).sum().double()
+        self.count += views.shape[0]
+
+    def compute(self) -> torch.Tensor:
+        if int(self.count) == 0:
+            raise MetricError("ImageCaptionCLIPScore: no items to score")
+        return (self.total / self.count).float()
 
 
 def jaccard(a: str, b: str) -> float:
@@ -167,6 +203,22 @@ class LexicalJaccard(Metric):
         return (self.total / self.count).float()
 
 
+def encode_once(encoder: Any, texts: list[str]) -> torch.Tensor:
+    """Embeddings of ``texts`` with each distinct text encoded once, in length order (batches pad less)."""
+    unique = sorted(set(texts), key=lambda t: (len(t), t))
+    if not unique:
+        return encoder.encode([])
+    emb = encoder.encode(unique)
+    index = {t: i for i, t in enumerate(unique)}
+    return emb[torch.tensor([index[t] for t in texts], dtype=torch.long)]
+
+
+def _synced_count(metric: Metric) -> int:
+    """A metric's ``count`` state summed over processes (outside compute the states are each process's own)."""
+    with metric.sync_context(should_unsync=True):
+        return int(metric.count)
+
+
 def overall_score(scores: dict[str, float], weights: dict[str, float] | None = None) -> float:
     """Weighted sum of the paper's components; ``semantic_score`` is the CLIP score, as in the paper."""
     weights = dict(weights or PAPER_OVERALL_WEIGHTS)
@@ -182,18 +234,14 @@ class CaptionScorer:
     """Scores caption pairs with every metric, encoding each caption once per encoder.
 
     Args:
-        clip_encoder: object with ``encode(list[str]) -> (N, D) tensor`` (CLIP text tower).
-        sentence_encoder: same interface (sentence-transformers model), for FID.
+        clip_encoder: object with ``encode(list[str]) -> (N, D) tensor`` (CLIP text tower) and, for the image score,
+            ``encode_images(list[PIL]) -> (N, D)``.
+        sentence_encoder: same text interface (a sentence-transformers model), for FID.
         weights: overall-score weights (paper's by default).
     """
 
-    def __init__(
-        self,
-        clip_encoder: Any,
-        sentence_encoder: Any,
-        weights: dict[str, float] | None = None,
-        ks: tuple[int, ...] = (1, 5, 10),
-    ) -> None:
+    def __init__(self, clip_encoder: Any, sentence_encoder: Any, weights: dict[str, float] | None = None,
+                 ks: tuple[int, ...] = (1, 5, 10)) -> None:
         self.clip_encoder = clip_encoder
         self.sentence_encoder = sentence_encoder
         self.weights = dict(weights) if weights else dict(PAPER_OVERALL_WEIGHTS)
@@ -201,19 +249,31 @@ class CaptionScorer:
         self.recall = RecallAtK(ks)
         self.fid = SentenceFID()
         self.lexical = LexicalJaccard()
+        self.image = ImageCaptionCLIPScore()
+        self._metrics = (self.clip, self.recall, self.fid, self.lexical, self.image)
 
-    def update(self, preds: list[str], targets: list[str]) -> None:
+    def update(self, preds: list[str], targets: list[str], images: list[list[Any]] | None = None) -> None:
+        """Add caption pairs; with ``images`` (each item's rendered views) the image CLIPScore is scored too."""
         if len(preds) != len(targets):
             raise MetricError(f"{len(preds)} generated captions but {len(targets)} references")
+        if images is not None and len(images) != len(preds):
+            raise MetricError(f"{len(preds)} generated captions but views for {len(images)} items")
         if not preds:
             return
-        clip = self.clip_encoder.encode(list(preds) + list(targets))
-        cg, cr = clip[: len(preds)], clip[len(preds) :]
+        clip = encode_once(self.clip_encoder, list(preds) + list(targets))  # one pass serves CLIP score and R@k
+        cg, cr = clip[: len(preds)], clip[len(preds):]
         self.clip.update(cg, cr)
         self.recall.update(cg, cr)
-        sent = self.sentence_encoder.encode(list(preds) + list(targets))
-        self.fid.update(sent[: len(preds)], sent[len(preds) :])
+        sent = encode_once(self.sentence_encoder, list(preds) + list(targets))
+        self.fid.update(sent[: len(preds)], sent[len(preds):])
         self.lexical.update(list(preds), list(targets))
+        if images is not None:
+            n_views = {len(v) for v in images}
+            if len(n_views) != 1:
+                raise MetricError(f"every item needs the same number of views for the image score, got {n_views}")
+            flat = [im for views in images for im in views]
+            emb = self.clip_encoder.encode_images(flat).reshape(len(images), n_views.pop(), -1)
+            self.image.update(emb, cg)
 
     def compute(self) -> dict[str, float]:
         out: dict[str, float] = {"clip_score": float(self.clip.compute())}
@@ -221,15 +281,17 @@ class CaptionScorer:
         out["fid_score"] = float(self.fid.compute())
         out["lexical_similarity"] = float(self.lexical.compute())
         out["overall_score"] = overall_score(out, self.weights)
-        out["n_pairs"] = int(self.lexical.count)
+        if _synced_count(self.image) > 0:
+            out["image_clip_score"] = float(self.image.compute())
+        out["n_pairs"] = _synced_count(self.lexical)  # over every process, as the metrics are
         return out
 
-    def score(self, preds: list[str], targets: list[str]) -> dict[str, float]:
+    def score(self, preds: list[str], targets: list[str], images: list[list[Any]] | None = None) -> dict[str, float]:
         """Score one set of pairs from scratch."""
         self.reset()
-        self.update(preds, targets)
+        self.update(preds, targets, images)
         return self.compute()
 
     def reset(self) -> None:
-        for m in (self.clip, self.recall, self.fid, self.lexical):
+        for m in self._metrics:
             m.reset()

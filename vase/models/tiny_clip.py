@@ -81,6 +81,9 @@ def build_tiny_clip(out: str | Path, overwrite: bool = False) -> Path:
     try:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
+        from transformers import CLIPImageProcessor
+
+        CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(tmp)
         (tmp / "vase_tiny.json").write_text(json.dumps({"fingerprint": fingerprint, **s}))
         if out.exists():
             shutil.rmtree(out)
@@ -88,4 +91,91 @@ def build_tiny_clip(out: str | Path, overwrite: bool = False) -> Path:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    return out
+
+
+TINY_OPEN_CLIP_NAME = "vase-tiny-clip"
+TINY_OPEN_CLIP = {
+    "embed_dim": 64,
+    "vision_cfg": {"image_size": 32, "layers": 1, "width": 64, "patch_size": 16, "head_width": 32},
+    "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 4, "layers": 2},
+}
+
+
+def build_tiny_open_clip(out: str | Path, overwrite: bool = False) -> Path:
+    """A tiny random open_clip model: its architecture JSON (``vase-tiny-clip.json``, registered with open_clip) and
+    its weights (``open_clip_model.pt``) under ``out``; returns the weights' path, to pass as ``pretrained``.
+
+    open_clip's own BPE vocabulary (shipped in the package) tokenises the text, as for its real models.
+    """
+    import open_clip
+    import torch
+
+    out = Path(out)
+    weights = out / "open_clip_model.pt"
+    config = out / f"{TINY_OPEN_CLIP_NAME}.json"
+    fingerprint = hashlib.sha256(json.dumps(TINY_OPEN_CLIP, sort_keys=True).encode()).hexdigest()[:12]
+    stamp = out / "vase_tiny.json"
+    if stamp.is_file() and weights.is_file() and not overwrite and json.loads(stamp.read_text()).get("fingerprint") == fingerprint:
+        open_clip.add_model_config(str(out))
+        return weights
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        (tmp / config.name).write_text(json.dumps(TINY_OPEN_CLIP, indent=1))
+        open_clip.add_model_config(str(tmp))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            model = open_clip.create_model(TINY_OPEN_CLIP_NAME)
+        torch.save(model.state_dict(), tmp / weights.name)
+        (tmp / "vase_tiny.json").write_text(json.dumps({"fingerprint": fingerprint}))
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    open_clip.add_model_config(str(out))
+    return weights
+
+
+TINY_SENTENCE = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,
+                 "max_position_embeddings": 128, "seed": 0}
+
+
+def build_tiny_sentence_encoder(out: str | Path, overwrite: bool = False) -> Path:
+    """A tiny random sentence-transformers model (BERT, mean pooling, normalisation) with MiniLM's real vocabulary,
+    saved in sentence-transformers format under ``out`` and loaded by path like any real one."""
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    out = Path(out)
+    fingerprint = hashlib.sha256(json.dumps(TINY_SENTENCE, sort_keys=True).encode()).hexdigest()[:12]
+    stamp = out / "vase_tiny.json"
+    if stamp.is_file() and not overwrite and json.loads(stamp.read_text()).get("fingerprint") == fingerprint:
+        return out
+    tok = AutoTokenizer.from_pretrained(packaged_minilm_path())
+    s = TINY_SENTENCE
+    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=s["hidden_size"], num_hidden_layers=s["num_hidden_layers"],
+                        num_attention_heads=s["num_attention_heads"], intermediate_size=s["intermediate_size"],
+                        max_position_embeddings=s["max_position_embeddings"])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(s["seed"])
+            BertModel(config).save_pretrained(tmp / "hf")
+        tok.save_pretrained(tmp / "hf")
+        word = models.Transformer(str(tmp / "hf"), max_seq_length=s["max_position_embeddings"])
+        st = SentenceTransformer(modules=[word, models.Pooling(s["hidden_size"], "mean"), models.Normalize()],
+                                 device="cpu")
+        st.save(str(tmp / "st"))
+        shutil.rmtree(tmp / "hf")
+        (tmp / "st" / "vase_tiny.json").write_text(json.dumps({"fingerprint": fingerprint}))
+        if out.exists():
+            shutil.rmtree(out)
+        (tmp / "st").rename(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return out

@@ -192,6 +192,10 @@ class VaseReward:
             out[(k, dim)] = max(0.0, min(1.0, s))
         return out
 
+    def dimension_similarity(self, dimension: str, generated: str, target: str) -> float:
+        """The configured similarity of one dimension between two texts of it, in [0, 1] (before tau)."""
+        return self._similarities([(0, dimension, generated, target)])[(0, dimension)]
+
     @staticmethod
     def _target_fields(target: Any, reference: str | None) -> dict[str, str | None]:
         if target is None:

@@ -1,0 +1,251 @@
+"""The evaluation suite: scoring files, agreement with the paper's method, image CLIPScore, VQA, leaderboards, DDP."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT))
+from benchmarks import paper_method  # noqa: E402
+
+CAPS = [
+    "Athenian red-figure kylix, c. 480–470 BCE, depicting a symposium scene; attributed to Douris.",
+    "Corinthian black-figure alabastron, c. 600–575 BCE, depicting an animal frieze.",
+    "Athenian white-ground lekythos, c. 450–425 BCE, depicting a woman at a grave stele.",
+    "Apulian red-figure krater, c. 350–325 BCE, depicting Dionysos with satyrs and maenads.",
+    "Athenian black-figure amphora, c. 540–530 BCE, depicting Achilles and Ajax playing dice; attributed to Exekias.",
+    "Laconian black-figure kylix, c. 560–550 BCE, depicting a chariot race.",
+]
+GENS = [
+    "Athenian red-figure cup, c. 480 BCE, a symposium.",
+    "Corinthian alabastron with an animal frieze.",
+    "Athenian white-ground lekythos, c. 450–425 BCE, depicting a woman at a grave stele.",
+    "Apulian red-figure krater with Dionysos.",
+    "Athenian black-figure amphora by Exekias, Achilles and Ajax.",
+    "A kylix.",
+]
+
+
+@pytest.fixture(scope="module")
+def encoders(tiny_clip_dir):
+    from vase.metrics.encoders import HFCLIPEncoder, SentenceEncoder
+
+    return HFCLIPEncoder(str(tiny_clip_dir)), SentenceEncoder("packaged:all-MiniLM-L6-v2")
+
+
+def test_agrees_with_the_papers_method(encoders) -> None:
+    from vase.metrics import CaptionScorer
+
+    clip, sent = encoders
+    ours = CaptionScorer(clip, sent).score(GENS, CAPS)
+    ref = paper_method.score(clip, sent, GENS, CAPS)
+    for k in ("clip_score", "fid_score", "lexical_similarity", "overall_score"):
+        assert ours[k] == pytest.approx(ref[k], abs=1e-4), k
+    for k in ("r_at_1", "r_at_5", "r_at_10"):
+        assert abs(ours[k] - ref[k]) <= 1 / len(CAPS) + 1e-9, k
+
+
+def _write_paper_json(path: Path, captions: list[str], ids: list[str]) -> None:
+    path.write_text(json.dumps([{"images": [f"{i}_ac001001.jpg"], "caption": c} for i, c in zip(ids, captions)]))
+
+
+def test_score_task_on_paper_format_and_jsonl(tmp_path: Path, session_dirs: dict) -> None:
+    ids = [f"{'%08x' % (i + 1)}-aaaa-bbbb-cccc-0123456789ab_{i}" for i in range(len(CAPS))]
+    gt = tmp_path / "gt.json"
+    _write_paper_json(gt, CAPS, ids)
+    gen = tmp_path / "gen.jsonl"  # our JSONL, one item missing and one extra
+    gen.write_text("".join(json.dumps({"id": i, "caption": c}) + "\n" for i, c in zip(ids[1:], GENS[1:]))
+                   + json.dumps({"id": "ffffffff-0000-0000-0000-000000000000_9", "caption": "extra"}) + "\n")
+    out = tmp_path / "out" / "OUT.json"
+    p = subprocess.run([sys.executable, "evaluate.py", "task=score", f"generated={gen}", f"ground_truth={gt}",
+                        f"output={out}", "logger=none", f"paths.cache_dir={session_dirs['cache']}",
+                        f"hydra.run.dir={tmp_path / 'run'}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    res = json.loads(out.read_text())
+    for k in ("clip_score", "fid_score", "r_at_1", "r_at_5", "r_at_10", "lexical_similarity", "overall_score", "n_pairs"):
+        assert k in res
+    assert (res["n_pairs"], res["matched"], res["unmatched_generated"], res["unmatched_reference"]) == (5, 5, 1, 1)
+    expected_lex = paper_method.lexical(GENS[1:], CAPS[1:])
+    assert res["lexical_similarity"] == pytest.approx(expected_lex, abs=1e-6)
+    assert out.with_suffix(".md").read_text().startswith("| Model |")
+    assert "matched 5, unmatched generated 1, unmatched ground truth 1" in p.stdout
+
+
+def test_a_model_that_fails_to_load_raises_naming_it(tmp_path: Path) -> None:
+    gt = tmp_path / "gt.json"
+    _write_paper_json(gt, CAPS[:2], ["abc_0", "abc_1"])
+    p = subprocess.run([sys.executable, "evaluate.py", "task=score", f"generated={gt}", f"ground_truth={gt}",
+                        f"output={tmp_path / 'o.json'}", "logger=none", "metrics.clip.backend=hf",
+                        "metrics.clip.build_tiny=false", "metrics.clip.model=/nowhere/clip",
+                        f"hydra.run.dir={tmp_path / 'run'}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode != 0
+    assert "/nowhere/clip" in p.stderr and "metrics.clip.model" in p.stderr
+    assert not (tmp_path / "o.json").exists()
+
+
+def test_open_clip_backend_text_and_images(session_dirs: dict) -> None:
+    from PIL import Image
+
+    from vase.errors import MetricError
+    from vase.metrics.encoders import OpenCLIPEncoder
+
+    w = session_dirs["cache"] / "models" / "tiny-open-clip" / "open_clip_model.pt"
+    enc = OpenCLIPEncoder("vase-tiny-clip", str(w), build_tiny=True)
+    t = enc.encode(["a red-figure kylix", "a black-figure amphora", "a red-figure kylix"])
+    assert t.shape == (3, 64) and torch.allclose(t[0], t[2]) and not torch.allclose(t[0], t[1])
+    im = enc.encode_images([Image.new("RGB", (64, 64), (200, 90, 40)), Image.new("RGB", (64, 64), (20, 20, 20))])
+    assert im.shape == (2, 64)
+    with pytest.raises(MetricError, match="missing.pt"):
+        OpenCLIPEncoder("vase-tiny-clip", str(w.parent / "missing.pt"))
+
+
+def test_image_clip_score_by_hand() -> None:
+    from vase.metrics.caption import ImageCaptionCLIPScore
+
+    views = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 1.0], [-1.0, 0.0]]])  # 2 items x 2 views
+    caps = torch.tensor([[1.0, 0.0], [1.0, 1.0]])
+    m = ImageCaptionCLIPScore()
+    m.update(views, caps)
+    # item 0: views cos 1 and 0 -> (100 + 0) / 2; item 1: cos 1 and -0.707 -> (100 + 0) / 2
+    assert float(m.compute()) == pytest.approx(50.0)
+
+
+def _record(vid: str = "abc_0"):
+    from vase.annotate import VaseRecord, annotate
+
+    return annotate(VaseRecord(id=vid, fabric="Athenian", technique="red-figure", shape="kylix", dating=(-480, -470),
+                               decoration="a symposium scene", attribution="the Berlin Painter"))
+
+
+def test_multiple_choice_options_are_deterministic_and_valid() -> None:
+    from vase.annotate.vocab import DIMENSIONS, canonical, terms
+    from vase.eval.vqa import mc_options
+
+    rec = _record()
+    for dim in DIMENSIONS:
+        opts, ans = mc_options(rec, dim, 4)
+        assert (opts, ans) == mc_options(rec, dim, 4)  # same every run
+        assert len(opts) == len(set(opts)) == 4
+        assert opts[ans] == rec.dimension_text(dim)
+        if dim != "dating":
+            assert all(canonical(dim, o) in terms(dim) for o in opts)
+    assert mc_options(_record("xyz_1"), "shape", 4) != mc_options(rec, "shape", 4)
+
+
+@pytest.mark.parametrize("answer, expected", [("B", 1), ("(C) something", 2), ("D. Laconian", 3), ("  a", None),
+                                              ("Athenian", 0), ("no idea at all", None), ("", None)])
+def test_parse_choice(answer: str, expected) -> None:
+    from vase.eval.vqa import parse_choice
+
+    assert parse_choice(answer, ["Athenian", "Corinthian", "Boeotian", "Laconian"]) == expected
+
+
+def test_score_vqa_by_hand() -> None:
+    from vase.eval.vqa import score_vqa
+    from vase.rewards import VaseReward
+
+    rows = [
+        {"protocol": "open", "dimension": "fabric", "caption": "Attic.", "reference": "Athenian."},
+        {"protocol": "open", "dimension": "fabric", "caption": "Corinthian.", "reference": "Athenian."},
+        {"protocol": "open", "dimension": "dating", "caption": "c. 480–470 BCE", "reference": "C. 480–470 BCE."},
+        {"protocol": "mc", "dimension": "shape", "caption": "A", "options": ["kylix", "amphora"], "answer_index": 0},
+        {"protocol": "mc", "dimension": "shape", "caption": "B", "options": ["kylix", "amphora"], "answer_index": 0},
+    ]
+    s = score_vqa(rows, VaseReward(), tau=0.7)
+    assert s["open"]["accuracy"] == {"fabric": 0.5, "dating": 1.0}
+    assert s["open"]["mean"] == pytest.approx(0.75)
+    assert s["mc"]["accuracy"] == {"shape": 0.5} and s["mc"]["n"] == 2
+
+
+def test_vqa_task_end_to_end(tmp_path: Path, session_dirs: dict, synthetic_root: Path) -> None:
+    from tests.conftest import compose_cfg
+    from vase.pipeline import run_evaluation
+
+    cfg = compose_cfg("evaluate", ["task=vqa", "logger=none", "data.synthetic.num_vases=8", "render.resolution=64",
+                                   "vqa.max_new_tokens=4", f"output={tmp_path / 'vqa.json'}"], tmp_path, session_dirs)
+    out = run_evaluation(cfg)
+    saved = json.loads((tmp_path / "vqa.json").read_text())
+    assert set(saved["vqa"]) == {"open", "mc"}
+    assert saved["vqa"]["mc"]["n"] == 2 * 6 and len(saved["vqa"]["mc"]["accuracy"]) == 6
+    assert "multiple choice" in (tmp_path / "vqa.md").read_text()
+    assert len((tmp_path / "vqa_vqa.jsonl").read_text().splitlines()) == 2 * 6 * 2
+    assert out["scores"]["vqa/mc/mean"] == saved["vqa"]["mc"]["mean"]
+
+
+def test_leaderboard_from_files_and_wandb_runs(tmp_path: Path, session_dirs: dict) -> None:
+    from vase.eval.leaderboard import PAPER_TABLE3, build_leaderboard, write_leaderboard
+
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps({"name": "mine", "clip_score": 0.8, "fid_score": 0.3, "r_at_1": 0.1, "r_at_5": 0.2,
+                             "r_at_10": 0.3, "lexical_similarity": 0.25, "overall_score": 0.5, "n_pairs": 10}))
+    run = tmp_path / "run" / "wandb" / "offline-run-x" / "files" / "media" / "table" / "val"
+    run.mkdir(parents=True)
+    (run / "table_3_abc.table.json").write_text(json.dumps({
+        "columns": ["model", "fid_score", "clip_score", "r_at_10", "r_at_5", "r_at_1", "lexical_similarity",
+                    "overall_score", "image_clip_score", "n_pairs"],
+        "data": [["tiny (sft)", 0.4, 0.85, 0.7, 0.5, 0.2, 0.4, 0.7, 12.0, 24]]}))
+    rows = build_leaderboard([str(a), str(tmp_path / "run")])
+    assert list(rows)[: len(PAPER_TABLE3)] == [f"{k} (paper)" for k in PAPER_TABLE3]
+    assert rows["mine"]["clip_score"] == 0.8 and rows["tiny (sft)"]["r_at_1"] == 0.2
+    paths = write_leaderboard(rows, tmp_path / "lb")
+    md = paths["md"].read_text()
+    assert "| VaseVLM-7B-RL (paper) | 0.328 | 0.792 | 21.24 % | 11.12 % | 3.52 % | 0.276 |" in md
+    assert "| tiny (sft) |" in md
+    from PIL import Image
+
+    assert Image.open(paths["png"]).size[0] > 300
+    from vase.errors import DataError
+
+    with pytest.raises(DataError, match="nothing-here"):
+        build_leaderboard([str(tmp_path / "nothing-here")])
+
+
+def _ddp_worker(rank: int, world: int, port: int, out_dir: str) -> None:
+    import os
+
+    import torch.distributed as dist
+
+    from tests.test_metrics import _BagOfWords
+    from vase.metrics import CaptionScorer
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    enc = _BagOfWords(["red", "black", "white", "kylix", "amphora", "krater", "athenian", "corinthian"])
+    sc = CaptionScorer(enc, enc)
+    shard = slice(rank, None, world)  # uneven shards: 6 items over 4 processes would be 2,2,1,1
+    sc.update(GENS[shard], CAPS[shard])
+    res = sc.compute()
+    if rank == 0:
+        Path(out_dir, "ddp.json").write_text(json.dumps(res))
+    dist.destroy_process_group()
+
+
+def test_metrics_sync_across_two_processes(tmp_path: Path) -> None:
+    import socket
+
+    import torch.multiprocessing as mp
+
+    from tests.test_metrics import _BagOfWords
+    from vase.metrics import CaptionScorer
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_ddp_worker, args=(2, port, str(tmp_path)), nprocs=2, join=True)
+    ddp = json.loads((tmp_path / "ddp.json").read_text())
+    enc = _BagOfWords(["red", "black", "white", "kylix", "amphora", "krater", "athenian", "corinthian"])
+    # one process on the same pairs, in the order the gather produces (rank 0's shard, then rank 1's)
+    order = list(range(0, 6, 2)) + list(range(1, 6, 2))
+    single = CaptionScorer(enc, enc).score([GENS[i] for i in order], [CAPS[i] for i in order])
+    for k, v in single.items():
+        assert ddp[k] == pytest.approx(v, abs=1e-6), k
+    assert ddp["n_pairs"] == 6
+    assert np.isfinite(ddp["fid_score"])

@@ -1,0 +1,132 @@
+"""Leaderboards: gather result files and W&B runs into one table in the paper's Table 3 layout, plus a chart."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from vase.errors import DataError
+from vase.io import atomic_write_bytes, atomic_write_json, atomic_write_text
+from vase.metrics.caption import TABLE_COLUMNS
+
+# Table 3 of the paper (R@k as fractions). Reference rows only: they were scored with the paper's encoders.
+PAPER_TABLE3: dict[str, dict[str, float]] = {
+    "DiffuRank": {"fid_score": 0.421, "clip_score": 0.798, "r_at_10": 0.1667, "r_at_5": 0.0833, "r_at_1": 0.0208,
+                  "lexical_similarity": 0.274},
+    "Gemini-2.5-flash": {"fid_score": 0.325, "clip_score": 0.736, "r_at_10": 0.2857, "r_at_5": 0.1758,
+                         "r_at_1": 0.0220, "lexical_similarity": 0.210},
+    "Qwen2.5-VL-7B (base)": {"fid_score": 0.334, "clip_score": 0.775, "r_at_10": 0.1875, "r_at_5": 0.0938,
+                             "r_at_1": 0.0208, "lexical_similarity": 0.217},
+    "VaseVLM-7B-SFT": {"fid_score": 0.332, "clip_score": 0.779, "r_at_10": 0.2083, "r_at_5": 0.1042,
+                       "r_at_1": 0.0312, "lexical_similarity": 0.272},
+    "VaseVLM-7B-RL": {"fid_score": 0.328, "clip_score": 0.792, "r_at_10": 0.2124, "r_at_5": 0.1112,
+                      "r_at_1": 0.0352, "lexical_similarity": 0.276},
+    "VaseVLM-3B-RL": {"fid_score": 0.363, "clip_score": 0.789, "r_at_10": 0.1771, "r_at_5": 0.1042,
+                      "r_at_1": 0.0208, "lexical_similarity": 0.245},
+}
+
+
+def _rows_from_json(obj: Any, default_name: str, source: Path) -> dict[str, dict[str, Any]]:
+    if isinstance(obj, dict) and "clip_score" in obj:
+        return {str(obj.get("name") or default_name): obj}
+    if isinstance(obj, dict) and obj and all(isinstance(v, dict) and "clip_score" in v for v in obj.values()):
+        return {str(k): v for k, v in obj.items()}
+    raise DataError(f"{source}: not a vase results file (no clip_score, nor a mapping of model name to results)")
+
+
+def _wandb_table(run_dir: Path) -> dict[str, dict[str, Any]] | None:
+    tables = sorted((run_dir / "files" / "media" / "table" / "val").glob("table_*.table.json"),
+                    key=lambda p: p.stat().st_mtime)
+    if not tables:
+        return None
+    t = json.loads(tables[-1].read_text())
+    cols = t["columns"]
+    return {row[0]: {c: v for c, v in zip(cols[1:], row[1:]) if v is not None} for row in t["data"]}
+
+
+def load_run(path: str | Path) -> dict[str, dict[str, Any]]:
+    """Rows (model name -> metrics) from a results JSON, a run directory, or a W&B offline run directory."""
+    p = Path(path)
+    if p.is_file():
+        from vase.io import read_json
+
+        return _rows_from_json(read_json(p), p.parent.name if p.stem == "results" else p.stem, p)
+    if not p.is_dir():
+        raise DataError(f"{p}: no such result file or run directory")
+    if (p / "results.json").is_file():
+        return load_run(p / "results.json")
+    if p.name.startswith("offline-run-") or p.name.startswith("run-"):
+        rows = _wandb_table(p)
+        if rows:
+            return rows
+    for run in sorted((p / "wandb").glob("*run-*")) if (p / "wandb").is_dir() else []:
+        rows = _wandb_table(run)
+        if rows:
+            return rows
+    raise DataError(f"{p}: holds neither results.json nor a W&B run with a val/table")
+
+
+def build_leaderboard(runs: list[str], include_paper: bool = True) -> dict[str, dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {}
+    if include_paper:
+        rows.update({f"{k} (paper)": dict(v) for k, v in PAPER_TABLE3.items()})
+    for r in runs:
+        for name, metrics in load_run(r).items():
+            key = name
+            n = 2
+            while key in rows:  # the same model name from two runs: keep both
+                key = f"{name} [{n}]"
+                n += 1
+            rows[key] = metrics
+    if not rows:
+        raise DataError("leaderboard: no runs given (runs=[...]) and include_paper=false")
+    return rows
+
+
+def bar_chart(rows: dict[str, dict[str, Any]], path: str | Path) -> Path:
+    """Grouped bars of the higher-is-better columns (CLIP, R@10, R@5, R@1, Lexical, Overall) per model."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    cols = [(k, t) for k, t in TABLE_COLUMNS if k not in ("fid_score", "image_clip_score")]
+    names = list(rows)
+    x = np.arange(len(cols))
+    width = 0.8 / max(1, len(names))
+    fig, ax = plt.subplots(figsize=(max(7, 1.3 * len(cols) + 0.35 * len(names)), 4), dpi=120)
+    for i, name in enumerate(names):
+        vals = [float(rows[name].get(k) or 0.0) for k, _ in cols]
+        ax.bar(x + (i - (len(names) - 1) / 2) * width, vals, width, label=name)
+    ax.set_xticks(x, [t for _, t in cols])
+    ax.set_ylabel("score (R@k as a fraction)")
+    ax.set_ylim(0, 1)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return atomic_write_bytes(path, buf.getvalue())
+
+
+def write_leaderboard(rows: dict[str, dict[str, Any]], out_dir: str | Path) -> dict[str, Path]:
+    """``leaderboard.md`` (Table 3 layout + our columns, and a VQA table where runs have one), ``.json``, ``.png``."""
+    from vase.eval.report import markdown_table
+    from vase.eval.vqa import vqa_table
+
+    out = Path(out_dir)
+    md = ["# Leaderboard\n", "Rows marked (paper) are the paper's Table 3, scored with its encoders; compare them with "
+          "runs scored with `metrics=paper` only.\n\n", markdown_table(rows)]
+    vqa_rows = [vqa_table(m["vqa"], name) for name, m in rows.items() if isinstance(m.get("vqa"), dict)]
+    if vqa_rows:
+        md += ["\n## VQA accuracy per dimension\n"] + [r.split("\n", 2)[2] if i else r for i, r in enumerate(vqa_rows)]
+    md.append("\n![leaderboard](leaderboard.png)\n")
+    paths = {"md": atomic_write_text(out / "leaderboard.md", "".join(md)),
+             "json": atomic_write_json(out / "leaderboard.json", rows),
+             "png": bar_chart(rows, out / "leaderboard.png")}
+    return paths
