@@ -34,9 +34,9 @@ def main(cfg: DictConfig) -> None:
     try:
         run_evaluation(cfg)
     finally:
-        import wandb
+        from vase.pipeline import finish_wandb
 
-        wandb.finish()
+        finish_wandb()
 
 
 if __name__ == "__main__":

@@ -35,10 +35,9 @@ def main(cfg: DictConfig) -> float | None:
     try:
         out = run_training(cfg)
     finally:
-        # the W&B run must close even when training fails, or the offline run directory is left half written
-        import wandb
+        from vase.pipeline import finish_wandb
 
-        wandb.finish()
+        finish_wandb()
     # a sweeper (e.g. optuna) optimises the returned number: the overall score after training
     results = out["results"]
     if results:

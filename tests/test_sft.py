@@ -57,11 +57,12 @@ def test_warmup_cosine_by_hand() -> None:
     assert warmup_cosine(100, total=100, warmup=10) == 0.0
 
 
-def test_two_step_sft_moves_lora_only(train_cfg, tmp_path: Path) -> None:
+def test_two_step_sft_moves_lora_only(train_cfg, tiny_model_dir: Path) -> None:
     from vase.pipeline import run_training
 
     cfg = train_cfg(["stage.module.optimizer.lr=1e-2", "stage.module.warmup_ratio=0.0"])
-    base = load_model(str(Path(cfg.paths.cache_dir) / "models" / "tiny-qwen2_5_vl"))
+    assert Path(cfg.paths.cache_dir) / "models" / "tiny-qwen2_5_vl" == tiny_model_dir
+    base = load_model(str(tiny_model_dir))
     before = {k: v.clone() for k, v in base.state_dict().items()}
     out = run_training(cfg)
     module = out["module"]

@@ -19,6 +19,15 @@ from vase.io import atomic_write_json, atomic_write_text
 log = logging.getLogger("vase")
 
 
+def finish_wandb() -> None:
+    """Close the W&B run even when the job failed, or its offline directory is left half written."""
+    import sys
+
+    wandb = sys.modules.get("wandb")  # imported only when a W&B logger was built
+    if wandb is not None and wandb.run is not None:
+        wandb.finish()
+
+
 def instantiate_group(group: DictConfig | None) -> list[Any]:
     """Instantiate every ``_target_`` entry of a callbacks/logger group (an empty or missing group gives [])."""
     if not group:

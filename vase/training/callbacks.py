@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 from pathlib import Path
@@ -48,9 +49,18 @@ class SaveAdapter(pl.Callback):
         self.lineage: dict[str, Any] | None = None  # set by the pipeline: base model and adapters merged under it
 
     def _save(self, trainer: pl.Trainer, pl_module: pl.LightningModule, name: str | None = None) -> None:
-        if trainer.is_global_zero:
-            target = Path(self.dirpath) if name is None else Path(self.dirpath).with_name(name)
-            save_adapter(pl_module.model, self.processor, target, self.lineage)
+        target = Path(self.dirpath) if name is None else Path(self.dirpath).with_name(name)
+        gather: Any = contextlib.nullcontext()
+        if getattr(trainer.strategy, "zero_stage_3", False):
+            # ZeRO-3 keeps each weight partitioned across ranks: gather the adapter's weights on every rank (a
+            # collective), so rank 0 writes whole tensors rather than empty shards
+            import deepspeed
+
+            params = [p for n, p in pl_module.model.named_parameters() if p.requires_grad or "lora_" in n]
+            gather = deepspeed.zero.GatheredParameters(params, modifier_rank=None)
+        with gather:
+            if trainer.is_global_zero:
+                save_adapter(pl_module.model, self.processor, target, self.lineage)
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.every_n_epochs and (trainer.current_epoch + 1) % self.every_n_epochs == 0:

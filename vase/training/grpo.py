@@ -268,7 +268,8 @@ class GRPOModule(LoRAStageModule):
                 clip.append(float(m["clip_fraction"]))
                 if "kl" in m:
                     kl.append(float(m["kl"]))
-            if self.max_grad_norm:
+            if self.max_grad_norm and "DeepSpeed" not in type(self.trainer.strategy).__name__:
+                # DeepSpeed owns its gradients (and clips through its own config); elsewhere clip here
                 self.clip_gradients(opt, gradient_clip_val=self.max_grad_norm, gradient_clip_algorithm="norm")
             opt.step()
             opt.zero_grad(set_to_none=True)
