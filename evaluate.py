@@ -16,19 +16,14 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from vase.config import preflight_overrides, validate
-from vase.errors import ConfigError
+from vase.config import or_exit, preflight_overrides, validate
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")
 def main(cfg: DictConfig) -> None:
-    try:
-        validate(cfg)
-    except ConfigError as e:
-        print(f"config error: {e}", file=sys.stderr)
-        sys.exit(2)
+    or_exit(validate, cfg)
     from vase.pipeline import run_evaluation
 
     try:
@@ -40,9 +35,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        preflight_overrides(sys.argv[1:], CONF_DIR)
-    except ConfigError as e:
-        print(f"config error: {e}", file=sys.stderr)
-        sys.exit(2)
+    or_exit(preflight_overrides, sys.argv[1:], CONF_DIR)
     main()

@@ -25,6 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._results import update_results  # noqa: E402
+
 G, PROMPTS, TOKENS, BETA, LR = 4, 2, 32, 0.04, 1e-4
 
 
@@ -219,17 +221,7 @@ def main() -> None:
         f"Peak memory is {'torch.cuda.max_memory_allocated' if args.device == 'cuda' else 'the process maximum RSS'}.\n"
     )
     print(table)
-    results = Path(args.results)
-    marker = f"<!-- grpo_step {args.device} trl-gc-{args.trl_gc} -->"
-    body = results.read_text() if results.is_file() else "# Benchmark results\n"
-    block = f"{marker}\n{table}{marker} end\n"
-    if marker in body:
-        start = body.index(marker)
-        end = body.index(f"{marker} end\n", start) + len(f"{marker} end\n")
-        body = body[:start] + block + body[end:]
-    else:
-        body = body.rstrip("\n") + "\n\n" + block
-    results.write_text(body)
+    update_results(args.results, f"grpo_step {args.device} trl-gc-{args.trl_gc}", table)
 
 
 if __name__ == "__main__":

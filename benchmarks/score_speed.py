@@ -22,6 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._results import update_results  # noqa: E402
+
 
 def make_pairs(n: int, seed: int = 0) -> tuple[list[str], list[str]]:
     import numpy as np
@@ -92,17 +94,7 @@ def main() -> None:
         f"| metric | vase | paper's method |\n|---|---|---|\n{rows}\n"
     )
     print(table)
-    results = Path(args.results)
-    marker = "<!-- score_speed -->"
-    body = results.read_text() if results.is_file() else "# Benchmark results\n"
-    block = f"{marker}\n{table}{marker} end\n"
-    if marker in body:
-        start = body.index(marker)
-        end = body.index(f"{marker} end\n", start) + len(f"{marker} end\n")
-        body = body[:start] + block + body[end:]
-    else:
-        body = body.rstrip("\n") + "\n\n" + block
-    results.write_text(body)
+    update_results(args.results, "score_speed", table)
     if not agree:
         sys.exit("the two scorers disagree: see the table above")
 

@@ -340,3 +340,14 @@ def preflight_overrides(argv: list[str], conf_dir: str | Path) -> None:
         for v in value.split(","):  # a multirun sweep lists several
             if v not in options:
                 raise ConfigError(f"{key}={v!r} is not a known option; choose one of {options} (files in {group})")
+
+
+def or_exit(check: Any, *args: Any) -> None:
+    """Run a config check; on a ConfigError print its one line to stderr and exit with status 2."""
+    import sys
+
+    try:
+        check(*args)
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -144,9 +144,14 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     ev = cfg.get("evaluate", {}) or {}
     scorer = None
     if ev.get("before") or ev.get("after"):
+        import torch
+
         from vase.eval.scoring import build_scorer
 
-        scorer = build_scorer(cfg.metrics)
+        # loading encoders initialises modules from the global RNG: keep it off the seeded training stream, so a
+        # run trains the same whichever metrics it reports
+        with torch.random.fork_rng(devices=[]):
+            scorer = build_scorer(cfg.metrics)
     label = cfg.model.get("label", "model")
 
     stages = [(cfg.stage, out_dir)]

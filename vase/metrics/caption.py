@@ -139,12 +139,8 @@ class SentenceFID(_PairedEmbeddings):
         return torch.tensor(frechet_distance(g.double().numpy(), r.double().numpy(), self.eps))
 
 
-class ImageCaptionCLIPScore(Metric):
-    """CLIPScore of a caption against the rendered views it describes (not in the paper).
-
-    Per item: the mean over its views of max(100 * cos(view, caption), 0), torchmetrics' CLIPScore definition;
-    then the mean over items. Update with view embeddings (N, V, D) and caption embeddings (N, D).
-    """
+class _MeanOverItems(Metric):
+    """A mean of per-item scores: a float64 sum and a count, both summed across processes."""
 
     full_state_update = False
     higher_is_better = True
@@ -154,6 +150,19 @@ class ImageCaptionCLIPScore(Metric):
         self.add_state("total", default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("count", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
 
+    def compute(self) -> torch.Tensor:
+        if int(self.count) == 0:
+            raise MetricError(f"{type(self).__name__}: no items to score")
+        return (self.total / self.count).float()
+
+
+class ImageCaptionCLIPScore(_MeanOverItems):
+    """CLIPScore of a caption against the rendered views it describes (not in the paper).
+
+    Per item: the mean over its views of max(100 * cos(view, caption), 0), torchmetrics' CLIPScore definition;
+    then the mean over items. Update with view embeddings (N, V, D) and caption embeddings (N, D).
+    """
+
     def update(self, views: torch.Tensor, captions: torch.Tensor) -> None:
         if views.ndim != 3 or captions.ndim != 2 or views.shape[0] != captions.shape[0]:
             raise MetricError(f"ImageCaptionCLIPScore: views {tuple(views.shape)} must be (N, V, D) and captions "
@@ -161,11 +170,6 @@ class ImageCaptionCLIPScore(Metric):
         cos = (_normalise(views.float()) * _normalise(captions.float()).unsqueeze(1)).sum(-1)
         self.total += (100 * cos).clamp_min(0).mean(1).sum().double()
         self.count += views.shape[0]
-
-    def compute(self) -> torch.Tensor:
-        if int(self.count) == 0:
-            raise MetricError("ImageCaptionCLIPScore: no items to score")
-        return (self.total / self.count).float()
 
 
 def jaccard(a: str, b: str) -> float:
@@ -180,16 +184,8 @@ def jaccard(a: str, b: str) -> float:
     return len(sa & sb) / len(sa | sb)
 
 
-class LexicalJaccard(Metric):
+class LexicalJaccard(_MeanOverItems):
     """Mean word-set Jaccard similarity between generated and reference captions."""
-
-    full_state_update = False
-    higher_is_better = True
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.add_state("total", default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
-        self.add_state("count", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
 
     def update(self, preds: list[str], targets: list[str]) -> None:
         if len(preds) != len(targets):
@@ -197,10 +193,6 @@ class LexicalJaccard(Metric):
         self.total += sum(jaccard(p, t) for p, t in zip(preds, targets))
         self.count += len(preds)
 
-    def compute(self) -> torch.Tensor:
-        if int(self.count) == 0:
-            raise MetricError("LexicalJaccard: no caption pairs to score")
-        return (self.total / self.count).float()
 
 
 def encode_once(encoder: Any, texts: list[str]) -> torch.Tensor:

@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from vase.io import atomic_directory
 
 SPECIAL_TOKENS = [
     "<|endoftext|>",
@@ -231,19 +231,11 @@ def build_tiny(out: str | Path, spec: TinySpec | None = None, overwrite: bool = 
     tokenizer = build_tokenizer(spec)
     processor = build_processor(tokenizer, spec)
     model = build_model(tokenizer, spec)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
-    try:
+    with atomic_directory(out) as tmp:
         model.save_pretrained(tmp)
         processor.save_pretrained(tmp)
         check_special_tokens(tmp)
         (tmp / "vase_tiny.json").write_text(json.dumps({"fingerprint": spec.fingerprint(), **asdict(spec)}, indent=1))
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)  # the model directory appears whole or not at all
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 

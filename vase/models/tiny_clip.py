@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import tempfile
 from pathlib import Path
+
+from vase.io import atomic_directory
 
 
 def packaged_minilm_path() -> Path:
@@ -33,7 +34,7 @@ TINY_CLIP = {
     "num_attention_heads": 4,
     "projection_dim": 64,
     "seed": 0,
-    "version": 2,
+    "version": 3,  # 3: saves a CLIPImageProcessor too
 }
 
 
@@ -76,21 +77,13 @@ def build_tiny_clip(out: str | Path, overwrite: bool = False) -> Path:
     with torch.random.fork_rng(devices=[]):  # leave the caller's seeded stream untouched
         torch.manual_seed(s["seed"])
         model = CLIPModel(config)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
-    try:
+    with atomic_directory(out) as tmp:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         from transformers import CLIPImageProcessor
 
         CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(tmp)
         (tmp / "vase_tiny.json").write_text(json.dumps({"fingerprint": fingerprint, **s}))
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 
@@ -119,9 +112,7 @@ def build_tiny_open_clip(out: str | Path, overwrite: bool = False) -> Path:
     if stamp.is_file() and weights.is_file() and not overwrite and json.loads(stamp.read_text()).get("fingerprint") == fingerprint:
         open_clip.add_model_config(str(out))
         return weights
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
-    try:
+    with atomic_directory(out) as tmp:
         (tmp / config.name).write_text(json.dumps(TINY_OPEN_CLIP, indent=1))
         open_clip.add_model_config(str(tmp))
         with torch.random.fork_rng(devices=[]):
@@ -129,12 +120,6 @@ def build_tiny_open_clip(out: str | Path, overwrite: bool = False) -> Path:
             model = open_clip.create_model(TINY_OPEN_CLIP_NAME)
         torch.save(model.state_dict(), tmp / weights.name)
         (tmp / "vase_tiny.json").write_text(json.dumps({"fingerprint": fingerprint}))
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     open_clip.add_model_config(str(out))
     return weights
 
@@ -160,22 +145,14 @@ def build_tiny_sentence_encoder(out: str | Path, overwrite: bool = False) -> Pat
     config = BertConfig(vocab_size=tok.vocab_size, hidden_size=s["hidden_size"], num_hidden_layers=s["num_hidden_layers"],
                         num_attention_heads=s["num_attention_heads"], intermediate_size=s["intermediate_size"],
                         max_position_embeddings=s["max_position_embeddings"])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
-    try:
+    with tempfile.TemporaryDirectory() as hf, atomic_directory(out) as tmp:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(s["seed"])
-            BertModel(config).save_pretrained(tmp / "hf")
-        tok.save_pretrained(tmp / "hf")
-        word = models.Transformer(str(tmp / "hf"), max_seq_length=s["max_position_embeddings"])
+            BertModel(config).save_pretrained(hf)
+        tok.save_pretrained(hf)
+        word = models.Transformer(hf, max_seq_length=s["max_position_embeddings"])
         st = SentenceTransformer(modules=[word, models.Pooling(s["hidden_size"], "mean"), models.Normalize()],
                                  device="cpu")
-        st.save(str(tmp / "st"))
-        shutil.rmtree(tmp / "hf")
-        (tmp / "st" / "vase_tiny.json").write_text(json.dumps({"fingerprint": fingerprint}))
-        if out.exists():
-            shutil.rmtree(out)
-        (tmp / "st").rename(out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        st.save(str(tmp))
+        (tmp / "vase_tiny.json").write_text(json.dumps({"fingerprint": fingerprint}))
     return out

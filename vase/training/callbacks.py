@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
 
+from vase.io import atomic_directory
 from vase.models.loading import LINEAGE_FILE
 
 
@@ -22,20 +21,12 @@ def save_adapter(model: Any, processor: Any, dirpath: str | Path, lineage: dict[
     import json
 
     dirpath = Path(dirpath)
-    dirpath.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=dirpath.parent, prefix=f".{dirpath.name}."))
-    try:
+    with atomic_directory(dirpath) as tmp:
         model.save_pretrained(tmp)
         if processor is not None:
             processor.save_pretrained(tmp)
         if lineage:
             (tmp / LINEAGE_FILE).write_text(json.dumps(lineage, indent=1))
-        if dirpath.exists():
-            shutil.rmtree(dirpath)
-        tmp.rename(dirpath)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return dirpath
 
 
