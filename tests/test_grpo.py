@@ -180,35 +180,43 @@ def test_grpo_stage_runs_through_train_and_logs(train_cfg) -> None:
         assert k in keys, k
 
 
-def test_sft_then_grpo_followup_and_adapter_lineage(train_cfg, tmp_path) -> None:
+def test_sft_then_grpo_followup_and_adapter_lineage(train_cfg, tiny_model_dir) -> None:
     import json
     from pathlib import Path
 
     from omegaconf import OmegaConf
+    from peft import PeftModel
 
-    from vase.models.loading import load_model_and_processor
+    from vase.data.datamodule import SFTCollator, samples_for
+    from vase.data.dataset import VaseDataset
+    from vase.models.loading import load_model, load_model_and_processor
     from vase.pipeline import run_training
 
+    # SFT with a large learning rate and a trained output head, so that the SFT weights matter below
     cfg = train_cfg(["+stage@followup=grpo", "followup.epochs=1", "followup.batch_size=2",
                      "followup.module.max_completion_length=6", "followup.grad_accum=1",
-                     "evaluate.after=true", "evaluate.max_new_tokens=6"])
+                     "followup.module.optimizer.lr=1e-2", "stage.module.optimizer.lr=5e-2",
+                     "stage.module.lora.modules_to_save=[lm_head]", "evaluate.after=true", "evaluate.max_new_tokens=6"])
     out = run_training(cfg)
     d = Path(cfg.paths.output_dir)
     assert list(out["results"]) == ["tiny-qwen2.5-vl (sft)", "tiny-qwen2.5-vl (grpo)"]
     assert set(out["histories"]) == {"sft", "grpo"}
     lineage = json.loads((d / "grpo" / "adapter" / "vase_lineage.json").read_text())
     assert lineage["merged_adapters"] == [str(d / "adapter")]
-    # loading the GRPO adapter alone rebuilds base + SFT (merged) + GRPO and reproduces the run's captions
-    mcfg = OmegaConf.create({"name_or_path": str(Path(cfg.paths.cache_dir) / "models" / "tiny-qwen2_5_vl"),
-                             "dtype": "float32"})
+    # loading the GRPO adapter alone rebuilds base + SFT (merged) + GRPO: the trained model's logits exactly
+    mcfg = OmegaConf.create({"name_or_path": str(tiny_model_dir), "dtype": "float32"})
     model, proc = load_model_and_processor(mcfg, adapter=str(d / "grpo" / "adapter"))
-    from vase.data.dataset import VaseDataset
-    from vase.eval.generate import generate_captions, read_jsonl
-
-    ds = VaseDataset(Path(cfg.data.root), "val")
-    rows = generate_captions(model, proc, ds, batch_size=8, max_new_tokens=6, progress=False)
-    saved = {r["id"]: r["caption"] for r in read_jsonl(d / "generations_grpo.jsonl")}
-    assert {r["id"]: r["caption"] for r in rows} == saved
+    ex = VaseDataset(Path(cfg.data.root), "val")[0]
+    batch = SFTCollator(proc)(samples_for(ex, "caption"))
+    batch.pop("labels")
+    trained = out["module"].model.eval()
+    with torch.no_grad():
+        want = trained(**batch).logits
+        got = model.eval()(**batch).logits
+        without_sft = PeftModel.from_pretrained(load_model(str(tiny_model_dir)), str(d / "grpo" / "adapter"))
+        wrong = without_sft.eval()(**batch).logits
+    assert torch.allclose(got, want, atol=1e-4)
+    assert not torch.allclose(wrong, want, atol=1e-2)  # the lineage matters: SFT's weights are part of the model
 
 
 def test_shared_prefill_sampling_matches_generate(tiny_model_dir: Path, synthetic_root: Path) -> None:

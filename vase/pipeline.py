@@ -178,7 +178,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
             name = f"{label} (untrained)"
             results[name], generations[name] = evaluate_captions(
                 module.model, processor, datamodule.val_set, scorer, out_dir, "untrained",
-                int(ev.max_new_tokens), int(ev.batch_size))
+                int(ev.max_new_tokens), int(ev.batch_size), bool(cfg.metrics.get("image_score", True)))
             _log_eval(loggers, "untrained", results[name], generations[name])
 
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path") if i == 0 else None)

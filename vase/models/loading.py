@@ -86,13 +86,26 @@ def load_model_and_processor(cfg: Any, adapter: str | None = None, merge: bool =
     processor = load_processor(path, proc_cfg.get("min_pixels"), proc_cfg.get("max_pixels"))
     model = load_model(path, cfg.get("dtype", "float32"), cfg.get("attn_implementation"))
     if adapter:
-        from peft import PeftModel
-
-        if not (Path(adapter) / "adapter_config.json").is_file():
-            raise FileNotFoundError(
-                f"{adapter}: no adapter_config.json; pass the directory an SFT run saved (<run>/adapter)"
-            )
-        model = PeftModel.from_pretrained(model, adapter)
-        if merge:
-            model = model.merge_and_unload()
+        model = apply_adapter(model, adapter, merge=merge)
     return model, processor
+
+
+def apply_adapter(model: Any, adapter: str, merge: bool = False, is_trainable: bool = False) -> Any:
+    """Load a peft adapter onto ``model``; adapters its lineage file lists are merged in first (SFT under GRPO)."""
+    import json
+
+    from peft import PeftModel
+
+    path = Path(adapter)
+    if not (path / "adapter_config.json").is_file():
+        raise FileNotFoundError(f"{adapter}: no adapter_config.json; pass the directory a training run saved "
+                                f"(<run>/adapter)")
+    lineage = path / LINEAGE_FILE
+    if lineage.is_file():
+        for earlier in json.loads(lineage.read_text()).get("merged_adapters", []):
+            if not (Path(earlier) / "adapter_config.json").is_file():
+                raise FileNotFoundError(f"{lineage} lists {earlier} as merged under this adapter, but it is gone; "
+                                        f"the adapter cannot be rebuilt without it")
+            model = apply_adapter(model, earlier, merge=True)
+    model = PeftModel.from_pretrained(model, str(path), is_trainable=is_trainable)
+    return model.merge_and_unload() if merge else model
