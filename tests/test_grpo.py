@@ -244,3 +244,52 @@ def test_shared_prefill_sampling_matches_generate(tiny_model_dir: Path, syntheti
     forced = sample_groups(model, prompts, 2, max_new_tokens=10, eos_ids=eos, pad_id=tok.pad_token_id,
                            min_new_tokens=10, suppress_ids=[5, 6, 7])
     assert forced.shape == (6, 10) and not torch.isin(forced, torch.tensor(eos + [5, 6, 7])).any()
+
+
+def test_full_finetune_keeps_an_explicit_frozen_reference(tiny_model_dir: Path, synthetic_root: Path) -> None:
+    """Without LoRA there is no adapter to switch off: the reference is a frozen copy, and every language-model
+    weight (not the frozen vision tower) trains."""
+    from vase.data.datamodule import ChatDataset, PromptCollator
+    from vase.data.dataset import VaseDataset
+    from vase.models.loading import load_model, load_processor
+    from vase.training.grpo import GRPOModule
+
+    torch.manual_seed(0)
+    proc = load_processor(str(tiny_model_dir))
+    module = GRPOModule(load_model(str(tiny_model_dir)), LengthReward(), proc, full_finetune=True,
+                        lora={"freeze_vision": True}, num_generations=2, max_completion_length=6, beta=0.1)
+    assert module.ref_model is not None and not any(p.requires_grad for p in module.ref_model.parameters())
+    trainable = {n for n, p in module.model.named_parameters() if p.requires_grad}
+    assert trainable and not any(".visual." in f".{n}" for n in trainable)
+    assert "lm_head.weight" in trainable
+    # the checkpoint keeps trainable weights only: the frozen reference is not saved
+    assert not any(k.startswith("ref_model.") for k in module.state_dict())
+    ds = ChatDataset(VaseDataset(synthetic_root, "train"), "caption")
+    r = module.rollout(PromptCollator(proc)([ds[0]]))
+    logps = module._logps(module.model, r.inputs, r.completion_ids.shape[1])
+    assert torch.allclose(logps, r.ref_logps, atol=1e-5)  # policy == reference before any step
+    loss, _ = grpo_loss(logps, None, r.ref_logps, r.advantages, r.mask, beta=0.1, epsilon_low=0.2, epsilon_high=0.2,
+                        loss_type="grpo", max_completion_length=6)
+    loss.backward()
+    assert module.model.lm_head.weight.grad is not None
+    assert all(p.grad is None for p in module.ref_model.parameters())
+
+
+def test_grpo_logs_a_wandb_table_of_completions(train_cfg) -> None:
+    import json
+    from pathlib import Path
+
+    from vase.pipeline import finish_wandb, run_training
+
+    cfg = train_cfg(["stage=grpo", "stage.batch_size=2", "stage.grad_accum=1", "trainer.max_steps=1",
+                     "stage.module.max_completion_length=6", "stage.module.log_completions_every=1", "logger=wandb"])
+    try:
+        run_training(cfg)
+    finally:
+        finish_wandb()
+    tables = list(Path(cfg.paths.output_dir).rglob("train/completions_*.table.json"))
+    assert tables
+    t = json.loads(tables[0].read_text())
+    assert t["columns"][:5] == ["step", "id", "view", "completion", "reward"] and "fabric" in t["columns"]
+    assert len(t["data"]) == 2 * 4  # 2 prompts x G=4
+    assert all(row[2] == "Image" for row in t["data"])  # a view per row (an offline run keeps images in its log)
