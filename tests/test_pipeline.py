@@ -115,3 +115,29 @@ def test_evaluate_entry_point_on_trained_adapter(train_cfg, tmp_path: Path) -> N
     assert res["n_pairs"] == 2 and res["adapter"] == str(adapter)
     assert out.with_suffix(".md").read_text().startswith("| Model |")
     assert "| tiny-qwen2.5-vl |" in p.stdout
+
+
+def test_orbit_video_through_sft_grpo_and_evaluation(train_cfg, tmp_path: Path) -> None:
+    """data.modality=orbit: the 360-degree frames go in as one video, through SFT, a GRPO follow-up and evaluation."""
+    from omegaconf import open_dict
+
+    from vase.pipeline import run_training
+
+    cfg = train_cfg(["data.modality=orbit", "render.orbit_frames=8", "+stage@followup=grpo", "followup.epochs=1",
+                     "followup.batch_size=2", "followup.grad_accum=1", "followup.module.max_completion_length=6",
+                     "evaluate.after=true", "evaluate.max_new_tokens=6"])
+    with open_dict(cfg):
+        cfg.paths.data_dir = str(tmp_path / "data")  # its own renders: orbit frames as well as views
+        cfg.data.root = str(tmp_path / "data" / "synthetic-n8-s0")
+    out = run_training(cfg)
+    frames = sorted((tmp_path / "data" / "synthetic-n8-s0" / "images" / "orbit").glob("*/*.png"))
+    assert len(frames) == 8 * 8
+    assert set(out["histories"]) == {"sft", "grpo"} and len(out["histories"]["sft"]) == 2
+    assert list(out["results"]) == ["tiny-qwen2.5-vl (sft)", "tiny-qwen2.5-vl (grpo)"]
+    from vase.data.datamodule import PromptCollator, samples_for
+    from vase.data.dataset import VaseDataset, VideoFrames
+
+    ds = VaseDataset(Path(cfg.data.root), "val", modality="orbit")
+    assert isinstance(ds[0].images, VideoFrames) and len(ds[0].images) == 8
+    enc = PromptCollator(out["module"].processor)([samples_for(ds[0], "caption")[0]])
+    assert "pixel_values_videos" in enc and "pixel_values" not in enc

@@ -149,6 +149,7 @@ class DataSchema:
     batch_size: int = 1
     eval_batch_size: int = 8
     num_workers: int = 0
+    modality: str = "views"
     task: str = "caption"
     max_length: int = 4096
     synthetic: SyntheticSchema | None = None
@@ -167,6 +168,10 @@ class DataSchema:
             f"must be a non-empty subset of {list(VIEWS)}",
         )
         _check(self.task in ("caption", "qa", "both"), "data.task", self.task, "must be caption, qa or both")
+        _check(self.modality in ("views", "orbit"), "data.modality", self.modality, "must be views or orbit")
+        frames = int((self.render or {}).get("orbit_frames", 0) or 0)
+        _check(self.modality != "orbit" or frames > 0, "data.modality", self.modality,
+               "needs orbit frames: set render.orbit_frames (e.g. 16)")
         _check(self.batch_size >= 1, "data.batch_size", self.batch_size, "must be at least 1")
         _check(self.max_length >= 32, "data.max_length", self.max_length, "must be at least 32")
 

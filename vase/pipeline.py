@@ -80,9 +80,10 @@ def _sheet_items(dataset: Any, generations: dict[str, list[dict[str, Any]]], n: 
     items = []
     for i in range(min(n, len(dataset))):
         ex = dataset[i]
+        step = max(1, len(ex.images) // 6)  # an orbit shows six of its frames
         lines = [("reference", ex.record.caption)]
         lines += [(name, rows[i]["caption"] or "(empty)") for name, rows in generations.items()]
-        items.append({"id": ex.record.id, "images": ex.images, "lines": lines})
+        items.append({"id": ex.record.id, "images": list(ex.images)[::step][:6], "lines": lines})
     return items
 
 
@@ -263,7 +264,8 @@ def _dataset_and_model(cfg: DictConfig) -> tuple[Any, Any, Any]:
     datamodule = instantiate(cfg.data, processor=processor, _convert_="partial")
     datamodule.prepare_data()
     limit = cfg.data.get("limit_val") if cfg.split == "val" else None
-    return VaseDataset(datamodule.root, cfg.split, datamodule.views, limit=limit), model, processor
+    dataset = VaseDataset(datamodule.root, cfg.split, datamodule.views, limit=limit, modality=datamodule.modality)
+    return dataset, model, processor
 
 
 def _eval_generate(cfg: DictConfig) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from vase.annotate.vocab import DIMENSIONS
-from vase.data.dataset import VIEWS, VaseDataset, VaseExample
+from vase.data.dataset import VIEWS, VaseDataset, VaseExample, VideoFrames
 from vase.prompts import CAPTION_PROMPT
 
 IGNORE_INDEX = -100
@@ -46,13 +46,34 @@ def samples_for(example: VaseExample, task: str) -> list[ChatSample]:
     return out
 
 
-def build_messages(n_images: int, prompt: str) -> list[dict[str, Any]]:
-    """A user turn with ``n_images`` images followed by the prompt, in the processor's chat format."""
-    return [{"role": "user", "content": [{"type": "image"} for _ in range(n_images)] + [{"type": "text", "text": prompt}]}]
+def build_messages(visuals: Any, prompt: str) -> list[dict[str, Any]]:
+    """A user turn with the visuals (``VideoFrames``: one video; a list of views: one image each, or a count of
+    images) followed by the prompt, in the processor's chat format."""
+    if isinstance(visuals, VideoFrames):
+        parts = [{"type": "video"}]
+    else:
+        n = visuals if isinstance(visuals, int) else len(visuals)
+        parts = [{"type": "image"} for _ in range(n)]
+    return [{"role": "user", "content": parts + [{"type": "text", "text": prompt}]}]
 
 
-def prompt_text(processor: Any, n_images: int, prompt: str) -> str:
-    return processor.apply_chat_template(build_messages(n_images, prompt), add_generation_prompt=True, tokenize=False)
+def prompt_text(processor: Any, visuals: Any, prompt: str) -> str:
+    return processor.apply_chat_template(build_messages(visuals, prompt), add_generation_prompt=True, tokenize=False)
+
+
+VISUAL_KEYS = ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw", "second_per_grid_ts")
+
+
+def encode_prompts(processor: Any, prompts: list[str], visuals: list[Any], padding_side: str) -> Any:
+    """Tokenise chat prompts with their views (as images) or orbit frames (as one video each)."""
+    videos = [isinstance(v, VideoFrames) for v in visuals]
+    if any(videos) and not all(videos):
+        raise ValueError("a batch mixes orbit videos and multi-view images; use one data.modality per run")
+    texts = [prompt_text(processor, v, p) for v, p in zip(visuals, prompts)]
+    if videos and all(videos):
+        return processor(text=texts, videos=[list(v) for v in visuals], do_sample_frames=False, return_tensors="pt",
+                         padding=True, padding_side=padding_side)
+    return processor(text=texts, images=visuals, return_tensors="pt", padding=True, padding_side=padding_side)
 
 
 class ChatDataset(Dataset):
@@ -87,9 +108,7 @@ class SFTCollator:
         self.pad_id = tok.pad_token_id
 
     def __call__(self, batch: list[ChatSample]) -> dict[str, torch.Tensor]:
-        texts = [prompt_text(self.processor, len(s.images), s.prompt) for s in batch]
-        images = [s.images for s in batch]
-        enc = self.processor(text=texts, images=images, return_tensors="pt", padding=True, padding_side="right")
+        enc = encode_prompts(self.processor, [s.prompt for s in batch], [s.images for s in batch], "right")
         rows, labels, types = [], [], []
         for b, s in enumerate(batch):
             n = int(enc["attention_mask"][b].sum())
@@ -119,7 +138,7 @@ class SFTCollator:
             attn[b, : len(ids)] = 1
             mm_t[b, : len(mm)] = torch.tensor(mm)
         return {"input_ids": input_ids, "attention_mask": attn, "labels": label_t, "mm_token_type_ids": mm_t,
-                "pixel_values": enc["pixel_values"], "image_grid_thw": enc["image_grid_thw"]}
+                **{k: enc[k] for k in VISUAL_KEYS if k in enc}}
 
 
 class PromptCollator:
@@ -129,12 +148,9 @@ class PromptCollator:
         self.processor = processor
 
     def __call__(self, batch: list[ChatSample]) -> dict[str, Any]:
-        texts = [prompt_text(self.processor, len(s.images), s.prompt) for s in batch]
-        enc = self.processor(text=texts, images=[s.images for s in batch], return_tensors="pt", padding=True,
-                             padding_side="left")
+        enc = encode_prompts(self.processor, [s.prompt for s in batch], [s.images for s in batch], "left")
         return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
-                "mm_token_type_ids": enc["mm_token_type_ids"],
-                "pixel_values": enc["pixel_values"], "image_grid_thw": enc["image_grid_thw"],
+                "mm_token_type_ids": enc["mm_token_type_ids"], **{k: enc[k] for k in VISUAL_KEYS if k in enc},
                 "targets": [s.target for s in batch], "reference": [s.answer for s in batch],
                 "ids": [s.id for s in batch], "images": [s.images for s in batch]}
 
@@ -145,7 +161,8 @@ class VaseDataModule(pl.LightningDataModule):
     def __init__(self, root: str, views: list[str] | tuple[str, ...] = VIEWS, batch_size: int = 1,
                  eval_batch_size: int = 8, num_workers: int = 0, task: str = "caption", max_length: int = 4096,
                  synthetic: dict | None = None, render: dict | None = None, limit_train: int | None = None,
-                 limit_val: int | None = None, processor: Any = None, stage: str = "sft") -> None:
+                 limit_val: int | None = None, processor: Any = None, stage: str = "sft",
+                 modality: str = "views") -> None:
         super().__init__()
         self.root = Path(root)
         self.views = tuple(views)
@@ -160,6 +177,7 @@ class VaseDataModule(pl.LightningDataModule):
         self.limit_val = limit_val
         self.processor = processor
         self.stage = stage  # sft batches carry answers as labels; grpo batches carry prompts and targets
+        self.modality = modality  # views: six images per vase; orbit: the 360-degree frames as one video
         self.train_set: VaseDataset | None = None
         self.val_set: VaseDataset | None = None
 
@@ -185,8 +203,8 @@ class VaseDataModule(pl.LightningDataModule):
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is None:
-            self.train_set = VaseDataset(self.root, "train", self.views, self.limit_train)
-            self.val_set = VaseDataset(self.root, "val", self.views, self.limit_val)
+            self.train_set = VaseDataset(self.root, "train", self.views, self.limit_train, modality=self.modality)
+            self.val_set = VaseDataset(self.root, "val", self.views, self.limit_val, modality=self.modality)
 
     def train_dataloader(self) -> DataLoader:
         if self.processor is None:

@@ -50,6 +50,32 @@ def load_views(root: str | Path, vase_id: str, views: tuple[str, ...] | list[str
     return out
 
 
+class VideoFrames(list):
+    """The frames of a 360-degree orbit, in order: a model sees them as one video, not as separate views."""
+
+
+def orbit_dir(root: str | Path, vase_id: str) -> Path:
+    """Where the orbit frames of a vase live: ``images/orbit/<id>/NNN.png``."""
+    return Path(root) / "images" / "orbit" / vase_id
+
+
+def load_orbit(root: str | Path, vase_id: str) -> VideoFrames:
+    """The orbit frames of one vase as RGB images; a missing or empty folder is a DataError naming it."""
+    folder = orbit_dir(root, vase_id)
+    frames = sorted(folder.glob("*.png")) if folder.is_dir() else []
+    if not frames:
+        raise DataError(f"{folder}: no orbit frames for vase {vase_id!r}; render them with render.orbit_frames=N "
+                        f"(N > 0) or use data.modality=views")
+    out = VideoFrames()
+    for p in frames:
+        try:
+            with Image.open(p) as im:
+                out.append(im.convert("RGB"))
+        except (UnidentifiedImageError, OSError) as e:
+            raise DataError(f"{p}: orbit frame of vase {vase_id!r} is not a readable image ({e})") from e
+    return out
+
+
 @dataclass
 class VaseExample:
     """One training or evaluation example: a record with the views that show it."""
@@ -62,15 +88,23 @@ class VaseDataset:
     """Records of a split plus their rendered views, read lazily from ``root``."""
 
     def __init__(self, root: str | Path, split: str, views: tuple[str, ...] | list[str] = VIEWS,
-                 limit: int | None = None, check_views: bool = True) -> None:
+                 limit: int | None = None, check_views: bool = True, modality: str = "views") -> None:
+        if modality not in ("views", "orbit"):
+            raise ValueError(f"data.modality={modality!r} must be views or orbit")
         self.root = Path(root)
         self.split = split
         self.views = tuple(views)
+        self.modality = modality
         ann = self.root / "annotations" / f"{split}.json"
         self.records = load_annotations(ann)
         if limit is not None:
             self.records = self.records[:limit]
-        if check_views:  # fail at set-up, naming the first missing file, not an hour into training
+        if check_views and modality == "orbit":
+            for r in self.records:
+                if not any(orbit_dir(self.root, r.id).glob("*.png")):
+                    raise DataError(f"{orbit_dir(self.root, r.id)}: no orbit frames for vase {r.id!r} (split "
+                                    f"{split!r}); render them with render.orbit_frames=N or use data.modality=views")
+        elif check_views:  # fail at set-up, naming the first missing file, not an hour into training
             for r in self.records:
                 for v in self.views:
                     p = view_path(self.root, v, r.id)
@@ -83,4 +117,6 @@ class VaseDataset:
 
     def __getitem__(self, i: int) -> VaseExample:
         rec = self.records[i]
+        if self.modality == "orbit":
+            return VaseExample(rec, load_orbit(self.root, rec.id))
         return VaseExample(rec, load_views(self.root, rec.id, self.views))

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from vase.data.datamodule import prompt_text
+from vase.data.datamodule import encode_prompts
 from vase.data.dataset import VaseDataset
 from vase.errors import DataError
 from vase.prompts import CAPTION_PROMPT
@@ -108,8 +108,7 @@ def generate_rows(model: Any, processor: Any, items: list[GenerationItem], out_p
         for start in range(0, len(todo), batch_size):
             chunk = todo[start: start + batch_size]
             images = [it.images() for it in chunk]
-            texts = [prompt_text(processor, len(ims), it.prompt) for it, ims in zip(chunk, images)]
-            enc = processor(text=texts, images=images, return_tensors="pt", padding=True)
+            enc = encode_prompts(processor, [it.prompt for it in chunk], images, "left")
             enc = {k: v.to(device) for k, v in enc.items()}
             out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=do_sample,
                                  pad_token_id=tok.pad_token_id, **gen_kwargs)

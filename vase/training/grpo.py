@@ -22,6 +22,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from vase.data.datamodule import VISUAL_KEYS
 from vase.training.sft import LoRAStageModule
 
 
@@ -91,24 +92,32 @@ def completion_mask(completion: torch.Tensor, eos_ids: list[int]) -> torch.Tenso
 
 
 def repeat_batch(batch: dict[str, Any], g: int) -> dict[str, torch.Tensor]:
-    """Each prompt repeated ``g`` times in a row, images included (patches split per sample by their grids)."""
-    thw = batch["image_grid_thw"]
-    per_image = thw.prod(dim=1)
-    n_images_per_sample = [len(x) for x in batch["images"]]
-    patches = torch.split(batch["pixel_values"], per_image.tolist())
+    """Each prompt repeated ``g`` times in a row, with its images or video (patches split per sample by their grids)."""
+    out = {k: batch[k].repeat_interleave(g, 0) for k in ("input_ids", "attention_mask", "mm_token_type_ids")}
+    if "pixel_values" in batch:
+        per_sample = [len(x) for x in batch["images"]]  # views per prompt
+        out["pixel_values"], out["image_grid_thw"] = _repeat_visual(batch["pixel_values"], batch["image_grid_thw"],
+                                                                    per_sample, g)
+    if "pixel_values_videos" in batch:
+        per_sample = [1] * batch["input_ids"].shape[0]  # one video per prompt
+        out["pixel_values_videos"], out["video_grid_thw"] = _repeat_visual(
+            batch["pixel_values_videos"], batch["video_grid_thw"], per_sample, g)
+        if "second_per_grid_ts" in batch:
+            out["second_per_grid_ts"] = batch["second_per_grid_ts"].repeat_interleave(g, 0)
+    return out
+
+
+def _repeat_visual(pixels: torch.Tensor, thw: torch.Tensor, per_sample: list[int], g: int
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    patches = torch.split(pixels, thw.prod(dim=1).tolist())
     grids = torch.split(thw, 1)
     pv, gr, k = [], [], 0
-    for n_img in n_images_per_sample:
-        sample_patches = torch.cat(patches[k: k + n_img])
-        sample_grids = torch.cat(grids[k: k + n_img])
-        for _ in range(g):
-            pv.append(sample_patches)
-            gr.append(sample_grids)
-        k += n_img
-    return {"input_ids": batch["input_ids"].repeat_interleave(g, 0),
-            "attention_mask": batch["attention_mask"].repeat_interleave(g, 0),
-            "mm_token_type_ids": batch["mm_token_type_ids"].repeat_interleave(g, 0),
-            "pixel_values": torch.cat(pv), "image_grid_thw": torch.cat(gr)}
+    for n in per_sample:
+        sample_patches, sample_grids = torch.cat(patches[k: k + n]), torch.cat(grids[k: k + n])
+        pv += [sample_patches] * g
+        gr += [sample_grids] * g
+        k += n
+    return torch.cat(pv), torch.cat(gr)
 
 
 @dataclass
@@ -196,9 +205,10 @@ class GRPOModule(LoRAStageModule):
         rep = repeat_batch(batch, self.G)
         was_training = self.model.training
         self.model.eval()  # no dropout while sampling
-        prompts = {k: batch[k] for k in ("input_ids", "attention_mask", "mm_token_type_ids", "image_grid_thw")}
+        prompts = {k: batch[k] for k in ("input_ids", "attention_mask", "mm_token_type_ids", *VISUAL_KEYS)
+                   if k in batch and k != "pixel_values"}
         image_feats = None
-        if self._vision_frozen():
+        if "pixel_values" in batch and self._vision_frozen():
             # a frozen vision tower gives the same features to the prefill, the reference and the policy: encode
             # each prompt's images once and hand the features on instead of the pixels
             from transformers.modeling_outputs import BaseModelOutputWithPooling
@@ -209,7 +219,7 @@ class GRPOModule(LoRAStageModule):
             per_sample = [len(x) for x in batch["images"]]
             starts = [sum(per_sample[:i]) for i in range(len(per_sample))]
             image_feats = tuple(f for st, n in zip(starts, per_sample) for _ in range(self.G) for f in feats[st: st + n])
-        else:
+        elif "pixel_values" in batch:
             prompts["pixel_values"] = batch["pixel_values"]
         completion = sample_groups(self.model, prompts, self.G, max_new_tokens=self.max_completion_length,
                                    eos_ids=self.eos_ids, pad_id=self.pad_id, temperature=self.temperature,
@@ -227,12 +237,12 @@ class GRPOModule(LoRAStageModule):
         inputs = {"input_ids": torch.cat([rep["input_ids"], completion], 1),
                   "attention_mask": torch.cat([rep["attention_mask"], mask], 1),
                   "mm_token_type_ids": torch.cat([rep["mm_token_type_ids"], torch.zeros_like(completion)], 1),
-                  "image_grid_thw": rep["image_grid_thw"]}
+                  **{k: rep[k] for k in VISUAL_KEYS if k in rep and k != "pixel_values"}}
         if image_feats is not None:
             from transformers.modeling_outputs import BaseModelOutputWithPooling
 
             inputs["mm_encoder_outputs"] = {"image": BaseModelOutputWithPooling(pooler_output=image_feats)}
-        else:
+        elif "pixel_values" in rep:
             inputs["pixel_values"] = rep["pixel_values"]
         n = completion.shape[1]
         old = self._logps(self.model, inputs, n) if self.num_iterations > 1 else None
