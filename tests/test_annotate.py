@@ -123,3 +123,11 @@ def test_from_json_names_file_and_id() -> None:
             },
             "ann.json",
         )
+
+
+def test_record_without_caption_gets_the_museum_caption() -> None:
+    obj = {"id": "v_1", "fabric": "Corinthian", "technique": "black-figure", "shape": "alabastron",
+           "dating": "c. 600–575 BCE", "decoration": "an animal frieze", "attribution": "unattributed"}
+    rec = VaseRecord.from_json(obj, "ann.json")
+    assert rec.dating == (-600, -575)
+    assert rec.caption == "Corinthian black-figure alabastron, c. 600–575 BCE, depicting an animal frieze."

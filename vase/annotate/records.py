@@ -61,18 +61,12 @@ class VaseRecord:
         for k in ("id", "fabric", "technique", "shape", "decoration", "attribution"):
             if not isinstance(obj[k], str):
                 raise DataError(f"{source}: vase {vid!r} key {k!r} must be a string, got {obj[k]!r}")
-        return cls(
-            id=obj["id"],
-            fabric=obj["fabric"],
-            technique=obj["technique"],
-            shape=obj["shape"],
-            dating=(int(dating[0]), int(dating[1])),
-            decoration=obj["decoration"],
-            attribution=obj["attribution"],
-            model=str(obj.get("model", "")),
-            caption=str(obj.get("caption") or make_caption_from_fields(obj, dating)),
-            qa=list(obj.get("qa") or []),
-        )
+        rec = cls(id=obj["id"], fabric=obj["fabric"], technique=obj["technique"], shape=obj["shape"],
+                  dating=(int(dating[0]), int(dating[1])), decoration=obj["decoration"],
+                  attribution=obj["attribution"], model=str(obj.get("model", "")), qa=list(obj.get("qa") or []))
+        # a record without a caption gets the museum-style one its six dimensions make
+        rec.caption = str(obj.get("caption") or make_caption(rec))
+        return rec
 
 
 def raw_metadata(rec: VaseRecord) -> str:
@@ -132,19 +126,6 @@ def make_caption(rec: VaseRecord) -> str:
     if rec.attribution.lower() != "unattributed":
         text += f"; attributed to {rec.attribution}"
     return text + "."
-
-
-def make_caption_from_fields(obj: dict[str, Any], dating: Any) -> str:
-    rec = VaseRecord(
-        id=str(obj["id"]),
-        fabric=obj["fabric"],
-        technique=obj["technique"],
-        shape=obj["shape"],
-        dating=(int(dating[0]), int(dating[1])),
-        decoration=obj["decoration"],
-        attribution=obj["attribution"],
-    )
-    return make_caption(rec)
 
 
 def make_qa(rec: VaseRecord) -> list[dict[str, str]]:

@@ -42,12 +42,17 @@ def load_views(root: str | Path, vase_id: str, views: tuple[str, ...] | list[str
         if not p.is_file():
             raise DataError(f"{p}: view {view!r} of vase {vase_id!r} is missing; run the render step "
                             f"(python train.py ... render.enabled=true) or check data.root")
-        try:
-            with Image.open(p) as im:
-                out.append(im.convert("RGB"))
-        except (UnidentifiedImageError, OSError) as e:
-            raise DataError(f"{p}: view {view!r} of vase {vase_id!r} is not a readable image ({e})") from e
+        out.append(read_rgb(p, f"view {view!r} of vase {vase_id!r}"))
     return out
+
+
+def read_rgb(path: Path, what: str) -> Image.Image:
+    """An image file as RGB; an unreadable one is a DataError naming the file and ``what`` it should have shown."""
+    try:
+        with Image.open(path) as im:
+            return im.convert("RGB")
+    except (UnidentifiedImageError, OSError) as e:
+        raise DataError(f"{path}: {what} is not a readable image ({e})") from e
 
 
 class VideoFrames(list):
@@ -66,14 +71,7 @@ def load_orbit(root: str | Path, vase_id: str) -> VideoFrames:
     if not frames:
         raise DataError(f"{folder}: no orbit frames for vase {vase_id!r}; render them with render.orbit_frames=N "
                         f"(N > 0) or use data.modality=views")
-    out = VideoFrames()
-    for p in frames:
-        try:
-            with Image.open(p) as im:
-                out.append(im.convert("RGB"))
-        except (UnidentifiedImageError, OSError) as e:
-            raise DataError(f"{p}: orbit frame of vase {vase_id!r} is not a readable image ({e})") from e
-    return out
+    return VideoFrames(read_rgb(p, f"orbit frame of vase {vase_id!r}") for p in frames)
 
 
 @dataclass
