@@ -197,7 +197,8 @@ def test_leaderboard_from_files_and_wandb_runs(tmp_path: Path, session_dirs: dic
     assert rows["mine"]["clip_score"] == 0.8 and rows["tiny (sft)"]["r_at_1"] == 0.2
     paths = write_leaderboard(rows, tmp_path / "lb")
     md = paths["md"].read_text()
-    assert "| VaseVLM-7B-RL (paper) | 0.328 | 0.792 | 21.24 % | 11.12 % | 3.52 % | 0.276 |" in md
+    # overall = 0.25 * 0.792 * 2 + 0.20 * 0.2124 + 0.15 * 0.276 + 0.10 * 0.1112 + 0.05 * 0.0352 = 0.4928
+    assert "| VaseVLM-7B-RL (paper) | 0.328 | 0.792 | 21.24 % | 11.12 % | 3.52 % | 0.276 | 0.493 |" in md
     assert "| tiny (sft) |" in md
     from PIL import Image
 
