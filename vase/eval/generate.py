@@ -69,11 +69,16 @@ class GenerationItem:
 
 def caption_items(dataset: VaseDataset, prompt: str = CAPTION_PROMPT) -> list[GenerationItem]:
     """A caption prompt per vase; views are read only when the item is generated."""
-    return [GenerationItem(rec.id, partial(_views, dataset, i), prompt, rec.caption)
+    return [GenerationItem(rec.id, visuals_of(dataset, i), prompt, rec.caption)
             for i, rec in enumerate(dataset.records)]
 
 
-def _views(dataset: VaseDataset, i: int) -> list[Any]:
+def visuals_of(dataset: VaseDataset, i: int) -> Callable[[], list[Any]]:
+    """A picklable loader of vase ``i``'s views (or orbit frames), read only when called."""
+    return partial(_visuals, dataset, i)
+
+
+def _visuals(dataset: VaseDataset, i: int) -> list[Any]:
     return dataset[i].images
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -73,12 +72,3 @@ def write_results(path: str | Path, name: str, scores: dict[str, Any], extra: di
     atomic_write_json(path, {**scores, **(extra or {})})
     atomic_write_text(path.with_suffix(".md"), markdown_table({name: scores}))
     return path
-
-
-def score_rows(scorer: CaptionScorer, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Score generated rows ``{"caption", "reference"}``."""
-    return scorer.score([r["caption"] for r in rows], [r["reference"] for r in rows])
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, indent=2, sort_keys=True)

@@ -11,7 +11,7 @@ import numpy as np
 
 from vase.annotate.records import VaseRecord
 from vase.annotate.vocab import DIMENSIONS, QUESTIONS, canonical, format_dating, terms
-from vase.eval.generate import GenerationItem, _views
+from vase.eval.generate import GenerationItem, visuals_of
 from vase.rewards.reward import sequence_ratio
 
 LETTERS = "ABCDEFGH"
@@ -66,7 +66,7 @@ def vqa_items(dataset: Any, protocol: str = "both", num_choices: int = 4) -> lis
         raise ValueError(f"vqa.protocol={protocol!r} must be open, mc or both")
     items = []
     for i, rec in enumerate(dataset.records):
-        views = _views_getter(dataset, i)
+        views = visuals_of(dataset, i)
         for dim in DIMENSIONS:
             if protocol in ("open", "both"):
                 items.append(GenerationItem(f"{rec.id}#open#{dim}", views, QUESTIONS[dim], rec.dimension_text(dim),
@@ -77,12 +77,6 @@ def vqa_items(dataset: Any, protocol: str = "both", num_choices: int = 4) -> lis
                                             LETTERS[answer], {"dimension": dim, "protocol": "mc", "options": options,
                                                               "answer_index": answer}))
     return items
-
-
-def _views_getter(dataset: Any, i: int):
-    from functools import partial
-
-    return partial(_views, dataset, i)
 
 
 def score_vqa(rows: list[dict[str, Any]], reward: Any, tau: float) -> dict[str, Any]:

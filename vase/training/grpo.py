@@ -163,7 +163,6 @@ class GRPOModule(LoRAStageModule):
         self.scale_rewards = scale_rewards
         self.grad_accum = int(grad_accum)
         self.max_grad_norm = max_grad_norm
-        self.full_finetune = full_finetune
         self.log_completions_every = log_completions_every
         self.min_completion_length = int(min_completion_length)  # > 0 forces lengths, e.g. in benchmarks
         tok = processor.tokenizer
