@@ -9,7 +9,7 @@ STAMP := $(VENV)/.vase-installed
 SYSDEPS := libegl1 libegl-mesa0 libgl1-mesa-dri
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup sysdeps demo test test-slow lint format clean
+.PHONY: setup sysdeps demo test test-slow lint format clean clean-runs
 
 setup: sysdeps $(STAMP)
 
@@ -41,5 +41,11 @@ lint: setup
 format: setup
 	$(BIN)/ruff format vase tests benchmarks train.py evaluate.py
 
+# Removes only what vase generated and can regenerate: caches (tiny models, synthetic vases, renders, embeddings).
+# Never data/ (where users keep datasets such as data/VaseVQA-3D) and never trained runs (see clean-runs).
 clean:
-	rm -rf .cache data logs multirun outputs .pytest_cache
+	rm -rf .cache .pytest_cache .ruff_cache
+
+# Deletes every trained run, adapter and checkpoint under logs/, multirun/ and outputs/: only when asked by name.
+clean-runs:
+	rm -rf logs multirun outputs

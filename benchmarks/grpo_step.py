@@ -44,9 +44,9 @@ def _setup(cache: Path) -> tuple[str, list]:
 
 
 def _reward():
-    from vase.rewards import VaseReward
+    from vase.rewards import reward_from_config
 
-    return VaseReward(similarity={"decoration": "sequence"})
+    return reward_from_config(similarity={"decoration": "sequence"})
 
 
 def _peak_memory(device: str) -> float:

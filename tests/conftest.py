@@ -73,9 +73,10 @@ def train_cfg(tmp_path: Path, session_dirs: dict[str, Path]):
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(session_dirs: dict[str, Path]) -> Path:
-    from vase.models.tiny import build_tiny
+    from vase.models.tiny import build_tiny, spec_fingerprint
 
-    return build_tiny(session_dirs["cache"] / "models" / "tiny-qwen2_5_vl")
+    # the folder model=tiny resolves to, so configs and fixtures share one build
+    return build_tiny(session_dirs["cache"] / "models" / f"tiny-qwen2_5_vl-{spec_fingerprint()}")
 
 
 @pytest.fixture(scope="session")
@@ -90,7 +91,7 @@ def synthetic_root(session_dirs: dict[str, Path]) -> Path:
     """8 synthetic vases, rendered at 64 pixels (the same root the tiny train config uses)."""
     from vase.data.datamodule import VaseDataModule
 
-    root = session_dirs["data"] / "synthetic-n8-s0"
+    root = session_dirs["cache"] / "data" / "synthetic-n8-s0"
     dm = VaseDataModule(
         str(root),
         synthetic={"num_vases": 8, "seed": 0, "val_fraction": 0.25},

@@ -76,7 +76,7 @@ def test_score_task_on_paper_format_and_jsonl(tmp_path: Path, session_dirs: dict
     expected_lex = paper_method.lexical(GENS[1:], CAPS[1:])
     assert res["lexical_similarity"] == pytest.approx(expected_lex, abs=1e-6)
     assert out.with_suffix(".md").read_text().startswith("| Model |")
-    assert "matched 5, unmatched generated 1, unmatched ground truth 1" in p.stdout
+    assert "matched 5 pairs; unmatched: 1 generated" in p.stdout and "1 ground truth" in p.stdout
 
 
 def test_a_model_that_fails_to_load_raises_naming_it(tmp_path: Path) -> None:
@@ -150,7 +150,7 @@ def test_parse_choice(answer: str, expected) -> None:
 
 def test_score_vqa_by_hand() -> None:
     from vase.eval.vqa import score_vqa
-    from vase.rewards import VaseReward
+    from vase.rewards import reward_from_config
 
     rows = [
         {"protocol": "open", "dimension": "fabric", "caption": "Attic.", "reference": "Athenian."},
@@ -159,7 +159,7 @@ def test_score_vqa_by_hand() -> None:
         {"protocol": "mc", "dimension": "shape", "caption": "A", "options": ["kylix", "amphora"], "answer_index": 0},
         {"protocol": "mc", "dimension": "shape", "caption": "B", "options": ["kylix", "amphora"], "answer_index": 0},
     ]
-    s = score_vqa(rows, VaseReward(), tau=0.7)
+    s = score_vqa(rows, reward_from_config(), tau=0.7)
     assert s["open"]["accuracy"] == {"fabric": 0.5, "dating": 1.0}
     assert s["open"]["mean"] == pytest.approx(0.75)
     assert s["mc"]["accuracy"] == {"shape": 0.5} and s["mc"]["n"] == 2

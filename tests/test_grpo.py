@@ -293,3 +293,104 @@ def test_grpo_logs_a_wandb_table_of_completions(train_cfg) -> None:
     assert t["columns"][:5] == ["step", "id", "view", "completion", "reward"] and "fabric" in t["columns"]
     assert len(t["data"]) == 2 * 4  # 2 prompts x G=4
     assert all(row[2] == "Image" for row in t["data"])  # a view per row (an offline run keeps images in its log)
+
+
+def _batch_scaling_worker(rank: int, world: int, port: int, rewards: list[list[float]], out: str) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        adv = group_advantages(torch.tensor(rewards[rank]), 2, "batch")
+        torch.save(adv, f"{out}.{rank}")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_batch_scaling_uses_every_ranks_rewards(tmp_path: Path) -> None:
+    """scale_rewards=batch over 2 gloo processes equals one process holding both halves of the batch."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    rewards = [[0.1, 0.5, 0.9, 0.2], [0.0, 3.0, 1.0, 1.5]]  # the second rank's spread is much larger
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    mp.start_processes(_batch_scaling_worker, args=(2, port, rewards, str(tmp_path / "adv")), nprocs=2,
+                       start_method="spawn")
+    got = torch.cat([torch.load(tmp_path / f"adv.{r}") for r in range(2)])
+    want = group_advantages(torch.tensor(rewards[0] + rewards[1]), 2, "batch")
+    assert torch.allclose(got, want, atol=1e-6)
+    local = group_advantages(torch.tensor(rewards[0]), 2, "batch")
+    assert not torch.allclose(got[:4], local, atol=1e-3)  # a rank's own std alone gives other advantages
+
+
+def _trl_loss(loss_type: str, logps: torch.Tensor, old: torch.Tensor | None, ref: torch.Tensor, adv: torch.Tensor,
+              mask: torch.Tensor, beta: float, el: float, eh: float, max_len: int, num_items: float) -> torch.Tensor:
+    """TRL 1.16 GRPOTrainer._compute_loss itself, on given per-token log-probabilities (its model call replaced)."""
+    from collections import defaultdict
+    from types import SimpleNamespace
+
+    from trl import GRPOTrainer
+
+    n, t = mask.shape
+    accelerator = SimpleNamespace(num_processes=1, sync_gradients=True, gather=lambda x: x,
+                                  gather_for_metrics=lambda x: x, reduce=lambda x, reduction="sum": x)
+    fake = SimpleNamespace(
+        top_entropy_quantile=1.0, off_policy_mask_threshold=None, importance_sampling_level="token", beta=beta,
+        args=SimpleNamespace(use_bias_correction_kl=False, delta=None, steps_per_generation=1), loss_type=loss_type,
+        epsilon_low=el, epsilon_high=eh, use_vllm=False, model=SimpleNamespace(training=True),
+        current_gradient_accumulation_steps=1, accelerator=accelerator, max_completion_length=max_len,
+        _entropy_bonus_enabled=False, aux_loss_enabled=False, _metrics=defaultdict(lambda: defaultdict(list)),
+        _get_per_token_logps_and_entropies=lambda *a, **k: (logps, torch.zeros_like(logps), None),
+    )
+    inputs = {"prompt_ids": torch.zeros(n, 1, dtype=torch.long), "prompt_mask": torch.ones(n, 1, dtype=torch.long),
+              "completion_ids": torch.zeros(n, t, dtype=torch.long), "completion_mask": mask,
+              "advantages": adv, "ref_per_token_logps": ref, "num_items_in_batch": torch.tensor(float(num_items))}
+    if old is not None:
+        inputs["old_per_token_logps"] = old
+    return GRPOTrainer._compute_loss(fake, None, inputs)
+
+
+@pytest.mark.parametrize("loss_type", LOSS_TYPES)
+def test_loss_equals_trls_on_the_same_inputs(loss_type: str) -> None:
+    """Our loss and its gradient against TRL's own loss code, on the same log-probs, advantages and masks."""
+    pytest.importorskip("trl")
+    g = torch.Generator().manual_seed(1)
+    n, t = 6, 7
+    mask = (torch.arange(t).unsqueeze(0) < torch.tensor([7, 3, 5, 1, 6, 4]).unsqueeze(1)).long()
+    adv = group_advantages(torch.rand(n, generator=g), 3, "group")
+    base = torch.rand(n, t, generator=g) * -3
+    old = base + 0.4 * (torch.rand(n, t, generator=g) - 0.5)  # ratios on both sides of the clip range
+    ref = base + 0.3 * (torch.rand(n, t, generator=g) - 0.5)
+    for beta, old_in in ((0.0, None), (0.04, None), (0.04, old)):
+        ours_lp = base.clone().requires_grad_(True)
+        trl_lp = base.clone().requires_grad_(True)
+        ours, _ = grpo_loss(ours_lp, old_in, ref, adv, mask, beta=beta, epsilon_low=0.2, epsilon_high=0.28,
+                            loss_type=loss_type, max_completion_length=t + 1, num_items=int(mask.sum()))
+        theirs = _trl_loss(loss_type, trl_lp, old_in, ref, adv, mask, beta, 0.2, 0.28, t + 1, int(mask.sum()))
+        assert float(ours) == pytest.approx(float(theirs), rel=1e-6, abs=1e-7), (loss_type, beta, old_in is None)
+        ours.backward()
+        theirs.backward()
+        assert torch.allclose(ours_lp.grad, trl_lp.grad, atol=1e-7), (loss_type, beta)
+
+
+def test_real_grpo_steps_move_lora_and_leave_every_base_weight_bit_identical(train_cfg, tiny_model_dir: Path) -> None:
+    from vase.models.loading import load_model
+    from vase.pipeline import run_training
+
+    before = {k: v.detach().clone() for k, v in load_model(str(tiny_model_dir)).named_parameters()}
+    cfg = train_cfg(["stage=grpo", "stage.batch_size=2", "stage.grad_accum=1", "trainer.max_steps=2",
+                     "stage.module.max_completion_length=8", "stage.module.optimizer.lr=1e-2",
+                     "stage.module.warmup_ratio=0.0"])
+    out = run_training(cfg)
+    assert len(out["history"]) == 2
+    moved, base_seen = 0, 0
+    for name, p in out["module"].model.named_parameters():
+        if "lora_B" in name:
+            moved += int(p.detach().abs().sum() > 0)  # B starts at zero: any non-zero entry is a real update
+        elif "lora_" not in name:
+            key = name.replace("base_model.model.", "").replace(".base_layer", "")
+            assert torch.equal(p.detach(), before[key]), f"{key} changed"
+            base_seen += 1
+    assert moved > 0 and base_seen == len(before)  # every base weight was compared

@@ -55,10 +55,10 @@ def test_cache_skips_unchanged_and_rerenders_changed(synthetic_root: Path, tmp_p
     recs = load_annotations(root / "annotations" / "val.json")
     pairs = [(r.id, r.model) for r in recs]
     s = RenderSettings(resolution=64)
-    assert render_dataset(root, pairs, s, progress=False) == {"rendered": 0, "cached": len(pairs)}
+    assert render_dataset(root, pairs, s, progress=False) == {"rendered": 0, "cached": len(pairs), "failed": []}
     glb = root / recs[0].model
     glb.write_bytes(glb.read_bytes() + b"\0\0\0\0")  # content changed: hash differs
-    assert render_dataset(root, pairs, s, progress=False) == {"rendered": 1, "cached": len(pairs) - 1}
+    assert render_dataset(root, pairs, s, progress=False) == {"rendered": 1, "cached": len(pairs) - 1, "failed": []}
     assert render_dataset(root, pairs, RenderSettings(resolution=48), progress=False)["rendered"] == len(pairs)
 
 

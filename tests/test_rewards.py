@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from vase.rewards import VaseReward, extract_fields
+from vase.rewards import VaseReward, extract_fields, reward_from_config
 
 TARGET = {"fabric": "Athenian", "technique": "red-figure", "shape": "kylix", "dating": [-525, -475],
           "decoration": "a symposium scene", "attribution": "the Berlin Painter"}
@@ -18,7 +18,7 @@ def only(dim: str, **kw) -> VaseReward:
     """A reward that weighs one dimension only, without penalties or bonus."""
     weights = {d: 0.0 for d in TARGET}
     weights[dim] = 1.0
-    return VaseReward(weights=weights, **{**NO_EXTRAS, **kw})
+    return reward_from_config(weights=weights, **{**NO_EXTRAS, **kw})
 
 
 def test_structured_and_prose_forms_extract_the_same_fields() -> None:
@@ -28,13 +28,20 @@ def test_structured_and_prose_forms_extract_the_same_fields() -> None:
     assert s["fabric"] == "Attic" and p["fabric"] == "Attic"
     assert s["dating"] == "-525 to -475" and p["dating"] == "c. 525–475 BCE"
     assert s["decoration"] == p["decoration"] == "a symposium scene"
-    r = VaseReward(similarity={"decoration": "sequence"}, **NO_EXTRAS)
-    a, b = r([s_text := "Fabric: Attic; Technique: red figure; Shape: Kylix; Date: -525 to -475; "
-              "Decoration: a symposium scene; Attribution: Berlin Painter",
-              "Attic red-figure kylix, c. 525–475 BCE, depicting a symposium scene; attributed to the Berlin Painter."],
-             targets=[TARGET, TARGET])
-    assert s_text
+    r = reward_from_config(similarity={"decoration": "sequence"}, **NO_EXTRAS)
+    out = r.compute(["Fabric: Attic; Technique: red figure; Shape: Kylix; Date: -525 to -475; "
+                     "Decoration: a symposium scene; Attribution: Berlin Painter",
+                     "Attic red-figure kylix, c. 525–475 BCE, depicting a symposium scene; attributed to the Berlin "
+                     "Painter.", "Corinthian black-figure amphora, c. 600 BCE."],
+                    targets=[TARGET, TARGET, TARGET])
+    a, b, c = out.total
     assert a == pytest.approx(1.0) and b == pytest.approx(1.0)
+    # "Berlin Painter" and "the Berlin Painter" are one vocabulary term; a painter outside it falls back to difflib
+    assert out.components["attribution_sim"][0] == 1.0
+    assert r.dimension_similarity("attribution", "Painter of Q", "the Painter of X") == pytest.approx(
+        difflib.SequenceMatcher(None, "painter of q", "the painter of x").ratio())
+    # the third names another fabric, technique and shape, a date outside the range and no decoration: all fail
+    assert c == 0.0 and out.components["fabric_pass"][2] == 0.0 and out.components["dating_sim"][2] == 0.0
 
 
 @pytest.mark.parametrize("written, expected_range", [
@@ -58,7 +65,7 @@ def test_each_dating_form(written: str, expected_range: tuple[int, int]) -> None
 
 
 def test_threshold_and_weights_by_hand() -> None:
-    r = VaseReward(tau=0.7, similarity={"decoration": "sequence"}, **NO_EXTRAS)
+    r = reward_from_config(tau=0.7, similarity={"decoration": "sequence"}, **NO_EXTRAS)
     text = "Corinthian red-figure kylix, c. 500–450 BCE, depicting a symposium; attributed to the Berlin Painter."
     out = r.compute([text], targets=[TARGET])
     # fabric wrong (0), technique 0.20, shape 0.15, dating IoU [-500,-450] vs [-525,-475] = 25/75 < tau -> 0,
@@ -71,13 +78,13 @@ def test_threshold_and_weights_by_hand() -> None:
 
 
 def test_missing_dimensions_score_zero_and_short_text_is_penalised() -> None:
-    r = VaseReward(penalty={"length": 0.1, "repetition": 0.0, "irrelevance": 0.1}, bonus={"sequence": 0.0})
+    r = reward_from_config(penalty={"length": 0.1, "repetition": 0.0, "irrelevance": 0.1}, bonus={"sequence": 0.0})
     # two words: fabric and technique only; length 2 < 5 words -> 0.1 penalty
     assert r(["Athenian red-figure"], targets=[TARGET])[0] == pytest.approx(0.20 + 0.20 - 0.1)
 
 
 def test_empty_and_non_english_completions() -> None:
-    r = VaseReward(penalty={"length": 0.1, "repetition": 0.2, "irrelevance": 0.1}, bonus={"sequence": 0.0})
+    r = reward_from_config(penalty={"length": 0.1, "repetition": 0.2, "irrelevance": 0.1}, bonus={"sequence": 0.0})
     empty, german, greek = r(["", "Eine schöne rotfigurige Schale aus Griechenland",
                                "Ένα αγγείο με μελανόμορφη διακόσμηση από την Αθήνα"], targets=[TARGET] * 3)
     assert empty == pytest.approx(-0.2)      # too short (0 words) and mentions nothing
@@ -86,7 +93,7 @@ def test_empty_and_non_english_completions() -> None:
 
 
 def test_very_long_repetitive_completion() -> None:
-    r = VaseReward(penalty={"min_words": 5, "max_words": 80, "length": 0.1, "repetition": 0.2, "irrelevance": 0.1},
+    r = reward_from_config(penalty={"min_words": 5, "max_words": 80, "length": 0.1, "repetition": 0.2, "irrelevance": 0.1},
                    bonus={"sequence": 0.0})
     text = " ".join(["Athenian"] * 200)
     # fabric matches (0.20); 200 words > 80 (-0.1); 198 trigrams, 197 repeats (-0.2 * 197/198); fields found: no irrelevance
@@ -96,7 +103,7 @@ def test_very_long_repetitive_completion() -> None:
 def test_bonus_is_difflib_ratio_against_the_caption() -> None:
     ref = "Athenian red-figure kylix, c. 525–475 BCE, depicting a symposium scene; attributed to the Berlin Painter."
     gen = "Athenian black-figure amphora."
-    r = VaseReward(weights={d: 0.0 for d in TARGET}, penalty={"length": 0.0, "repetition": 0.0, "irrelevance": 0.0},
+    r = reward_from_config(weights={d: 0.0 for d in TARGET}, penalty={"length": 0.0, "repetition": 0.0, "irrelevance": 0.0},
                    bonus={"sequence": 0.5})
     expected = 0.5 * difflib.SequenceMatcher(None, gen.lower(), ref.lower()).ratio()
     assert r([gen], targets=[TARGET], reference=[ref])[0] == pytest.approx(expected)
@@ -104,7 +111,7 @@ def test_bonus_is_difflib_ratio_against_the_caption() -> None:
 
 def test_targets_can_come_from_reference_captions() -> None:
     ref = "Athenian red-figure kylix, c. 525–475 BCE, depicting a symposium scene; attributed to the Berlin Painter."
-    r = VaseReward(similarity={"decoration": "sequence"}, **NO_EXTRAS)
+    r = reward_from_config(similarity={"decoration": "sequence"}, **NO_EXTRAS)
     assert r([ref], reference=[ref])[0] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="targets"):
         r(["x"])
@@ -128,7 +135,7 @@ def test_embedding_similarity_uses_minilm() -> None:
 
 
 def test_reward_is_picklable_and_gives_the_same_values() -> None:
-    r = VaseReward()
+    r = reward_from_config()
     texts = ["Attic red-figure cup, c. 500 BCE, showing a symposium", "nothing"]
     before = r(texts, targets=[TARGET, TARGET])
     clone = pickle.loads(pickle.dumps(r))
@@ -137,7 +144,26 @@ def test_reward_is_picklable_and_gives_the_same_values() -> None:
 
 
 def test_trl_style_conversational_completions() -> None:
-    r = VaseReward(similarity={"decoration": "sequence"}, **NO_EXTRAS)
+    r = reward_from_config(similarity={"decoration": "sequence"}, **NO_EXTRAS)
     msg = [[{"role": "assistant", "content": "Athenian red-figure kylix, c. 525–475 BCE, depicting a symposium scene; "
                                              "attributed to the Berlin Painter."}]]
     assert r(msg, targets=[TARGET])[0] == pytest.approx(1.0)
+
+
+def test_the_yaml_is_the_one_source_of_the_rewards_values(tmp_path, session_dirs) -> None:
+    from tests.conftest import compose_cfg
+    from vase.config import validate
+    from vase.errors import ConfigError
+
+    r = reward_from_config()
+    assert r.weights == {"fabric": 0.2, "technique": 0.2, "shape": 0.15, "dating": 0.15, "decoration": 0.2,
+                         "attribution": 0.1}  # the paper's, as conf/reward/vase6d.yaml states them
+    # a dimension left out of the weights is a config error naming it, not a silent 0.0
+    cfg = compose_cfg("train", ["~reward.weights.shape"], tmp_path, session_dirs)
+    with pytest.raises(ConfigError, match=r"reward\.weights\.shape"):
+        validate(cfg)
+    with pytest.raises(ValueError, match=r"reward\.weights is missing \['shape'\]"):
+        VaseReward(tau=0.7, weights={d: 0.2 for d in TARGET if d != "shape"}, similarity=r.similarity,
+                   penalty=r.penalty, bonus=r.bonus)
+    with pytest.raises(ValueError, match=r"reward\.similarity is missing"):
+        VaseReward(tau=0.7, weights=r.weights, similarity={"fabric": "vocabulary"}, penalty=r.penalty, bonus=r.bonus)

@@ -61,7 +61,7 @@ def test_two_step_sft_moves_lora_only(train_cfg, tiny_model_dir: Path) -> None:
     from vase.pipeline import run_training
 
     cfg = train_cfg(["stage.module.optimizer.lr=1e-2", "stage.module.warmup_ratio=0.0"])
-    assert Path(cfg.paths.cache_dir) / "models" / "tiny-qwen2_5_vl" == tiny_model_dir
+    assert Path(cfg.model.name_or_path) == tiny_model_dir  # model=tiny resolves to the spec-keyed cache folder
     base = load_model(str(tiny_model_dir))
     before = {k: v.clone() for k, v in base.state_dict().items()}
     out = run_training(cfg)
@@ -88,9 +88,7 @@ def test_two_step_sft_moves_lora_only(train_cfg, tiny_model_dir: Path) -> None:
     # the saved adapter reloads onto the base model and reproduces the trained weights
     from peft import PeftModel
 
-    reloaded = PeftModel.from_pretrained(
-        load_model(str(Path(cfg.paths.cache_dir) / "models" / "tiny-qwen2_5_vl")), adapter
-    )
+    reloaded = PeftModel.from_pretrained(load_model(str(tiny_model_dir)), adapter)
     a = dict(module.model.named_parameters())
     for n, p in reloaded.named_parameters():
         if "lora_B" in n:
@@ -107,5 +105,6 @@ def test_resume_from_checkpoint_continues(train_cfg) -> None:
     ckpt = Path(first.paths.output_dir) / "checkpoints" / "last.ckpt"
     second = train_cfg([f"ckpt_path={ckpt}", "trainer.max_steps=-1", "stage.epochs=2"])
     out2 = run_training(second)
-    # the first epoch came from the checkpoint; only the second ran, continuing the step count
-    assert [h["step"] for h in out2["history"]] == [3.0, 4.0, 5.0]
+    # the first epoch came from the checkpoint (its history too); only the second ran, continuing the step count
+    assert [h["step"] for h in out2["history"]] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert out2["history"][:3] == out["history"]

@@ -13,13 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.errors import ConfigError
 
 STAGES = ("sft", "grpo")
+DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16",
+          "fp16": "float16", "auto": "auto"}
+"""``model.dtype`` spellings and the torch dtype each names: the one table the schema and the loader share."""
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo")
 SCALE_REWARDS = ("group", "batch", "none")
 SIMILARITIES = ("embedding", "sequence", "vocabulary", "year_iou")
@@ -101,33 +105,60 @@ class GRPOSchema:
 
 @dataclass
 class RewardWeights:
-    fabric: float = 0.20
-    technique: float = 0.20
-    shape: float = 0.15
-    dating: float = 0.15
-    decoration: float = 0.20
-    attribution: float = 0.10
+    """No defaults: the weights live in conf/reward/*.yaml alone, and a missing dimension is an error."""
+
+    fabric: float = MISSING
+    technique: float = MISSING
+    shape: float = MISSING
+    dating: float = MISSING
+    decoration: float = MISSING
+    attribution: float = MISSING
+
+
+@dataclass
+class RewardSimilarity:
+    fabric: str = MISSING
+    technique: str = MISSING
+    shape: str = MISSING
+    dating: str = MISSING
+    decoration: str = MISSING
+    attribution: str = MISSING
+
+
+@dataclass
+class RewardPenalty:
+    min_words: int = MISSING
+    max_words: int = MISSING
+    length: float = MISSING
+    repetition: float = MISSING
+    irrelevance: float = MISSING
+
+
+@dataclass
+class RewardBonus:
+    sequence: float = MISSING
 
 
 @dataclass
 class RewardSchema:
     _target_: str = "vase.rewards.VaseReward"
-    tau: float = 0.7
+    tau: float = MISSING
     weights: RewardWeights = field(default_factory=RewardWeights)
-    similarity: dict = field(default_factory=dict)
-    embedding_model: str = "packaged:all-MiniLM-L6-v2"
+    similarity: RewardSimilarity = field(default_factory=RewardSimilarity)
+    embedding_model: str = MISSING
     embedding_device: str = "cpu"
-    penalty: dict = field(default_factory=dict)
-    bonus: dict = field(default_factory=dict)
+    penalty: RewardPenalty = field(default_factory=RewardPenalty)
+    bonus: RewardBonus = field(default_factory=RewardBonus)
 
     def __post_init__(self) -> None:
         _check(0.0 <= self.tau <= 1.0, "reward.tau", self.tau, "must lie in [0, 1]")
         for dim in DIMENSIONS:
             w = getattr(self.weights, dim)
             _check(w >= 0, f"reward.weights.{dim}", w, "must be non-negative")
-        for dim, sim in (self.similarity or {}).items():
-            _check(dim in DIMENSIONS, f"reward.similarity.{dim}", sim, f"names no dimension; use {list(DIMENSIONS)}")
+            sim = getattr(self.similarity, dim)
             _check(sim in SIMILARITIES, f"reward.similarity.{dim}", sim, f"must be one of {list(SIMILARITIES)}")
+        _check(0 <= self.penalty.min_words <= self.penalty.max_words, "reward.penalty.min_words",
+               self.penalty.min_words, f"must lie in [0, reward.penalty.max_words={self.penalty.max_words}]")
 
 
 @dataclass
@@ -158,7 +189,7 @@ class DataSchema:
     limit_val: int | None = None
 
     def __post_init__(self) -> None:
-        from vase.data.dataset import VIEWS
+        from vase.layout import VIEWS
 
         bad = [v for v in self.views if v not in VIEWS]
         _check(
@@ -182,8 +213,12 @@ class RenderSchema:
     resolution: int = 224
     fov_deg: float = 35.0
     orbit_frames: int = 0
+    cache_dir: str | None = None
+    write_to_root: bool = False
+    on_error: str = "raise"
 
     def __post_init__(self) -> None:
+        _check(self.on_error in ("raise", "skip"), "render.on_error", self.on_error, "must be 'raise' or 'skip'")
         _check(16 <= self.resolution <= 4096, "render.resolution", self.resolution, "must lie in [16, 4096]")
         _check(5 <= self.fov_deg <= 120, "render.fov_deg", self.fov_deg, "must lie in [5, 120] degrees")
         _check(self.orbit_frames >= 0, "render.orbit_frames", self.orbit_frames, "must be non-negative")
@@ -200,8 +235,7 @@ class ModelSchema:
     processor: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        ok = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16", "auto")
-        _check(str(self.dtype).lower() in ok, "model.dtype", self.dtype, f"must be one of {list(ok)}")
+        _check(str(self.dtype).lower() in DTYPES, "model.dtype", self.dtype, f"must be one of {list(DTYPES)}")
 
 
 @dataclass
@@ -226,6 +260,16 @@ SECTIONS: dict[str, type] = {
     "model": ModelSchema,
     "metrics": MetricsSchema,
 }
+
+
+def load_option(group: str, option: str) -> DictConfig:
+    """One option of a config group as its YAML file defines it (``conf/<group>/<option>.yaml``), for code that
+    builds objects outside Hydra; the file stays the one source of its values."""
+    path = CONF_DIR / group / f"{option}.yaml"
+    if not path.is_file():
+        choices = sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+        raise ConfigError(f"{group}={option!r} is not a known option; choose one of {choices} (files in {path.parent})")
+    return OmegaConf.load(path)
 
 
 def register_configs() -> None:
@@ -280,6 +324,77 @@ def validate(cfg: DictConfig) -> None:
     for key in ("stage", "followup"):
         if cfg.get(key) is not None:
             _validate_stage(key, _resolved(cfg, key))
+    if cfg.get("trainer") is not None:
+        _validate_trainer(_resolved(cfg, "trainer"))
+    _validate_owned_paths(cfg)
+
+
+def _validate_trainer(trainer: DictConfig) -> None:
+    """The Lightning trainer's values that otherwise fail only after the model has loaded."""
+    devices = trainer.get("devices", 1)
+    ok = devices in ("auto", -1) or (isinstance(devices, int) and not isinstance(devices, bool) and devices >= 1) or (
+        isinstance(devices, (list, tuple)) or OmegaConf.is_list(devices)
+    ) or (isinstance(devices, str) and all(p.strip().isdigit() for p in devices.split(",") if p.strip()))
+    _check(bool(ok), "trainer.devices", devices, "must be a positive integer, -1, 'auto', or a list of device ids")
+    for key in ("max_steps", "max_epochs"):
+        v = trainer.get(key)
+        if v is not None:
+            _check(isinstance(v, int) and not isinstance(v, bool) and v >= -1, f"trainer.{key}", v,
+                   "must be an integer >= -1 (-1: no limit)")
+    acc = trainer.get("accelerator", "auto")
+    _check(acc in ("cpu", "gpu", "cuda", "mps", "tpu", "auto"), "trainer.accelerator", acc,
+           "must be one of cpu, gpu, cuda, mps, tpu, auto")
+    prec = str(trainer.get("precision", "32-true"))
+    known = ("64", "32", "16", "bf16", "64-true", "32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true",
+             "transformer-engine", "transformer-engine-float16")
+    _check(prec in known, "trainer.precision", prec, f"must be one of {list(known)}")
+    clip = trainer.get("gradient_clip_val")
+    if clip is not None:
+        _check(isinstance(clip, (int, float)) and clip >= 0, "trainer.gradient_clip_val", clip, "must be >= 0 or null")
+
+
+def _cache_dir(cfg: DictConfig) -> Path | None:
+    try:
+        return Path(str(OmegaConf.select(cfg, "paths.cache_dir", throw_on_missing=True)))
+    except OmegaConfBaseException:
+        return None
+
+
+def _validate_owned_paths(cfg: DictConfig) -> None:
+    """What vase builds (tiny models, tiny encoders, synthetic vases) it builds only under ``paths.cache_dir``.
+
+    A path the user gives is read, never written: asking to build a random tiny model or synthetic data at any
+    other path is an error here, before anything is loaded, rather than a checkpoint or dataset replaced later.
+    """
+    from vase.io import is_within
+
+    cache = _cache_dir(cfg)
+    if cache is None or "paths" not in cfg:
+        return
+    where = f"paths.cache_dir={str(cache)!r}"
+    model = _resolved(cfg, "model") if cfg.get("model") is not None else None
+    if model is not None and model.get("build_tiny") and not is_within(str(model.name_or_path), cache):
+        raise ConfigError(
+            f"model.name_or_path={model.name_or_path!r} with model.build_tiny=true would build a random tiny model "
+            f"there; vase builds tiny models only under {where}. To load this checkpoint set model.build_tiny=false "
+            f"(or choose model=qwen2_5_vl_3b / qwen2_5_vl_7b)")
+    clip = OmegaConf.select(cfg, "metrics.clip")
+    if clip is not None and clip.get("build_tiny"):
+        clip = _resolved(cfg, "metrics").clip
+        key, value = (("metrics.clip.model", clip.get("model")) if clip.get("backend", "open_clip") == "hf"
+                      else ("metrics.clip.pretrained", clip.get("pretrained")))
+        if value is None or not is_within(str(value), cache):
+            raise ConfigError(
+                f"{key}={value!r} with metrics.clip.build_tiny=true would build a random tiny CLIP there; vase builds "
+                f"tiny encoders only under {where}. To use these weights set metrics.clip.build_tiny=false")
+    data = cfg.get("data")
+    if data is not None and data.get("synthetic"):
+        root = _resolved(cfg, "data").root
+        if not is_within(str(root), cache):
+            raise ConfigError(
+                f"data.root={root!r} with data.synthetic set would generate synthetic vases into that folder; vase "
+                f"generates them only under {where}. To read your dataset drop the synthetic settings "
+                f"(data=vasevqa3d has none; experiment=demo sets them) or use data=synthetic")
 
 
 def _validate_stage(key: str, stage: DictConfig) -> None:
@@ -315,9 +430,20 @@ def wandb_offline() -> bool:
         return True
 
 
+def tiny_key(overrides: Any = None) -> str:
+    """``${vase.tiny_key:${model.tiny}}``: the tiny model's cache key, the fingerprint of its spec."""
+    from vase.models.tiny import spec_fingerprint
+
+    if overrides is not None and not isinstance(overrides, dict):
+        overrides = OmegaConf.to_container(overrides, resolve=True)
+    return spec_fingerprint(overrides)
+
+
 def register_resolvers() -> None:
     if not OmegaConf.has_resolver("vase.wandb_offline"):
         OmegaConf.register_new_resolver("vase.wandb_offline", wandb_offline)
+    if not OmegaConf.has_resolver("vase.tiny_key"):
+        OmegaConf.register_new_resolver("vase.tiny_key", tiny_key)
 
 
 register_resolvers()

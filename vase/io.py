@@ -55,22 +55,56 @@ def read_json(path: str | Path) -> Any:
         raise DataError(f"{path}: not UTF-8 text ({e})") from e
 
 
+BUILT_MARKER = ".vase-built"
+"""Written into every directory :func:`atomic_directory` builds: only such a directory may ever be replaced."""
+
+
+def built_by_vase(path: str | Path) -> bool:
+    """Whether ``path`` is a directory that :func:`atomic_directory` built (it carries the marker file)."""
+    return (Path(path) / BUILT_MARKER).is_file()
+
+
 @contextlib.contextmanager
-def atomic_directory(path: str | Path) -> Iterator[Path]:
+def atomic_directory(path: str | Path, replace: bool = False) -> Iterator[Path]:
     """Build a directory in a temporary sibling and move it into place only if the block succeeds.
 
     A model or adapter directory thus appears whole or not at all, and a failed build leaves the old one.
+    An existing ``path`` is replaced only with ``replace=True`` *and* when vase built it (it carries
+    :data:`BUILT_MARKER`); anything else there (a user's checkpoint, a dataset) raises FileExistsError before any
+    work is done, so no code path can delete a directory that vase did not make.
 
         with atomic_directory(out) as tmp:
             model.save_pretrained(tmp)
     """
     path = Path(path)
+    if path.exists() or path.is_symlink():
+        if not replace:
+            raise FileExistsError(f"{path}: already exists; vase writes a new directory only where nothing is")
+        if not built_by_vase(path):
+            raise FileExistsError(f"{path}: exists and was not built by vase (no {BUILT_MARKER} file); "
+                                  f"refusing to replace it. Choose another output path")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
     try:
         yield tmp
+        (tmp / BUILT_MARKER).write_text("built by vase; this directory may be replaced by a later build\n")
         if path.exists():
-            shutil.rmtree(path)
-        tmp.rename(path)
+            # swap by renames, then remove the old copy (which carries the marker: vase built it)
+            old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.old."))
+            old.rmdir()
+            path.rename(old)
+            tmp.rename(path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def is_within(path: str | Path, parent: str | Path) -> bool:
+    """Whether ``path`` lies inside ``parent`` (or is it), after resolving ``..`` and symbolic links."""
+    try:
+        Path(path).expanduser().resolve().relative_to(Path(parent).expanduser().resolve())
+        return True
+    except ValueError:
+        return False

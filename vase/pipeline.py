@@ -35,6 +35,25 @@ def instantiate_group(group: DictConfig | None) -> list[Any]:
     return [instantiate(node) for node in group.values() if isinstance(node, DictConfig) and "_target_" in node]
 
 
+def build_loggers(cfg: DictConfig) -> list[Any]:
+    """The run's loggers. ``WANDB_MODE=disabled`` drops the W&B logger altogether: no run, online or offline."""
+    import os
+
+    nodes = cfg.get("logger")
+    if not nodes:
+        return []
+    disabled = os.environ.get("WANDB_MODE", "").strip().lower() == "disabled"
+    out = []
+    for node in nodes.values():
+        if not (isinstance(node, DictConfig) and "_target_" in node):
+            continue
+        if disabled and "wandb" in str(node._target_).lower():
+            log.info("WANDB_MODE=disabled: no W&B run is written")
+            continue
+        out.append(instantiate(node))
+    return out
+
+
 def _log_eval(loggers: list[Any], name: str, scores: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     for lg in loggers:
         lg.log_metrics({f"val/{name}/{k}": float(v) for k, v in scores.items()})
@@ -47,9 +66,10 @@ def _log_eval(loggers: list[Any], name: str, scores: dict[str, Any], rows: list[
 
 
 def evaluate_captions(model: Any, processor: Any, dataset: Any, scorer: Any, out_dir: Path, name: str,
-                      max_new_tokens: int, batch_size: int, image_score: bool = True
+                      max_new_tokens: int, batch_size: int, image_score: bool = True, write: bool = True
                       ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Generate (resumable JSONL ``generations_<name>.jsonl``) and score; writes ``results_<name>.json``."""
+    """Generate (resumable JSONL ``generations_<name>.jsonl``) and score; writes ``results_<name>.json`` unless
+    ``write`` is off (the caller writes the scores itself)."""
     from vase.eval.generate import generate_captions
     from vase.eval.scoring import write_results
 
@@ -57,7 +77,8 @@ def evaluate_captions(model: Any, processor: Any, dataset: Any, scorer: Any, out
                              batch_size=batch_size, max_new_tokens=max_new_tokens)
     images = [dataset[i].images for i in range(len(dataset))] if image_score else None
     scores = scorer.score([r["caption"] for r in rows], [r["reference"] for r in rows], images)
-    write_results(out_dir / f"results_{name}.json", name, scores)
+    if write:
+        write_results(out_dir / f"results_{name}.json", name, scores)
     log.info("%s: %s", name, {k: round(v, 4) for k, v in scores.items()})
     return scores, rows
 
@@ -101,7 +122,15 @@ def build_trainer(cfg: DictConfig, stage: DictConfig, callbacks: list[Any], logg
     """The Lightning trainer for a stage. GRPO optimises manually (it accumulates and clips itself)."""
     kwargs: dict[str, Any] = {"callbacks": callbacks, "logger": loggers or False, "default_root_dir": str(root)}
     if not first:
-        kwargs.update(max_epochs=int(stage.epochs), max_steps=int(stage.get("max_steps", -1)))
+        # a later stage has its own length, but never runs past the trainer's cap (debug=fast caps every stage)
+        cap, own = int(cfg.trainer.get("max_steps", -1) or -1), int(stage.get("max_steps", -1))
+        steps = min(s for s in (cap, own) if s > 0) if max(cap, own) > 0 else -1
+        kwargs.update(max_epochs=int(stage.epochs), max_steps=steps)
+    strategy = cfg.trainer.get("strategy")
+    if "deepspeed" not in str(strategy.get("_target_", "") if isinstance(strategy, DictConfig) else strategy).lower():
+        from vase.training.checkpointing import AtomicCheckpointIO
+
+        kwargs["plugins"] = [AtomicCheckpointIO()]  # DeepSpeed writes its own sharded checkpoint directories
     if stage.name == "grpo":
         kwargs.update(accumulate_grad_batches=1, gradient_clip_val=None)
     else:
@@ -135,7 +164,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     datamodule = instantiate(cfg.data, processor=processor, stage=cfg.stage.name, _convert_="partial")
     datamodule.prepare_data()
     datamodule.setup("fit")
-    loggers = instantiate_group(cfg.get("logger"))
+    loggers = build_loggers(cfg)
     for lg in loggers:
         lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
 
@@ -243,7 +272,7 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     if cfg.task not in tasks:
         raise ValueError(f"task={cfg.task!r} must be one of {sorted(tasks)}")
     out = tasks[cfg.task](cfg)
-    loggers = instantiate_group(cfg.get("logger"))
+    loggers = build_loggers(cfg)
     for lg in loggers:
         lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
         if out.get("scores"):
@@ -256,7 +285,6 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _dataset_and_model(cfg: DictConfig) -> tuple[Any, Any, Any]:
-    from vase.data.dataset import VaseDataset
     from vase.models.loading import load_model_and_processor
 
     model, processor = load_model_and_processor(cfg.model, adapter=cfg.get("adapter"),
@@ -264,8 +292,7 @@ def _dataset_and_model(cfg: DictConfig) -> tuple[Any, Any, Any]:
     datamodule = instantiate(cfg.data, processor=processor, _convert_="partial")
     datamodule.prepare_data()
     limit = cfg.data.get("limit_val") if cfg.split == "val" else None
-    dataset = VaseDataset(datamodule.root, cfg.split, datamodule.views, limit=limit, modality=datamodule.modality)
-    return dataset, model, processor
+    return datamodule.dataset(cfg.split, limit), model, processor
 
 
 def _eval_generate(cfg: DictConfig) -> dict[str, Any]:
@@ -278,7 +305,7 @@ def _eval_generate(cfg: DictConfig) -> dict[str, Any]:
     scorer = build_scorer(cfg.metrics)
     scores, rows = evaluate_captions(model, processor, dataset, scorer, out.parent, out.stem,
                                      int(cfg.generation.max_new_tokens), int(cfg.generation.batch_size),
-                                     bool(cfg.metrics.get("image_score", True)))
+                                     bool(cfg.metrics.get("image_score", True)), write=False)
     write_results(out, str(cfg.name), scores, {"name": str(cfg.name), "split": cfg.split, "adapter": cfg.get("adapter")})
     print("\n" + markdown_table({str(cfg.name): scores}))
     return {"scores": scores, "rows": rows, "output": str(out), "table": {str(cfg.name): scores}}
@@ -293,18 +320,28 @@ def _eval_score(cfg: DictConfig) -> dict[str, Any]:
     if not cfg.get("generated") or not cfg.get("ground_truth"):
         raise DataError("task=score needs generated=<file> and ground_truth=<file>")
     gen, ref = load_captions(cfg.generated), load_captions(cfg.ground_truth)
-    ids, preds, refs, counts = match(gen, ref)
-    log.info("matched %d pairs; %d generated and %d ground-truth items unmatched", counts["matched"],
-             counts["unmatched_generated"], counts["unmatched_reference"])
+    ids, preds, refs, counts = match(gen, ref, str((cfg.get("score") or {}).get("duplicates", "last")))
+    ex = counts["examples"]
+    print(f"matched {counts['matched']} pairs; unmatched: {counts['unmatched_generated']} generated "
+          f"{_first(ex['unmatched_generated'])}, {counts['unmatched_reference']} ground truth "
+          f"{_first(ex['unmatched_reference'])}; repeated keys: {counts['repeated_generated']} generated "
+          f"{_first(ex['repeated_generated'])}, {counts['repeated_reference']} ground truth (last caption kept) "
+          f"{_first(ex['repeated_reference'])}; without a key: {counts['no_key_generated']} / "
+          f"{counts['no_key_reference']}")
     if not ids:
-        raise DataError(f"no id of {cfg.generated} matches one of {cfg.ground_truth}: nothing to score")
+        raise DataError(f"no key of {cfg.generated} matches one of {cfg.ground_truth} (keys are the first two "
+                        f"'_'-separated parts of the first image name, or the row's id): nothing to score")
     scores = build_scorer(cfg.metrics).score(preds, refs)
     out = Path(cfg.output)
-    write_results(out, str(cfg.name), scores, {**counts, "name": str(cfg.name)})
-    print(f"matched {counts['matched']}, unmatched generated {counts['unmatched_generated']}, "
-          f"unmatched ground truth {counts['unmatched_reference']}")
+    write_results(out, str(cfg.name), scores, {**counts, "name": str(cfg.name), "generated": str(cfg.generated),
+                                               "ground_truth": str(cfg.ground_truth)})
     print("\n" + markdown_table({str(cfg.name): scores}))
-    return {"scores": {**scores, **counts}, "output": str(out), "table": {str(cfg.name): scores}}
+    flat = {k: v for k, v in counts.items() if isinstance(v, int)}
+    return {"scores": {**scores, **flat}, "output": str(out), "table": {str(cfg.name): scores}}
+
+
+def _first(keys: list[str]) -> str:
+    return f"(e.g. {', '.join(keys)})" if keys else ""
 
 
 def _eval_vqa(cfg: DictConfig) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,12 @@ from torch.utils.data import DataLoader, Dataset
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.data.dataset import VIEWS, VaseDataset, VaseExample, VideoFrames
+from vase.errors import DataError
+from vase.io import atomic_write_json, read_json
 from vase.prompts import CAPTION_PROMPT
+
+log = logging.getLogger("vase")
+FAILURES_FILE = "render_failures.json"
 
 IGNORE_INDEX = -100
 
@@ -162,8 +168,10 @@ class VaseDataModule(pl.LightningDataModule):
                  eval_batch_size: int = 8, num_workers: int = 0, task: str = "caption", max_length: int = 4096,
                  synthetic: dict | None = None, render: dict | None = None, limit_train: int | None = None,
                  limit_val: int | None = None, processor: Any = None, stage: str = "sft",
-                 modality: str = "views") -> None:
+                 modality: str = "views", seed: int | None = None) -> None:
         super().__init__()
+        self.seed = seed  # the training order's seed (default: torch's initial seed, i.e. the run's seed)
+        self._resume: dict[str, int] | None = None
         self.root = Path(root)
         self.views = tuple(views)
         self.batch_size = batch_size
@@ -181,35 +189,140 @@ class VaseDataModule(pl.LightningDataModule):
         self.train_set: VaseDataset | None = None
         self.val_set: VaseDataset | None = None
 
+    @property
+    def owns_root(self) -> bool:
+        """vase generated this root (synthetic data under the cache): views are rendered into it."""
+        return bool(self.synthetic)
+
+    def render_root(self) -> Path:
+        """Where views vase renders go: the root when vase owns it (or ``render.write_to_root``), else a cache
+        folder keyed by the dataset, so a user's dataset is only ever read."""
+        from vase.layout import render_cache_root
+
+        if self.owns_root or self.render.get("write_to_root", False):
+            return self.root
+        cache = self.render.get("cache_dir")
+        if not cache:
+            raise DataError(f"{self.root}: views must be rendered for this dataset, but render.cache_dir is not set "
+                            f"(vase renders a user's dataset into its cache, never into data.root)")
+        return render_cache_root(cache, self.root)
+
+    @property
+    def image_roots(self) -> list[Path]:
+        """Where views are read from, in order: the dataset's own views first, then what vase rendered."""
+        roots = [self.root]
+        if self.render.get("enabled", False) and not self.owns_root and self.render.get("cache_dir"):
+            rendered = self.render_root()
+            if rendered != self.root:
+                roots.append(rendered)
+        return roots
+
     def prepare_data(self) -> None:
-        """Synthesise (when configured) and render; both are cached and safe to call again."""
+        """Synthesise (when configured) and render the views a dataset lacks; both are cached and safe to repeat.
+
+        A dataset's own views are used as they are: only vases missing a view are rendered, into
+        :meth:`render_root`. With ``render.on_error=skip`` a GLB that fails is recorded with its reason
+        (``images/render_failures.json`` beside the renders) and its vase is left out of training and evaluation.
+        """
         from vase.data.dataset import load_annotations
+        from vase.layout import orbit_dir, view_path
 
         if self.synthetic:
             from vase.data.synthetic import generate
 
             generate(self.root, num=int(self.synthetic["num_vases"]), seed=int(self.synthetic["seed"]),
                      val_fraction=float(self.synthetic["val_fraction"]))
-        if self.render.get("enabled", False):
-            from vase.render import RenderSettings, render_dataset
+        if not self.render.get("enabled", False):
+            return
+        from vase.render import RenderSettings, render_dataset
 
-            settings = RenderSettings(resolution=int(self.render["resolution"]), fov_deg=float(self.render["fov_deg"]))
-            pairs = []
-            for split in ("train", "val"):
-                ann = self.root / "annotations" / f"{split}.json"
-                pairs += [(r.id, r.model or f"models/{r.id}.glb") for r in load_annotations(ann)]
-            render_dataset(self.root, pairs, settings, views=self.views,
-                           orbit_frames=int(self.render.get("orbit_frames", 0)))
+        orbit = int(self.render.get("orbit_frames", 0) or 0)
+
+        def shipped(vid: str) -> bool:
+            return all(view_path(self.root, v, vid).is_file() for v in self.views) and (
+                not orbit or any(orbit_dir(self.root, vid).glob("*.png")))
+
+        pairs = []
+        for split in ("train", "val"):
+            ann = self.root / "annotations" / f"{split}.json"
+            pairs += [(r.id, r.model or f"models/{r.id}.glb") for r in load_annotations(ann)]
+        if not self.owns_root:
+            pairs = [(vid, m) for vid, m in pairs if not shipped(vid)]
+        out_root = self.render_root()
+        failures_path = out_root / "images" / FAILURES_FILE
+        if not pairs:
+            if failures_path.is_file():
+                atomic_write_json(failures_path, [])
+            return
+        settings = RenderSettings(resolution=int(self.render["resolution"]), fov_deg=float(self.render["fov_deg"]))
+        result = render_dataset(self.root, pairs, settings, views=self.views, orbit_frames=orbit,
+                                out_root=out_root, keep_existing=out_root == self.root and not self.owns_root,
+                                on_error=str(self.render.get("on_error", "raise")))
+        atomic_write_json(failures_path, result["failed"])
+        if result["failed"]:
+            shown = "; ".join(f"{f['id']}: {f['reason']}" for f in result["failed"][:3])
+            log.warning("left out %d of %d vases whose model could not be rendered (render.on_error=skip; all listed "
+                        "in %s): %s", len(result["failed"]), len(pairs), failures_path, shown)
+
+    def left_out(self) -> dict[str, str]:
+        """Vases left out because their GLB failed to render (``render.on_error=skip``): id -> reason."""
+        if not self.render.get("enabled", False):
+            return {}
+        try:
+            path = self.render_root() / "images" / FAILURES_FILE
+        except DataError:
+            return {}
+        if not path.is_file():
+            return {}
+        return {f["id"]: f["reason"] for f in read_json(path)}
+
+    def dataset(self, split: str, limit: int | None = None) -> VaseDataset:
+        """One split's records and views (views searched in :attr:`image_roots`, failed vases left out)."""
+        return VaseDataset(self.root, split, self.views, limit, modality=self.modality,
+                           image_roots=self.image_roots, exclude=set(self.left_out()))
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is None:
-            self.train_set = VaseDataset(self.root, "train", self.views, self.limit_train, modality=self.modality)
-            self.val_set = VaseDataset(self.root, "val", self.views, self.limit_val, modality=self.modality)
+            skipped = self.left_out()
+            if skipped:
+                log.warning("training and evaluating without %d vases that failed to render: %s", len(skipped),
+                            ", ".join(sorted(skipped)[:10]) + (" ..." if len(skipped) > 10 else ""))
+            self.train_set = self.dataset("train", self.limit_train)
+            self.val_set = self.dataset("val", self.limit_val)
 
     def train_dataloader(self) -> DataLoader:
         if self.processor is None:
             raise RuntimeError("VaseDataModule needs a processor before it can build batches")
+        from vase.training.checkpointing import ResumableSampler
+
         collate = (PromptCollator(self.processor) if self.stage == "grpo"
                    else SFTCollator(self.processor, self.max_length))
-        return DataLoader(ChatDataset(self.train_set, self.task), batch_size=self.batch_size, shuffle=True,
-                          num_workers=self.num_workers, collate_fn=collate, persistent_workers=self.num_workers > 0)
+        data = ChatDataset(self.train_set, self.task)
+        seed = self.seed if self.seed is not None else torch.initial_seed()
+        sampler = ResumableSampler(len(data), seed=seed, shuffle=True)
+        if self._resume is not None:  # the interrupted epoch continues after the batches it had consumed
+            world = max(1, int(getattr(self.trainer, "world_size", 1) or 1))
+            sampler.resume(self._resume["epoch"], self._resume["batches_done"] * self.batch_size * world)
+            self._resume = None
+        # a private generator: creating the loader's iterator then draws its worker seed from it, not from the
+        # global RNG, so a resumed run's dropout and sampling streams match an uninterrupted run's
+        gen = torch.Generator().manual_seed(int(seed))
+        return DataLoader(data, batch_size=self.batch_size, sampler=sampler, num_workers=self.num_workers,
+                          collate_fn=collate, persistent_workers=self.num_workers > 0, generator=gen)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Saved in every checkpoint: where in which epoch training stood, so a resumed run skips what it saw."""
+        t = self.trainer
+        if t is None:
+            return {}
+        # the batch count belongs to the last epoch that started (after an epoch ends, current_epoch has moved on)
+        epoch = max(0, int(t.fit_loop.epoch_progress.current.started) - 1)
+        done = int(t.fit_loop.epoch_loop.batch_progress.current.processed)
+        return {"epoch": epoch, "batches_done": done, "batch_size": int(self.batch_size)}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if state_dict and "epoch" in state_dict:
+            if int(state_dict.get("batch_size", self.batch_size)) != int(self.batch_size):
+                raise DataError(f"the checkpoint was written with batch size {state_dict['batch_size']}, this run "
+                                f"has {self.batch_size}: resume with the same stage.batch_size")
+            self._resume = {"epoch": int(state_dict["epoch"]), "batches_done": int(state_dict["batches_done"])}

@@ -10,8 +10,10 @@ from PIL import Image, UnidentifiedImageError
 from vase.annotate import VaseRecord
 from vase.errors import DataError
 from vase.io import read_json
+from vase.layout import VIEWS, find_orbit, find_view, orbit_dir, view_path
 
-VIEWS: tuple[str, ...] = ("front", "back", "left", "right", "top", "bottom")
+__all__ = ["VIEWS", "VaseDataset", "VaseExample", "VideoFrames", "load_annotations", "load_orbit", "load_views",
+           "orbit_dir", "read_rgb", "view_path"]
 
 
 def load_annotations(path: str | Path) -> list[VaseRecord]:
@@ -29,19 +31,20 @@ def load_annotations(path: str | Path) -> list[VaseRecord]:
     return records
 
 
-def view_path(root: str | Path, view: str, vase_id: str) -> Path:
-    """Where the rendered ``view`` of a vase lives: ``images/<view>/<id>.png``."""
-    return Path(root) / "images" / view / f"{vase_id}.png"
+def _roots(root: str | Path | list) -> list[Path]:
+    return [Path(r) for r in root] if isinstance(root, (list, tuple)) else [Path(root)]
 
 
-def load_views(root: str | Path, vase_id: str, views: tuple[str, ...] | list[str] = VIEWS) -> list[Image.Image]:
-    """The rendered views of one vase as RGB images; a missing or unreadable file is a DataError naming it."""
+def load_views(root: str | Path | list, vase_id: str, views: tuple[str, ...] | list[str] = VIEWS) -> list[Image.Image]:
+    """The views of one vase as RGB images, from the first image root that has each (``root`` may be a list: the
+    dataset, then the render cache); a missing or unreadable file is a DataError naming it."""
+    roots = _roots(root)
     out = []
     for view in views:
-        p = view_path(root, view, vase_id)
-        if not p.is_file():
-            raise DataError(f"{p}: view {view!r} of vase {vase_id!r} is missing; run the render step "
-                            f"(python train.py ... render.enabled=true) or check data.root")
+        p = find_view(roots, view, vase_id)
+        if p is None:
+            raise DataError(f"{view_path(roots[0], view, vase_id)}: view {view!r} of vase {vase_id!r} is missing; "
+                            f"run the render step (python train.py ... render.enabled=true) or check data.root")
         out.append(read_rgb(p, f"view {view!r} of vase {vase_id!r}"))
     return out
 
@@ -59,14 +62,10 @@ class VideoFrames(list):
     """The frames of a 360-degree orbit, in order: a model sees them as one video, not as separate views."""
 
 
-def orbit_dir(root: str | Path, vase_id: str) -> Path:
-    """Where the orbit frames of a vase live: ``images/orbit/<id>/NNN.png``."""
-    return Path(root) / "images" / "orbit" / vase_id
-
-
-def load_orbit(root: str | Path, vase_id: str) -> VideoFrames:
+def load_orbit(root: str | Path | list, vase_id: str) -> VideoFrames:
     """The orbit frames of one vase as RGB images; a missing or empty folder is a DataError naming it."""
-    folder = orbit_dir(root, vase_id)
+    roots = _roots(root)
+    folder = find_orbit(roots, vase_id) or orbit_dir(roots[0], vase_id)
     frames = sorted(folder.glob("*.png")) if folder.is_dir() else []
     if not frames:
         raise DataError(f"{folder}: no orbit frames for vase {vase_id!r}; render them with render.orbit_frames=N "
@@ -83,32 +82,37 @@ class VaseExample:
 
 
 class VaseDataset:
-    """Records of a split plus their rendered views, read lazily from ``root``."""
+    """Records of a split plus their views, read lazily.
+
+    ``image_roots`` are searched in order for each view (default: ``root`` alone): a dataset's own views first,
+    then the cache that vase rendered into. ``exclude`` drops vases by id (those whose GLB failed to render).
+    """
 
     def __init__(self, root: str | Path, split: str, views: tuple[str, ...] | list[str] = VIEWS,
-                 limit: int | None = None, check_views: bool = True, modality: str = "views") -> None:
+                 limit: int | None = None, check_views: bool = True, modality: str = "views",
+                 image_roots: list[str | Path] | None = None, exclude: set[str] | frozenset[str] = frozenset()) -> None:
         if modality not in ("views", "orbit"):
             raise ValueError(f"data.modality={modality!r} must be views or orbit")
         self.root = Path(root)
         self.split = split
         self.views = tuple(views)
         self.modality = modality
+        self.image_roots = [Path(r) for r in image_roots] if image_roots else [self.root]
         ann = self.root / "annotations" / f"{split}.json"
-        self.records = load_annotations(ann)
+        self.records = [r for r in load_annotations(ann) if r.id not in exclude]
         if limit is not None:
             self.records = self.records[:limit]
         if check_views and modality == "orbit":
             for r in self.records:
-                if not any(orbit_dir(self.root, r.id).glob("*.png")):
+                if find_orbit(self.image_roots, r.id) is None:
                     raise DataError(f"{orbit_dir(self.root, r.id)}: no orbit frames for vase {r.id!r} (split "
                                     f"{split!r}); render them with render.orbit_frames=N or use data.modality=views")
         elif check_views:  # fail at set-up, naming the first missing file, not an hour into training
             for r in self.records:
                 for v in self.views:
-                    p = view_path(self.root, v, r.id)
-                    if not p.is_file():
-                        raise DataError(f"{p}: view {v!r} of vase {r.id!r} (split {split!r}) is missing; "
-                                        f"render the dataset first (render.enabled=true)")
+                    if find_view(self.image_roots, v, r.id) is None:
+                        raise DataError(f"{view_path(self.root, v, r.id)}: view {v!r} of vase {r.id!r} (split "
+                                        f"{split!r}) is missing; render the dataset first (render.enabled=true)")
 
     def __len__(self) -> int:
         return len(self.records)
@@ -116,5 +120,5 @@ class VaseDataset:
     def __getitem__(self, i: int) -> VaseExample:
         rec = self.records[i]
         if self.modality == "orbit":
-            return VaseExample(rec, load_orbit(self.root, rec.id))
-        return VaseExample(rec, load_views(self.root, rec.id, self.views))
+            return VaseExample(rec, load_orbit(self.image_roots, rec.id))
+        return VaseExample(rec, load_views(self.image_roots, rec.id, self.views))

@@ -27,6 +27,7 @@ from PIL import Image, ImageDraw
 
 from vase.annotate import VaseRecord, annotate
 from vase.annotate.vocab import terms
+from vase.errors import DataError
 from vase.io import atomic_write_bytes, atomic_write_text
 
 # ---------------------------------------------------------------- shapes
@@ -350,6 +351,10 @@ def generate(root: str | Path, num: int = 32, seed: int = 0, val_fraction: float
     root = Path(root)
     manifest_path = root / "synthetic.json"
     params = {"num": num, "seed": seed, "val_fraction": val_fraction, "generator": 1}
+    if root.is_dir() and not manifest_path.exists() and any(root.iterdir()):
+        # a folder with content but no manifest of ours holds someone's data: never write synthetic vases into it
+        raise DataError(f"{root}: holds files that the synthetic generator did not write (no synthetic.json); "
+                        f"refusing to generate synthetic vases into it. Point data.root at an empty or cache folder")
     if manifest_path.exists() and not overwrite:
         try:
             if json.loads(manifest_path.read_text()) == params:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vase.annotate.records import image_key
 from vase.errors import DataError
 from vase.io import atomic_write_json, atomic_write_text, read_json
 from vase.metrics.caption import CaptionScorer
@@ -21,10 +21,42 @@ def build_scorer(metrics_cfg: Any) -> CaptionScorer:
     return CaptionScorer(clip, sent, weights)
 
 
-def load_captions(path: str | Path) -> dict[str, str]:
-    """``{key: caption}`` from the paper's JSON list (``{"images": [...], "caption": ...}``) or our JSONL rows.
+def paper_key(name: str) -> str:
+    """The paper scorer's matching key for an image name: its first two ``_``-separated parts, or, for a name with
+    fewer than three parts, the name without ``.jpg``. Purely positional, on the name as written (a folder in it
+    stays part of the first piece), exactly as ``eval/compare.py`` keys it.
 
-    Keys are ``<uuid>_<n>`` (taken from the first image name in the paper's format, or the row's ``id``).
+    >>> paper_key("3f2a9c_7_ac001001.jpg")
+    '3f2a9c_7'
+    >>> paper_key("vase12_front.jpg")
+    'vase12_front'
+    >>> paper_key("amphora.jpg")
+    'amphora'
+    >>> paper_key("views/a_b_c.png")
+    'views/a_b'
+    """
+    if "_" in name:
+        parts = name.split("_")
+        if len(parts) >= 3:
+            return f"{parts[0]}_{parts[1]}"
+    return name.replace(".jpg", "")
+
+
+@dataclass
+class CaptionFile:
+    """The keyed captions of one file, in file order; ``no_key`` counts items with neither an id nor an image."""
+
+    path: Path
+    items: list[tuple[str, str]]
+    no_key: int = 0
+
+
+def load_captions(path: str | Path) -> CaptionFile:
+    """Keyed captions from the paper's JSON list (``{"images": [...], "caption": ...}``, keyed by
+    :func:`paper_key` of the first image) or our JSONL / JSON rows (``{"id", "caption"}``, keyed by id).
+
+    Items without an id or image are counted and skipped, as the paper's scorer skips them; an item without a
+    caption string is a DataError naming the file and the item.
     """
     path = Path(path)
     if path.suffix == ".jsonl":
@@ -34,34 +66,78 @@ def load_captions(path: str | Path) -> dict[str, str]:
     else:
         rows = read_json(path)
         if not isinstance(rows, list):
-            raise DataError(f"{path}: expected a JSON list of caption objects")
-    out: dict[str, str] = {}
+            raise DataError(f"{path}: expected a JSON list of caption objects, got {type(rows).__name__}")
+    out = CaptionFile(path, [])
     for n, row in enumerate(rows):
-        if not isinstance(row, dict) or "caption" not in row:
-            raise DataError(f"{path}: item {n} has no 'caption' key")
+        if not isinstance(row, dict):
+            raise DataError(f"{path}: item {n} is a {type(row).__name__}, not an object with a 'caption'")
         if "id" in row:
             key = str(row["id"])
-        elif row.get("images"):
-            key = image_key(str(row["images"][0]))
+        elif isinstance(row.get("images"), list) and row["images"]:
+            key = paper_key(str(row["images"][0]))
         else:
-            raise DataError(f"{path}: item {n} has neither 'id' nor 'images' to match it by")
-        if key in out:
-            raise DataError(f"{path}: id {key!r} appears twice (item {n})")
-        out[key] = str(row["caption"])
+            out.no_key += 1
+            continue
+        caption = row.get("caption")
+        if not isinstance(caption, str):
+            raise DataError(f"{path}: item {n} (key {key!r}) has no caption string (got {caption!r})")
+        out.items.append((key, caption))
     return out
 
 
-def match(
-    generated: dict[str, str], reference: dict[str, str]
-) -> tuple[list[str], list[str], list[str], dict[str, int]]:
-    """Aligned (ids, preds, refs) over the ids both sides have, in reference order, and the counts."""
-    ids = [k for k in reference if k in generated]
-    counts = {
+EXAMPLES = 5  # how many unmatched or repeated keys a result lists by name
+
+
+def _repeated(keys: list[str]) -> list[str]:
+    seen: set[str] = set()
+    rep: dict[str, None] = {}
+    for k in keys:
+        if k in seen:
+            rep[k] = None
+        seen.add(k)
+    return list(rep)
+
+
+def match(generated: CaptionFile, reference: CaptionFile, duplicates: str = "last"
+          ) -> tuple[list[str], list[str], list[str], dict[str, Any]]:
+    """Pairs as the paper's scorer forms them: a repeated ground-truth key keeps its last caption, and the pairs
+    follow the generated file's order (a repeated generated key gives a pair each time); unmatched items are
+    skipped. Returns (ids, preds, refs) and counts with the first few unmatched and repeated keys by name.
+
+    ``duplicates="error"`` raises instead, naming the file and the repeated keys.
+    """
+    if duplicates not in ("last", "error"):
+        raise ValueError(f"score.duplicates={duplicates!r} must be 'last' or 'error'")
+    rep_gen = _repeated([k for k, _ in generated.items])
+    rep_ref = _repeated([k for k, _ in reference.items])
+    if duplicates == "error":
+        for f, rep in ((generated, rep_gen), (reference, rep_ref)):
+            if rep:
+                raise DataError(f"{f.path}: {len(rep)} key(s) appear more than once, e.g. {rep[:EXAMPLES]} "
+                                f"(score.duplicates=error; 'last' keeps the last, as the paper's scorer does)")
+    ref = dict(reference.items)  # the last caption of a repeated key wins
+    ids, preds, refs, unmatched = [], [], [], []
+    for key, caption in generated.items:
+        if key in ref:
+            ids.append(key)
+            preds.append(caption)
+            refs.append(ref[key])
+        else:
+            unmatched.append(key)
+    used = set(ids)
+    unmatched_ref = [k for k in ref if k not in used]
+    counts: dict[str, Any] = {
         "matched": len(ids),
-        "unmatched_generated": len(set(generated) - set(reference)),
-        "unmatched_reference": len(set(reference) - set(generated)),
+        "unmatched_generated": len(unmatched),
+        "unmatched_reference": len(unmatched_ref),
+        "repeated_generated": len(rep_gen),
+        "repeated_reference": len(rep_ref),
+        "no_key_generated": generated.no_key,
+        "no_key_reference": reference.no_key,
+        "examples": {"unmatched_generated": unmatched[:EXAMPLES], "unmatched_reference": unmatched_ref[:EXAMPLES],
+                     "repeated_generated": rep_gen[:EXAMPLES], "repeated_reference": rep_ref[:EXAMPLES]},
     }
-    return ids, [generated[k] for k in ids], [reference[k] for k in ids], counts
+    return ids, preds, refs, counts
 
 
 def write_results(path: str | Path, name: str, scores: dict[str, Any], extra: dict[str, Any] | None = None) -> Path:

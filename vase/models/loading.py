@@ -10,17 +10,6 @@ from vase.errors import ConfigError
 LINEAGE_FILE = "vase_lineage.json"
 """Written beside an adapter: the base model and the adapters merged into it before this one was trained."""
 
-_DTYPES = {
-    "float32": "float32",
-    "fp32": "float32",
-    "bfloat16": "bfloat16",
-    "bf16": "bfloat16",
-    "float16": "float16",
-    "fp16": "float16",
-    "auto": "auto",
-}
-
-
 def resolve_model_path(cfg: Any) -> str:
     """The path or hub id to load; builds the tiny model first when ``cfg.build_tiny`` is set."""
     if cfg.get("build_tiny", False):
@@ -34,9 +23,11 @@ def resolve_model_path(cfg: Any) -> str:
 def torch_dtype(name: str):
     import torch
 
-    key = _DTYPES.get(str(name).lower())
+    from vase.config import DTYPES
+
+    key = DTYPES.get(str(name).lower())
     if key is None:
-        raise ConfigError(f"model.dtype={name!r} is not one of {sorted(_DTYPES)}")
+        raise ConfigError(f"model.dtype={name!r} is not one of {sorted(DTYPES)}")
     return "auto" if key == "auto" else getattr(torch, key)
 
 

@@ -16,7 +16,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from vase.io import atomic_directory
+from vase.io import atomic_directory, built_by_vase
 
 SPECIAL_TOKENS = [
     "<|endoftext|>",
@@ -69,6 +69,17 @@ class TinySpec:
 
     def fingerprint(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def spec_fingerprint(overrides: dict | None = None) -> str:
+    """The fingerprint of the spec that ``overrides`` (``model.tiny``) give: the tiny model's cache key.
+
+    >>> spec_fingerprint() == TinySpec().fingerprint()
+    True
+    >>> spec_fingerprint({"hidden_size": 128}) != spec_fingerprint()
+    True
+    """
+    return TinySpec(**dict(overrides or {})).fingerprint()
 
 
 def _corpus(n_records: int = 3000, seed: int = 1234) -> list[str]:
@@ -221,17 +232,22 @@ def check_special_tokens(path: str | Path) -> None:
 
 
 def build_tiny(out: str | Path, spec: TinySpec | None = None, overwrite: bool = False) -> Path:
-    """Build, save and verify the tiny model under ``out``; reuse it if ``out`` already holds this spec."""
+    """Build, save and verify the tiny model under ``out``; reuse it if ``out`` already holds this spec.
+
+    A directory at ``out`` that vase did not build (a user's checkpoint) is never replaced: FileExistsError.
+    """
     spec = spec or TinySpec()
     out = Path(out)
     stamp = out / "vase_tiny.json"
     if stamp.is_file() and not overwrite:
         if json.loads(stamp.read_text()).get("fingerprint") == spec.fingerprint():
             return out
+    if out.exists() and not built_by_vase(out):
+        raise FileExistsError(f"{out}: exists and is not a tiny model that vase built; refusing to build over it")
     tokenizer = build_tokenizer(spec)
     processor = build_processor(tokenizer, spec)
     model = build_model(tokenizer, spec)
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, replace=True) as tmp:
         model.save_pretrained(tmp)
         processor.save_pretrained(tmp)
         check_special_tokens(tmp)

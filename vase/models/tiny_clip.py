@@ -77,7 +77,7 @@ def build_tiny_clip(out: str | Path, overwrite: bool = False) -> Path:
     with torch.random.fork_rng(devices=[]):  # leave the caller's seeded stream untouched
         torch.manual_seed(s["seed"])
         model = CLIPModel(config)
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, replace=True) as tmp:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         from transformers import CLIPImageProcessor
@@ -112,7 +112,7 @@ def build_tiny_open_clip(out: str | Path, overwrite: bool = False) -> Path:
     if stamp.is_file() and weights.is_file() and not overwrite and json.loads(stamp.read_text()).get("fingerprint") == fingerprint:
         open_clip.add_model_config(str(out))
         return weights
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, replace=True) as tmp:
         (tmp / config.name).write_text(json.dumps(TINY_OPEN_CLIP, indent=1))
         open_clip.add_model_config(str(tmp))
         with torch.random.fork_rng(devices=[]):
@@ -145,7 +145,7 @@ def build_tiny_sentence_encoder(out: str | Path, overwrite: bool = False) -> Pat
     config = BertConfig(vocab_size=tok.vocab_size, hidden_size=s["hidden_size"], num_hidden_layers=s["num_hidden_layers"],
                         num_attention_heads=s["num_attention_heads"], intermediate_size=s["intermediate_size"],
                         max_position_embeddings=s["max_position_embeddings"])
-    with tempfile.TemporaryDirectory() as hf, atomic_directory(out) as tmp:
+    with tempfile.TemporaryDirectory() as hf, atomic_directory(out, replace=True) as tmp:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(s["seed"])
             BertModel(config).save_pretrained(hf)

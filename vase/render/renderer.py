@@ -4,7 +4,7 @@ The renderer reads the GLB itself (every mesh in the scene graph with its transf
 colour), so real TripoSG/Hunyuan3D outputs and the synthetic vases go through the same code. Views are cached:
 a vase is rendered again only when its GLB bytes or the render settings change.
 
-Run by hand: ``python -m vase.render --root data/synthetic --resolution 224``.
+Run by hand: ``python -m vase.render --root /data/VaseVQA-3D --resolution 224`` (see ``vase/render/__main__.py``).
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ import io
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
 
-from vase.data.dataset import VIEWS, view_path
 from vase.errors import DataError
 from vase.io import atomic_write_bytes, atomic_write_json
+from vase.layout import RENDER_CACHE_FILE, VIEWS, orbit_dir, view_path
 
 _VERTEX = """
 #version 330
@@ -293,46 +294,75 @@ def render_dataset(
     orbit_frames: int = 0,
     progress: bool = True,
     force: bool = False,
-) -> dict[str, int]:
-    """Render every (id, model path relative to root) into ``images/<view>/<id>.png``, skipping cached ones.
+    out_root: str | Path | None = None,
+    keep_existing: bool = False,
+    on_error: str = "raise",
+) -> dict[str, Any]:
+    """Render every (id, GLB path relative to ``root``) into ``<out_root>/images/<view>/<id>.png`` (``out_root``
+    defaults to ``root``), skipping cached ones.
 
-    The cache (``images/render_cache.json``) maps each id to the hash of its GLB bytes and the settings; it is
-    written after every vase, so an interrupted run resumes where it stopped. Returns counts rendered / cached.
+    The cache (``<out_root>/images/render_cache.json``) maps each id to the hash of its GLB bytes and the settings;
+    it is written after every vase, so an interrupted run resumes where it stopped. With ``keep_existing`` a file
+    already under ``out_root`` is never written (a dataset's own views, when rendering into a root vase does not
+    own): only missing views are rendered. ``on_error="raise"`` stops at the first GLB that fails, naming it;
+    ``"skip"`` records the failure (id, model, reason) and goes on. Returns counts and the failures.
     """
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"render.on_error={on_error!r} must be 'raise' or 'skip'")
     root = Path(root)
+    out_root = Path(out_root) if out_root is not None else root
     settings = settings or RenderSettings()
-    cache_path = root / "images" / "render_cache.json"
+    cache_path = out_root / "images" / RENDER_CACHE_FILE
     cache: dict[str, str] = {}
     if cache_path.is_file() and not force:
         try:
             cache = json.loads(cache_path.read_text())
         except json.JSONDecodeError:
             cache = {}
-    todo, cached = [], 0
+    todo, cached, failed = [], 0, []
     view_key = settings.key() + ":" + ",".join(views) + f":orbit{orbit_frames}"
+
+    def fail(vid: str, model: str, reason: str, exc: BaseException | None = None) -> None:
+        if on_error == "raise":
+            raise DataError(reason) from exc
+        failed.append({"id": vid, "model": model, "reason": reason})
+
     for vid, model in ids_and_models:
         glb = root / model
+        if keep_existing and all(view_path(out_root, v, vid).is_file() for v in views) and (
+                not orbit_frames or any(orbit_dir(out_root, vid).glob("*.png"))):
+            cached += 1
+            continue
         if not glb.is_file():
-            raise DataError(f"{glb}: GLB model of vase {vid!r} not found")
+            fail(vid, model, f"{glb}: GLB model of vase {vid!r} not found")
+            continue
         key = hashlib.sha256(glb.read_bytes()).hexdigest()[:24] + ":" + view_key
-        done = cache.get(vid) == key and all(view_path(root, v, vid).is_file() for v in views)
+        done = cache.get(vid) == key and all(view_path(out_root, v, vid).is_file() for v in views)
         if done:
             cached += 1
         else:
-            todo.append((vid, glb, key))
+            todo.append((vid, model, glb, key))
     if todo:
-        iterator = todo
+        iterator: Any = todo
         if progress:
             from tqdm import tqdm
 
             iterator = tqdm(todo, desc="rendering views", unit="vase")
         with Renderer(settings) as r:
-            for vid, glb, key in iterator:
-                for view, img in r.render_views(glb, views).items():
-                    atomic_write_bytes(view_path(root, view, vid), _png_bytes(img))
-                if orbit_frames:
-                    for k, img in enumerate(r.render_orbit(glb, orbit_frames)):
-                        atomic_write_bytes(root / "images" / "orbit" / vid / f"{k:03d}.png", _png_bytes(img))
+            for vid, model, glb, key in iterator:
+                try:
+                    images = {f"images/{view}/{vid}.png": img for view, img in r.render_views(glb, views).items()}
+                    if orbit_frames:
+                        images.update({f"images/orbit/{vid}/{k:03d}.png": img
+                                       for k, img in enumerate(r.render_orbit(glb, orbit_frames))})
+                except Exception as e:  # noqa: BLE001 - every failure is either raised or recorded with its reason
+                    fail(vid, model, f"{glb}: vase {vid!r} could not be rendered: {e}", e)
+                    continue
+                for rel, img in images.items():
+                    target = out_root / rel
+                    if keep_existing and target.exists():
+                        continue  # never overwrite a view the dataset ships
+                    atomic_write_bytes(target, _png_bytes(img))
                 cache[vid] = key
                 atomic_write_json(cache_path, cache)
-    return {"rendered": len(todo), "cached": cached}
+    return {"rendered": len(todo) - len(failed), "cached": cached, "failed": failed}

@@ -27,12 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vase.annotate.vocab import DIMENSIONS, dating_iou, parse_dating
+from vase.config import SIMILARITIES
 from vase.rewards.extract import canonical_or_none, extract_fields
 
-PAPER_WEIGHTS = {"fabric": 0.20, "technique": 0.20, "decoration": 0.20, "shape": 0.15, "dating": 0.15,
-                 "attribution": 0.10}
-DEFAULT_SIMILARITY = {"fabric": "vocabulary", "technique": "vocabulary", "shape": "vocabulary", "dating": "year_iou",
-                      "decoration": "embedding", "attribution": "vocabulary"}
+PENALTY_KEYS = ("min_words", "max_words", "length", "repetition", "irrelevance")
+BONUS_KEYS = ("sequence",)
 
 
 def sequence_ratio(a: str, b: str) -> float:
@@ -91,6 +90,35 @@ def _text(completion: Any) -> str:
     return str(completion)
 
 
+def _complete(key: str, values: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """``values`` as a dict holding every one of ``names`` (and no other); an error names what is missing.
+
+    >>> _complete("reward.bonus", {"sequence": 0.1}, ("sequence",))
+    {'sequence': 0.1}
+    """
+    values = dict(values or {})
+    missing = [n for n in names if n not in values]
+    unknown = [k for k in values if k not in names]
+    if missing:
+        raise ValueError(f"{key} is missing {missing}: each needs a value (0 turns a term off)")
+    if unknown:
+        raise ValueError(f"{key} has unknown keys {unknown}; the keys are {list(names)}")
+    return {n: values[n] for n in names}
+
+
+def reward_from_config(option: str = "vase6d", **overrides: Any) -> VaseReward:
+    """The reward that ``conf/reward/<option>.yaml`` defines, with ``overrides`` merged in (nested dicts merge
+    key by key), for use outside Hydra (tests, benchmarks, notebooks)."""
+    from omegaconf import OmegaConf
+
+    from vase.config import load_option
+
+    cfg = OmegaConf.merge(load_option("reward", option), OmegaConf.create(overrides))
+    node = OmegaConf.to_container(cfg, resolve=True)
+    node.pop("_target_", None)
+    return VaseReward(**node)
+
+
 @dataclass
 class RewardOutput:
     """Totals and named parts, each a list aligned with the completions."""
@@ -102,41 +130,43 @@ class RewardOutput:
 class VaseReward:
     """R = sum_i w_i r_i - P + B over the six dimensions (see the module docstring).
 
+    Every value comes from the config (``conf/reward/vase6d.yaml`` is the one place that holds the paper's
+    weights and the default similarities and penalties); nothing is defaulted here, and a dimension missing from
+    ``weights`` or ``similarity`` is an error naming it, never a silent 0.0. :func:`reward_from_config` builds the
+    configured reward outside Hydra.
+
     Args:
         tau: threshold under which a dimension's similarity counts as 0.
-        weights: per-dimension weights (paper's by default).
-        similarity: per-dimension similarity kind (``embedding``, ``sequence``, ``vocabulary``, ``year_iou``).
-        embedding_model: a sentence-transformers path or id, or ``packaged:all-MiniLM-L6-v2``.
-        embedding_device: where the sentence encoder runs (kept off the policy's devices by default).
+        weights: a weight for each of the six dimensions (0 ignores one).
+        similarity: each dimension's similarity kind (``embedding``, ``sequence``, ``vocabulary``, ``year_iou``).
         penalty: ``min_words``, ``max_words``, ``length``, ``repetition``, ``irrelevance``.
         bonus: ``sequence``: weight of difflib's ratio against the target caption.
+        embedding_model: a sentence-transformers path or id, or ``packaged:all-MiniLM-L6-v2``.
+        embedding_device: where the sentence encoder runs (kept off the policy's devices by default).
 
     Targets come from the batch: ``targets`` (dicts with the six dimensions, dating as text or [start, end]) and/or
     ``reference`` (target captions; fields are extracted from them where ``targets`` is absent).
 
-    >>> r = VaseReward(similarity={"decoration": "sequence"}, penalty={"length": 0.0}, bonus={"sequence": 0.0})
+    >>> r = reward_from_config(similarity={"decoration": "sequence"}, penalty={"length": 0.0}, bonus={"sequence": 0.0})
     >>> t = {"fabric": "Athenian", "technique": "red-figure", "shape": "kylix", "dating": [-480, -470],
     ...      "decoration": "a symposium scene", "attribution": "Douris"}
     >>> [round(x, 6) for x in r(["Attic red-figure kylix, c. 480–470 BCE, depicting a symposium scene; attributed to Douris."], targets=[t])]
     [1.0]
     """
 
-    def __init__(self, tau: float = 0.7, weights: dict[str, float] | None = None,
-                 similarity: dict[str, str] | None = None, embedding_model: str = "packaged:all-MiniLM-L6-v2",
-                 embedding_device: str = "cpu", penalty: dict[str, float] | None = None,
-                 bonus: dict[str, float] | None = None, **_: Any) -> None:
+    def __init__(self, tau: float, weights: dict[str, float], similarity: dict[str, str], penalty: dict[str, float],
+                 bonus: dict[str, float], embedding_model: str = "packaged:all-MiniLM-L6-v2",
+                 embedding_device: str = "cpu", **_: Any) -> None:
         self.tau = float(tau)
-        self.weights = {d: float((weights or PAPER_WEIGHTS).get(d, 0.0)) for d in DIMENSIONS}
-        self.similarity = {**DEFAULT_SIMILARITY, **dict(similarity or {})}
+        self.weights = {d: float(v) for d, v in _complete("reward.weights", weights, DIMENSIONS).items()}
+        self.similarity = {d: str(v) for d, v in _complete("reward.similarity", similarity, DIMENSIONS).items()}
         for d, kind in self.similarity.items():
-            if kind not in ("embedding", "sequence", "vocabulary", "year_iou"):
-                raise ValueError(f"reward.similarity.{d}={kind!r} is not a known similarity")
+            if kind not in SIMILARITIES:
+                raise ValueError(f"reward.similarity.{d}={kind!r} is not a known similarity; use one of {SIMILARITIES}")
         self.embedding_model = embedding_model
         self.embedding_device = embedding_device
-        p = {"min_words": 5, "max_words": 80, "length": 0.1, "repetition": 0.2, "irrelevance": 0.1}
-        p.update(dict(penalty or {}))
-        self.penalty = {k: float(v) for k, v in p.items()}
-        self.bonus = {"sequence": 0.1, **{k: float(v) for k, v in dict(bonus or {}).items()}}
+        self.penalty = {k: float(v) for k, v in _complete("reward.penalty", penalty, PENALTY_KEYS).items()}
+        self.bonus = {k: float(v) for k, v in _complete("reward.bonus", bonus, BONUS_KEYS).items()}
         self._encoder: Any = None
         self._cache: dict[str, Any] = {}
 

@@ -21,7 +21,7 @@ def save_adapter(model: Any, processor: Any, dirpath: str | Path, lineage: dict[
     import json
 
     dirpath = Path(dirpath)
-    with atomic_directory(dirpath) as tmp:
+    with atomic_directory(dirpath, replace=True) as tmp:
         model.save_pretrained(tmp)
         if processor is not None:
             processor.save_pretrained(tmp)
@@ -59,3 +59,42 @@ class SaveAdapter(pl.Callback):
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._save(trainer, pl_module)
+
+
+class ResumeCheckpoint(pl.Callback):
+    """Write ``<dirpath>/last.ckpt`` every ``every_n_train_steps`` optimizer steps and when training ends.
+
+    The file is replaced atomically (the trainer's checkpoint IO is :class:`AtomicCheckpointIO`), so a run killed at
+    any moment leaves the previous checkpoint whole; ``python train.py ckpt_path=<dirpath>/last.ckpt`` resumes it with
+    the same weights, optimizer, scheduler, random states, data position and history
+    (see :mod:`vase.training.checkpointing`).
+    """
+
+    FILENAME = "last.ckpt"
+
+    def __init__(self, dirpath: str, every_n_train_steps: int = 50) -> None:
+        if every_n_train_steps < 0:
+            raise ValueError(f"callbacks.checkpoint.every_n_train_steps={every_n_train_steps} must be >= 0")
+        self.dirpath = dirpath
+        self.every_n_train_steps = every_n_train_steps
+        self._saved_at = -1
+
+    @property
+    def path(self) -> Path:
+        return Path(self.dirpath) / self.FILENAME
+
+    def _save(self, trainer: pl.Trainer) -> None:
+        trainer.save_checkpoint(self.path)  # every rank calls it: DeepSpeed gathers its shards collectively
+        self._saved_at = trainer.global_step
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        step = trainer.global_step
+        n = self.every_n_train_steps
+        # with gradient accumulation several batches end at one step: save once, after the optimizer stepped
+        if n and step > 0 and step % n == 0 and step != self._saved_at:
+            self._save(trainer)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.global_step != self._saved_at:
+            self._save(trainer)

@@ -26,14 +26,30 @@ from vase.data.datamodule import VISUAL_KEYS
 from vase.training.sft import LoRAStageModule
 
 
+def gather_across_ranks(x: torch.Tensor) -> torch.Tensor:
+    """``x`` from every process, concatenated in rank order (``x`` itself in a single process). Under DDP (gloo or
+    NCCL) every rank calls this at the same point of its rollout."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return x
+    parts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, x.contiguous())
+    return torch.cat(parts)
+
+
 def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "group", eps: float = 1e-4) -> torch.Tensor:
-    """(r - mean of its group) / (std + eps); std of the group, of the whole batch, or 1 (``none``)."""
+    """(r - mean of its group) / (std + eps); std of the group, of the whole batch, or 1 (``none``).
+
+    ``batch`` takes the standard deviation over the rewards of every process (gathered), as TRL does, so a run on
+    N GPUs scales its advantages like one process holding the whole batch.
+    """
     r = rewards.view(-1, group_size)
     centred = r - r.mean(dim=1, keepdim=True)
     if scale == "group":
         centred = centred / (r.std(dim=1, keepdim=True) + eps)
     elif scale == "batch":
-        centred = centred / (rewards.std() + eps)
+        centred = centred / (gather_across_ranks(rewards).std() + eps)
     elif scale != "none":
         raise ValueError(f"scale_rewards={scale!r} must be group, batch or none")
     return centred.reshape(-1)

@@ -76,6 +76,20 @@ class LoRAStageModule(TrainableStateMixin, pl.LightningModule):
     def forward(self, **batch: torch.Tensor) -> Any:
         return self.model(**batch)
 
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """A resumed run continues the history and the random streams of the interrupted one."""
+        from vase.training.checkpointing import rng_state
+
+        checkpoint["vase_history"] = list(self.history)
+        checkpoint["vase_rng"] = rng_state()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        from vase.training.checkpointing import set_rng_state
+
+        self.history = list(checkpoint.get("vase_history", []))
+        if "vase_rng" in checkpoint:
+            set_rng_state(checkpoint["vase_rng"])
+
     def total_optimizer_steps(self) -> int:
         """Optimizer steps of the whole run, for the schedule."""
         return max(1, int(self.trainer.estimated_stepping_batches)) if self.trainer is not None else 1

@@ -1,0 +1,58 @@
+"""The on-disk layout of a VaseVQA-3D dataset, in one low module that data, render, config and eval all import.
+
+    <root>/models/<id>.glb
+    <root>/annotations/{train,val}.json
+    <root>/images/<view>/<id>.png          # views a dataset ships, or that vase rendered into a root it owns
+    <root>/images/orbit/<id>/NNN.png       # 360-degree orbit frames
+
+Views that vase renders for a dataset it does not own go to a cache folder with the same ``images/`` layout
+(:func:`render_cache_root`); readers search the dataset first and the cache second (:func:`find_view`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+VIEWS: tuple[str, ...] = ("front", "back", "left", "right", "top", "bottom")
+RENDER_CACHE_FILE = "render_cache.json"
+
+
+def view_path(root: str | Path, view: str, vase_id: str) -> Path:
+    """Where the ``view`` of a vase lives under one image root: ``images/<view>/<id>.png``."""
+    return Path(root) / "images" / view / f"{vase_id}.png"
+
+
+def orbit_dir(root: str | Path, vase_id: str) -> Path:
+    """Where the orbit frames of a vase live under one image root: ``images/orbit/<id>/NNN.png``."""
+    return Path(root) / "images" / "orbit" / vase_id
+
+
+def find_view(roots: Sequence[str | Path], view: str, vase_id: str) -> Path | None:
+    """The first of ``roots`` that holds this view (a dataset's own views win over rendered ones), else None."""
+    for r in roots:
+        p = view_path(r, view, vase_id)
+        if p.is_file():
+            return p
+    return None
+
+
+def find_orbit(roots: Sequence[str | Path], vase_id: str) -> Path | None:
+    """The first of ``roots`` whose orbit folder for this vase holds frames, else None."""
+    for r in roots:
+        d = orbit_dir(r, vase_id)
+        if d.is_dir() and any(d.glob("*.png")):
+            return d
+    return None
+
+
+def render_cache_root(cache_dir: str | Path, dataset_root: str | Path) -> Path:
+    """Where views rendered for a dataset that vase does not own are kept: keyed by the dataset's resolved path.
+
+    >>> render_cache_root("/c", "/data/a") != render_cache_root("/c", "/data/b")
+    True
+    """
+    resolved = str(Path(dataset_root).expanduser().resolve())
+    key = hashlib.sha256(resolved.encode()).hexdigest()[:16]
+    return Path(cache_dir) / "renders" / f"{Path(resolved).name}-{key}"

@@ -1,0 +1,57 @@
+"""Render a dataset's views by hand: ``python -m vase.render --root /data/VaseVQA-3D [--out DIR] [--resolution 224]``.
+
+Reads ``<root>/annotations/{train,val}.json`` and ``<root>/models/*.glb`` and renders the views each vase lacks. The
+dataset is only read: renders go to ``--out`` (default: ``.cache/renders/<dataset>-<hash>``, where ``train.py`` and
+``evaluate.py`` look for them); ``--write-to-root`` writes the missing views into the dataset itself instead, never
+touching a file that is already there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    from vase.data.dataset import load_annotations
+    from vase.errors import VaseError
+    from vase.layout import VIEWS, render_cache_root, view_path
+    from vase.render.renderer import RenderSettings, render_dataset
+
+    ap = argparse.ArgumentParser(prog="python -m vase.render", description=__doc__.splitlines()[0])
+    ap.add_argument("--root", required=True, help="dataset root (models/, annotations/)")
+    ap.add_argument("--out", help="where the renders go (default: the cache folder train.py reads)")
+    ap.add_argument("--cache-dir", default=".cache", help="vase's cache (default .cache)")
+    ap.add_argument("--write-to-root", action="store_true", help="write missing views into the dataset itself")
+    ap.add_argument("--resolution", type=int, default=224)
+    ap.add_argument("--fov-deg", type=float, default=35.0)
+    ap.add_argument("--orbit-frames", type=int, default=0)
+    ap.add_argument("--views", default=",".join(VIEWS))
+    ap.add_argument("--on-error", choices=("raise", "skip"), default="raise")
+    args = ap.parse_args(argv)
+    root = Path(args.root)
+    views = tuple(v for v in args.views.split(",") if v)
+    out = root if args.write_to_root else Path(args.out) if args.out else render_cache_root(args.cache_dir, root)
+    try:
+        pairs = []
+        for split in ("train", "val"):
+            ann = root / "annotations" / f"{split}.json"
+            if ann.is_file():
+                pairs += [(r.id, r.model or f"models/{r.id}.glb") for r in load_annotations(ann)]
+        # the dataset's own views are used as they are: only vases missing one are rendered
+        pairs = [(vid, m) for vid, m in pairs if not all(view_path(root, v, vid).is_file() for v in views)]
+        result = render_dataset(root, pairs, RenderSettings(args.resolution, args.fov_deg), views=views,
+                                orbit_frames=args.orbit_frames, out_root=out, keep_existing=out == root,
+                                on_error=args.on_error)
+    except VaseError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps({"out": str(out), "rendered": result["rendered"], "cached": result["cached"],
+                      "failed": result["failed"]}, indent=1))
+    return 1 if result["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
