@@ -119,3 +119,14 @@ def test_bad_value_fails_fast_with_one_line_naming_the_key(override: str, key: s
     assert len(lines) == 1, p.stderr
     assert lines[0].startswith("config error: ") and key in lines[0]
     assert seconds < 5.0
+
+
+@pytest.mark.parametrize("override, key", [("trainer.devices=abc", "trainer.devices"),
+                                           ("trainer.max_steps=1.5", "trainer.max_steps"),
+                                           ("trainer.precision=17", "trainer.precision")])
+def test_bad_trainer_values_fail_before_any_model_loads(override: str, key: str, tmp_path: Path) -> None:
+    p = subprocess.run([sys.executable, "train.py", override, f"hydra.run.dir={tmp_path}"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2
+    assert p.stderr.strip().startswith(f"config error: {key}=") and len(p.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "config.yaml").exists()  # the run never started

@@ -7,7 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -249,4 +248,46 @@ def test_metrics_sync_across_two_processes(tmp_path: Path) -> None:
     for k, v in single.items():
         assert ddp[k] == pytest.approx(v, abs=1e-6), k
     assert ddp["n_pairs"] == 6
-    assert np.isfinite(ddp["fid_score"])
+
+
+def test_paper_keying_rule_and_counts(tmp_path: Path) -> None:
+    """Any name is keyed by the paper scorer's positional rule; unmatched, repeated and keyless items are counted
+    and named; a repeated ground-truth key keeps its last caption; pairs follow the generated file's order."""
+    from vase.errors import DataError
+    from vase.eval.scoring import load_captions, match, paper_key
+
+    assert paper_key("3f2a_7_ac001001.jpg") == "3f2a_7"
+    assert paper_key("vase12_front.jpg") == "vase12_front"  # fewer than three parts: the name without .jpg
+    assert paper_key("a_b_c_d.png") == "a_b"
+    assert paper_key("plain.jpg") == "plain"
+    gt = tmp_path / "gt.json"
+    gt.write_text(json.dumps([
+        {"images": ["u1_0_ac001001.jpg"], "caption": "first"},
+        {"images": ["vase12_front.jpg"], "caption": "front view"},
+        {"images": ["u1_0_ac001002.jpg"], "caption": "second"},  # same key u1_0: the last caption wins
+        {"images": [], "caption": "no image"},
+        {"images": ["only_gt_x.jpg"], "caption": "never generated"},
+    ]))
+    gen = tmp_path / "gen.json"
+    gen.write_text(json.dumps([
+        {"images": ["vase12_front.jpg"], "caption": "g-front"},
+        {"images": ["u1_0_zz.jpg"], "caption": "g-u1"},
+        {"images": ["nomatch_1_a.jpg"], "caption": "g-x"},
+        {"images": ["u1_0_again.jpg"], "caption": "g-u1-again"},
+    ]))
+    ids, preds, refs, c = match(load_captions(gen), load_captions(gt))
+    assert ids == ["vase12_front", "u1_0", "u1_0"] and preds == ["g-front", "g-u1", "g-u1-again"]
+    assert refs == ["front view", "second", "second"]
+    assert (c["matched"], c["unmatched_generated"], c["unmatched_reference"]) == (3, 1, 1)
+    assert (c["repeated_generated"], c["repeated_reference"], c["no_key_reference"]) == (1, 1, 1)
+    assert c["examples"]["unmatched_generated"] == ["nomatch_1"] and c["examples"]["unmatched_reference"] == ["only_gt"]
+    with pytest.raises(DataError, match=r"gen\.json: 1 key\(s\) appear more than once, e\.g\. \[.u1_0.\]"):
+        match(load_captions(gen), load_captions(gt), duplicates="error")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"images": ["a_1_b.jpg"]}]))
+    with pytest.raises(DataError, match=r"bad\.json: item 0 \(key 'a_1'\) has no caption"):
+        load_captions(bad)
+    broken = tmp_path / "broken.json"
+    broken.write_text('[{"images": ["a_1_b.jpg"], "caption": "x"}')
+    with pytest.raises(DataError, match=r"broken\.json: malformed JSON at line 1"):
+        load_captions(broken)

@@ -40,6 +40,7 @@ def reference_advantages(rewards: list[float], g: int, scale: str) -> list[float
 def reference_loss(logps, old, ref, adv, mask, beta, el, eh, loss_type, max_len, num_items=None) -> float:
     """Token by token, with plain floats."""
     per_seq, total, n_tokens = [], 0.0, 0
+    reference_loss.clipped = 0  # tokens where the clipped term is the smaller one (the clip fraction's numerator)
     for i in range(len(logps)):
         s, n = 0.0, 0
         for t in range(len(logps[i])):
@@ -48,6 +49,7 @@ def reference_loss(logps, old, ref, adv, mask, beta, el, eh, loss_type, max_len,
             ratio = math.exp(logps[i][t] - (old[i][t] if old is not None else logps[i][t]))
             clipped = min(max(ratio, 1 - el), 1 + eh)
             term = -min(ratio * adv[i], clipped * adv[i])
+            reference_loss.clipped += int(clipped * adv[i] < ratio * adv[i])
             if beta > 0:
                 d = ref[i][t] - logps[i][t]
                 term += beta * (math.exp(d) - d - 1)
@@ -74,7 +76,7 @@ def test_loss_matches_straightforward_computation(loss_type: str, scale: str) ->
     adv = group_advantages(torch.tensor(rewards), G, scale)
     assert adv.tolist() == pytest.approx(reference_advantages(rewards, G, scale), rel=1e-5, abs=1e-6)
     logps = (torch.rand(n, t, generator=g) * -3).double()
-    old = logps + 0.3 * (torch.rand(n, t, generator=g) - 0.5).double()  # ratios both sides of the clip range
+    old = logps + 0.8 * (torch.rand(n, t, generator=g) - 0.5).double()  # ratios both sides of the clip range
     ref = logps + 0.2 * (torch.rand(n, t, generator=g) - 0.5).double()
     mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0],
                          [1, 1, 0, 0, 0], [1, 1, 1, 1, 0], [0, 0, 0, 0, 0]])
@@ -84,7 +86,9 @@ def test_loss_matches_straightforward_computation(loss_type: str, scale: str) ->
         want = reference_loss(logps.tolist(), None if old_in is None else old.tolist(), ref.tolist(), adv.tolist(),
                               mask.tolist(), beta, 0.2, 0.28, loss_type, 8, 30)
         assert float(got) == pytest.approx(want, rel=1e-9, abs=1e-12)
-        assert 0.0 <= float(m["clip_fraction"]) <= 1.0
+        assert float(m["clip_fraction"]) == pytest.approx(reference_loss.clipped / int(mask.sum()))
+        if old_in is not None:
+            assert reference_loss.clipped > 0  # the case exercises the clip
 
 
 def test_one_iteration_ratio_has_the_policy_gradient() -> None:

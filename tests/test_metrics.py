@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 import torch
@@ -143,8 +141,21 @@ def test_scorer_encodes_each_caption_once_and_combines() -> None:
     assert out["n_pairs"] == 3
     assert out["lexical_similarity"] == pytest.approx((1 + 1 + 0) / 3)
     assert out["r_at_1"] == pytest.approx(2 / 3)
-    assert out["overall_score"] == pytest.approx(overall_score(out))
-    assert math.isfinite(out["fid_score"])
+    # CLIP score: mean cosine of each pair's embeddings; FID as the paper's scorer computes it, by hand with scipy
+    e_p, e_r = enc.encode(preds).double().numpy(), enc.encode(refs).double().numpy()
+    cos = [float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)) for a, b in zip(e_p, e_r)]
+    assert out["clip_score"] == pytest.approx(sum(cos) / 3, abs=1e-6)
+    from scipy import linalg
+
+    s1 = np.cov(e_p, rowvar=False) + 1e-6 * np.eye(4)
+    s2 = np.cov(e_r, rowvar=False) + 1e-6 * np.eye(4)
+    diff = e_p.mean(0) - e_r.mean(0)
+    fid = diff @ diff + np.trace(s1 + s2 - 2 * linalg.sqrtm(s1 @ s2).real)
+    assert out["fid_score"] == pytest.approx(fid, rel=1e-4, abs=1e-5)
+    r10 = r5 = 1.0  # three references: every true match is in the top 5 and top 10
+    expected = (0.25 * out["clip_score"] + 0.25 * out["clip_score"] + 0.20 * r10 + 0.15 * (2 / 3) + 0.10 * r5
+                + 0.05 * (2 / 3))
+    assert out["overall_score"] == pytest.approx(expected, abs=1e-6)
 
 
 def test_hf_clip_encoder_and_transformers5_output(tiny_clip_dir) -> None:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 from vase.models.loading import load_model, load_model_and_processor, load_processor
@@ -42,8 +43,15 @@ def test_forward_and_generate_with_images(tiny_model_dir: Path, synthetic_root: 
     assert enc["image_grid_thw"].tolist() == [[1, 4, 4]] * 6
     n_img = int((enc["input_ids"] == model.config.image_token_id).sum())
     assert n_img == 6 * 4
+    n = enc["input_ids"].shape[1]
     out = model.generate(**enc, max_new_tokens=5, do_sample=False)
-    assert out.shape[1] == enc["input_ids"].shape[1] + 5 or out.shape[1] < enc["input_ids"].shape[1] + 5
+    assert torch.equal(out[:, :n], enc["input_ids"])  # the prompt, then the new tokens
+    new = out[0, n:].tolist()
+    assert 1 <= len(new) <= 5
+    eos = set(model.generation_config.eos_token_id)
+    assert len(new) == 5 or new[-1] in eos  # stopped early only at an end-of-sequence token
+    assert not eos & set(new[:-1])  # and never went past one
+    assert torch.equal(model.generate(**enc, max_new_tokens=5, do_sample=False), out)  # greedy: deterministic
 
 
 def test_missing_checkpoint_names_the_path(tmp_path: Path) -> None:

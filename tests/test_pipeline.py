@@ -113,6 +113,7 @@ def test_evaluate_entry_point_on_trained_adapter(train_cfg, tmp_path: Path) -> N
     assert p.returncode == 0, p.stderr[-3000:]
     res = json.loads(out.read_text())
     assert res["n_pairs"] == 2 and res["adapter"] == str(adapter)
+    assert sorted(p.name for p in out.parent.glob("results*.json")) == ["results.json"]  # one results file
     assert out.with_suffix(".md").read_text().startswith("| Model |")
     assert "| tiny-qwen2.5-vl |" in p.stdout
 
@@ -141,3 +142,13 @@ def test_orbit_video_through_sft_grpo_and_evaluation(train_cfg, tmp_path: Path) 
     assert isinstance(ds[0].images, VideoFrames) and len(ds[0].images) == 8
     enc = PromptCollator(out["module"].processor)([samples_for(ds[0], "caption")[0]])
     assert "pixel_values_videos" in enc and "pixel_values" not in enc
+
+
+def test_wandb_mode_disabled_writes_no_run(train_cfg, monkeypatch) -> None:
+    from vase.pipeline import run_training
+
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    cfg = train_cfg(["logger=wandb", "trainer.max_steps=1"])
+    run_training(cfg)
+    assert not list(Path(cfg.paths.output_dir).rglob("offline-run-*"))
+    assert not (Path(cfg.paths.output_dir) / "wandb").exists()
