@@ -291,3 +291,43 @@ def test_paper_keying_rule_and_counts(tmp_path: Path) -> None:
     broken.write_text('[{"images": ["a_1_b.jpg"], "caption": "x"}')
     with pytest.raises(DataError, match=r"broken\.json: malformed JSON at line 1"):
         load_captions(broken)
+
+
+def test_score_several_files_in_one_run_equals_each_alone(tmp_path: Path, session_dirs: dict,
+                                                          tiny_clip_dir: Path) -> None:
+    from tests.conftest import compose_cfg
+    from vase.pipeline import run_evaluation
+
+    ids = [f"v{i}_{i}" for i in range(len(CAPS))]
+    gt = tmp_path / "gt.json"
+    _write_paper_json(gt, CAPS, ids)
+    files = []
+    for k in range(2):
+        files.append(tmp_path / f"model{k}.json")
+        _write_paper_json(files[-1], GENS[k:] + GENS[:k], ids)
+    common = ["task=score", "logger=none", "metrics=hf_tiny", "metrics.clip.build_tiny=false",
+              f"metrics.clip.model={tiny_clip_dir}", f"metrics.embedding_cache={tmp_path / 'emb'}",
+              f"ground_truth={gt}"]
+    alone = []
+    for k, f in enumerate(files):
+        cfg = compose_cfg("evaluate", [*common, f"generated={f}", f"output={tmp_path / f'alone{k}.json'}"],
+                          tmp_path / f"a{k}", session_dirs)
+        alone.append(run_evaluation(cfg)["scores"])
+    out = tmp_path / "table.json"
+    cfg = compose_cfg("evaluate", [*common, f"generated=[{files[0]},{files[1]}]", f"output={out}"], tmp_path / "b",
+                      session_dirs)
+    run_evaluation(cfg)
+    table = json.loads(out.read_text())["results"]
+    assert list(table) == ["model0", "model1"]
+    for k, name in enumerate(table):
+        for m in ("clip_score", "fid_score", "r_at_1", "r_at_10", "lexical_similarity", "overall_score"):
+            assert table[name][m] == pytest.approx(alone[k][m], abs=1e-6), (name, m)
+    assert table["model0"]["matched"] == len(CAPS)
+    assert "| model1 |" in out.with_suffix(".md").read_text()
+    # writing the results over a file it scores is refused
+    from vase.errors import DataError
+
+    cfg = compose_cfg("evaluate", [*common, f"generated={files[0]}", f"output={files[0]}"], tmp_path / "c",
+                      session_dirs)
+    with pytest.raises(DataError, match="would overwrite"):
+        run_evaluation(cfg)

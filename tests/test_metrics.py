@@ -192,3 +192,30 @@ def test_fast_tokenisation_gives_the_wrappers_embeddings(tiny_clip_dir) -> None:
     ours = sent.encode(texts)
     ref = sent.model.encode(texts, convert_to_tensor=True).float()
     assert torch.allclose(ours, ref, atol=1e-5)
+
+
+def test_embedding_cache_is_keyed_by_weights_and_text(tmp_path) -> None:
+    from vase.metrics.embedding_cache import CachedTextEncoder
+
+    class Enc:
+        def __init__(self, seed: int) -> None:
+            torch.manual_seed(seed)
+            self.model = torch.nn.Linear(3, 4)
+            self.calls: list[list[str]] = []
+
+        def encode(self, texts: list[str]) -> torch.Tensor:
+            self.calls.append(list(texts))
+            x = torch.tensor([[len(t), t.count("a"), t.count("e")] for t in texts], dtype=torch.float32)
+            return self.model(x).detach()
+
+    a = Enc(0)
+    first = CachedTextEncoder(a, tmp_path).encode(["amphora", "kylix", "amphora"])
+    assert a.calls == [["amphora", "kylix"]]  # each distinct text once, in the caller's order
+    again = CachedTextEncoder(a, tmp_path)  # a later run: reads the shards from disk
+    out = again.encode(["kylix", "amphora", "hydria"])
+    assert a.calls[-1] == ["hydria"] and again.hits == 2 and again.misses == 1
+    assert torch.equal(out[0], first[1]) and torch.equal(out[1], first[0])
+    b = Enc(1)  # other weights: another key, nothing served from a's entries
+    CachedTextEncoder(b, tmp_path).encode(["amphora"])
+    assert b.calls == [["amphora"]]
+    assert len(list(tmp_path.iterdir())) == 2

@@ -242,6 +242,7 @@ class ModelSchema:
 class MetricsSchema:
     clip: dict = field(default_factory=dict)
     text_encoder: dict = field(default_factory=dict)
+    embedding_cache: str | None = None
     image_score: bool = True
     weights: dict = field(default_factory=dict)
 

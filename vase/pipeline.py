@@ -265,9 +265,7 @@ def _notes(cfg: DictConfig, module: Any) -> str:
 def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     """``task``: generate (caption a split and score it), score (score caption files), vqa (per-dimension accuracy)
     or leaderboard (gather runs into one table)."""
-    import pytorch_lightning as pl
-
-    pl.seed_everything(int(cfg.seed))
+    _seed(int(cfg.seed))
     tasks = {"generate": _eval_generate, "score": _eval_score, "vqa": _eval_vqa, "leaderboard": _eval_leaderboard}
     if cfg.task not in tasks:
         raise ValueError(f"task={cfg.task!r} must be one of {sorted(tasks)}")
@@ -282,6 +280,18 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         if out.get("table"):
             _log_results_table([lg], out["table"])
     return out
+
+
+def _seed(seed: int) -> None:
+    """Seed python, numpy and torch without importing Lightning (task=score should start fast)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def _dataset_and_model(cfg: DictConfig) -> tuple[Any, Any, Any]:
@@ -312,32 +322,56 @@ def _eval_generate(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _eval_score(cfg: DictConfig) -> dict[str, Any]:
-    """Score a generated-captions file against a ground-truth file (the paper's JSON or our JSONL)."""
+    """Score one generated-captions file, or a list of them, against a ground-truth file (the paper's JSON or our
+    JSONL). The encoders load once; with ``metrics.embedding_cache`` the references are encoded once ever."""
+    from omegaconf import ListConfig
+
     from vase.errors import DataError
     from vase.eval.report import markdown_table
     from vase.eval.scoring import build_scorer, load_captions, match, write_results
 
     if not cfg.get("generated") or not cfg.get("ground_truth"):
-        raise DataError("task=score needs generated=<file> and ground_truth=<file>")
-    gen, ref = load_captions(cfg.generated), load_captions(cfg.ground_truth)
-    ids, preds, refs, counts = match(gen, ref, str((cfg.get("score") or {}).get("duplicates", "last")))
-    ex = counts["examples"]
-    print(f"matched {counts['matched']} pairs; unmatched: {counts['unmatched_generated']} generated "
-          f"{_first(ex['unmatched_generated'])}, {counts['unmatched_reference']} ground truth "
-          f"{_first(ex['unmatched_reference'])}; repeated keys: {counts['repeated_generated']} generated "
-          f"{_first(ex['repeated_generated'])}, {counts['repeated_reference']} ground truth (last caption kept) "
-          f"{_first(ex['repeated_reference'])}; without a key: {counts['no_key_generated']} / "
-          f"{counts['no_key_reference']}")
-    if not ids:
-        raise DataError(f"no key of {cfg.generated} matches one of {cfg.ground_truth} (keys are the first two "
-                        f"'_'-separated parts of the first image name, or the row's id): nothing to score")
-    scores = build_scorer(cfg.metrics).score(preds, refs)
+        raise DataError("task=score needs generated=<file> (or generated=[a,b,...]) and ground_truth=<file>")
+    files = [str(f) for f in cfg.generated] if isinstance(cfg.generated, (list, ListConfig)) else [str(cfg.generated)]
+    inputs = {Path(f).resolve() for f in [*files, str(cfg.ground_truth)]}
+    if Path(cfg.output).resolve() in inputs or Path(cfg.output).with_suffix(".md").resolve() in inputs:
+        raise DataError(f"output={cfg.output} would overwrite a caption file it scores; choose another output path")
+    ref = load_captions(cfg.ground_truth)
+    gens = [load_captions(f) for f in files]  # every file read and checked before any model loads
+    matched = []
+    for f, gen in zip(files, gens):
+        ids, preds, refs, counts = match(gen, ref, str((cfg.get("score") or {}).get("duplicates", "last")))
+        ex = counts["examples"]
+        print(f"{f}: matched {counts['matched']} pairs; unmatched: {counts['unmatched_generated']} generated "
+              f"{_first(ex['unmatched_generated'])}, {counts['unmatched_reference']} ground truth "
+              f"{_first(ex['unmatched_reference'])}; repeated keys: {counts['repeated_generated']} generated "
+              f"{_first(ex['repeated_generated'])}, {counts['repeated_reference']} ground truth (last caption kept) "
+              f"{_first(ex['repeated_reference'])}; without a key: {counts['no_key_generated']} / "
+              f"{counts['no_key_reference']}")
+        if not ids:
+            raise DataError(f"no key of {f} matches one of {cfg.ground_truth} (keys are the first two '_'-separated "
+                            f"parts of the first image name, or the row's id): nothing to score")
+        matched.append((f, preds, refs, counts))
+    scorer = build_scorer(cfg.metrics)
     out = Path(cfg.output)
-    write_results(out, str(cfg.name), scores, {**counts, "name": str(cfg.name), "generated": str(cfg.generated),
-                                               "ground_truth": str(cfg.ground_truth)})
-    print("\n" + markdown_table({str(cfg.name): scores}))
-    flat = {k: v for k, v in counts.items() if isinstance(v, int)}
-    return {"scores": {**scores, **flat}, "output": str(out), "table": {str(cfg.name): scores}}
+    if len(files) == 1:
+        f, preds, refs, counts = matched[0]
+        scores = scorer.score(preds, refs)
+        write_results(out, str(cfg.name), scores, {**counts, "name": str(cfg.name), "generated": f,
+                                                   "ground_truth": str(cfg.ground_truth)})
+        print("\n" + markdown_table({str(cfg.name): scores}))
+        flat = {k: v for k, v in counts.items() if isinstance(v, int)}
+        return {"scores": {**scores, **flat}, "output": str(out), "table": {str(cfg.name): scores}}
+    stems = [Path(f).stem for f in files]
+    names = stems if len(set(stems)) == len(stems) else files
+    table: dict[str, dict[str, Any]] = {}
+    for name, (f, preds, refs, counts) in zip(names, matched):
+        table[name] = {**scorer.score(preds, refs), **counts, "generated": f}
+    atomic_write_json(out, {"ground_truth": str(cfg.ground_truth), "results": table})
+    md = markdown_table({n: {k: v for k, v in row.items() if not isinstance(v, (dict, str))} for n, row in table.items()})
+    atomic_write_text(out.with_suffix(".md"), md)
+    print("\n" + md)
+    return {"scores": {}, "output": str(out), "table": table}
 
 
 def _first(keys: list[str]) -> str:

@@ -17,6 +17,11 @@ def build_scorer(metrics_cfg: Any) -> CaptionScorer:
 
     clip = build_clip_encoder(metrics_cfg.clip)
     sent = cached_sentence_encoder(metrics_cfg.text_encoder.model, metrics_cfg.text_encoder.get("device", "cpu"))
+    cache = metrics_cfg.get("embedding_cache")
+    if cache:  # text embeddings on disk, keyed by the weights: references shared by many runs are encoded once
+        from vase.metrics.embedding_cache import CachedTextEncoder
+
+        clip, sent = CachedTextEncoder(clip, cache), CachedTextEncoder(sent, cache)
     weights = {k: float(v) for k, v in (metrics_cfg.get("weights") or {}).items()} or None
     return CaptionScorer(clip, sent, weights)
 
