@@ -33,10 +33,12 @@ def main(cfg: DictConfig) -> float | None:
         from vase.pipeline import finish_wandb
 
         finish_wandb()
-    # a sweeper (e.g. optuna) optimises the returned number: the overall score after training
-    results = out["results"]
-    if results:
-        return float(list(results.values())[-1]["overall_score"])
+    # a sweeper (e.g. optuna) optimises the returned number, the one `optimized_metric` names
+    metric = cfg.get("optimized_metric")
+    if metric:
+        from vase.pipeline import objective
+
+        return objective(out, str(metric))
     return None
 
 

@@ -14,6 +14,8 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
+import vase.config  # noqa: F401  (registers the resolvers the configs use, as train.py and evaluate.py do)
+
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 

@@ -130,3 +130,31 @@ def test_bad_trainer_values_fail_before_any_model_loads(override: str, key: str,
     assert p.returncode == 2
     assert p.stderr.strip().startswith(f"config error: {key}=") and len(p.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "config.yaml").exists()  # the run never started
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "experiments").glob("*.yaml")))
+def test_every_experiment_runs_one_step_on_the_tiny_model(name: str, tmp_path: Path, session_dirs: dict,
+                                                          tiny_model_dir: Path) -> None:
+    """Each recipe, with model=tiny on synthetic data: one training step (or, for a zero-shot baseline, one
+    caption scored) through its own stage, modality and module settings."""
+    from vase.pipeline import run_evaluation, run_training
+
+    tiny = ["model=tiny", f"model.name_or_path={tiny_model_dir}", "model.dtype=float32", "data=synthetic",
+            "data.synthetic.num_vases=8", "render.resolution=64", "logger=none", "metrics=hf_tiny",
+            "data.num_workers=0"]
+    if "zeroshot" in name:
+        cfg = compose_cfg("evaluate", [f"experiment={name}", *tiny, "generation.max_new_tokens=2",
+                                       "data.limit_val=2", "metrics.image_score=false"], tmp_path, session_dirs)
+        validate(cfg)
+        assert run_evaluation(cfg)["scores"]["n_pairs"] == 2
+        return
+    cfg = compose_cfg("train", [f"experiment={name}", *tiny, "trainer=cpu", "trainer.max_steps=1",
+                                "stage.grad_accum=1", "stage.module.max_completion_length=4", "evaluate.before=false",
+                                "evaluate.after=false", "report=false", "render.orbit_frames=4"]
+                      if "_rl" in name else
+                      [f"experiment={name}", *tiny, "trainer=cpu", "trainer.max_steps=1", "stage.grad_accum=1",
+                       "evaluate.before=false", "evaluate.after=false", "report=false", "render.orbit_frames=4"],
+                      tmp_path, session_dirs)
+    validate(cfg)
+    out = run_training(cfg)
+    assert len(out["history"]) >= 1

@@ -157,11 +157,21 @@ def test_score_vqa_by_hand() -> None:
         {"protocol": "open", "dimension": "dating", "caption": "c. 480–470 BCE", "reference": "C. 480–470 BCE."},
         {"protocol": "mc", "dimension": "shape", "caption": "A", "options": ["kylix", "amphora"], "answer_index": 0},
         {"protocol": "mc", "dimension": "shape", "caption": "B", "options": ["kylix", "amphora"], "answer_index": 0},
+        {"protocol": "mc", "dimension": "shape", "caption": "zzq 17", "options": ["kylix", "amphora"],
+         "answer_index": 0},
+        {"protocol": "mc", "dimension": "fabric", "caption": "", "options": ["Attic", "Corinthian", "Laconian"],
+         "answer_index": 1},
     ]
     s = score_vqa(rows, reward_from_config(), tau=0.7)
     assert s["open"]["accuracy"] == {"fabric": 0.5, "dating": 1.0}
     assert s["open"]["mean"] == pytest.approx(0.75)
-    assert s["mc"]["accuracy"] == {"shape": 0.5} and s["mc"]["n"] == 2
+    assert s["mc"]["accuracy"] == {"fabric": 0.0, "shape": pytest.approx(1 / 3)} and s["mc"]["n"] == 4
+    assert s["mc"]["unparsed"] == {"fabric": 1, "shape": 1}
+    assert s["mc"]["chance"] == {"fabric": pytest.approx(1 / 3), "shape": 0.5}
+    from vase.eval.vqa import vqa_table
+
+    table = vqa_table(s, "m")
+    assert "0.0 % (1 unparsed)" in table and "| chance | multiple choice |" in table
 
 
 def test_vqa_task_end_to_end(tmp_path: Path, session_dirs: dict, synthetic_root: Path) -> None:
@@ -192,12 +202,14 @@ def test_leaderboard_from_files_and_wandb_runs(tmp_path: Path, session_dirs: dic
                     "overall_score", "image_clip_score", "n_pairs"],
         "data": [["tiny (sft)", 0.4, 0.85, 0.7, 0.5, 0.2, 0.4, 0.7, 12.0, 24]]}))
     rows = build_leaderboard([str(a), str(tmp_path / "run")])
-    assert list(rows)[: len(PAPER_TABLE3)] == [f"{k} (paper)" for k in PAPER_TABLE3]
+    assert len(PAPER_TABLE3) == 19  # every row of the paper's Table 3, in its groups
+    assert list(rows)[: len(PAPER_TABLE3)] == [f"{k} (paper, {v['group']})" for k, v in PAPER_TABLE3.items()]
     assert rows["mine"]["clip_score"] == 0.8 and rows["tiny (sft)"]["r_at_1"] == 0.2
     paths = write_leaderboard(rows, tmp_path / "lb")
     md = paths["md"].read_text()
     # overall = 0.25 * 0.792 * 2 + 0.20 * 0.2124 + 0.15 * 0.276 + 0.10 * 0.1112 + 0.05 * 0.0352 = 0.4928
-    assert "| VaseVLM-7B-RL (paper) | 0.328 | 0.792 | 21.24 % | 11.12 % | 3.52 % | 0.276 | 0.493 |" in md
+    assert "| VaseVLM-7B-RL (paper, VaseVLM) | 0.328 | 0.792 | 21.24 % | 11.12 % | 3.52 % | 0.276 | 0.493 |" in md
+    assert "| GPT-4o (paper, closed VLMs) | 0.582 | 0.520 | 13.54 % | 6.25 % | 2.08 % | 0.104 |" in md
     assert "| tiny (sft) |" in md
     from PIL import Image
 

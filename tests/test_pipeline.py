@@ -152,3 +152,72 @@ def test_wandb_mode_disabled_writes_no_run(train_cfg, monkeypatch) -> None:
     run_training(cfg)
     assert not list(Path(cfg.paths.output_dir).rglob("offline-run-*"))
     assert not (Path(cfg.paths.output_dir) / "wandb").exists()
+
+
+def test_debug_fast_caps_every_stage(train_cfg) -> None:
+    """trainer.max_steps (what debug=fast sets) stops a GRPO follow-up too, whatever its own epochs."""
+    from vase.pipeline import run_training
+
+    cfg = train_cfg(["trainer.max_steps=1", "+stage@followup=grpo", "followup.epochs=5", "followup.batch_size=2",
+                     "followup.grad_accum=1", "followup.module.max_completion_length=4"])
+    out = run_training(cfg)
+    assert len(out["histories"]["sft"]) == 1 and len(out["histories"]["grpo"]) == 1
+
+
+def test_export_writes_a_merged_checkpoint_that_loads_without_peft(train_cfg, tmp_path: Path, session_dirs: dict,
+                                                                   tiny_model_dir: Path, synthetic_root: Path) -> None:
+    import torch
+
+    from tests.conftest import compose_cfg
+    from vase.data.datamodule import SFTCollator, samples_for
+    from vase.data.dataset import VaseDataset
+    from vase.models.loading import apply_adapter, load_model, load_processor
+    from vase.pipeline import run_evaluation, run_training
+
+    cfg = train_cfg(["stage.module.optimizer.lr=1e-2", "stage.module.warmup_ratio=0.0"])
+    run_training(cfg)
+    adapter = Path(cfg.paths.output_dir) / "adapter"
+    out = tmp_path / "merged"
+    ecfg = compose_cfg("evaluate", ["task=export", f"adapter={adapter}", f"output={out}", "logger=none"],
+                       tmp_path / "e", session_dirs)
+    run_evaluation(ecfg)
+    from transformers import Qwen2_5_VLForConditionalGeneration
+
+    merged = Qwen2_5_VLForConditionalGeneration.from_pretrained(out).eval()  # plain transformers, no peft
+    assert not any("lora_" in n for n, _ in merged.named_parameters())
+    peft_model = apply_adapter(load_model(str(tiny_model_dir)), str(adapter)).eval()
+    proc = load_processor(str(out))
+    batch = SFTCollator(proc)([samples_for(VaseDataset(synthetic_root, "val")[0], "caption")[0]])
+    batch.pop("labels")
+    with torch.no_grad():
+        a, b = merged(**batch).logits, peft_model(**batch).logits
+        base = load_model(str(tiny_model_dir)).eval()(**batch).logits
+    assert torch.allclose(a, b, atol=1e-4) and not torch.allclose(a, base, atol=1e-3)
+    # GRPO starts from the exported checkpoint as from any real one
+    gcfg = train_cfg(["stage=grpo", "model.build_tiny=false", f"model.name_or_path={out}", "trainer.max_steps=1",
+                      "stage.batch_size=2", "stage.grad_accum=1", "stage.module.max_completion_length=4"])
+    assert len(run_training(gcfg)["history"]) == 1
+    # an existing directory is never replaced
+    import pytest
+
+    from vase.errors import DataError
+
+    with pytest.raises(DataError, match="already exists"):
+        run_evaluation(ecfg)
+
+
+def test_optimized_metric_reads_caption_vqa_or_reward_values() -> None:
+    import pytest
+
+    from vase.errors import ConfigError
+    from vase.pipeline import objective
+
+    out = {"results": {"m (untrained)": {"overall_score": 0.1, "r_at_1": 0.0}, "m (grpo)": {"overall_score": 0.4,
+                                                                                           "r_at_1": 0.25}},
+           "vqa": {"grpo": {"open": {"accuracy": {"shape": 0.5}, "mean": 0.3}}},
+           "history": [{"step": float(i), "reward": float(i)} for i in range(30)]}
+    assert objective(out, "overall_score") == 0.4 and objective(out, "r_at_1") == 0.25  # the last stage's row
+    assert objective(out, "vqa/open/shape") == 0.5 and objective(out, "vqa/open/mean") == 0.3
+    assert objective(out, "train/reward") == pytest.approx(sum(range(10, 30)) / 20)
+    with pytest.raises(ConfigError, match="vqa/mc/shape"):
+        objective(out, "vqa/mc/shape")

@@ -149,6 +149,7 @@ class RewardSchema:
     embedding_device: str = "cpu"
     penalty: RewardPenalty = field(default_factory=RewardPenalty)
     bonus: RewardBonus = field(default_factory=RewardBonus)
+    normalize_weights: Any = None
 
     def __post_init__(self) -> None:
         _check(0.0 <= self.tau <= 1.0, "reward.tau", self.tau, "must lie in [0, 1]")
@@ -157,6 +158,9 @@ class RewardSchema:
             _check(w >= 0, f"reward.weights.{dim}", w, "must be non-negative")
             sim = getattr(self.similarity, dim)
             _check(sim in SIMILARITIES, f"reward.similarity.{dim}", sim, f"must be one of {list(SIMILARITIES)}")
+        nw = self.normalize_weights
+        _check(nw is None or isinstance(nw, bool) or (isinstance(nw, (list, tuple)) and all(d in DIMENSIONS for d in nw)),
+               "reward.normalize_weights", nw, f"must be null, true, false or a list of dimensions {list(DIMENSIONS)}")
         _check(0 <= self.penalty.min_words <= self.penalty.max_words, "reward.penalty.min_words",
                self.penalty.min_words, f"must lie in [0, reward.penalty.max_words={self.penalty.max_words}]")
 
@@ -328,6 +332,29 @@ def validate(cfg: DictConfig) -> None:
     if cfg.get("trainer") is not None:
         _validate_trainer(_resolved(cfg, "trainer"))
     _validate_owned_paths(cfg)
+    _validate_reward_use(cfg)
+
+
+def job_overrides() -> list[str]:
+    """The command-line (and sweep) overrides of the running Hydra job; [] outside Hydra."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return list(HydraConfig.get().overrides.task)
+    except (ValueError, ImportError):
+        return []
+
+
+def _validate_reward_use(cfg: DictConfig) -> None:
+    """A reward setting on a run whose only stage is SFT changes nothing: a reward sweep must train GRPO."""
+    stage = cfg.get("stage")
+    if stage is None or cfg.get("task_name") != "train" or stage.get("name") != "sft" or cfg.get("followup"):
+        return
+    keys = [o.split("=", 1)[0].lstrip("+~") for o in job_overrides()]
+    reward_keys = [k for k in keys if k.startswith("reward.")]  # values, not the group's option (reward=vase6d)
+    if reward_keys:
+        raise ConfigError(f"{reward_keys[0]} is set, but stage=sft never uses the reward; add stage=grpo (sft_init=true "
+                          f"starts every GRPO job from one shared SFT adapter, as sweep=reward_weights and sweep=tau do)")
 
 
 def _validate_trainer(trainer: DictConfig) -> None:
@@ -440,9 +467,92 @@ def tiny_key(overrides: Any = None) -> str:
     return spec_fingerprint(overrides)
 
 
+def launch_dir() -> str:
+    """``${vase.cwd:}``: the directory the command was launched from. Unlike ``${hydra:runtime.cwd}`` it resolves
+    before Hydra sets its runtime config, which a multirun's sweep directory needs."""
+    return os.getcwd()
+
+
+_ABBREV = (("reward.weights.", "w_"), ("reward.", ""), ("stage.module.lora.", "lora_"), ("stage.module.", ""),
+           ("stage.", ""), ("data.", ""), ("model.", "model_"))
+_NOT_IN_NAMES = ("paths.", "logger", "hydra.", "sweep", "experiment", "callbacks.", "trainer.devices")
+
+
+def run_name(prefix: str = "") -> str:
+    """``${vase.run_name:<stage>}``: a W&B run name from the job's overrides (see :func:`name_from_overrides`)."""
+    return name_from_overrides(job_overrides(), prefix)
+
+
+def name_from_overrides(overrides: list[str], prefix: str = "") -> str:
+    """A short run name from overrides; paths, loggers and Hydra's own settings are left out.
+
+    >>> name_from_overrides(["reward.weights.shape=0.6", "seed=1", "paths.log_dir=/x", "stage=grpo"], "grpo")
+    'grpo-w_shape=0.6-seed=1'
+    >>> name_from_overrides([], "sft")
+    'sft'
+    """
+    parts = []
+    for o in overrides:
+        key, _, value = o.partition("=")
+        key = key.lstrip("+~")
+        if any(key.startswith(p) for p in _NOT_IN_NAMES) or key in ("stage", "task"):
+            continue
+        for long, short in _ABBREV:
+            if key.startswith(long):
+                key = short + key[len(long):]
+                break
+        parts.append(f"{key}={value}")
+    return "-".join([prefix, *parts]) if prefix else "-".join(parts) or "run"
+
+
+def sweep_group() -> str | None:
+    """``${vase.sweep_group:}``: in a multirun, the sweep's name and launch time (one W&B group per sweep); else null."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        hc = HydraConfig.get()
+    except (ValueError, ImportError):
+        return None
+    if hc.mode != RunMode.MULTIRUN:
+        return None
+    name = hc.runtime.choices.get("sweep") or "multirun"
+    return f"{name}-{Path(str(hc.sweep.dir)).name}"
+
+
+def overrides_hash() -> str:
+    """``${vase.overrides_hash:}``: a short hash of the job's overrides (what tells two jobs of a sweep apart; with
+    the same code and defaults, equal overrides compose equal configs)."""
+    import hashlib
+
+    return hashlib.sha256("\n".join(sorted(job_overrides())).encode()).hexdigest()[:8]
+
+
+def run_tags(tags: Any = None) -> list[str]:
+    """``${vase.tags:${tags}}``: the configured tags plus ``experiment:<name>``, ``sweep:<name>`` and ``cfg:<hash>``."""
+    out = [str(t) for t in (tags or [])]
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        choices = HydraConfig.get().runtime.choices
+    except (ValueError, ImportError):
+        choices = {}
+    for group in ("experiment", "sweep"):
+        if choices.get(group):
+            out.append(f"{group}:{choices[group]}")
+    out.append(f"cfg:{overrides_hash()}")
+    return out
+
+
 def register_resolvers() -> None:
+    for name, fn in (("vase.run_name", run_name), ("vase.sweep_group", sweep_group),
+                     ("vase.overrides_hash", overrides_hash), ("vase.tags", run_tags)):
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, fn)
     if not OmegaConf.has_resolver("vase.wandb_offline"):
         OmegaConf.register_new_resolver("vase.wandb_offline", wandb_offline)
+    if not OmegaConf.has_resolver("vase.cwd"):
+        OmegaConf.register_new_resolver("vase.cwd", launch_dir)
     if not OmegaConf.has_resolver("vase.tiny_key"):
         OmegaConf.register_new_resolver("vase.tiny_key", tiny_key)
 

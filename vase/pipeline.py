@@ -149,6 +149,14 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     from vase.models.loading import load_model_and_processor
     from vase.training.callbacks import SaveAdapter
 
+    shared_init = None
+    if not cfg.get("init_adapter") and cfg.get("sft_init"):
+        # before seeding: whether the shared adapter is trained now or read from the cache, this run's own random
+        # streams start from the same seed
+        from vase.training.sft_cache import shared_sft_adapter
+
+        shared_init = str(shared_sft_adapter(cfg))
+        log.info("starting from the shared SFT adapter %s", shared_init)
     pl.seed_everything(int(cfg.seed), workers=True)
     out_dir = Path(cfg.paths.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -157,7 +165,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     log.info("loading model %s", cfg.model.name_or_path)
     # an initial adapter (e.g. from SFT) is merged first, as the paper merged LoRA before RL; the new stage's
     # adapter then trains on top and its reference (adapter off) is the merged model
-    init_adapter = cfg.get("init_adapter")
+    init_adapter = cfg.get("init_adapter") or shared_init
     model, processor = load_model_and_processor(cfg.model, adapter=init_adapter, merge=True)
     merged = [str(init_adapter)] if init_adapter else []
 
@@ -171,6 +179,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     results: dict[str, dict[str, Any]] = {}
     generations: dict[str, list[dict[str, Any]]] = {}
     histories: dict[str, list[dict[str, float]]] = {}
+    vqa: dict[str, dict[str, Any]] = {}
     ev = cfg.get("evaluate", {}) or {}
     scorer = None
     if ev.get("before") or ev.get("after"):
@@ -216,6 +225,17 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
         atomic_write_json(out_dir / ("train_history.json" if i == 0 else f"train_history_{stage.name}.json"),
                           module.history)
 
+        if ev.get("vqa") and trainer.is_global_zero:
+            from vase.eval.vqa import evaluate_vqa
+
+            reward = instantiate(cfg.reward, _convert_="partial")
+            vqa[str(stage.name)] = evaluate_vqa(
+                module.model, processor, datamodule.val_set, reward, float(cfg.reward.tau),
+                out_dir / f"vqa_{stage.name}.json", f"{label} ({stage.name})", str(ev.vqa),
+                int(ev.get("vqa_choices", 4)), int(ev.batch_size), int(ev.get("vqa_max_new_tokens", 24)))
+            for lg in loggers:
+                lg.log_metrics({f"val/{stage.name}/vqa/{p}/{d}": a for p, sc in vqa[str(stage.name)].items()
+                                for d, a in sc["accuracy"].items()})
         if ev.get("after") and trainer.is_global_zero:
             name = f"{label} ({stage.name})"
             results[name], generations[name] = evaluate_captions(
@@ -240,7 +260,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
                     if imgs:
                         lg.log_image(key="report", images=imgs)
     history = histories.get(str(cfg.stage.name), [])
-    return {"results": results, "history": history, "histories": histories, "output_dir": str(out_dir),
+    return {"results": results, "history": history, "histories": histories, "vqa": vqa, "output_dir": str(out_dir),
             "module": module}
 
 
@@ -266,7 +286,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     """``task``: generate (caption a split and score it), score (score caption files), vqa (per-dimension accuracy)
     or leaderboard (gather runs into one table)."""
     _seed(int(cfg.seed))
-    tasks = {"generate": _eval_generate, "score": _eval_score, "vqa": _eval_vqa, "leaderboard": _eval_leaderboard}
+    tasks = {"generate": _eval_generate, "score": _eval_score, "vqa": _eval_vqa, "leaderboard": _eval_leaderboard,
+             "export": _eval_export}
     if cfg.task not in tasks:
         raise ValueError(f"task={cfg.task!r} must be one of {sorted(tasks)}")
     out = tasks[cfg.task](cfg)
@@ -380,23 +401,17 @@ def _first(keys: list[str]) -> str:
 
 def _eval_vqa(cfg: DictConfig) -> dict[str, Any]:
     """Answer each vase's six questions (open-ended and/or multiple choice) and report accuracy per dimension."""
-    from vase.eval.generate import generate_rows
-    from vase.eval.vqa import score_vqa, vqa_items, vqa_table
+    from vase.eval.vqa import evaluate_vqa, vqa_table
 
     out = Path(cfg.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     dataset, model, processor = _dataset_and_model(cfg)
     v = cfg.vqa
-    items = vqa_items(dataset, str(v.protocol), int(v.num_choices))
-    rows = generate_rows(model, processor, items, out.parent / f"vqa_{out.stem}.jsonl",
-                         batch_size=int(cfg.generation.batch_size), max_new_tokens=int(v.max_new_tokens),
-                         desc="answering questions")
-    reward = instantiate(cfg.reward, _convert_="partial")
-    scores = score_vqa(rows, reward, float(cfg.reward.tau))
-    atomic_write_json(out, {"name": str(cfg.name), "vqa": scores, "split": cfg.split, "adapter": cfg.get("adapter")})
-    table = vqa_table(scores, str(cfg.name))
-    atomic_write_text(out.with_suffix(".md"), table)
-    print("\n" + table)
+    scores = evaluate_vqa(model, processor, dataset, instantiate(cfg.reward, _convert_="partial"),
+                          float(cfg.reward.tau), out, str(cfg.name), str(v.protocol), int(v.num_choices),
+                          int(cfg.generation.batch_size), int(v.max_new_tokens),
+                          {"split": cfg.split, "adapter": cfg.get("adapter")})
+    print("\n" + vqa_table(scores, str(cfg.name)))
     flat = {f"vqa/{p}/{d}": a for p, s in scores.items() for d, a in s["accuracy"].items()}
     flat.update({f"vqa/{p}/mean": s["mean"] for p, s in scores.items()})
     return {"scores": flat, "vqa": scores, "output": str(out)}
@@ -411,3 +426,57 @@ def _eval_leaderboard(cfg: DictConfig) -> dict[str, Any]:
     print("\n" + markdown_table(rows))
     print(f"leaderboard written to {paths['md']}")
     return {"rows_by_model": rows, "table": rows, "paths": {k: str(p) for k, p in paths.items()}}
+
+
+def _eval_export(cfg: DictConfig) -> dict[str, Any]:
+    """A standalone merged Hugging Face checkpoint (base + the adapter and every adapter under it, with the processor)
+    that transformers loads without peft: ``python evaluate.py task=export adapter=<run>/adapter output=<new dir>``."""
+    import json
+
+    from vase.errors import DataError
+    from vase.io import atomic_directory
+    from vase.models.loading import LINEAGE_FILE, load_model_and_processor, resolve_model_path
+
+    if not cfg.get("adapter"):
+        raise DataError("task=export needs adapter=<run>/adapter (the adapter to merge into the base model)")
+    out = Path(str(cfg.output))
+    if out.suffix == ".json":
+        raise DataError(f"task=export writes a checkpoint directory: pass output=<new directory>, not {out}")
+    if out.exists():
+        raise DataError(f"{out}: already exists; export writes a new directory and never replaces one")
+    base = resolve_model_path(cfg.model)
+    model, processor = load_model_and_processor(cfg.model, adapter=str(cfg.adapter), merge=True)
+    lineage = Path(str(cfg.adapter)) / LINEAGE_FILE
+    merged = json.loads(lineage.read_text()).get("merged_adapters", []) if lineage.is_file() else []
+    with atomic_directory(out) as tmp:
+        model.save_pretrained(tmp)
+        processor.save_pretrained(tmp)
+        (tmp / "vase_export.json").write_text(json.dumps(
+            {"base": base, "adapters": [*merged, str(cfg.adapter)]}, indent=1))
+    print(f"merged checkpoint written to {out}")
+    return {"output": str(out)}
+
+
+def objective(out: dict[str, Any], key: str) -> float:
+    """The number a sweeper optimises (``optimized_metric``): a caption metric of the last evaluated stage
+    (``overall_score``, ``r_at_1``, ...), ``vqa/<open|mc>/<dimension|mean>`` of the last stage's VQA, or
+    ``train/reward`` (mean GRPO reward over the last 20 steps)."""
+    from vase.errors import ConfigError
+
+    if key == "train/reward":
+        rewards = [h["reward"] for h in out.get("history", []) if "reward" in h][-20:]
+        if rewards:
+            return float(sum(rewards) / len(rewards))
+    elif key.startswith("vqa/"):
+        _, protocol, dim = (key.split("/") + ["", ""])[:3]
+        if out.get("vqa"):
+            s = list(out["vqa"].values())[-1].get(protocol, {})
+            value = s.get("mean") if dim == "mean" else s.get("accuracy", {}).get(dim)
+            if value is not None:
+                return float(value)
+    elif out.get("results"):
+        row = list(out["results"].values())[-1]
+        if key in row:
+            return float(row[key])
+    raise ConfigError(f"optimized_metric={key!r}: this run has no such value (a caption metric needs evaluate.after=true, "
+                      f"vqa/... needs evaluate.vqa, train/reward needs stage=grpo)")

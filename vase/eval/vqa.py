@@ -80,30 +80,77 @@ def vqa_items(dataset: Any, protocol: str = "both", num_choices: int = 4) -> lis
 
 
 def score_vqa(rows: list[dict[str, Any]], reward: Any, tau: float) -> dict[str, Any]:
-    """Accuracy per protocol and dimension, and the mean over dimensions; open answers pass at similarity >= tau."""
+    """Accuracy per protocol and dimension, and the mean over dimensions; open answers pass at similarity >= tau.
+
+    Multiple choice also reports, per dimension, how many answers named no option (``unparsed``: counted wrong, and
+    a sign the model was never taught the format) and the chance level (1 / number of options).
+    """
     out: dict[str, Any] = {}
     for protocol in ("open", "mc"):
         sel = [r for r in rows if r.get("protocol") == protocol]
         if not sel:
             continue
         per_dim: dict[str, list[float]] = {d: [] for d in DIMENSIONS}
+        unparsed: dict[str, int] = {d: 0 for d in DIMENSIONS}
+        chance: dict[str, list[float]] = {d: [] for d in DIMENSIONS}
         for r in sel:
             if protocol == "open":
-                ok = reward.dimension_similarity(r["dimension"], r["caption"].strip().rstrip("."), r["reference"].rstrip(".")) >= tau
+                ok = reward.dimension_similarity(r["dimension"], r["caption"].strip().rstrip("."),
+                                                 r["reference"].rstrip(".")) >= tau
             else:
-                ok = parse_choice(r["caption"], r["options"]) == r["answer_index"]
+                pick = parse_choice(r["caption"], r["options"])
+                unparsed[r["dimension"]] += int(pick is None)
+                chance[r["dimension"]].append(1.0 / len(r["options"]))
+                ok = pick == r["answer_index"]
             per_dim[r["dimension"]].append(float(ok))
         acc = {d: float(np.mean(v)) for d, v in per_dim.items() if v}
         out[protocol] = {"accuracy": acc, "mean": float(np.mean(list(acc.values()))), "n": len(sel)}
+        if protocol == "mc":
+            out[protocol]["unparsed"] = {d: unparsed[d] for d in acc}
+            out[protocol]["chance"] = {d: float(np.mean(chance[d])) for d in acc}
     return out
 
 
 def vqa_table(scores: dict[str, Any], name: str) -> str:
-    """Markdown: one row per protocol, one column per dimension, then the mean."""
+    """Markdown: one row per protocol, one column per dimension, then the mean; multiple-choice cells also say how
+    many answers named no option, and a row gives the chance level."""
     head = "| Model | Protocol | " + " | ".join(d.capitalize() for d in DIMENSIONS) + " | Mean | N |"
     lines = [head, "|---|---|" + "---|" * (len(DIMENSIONS) + 2)]
     for protocol, s in scores.items():
-        cells = [f"{100 * s['accuracy'][d]:.1f} %" if d in s["accuracy"] else "–" for d in DIMENSIONS]
+        cells = []
+        for d in DIMENSIONS:
+            if d not in s["accuracy"]:
+                cells.append("–")
+                continue
+            cell = f"{100 * s['accuracy'][d]:.1f} %"
+            if s.get("unparsed", {}).get(d):
+                cell += f" ({s['unparsed'][d]} unparsed)"
+            cells.append(cell)
         label = "open-ended (sim ≥ τ)" if protocol == "open" else "multiple choice"
         lines.append(f"| {name} | {label} | " + " | ".join(cells) + f" | {100 * s['mean']:.1f} % | {s['n']} |")
+        if protocol == "mc":
+            ch = [f"{100 * s['chance'][d]:.1f} %" if d in s["chance"] else "–" for d in DIMENSIONS]
+            mean = float(np.mean(list(s["chance"].values())))
+            lines.append("| chance | multiple choice | " + " | ".join(ch) + f" | {100 * mean:.1f} % | |")
     return "\n".join(lines) + "\n"
+
+
+def evaluate_vqa(model: Any, processor: Any, dataset: Any, reward: Any, tau: float, out: Any, name: str,
+                 protocol: str = "both", num_choices: int = 4, batch_size: int = 8, max_new_tokens: int = 24,
+                 extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Ask every vase of ``dataset`` its six questions, score them, and write ``out`` (JSON), a markdown table beside
+    it and the answers as resumable JSONL (``vqa_<stem>.jsonl``); returns the scores."""
+    from pathlib import Path
+
+    from vase.eval.generate import generate_rows
+    from vase.io import atomic_write_json, atomic_write_text
+
+    out = Path(out)
+    items = vqa_items(dataset, protocol, num_choices)
+    rows = generate_rows(model, processor, items, out.parent / f"vqa_{out.stem}.jsonl", batch_size=batch_size,
+                         max_new_tokens=max_new_tokens, desc="answering questions")
+    scores = score_vqa(rows, reward, tau)
+    atomic_write_json(out, {"name": name, "vqa": scores, **(extra or {})})
+    table = vqa_table(scores, name)
+    atomic_write_text(out.with_suffix(".md"), table)
+    return scores

@@ -106,6 +106,32 @@ def _complete(key: str, values: Any, names: tuple[str, ...]) -> dict[str, Any]:
     return {n: values[n] for n in names}
 
 
+def normalized_weights(weights: dict[str, float], normalize: Any) -> dict[str, float]:
+    """``reward.normalize_weights``: ``None``/``False`` keeps the weights; ``True`` scales them to sum to 1; a list
+    of dimensions holds those as given and rescales the others so that all sum to 1, so a sweep over one weight
+    keeps the rest in the paper's proportions.
+
+    >>> w = {"fabric": .2, "technique": .2, "decoration": .2, "shape": .15, "dating": .15, "attribution": .1}
+    >>> r = normalized_weights({**w, "shape": 0.6}, ["shape"])
+    >>> round(r["shape"], 6), round(r["fabric"], 6), round(sum(r.values()), 6)
+    (0.6, 0.094118, 1.0)
+    """
+    if normalize is None or normalize is False:
+        return dict(weights)
+    fixed = [] if normalize is True else [str(d) for d in normalize]
+    unknown = [d for d in fixed if d not in weights]
+    if unknown:
+        raise ValueError(f"reward.normalize_weights names {unknown}, which are not dimensions {list(weights)}")
+    held = sum(weights[d] for d in fixed)
+    rest = sum(v for d, v in weights.items() if d not in fixed)
+    if held > 1.0 + 1e-9:
+        raise ValueError(f"reward.normalize_weights: the weights held fixed ({fixed}) sum to {held} > 1")
+    if rest <= 0:
+        raise ValueError("reward.normalize_weights: the weights to rescale sum to 0; nothing to rescale")
+    scale = (1.0 - held) / rest
+    return {d: (v if d in fixed else v * scale) for d, v in weights.items()}
+
+
 def reward_from_config(option: str = "vase6d", **overrides: Any) -> VaseReward:
     """The reward that ``conf/reward/<option>.yaml`` defines, with ``overrides`` merged in (nested dicts merge
     key by key), for use outside Hydra (tests, benchmarks, notebooks)."""
@@ -156,9 +182,10 @@ class VaseReward:
 
     def __init__(self, tau: float, weights: dict[str, float], similarity: dict[str, str], penalty: dict[str, float],
                  bonus: dict[str, float], embedding_model: str = "packaged:all-MiniLM-L6-v2",
-                 embedding_device: str = "cpu", **_: Any) -> None:
+                 embedding_device: str = "cpu", normalize_weights: Any = None, **_: Any) -> None:
         self.tau = float(tau)
-        self.weights = {d: float(v) for d, v in _complete("reward.weights", weights, DIMENSIONS).items()}
+        self.weights = normalized_weights(
+            {d: float(v) for d, v in _complete("reward.weights", weights, DIMENSIONS).items()}, normalize_weights)
         self.similarity = {d: str(v) for d, v in _complete("reward.similarity", similarity, DIMENSIONS).items()}
         for d, kind in self.similarity.items():
             if kind not in SIMILARITIES:

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from vase.annotate.vocab import DIMENSIONS
 from vase.data.datamodule import VISUAL_KEYS
 from vase.training.sft import LoRAStageModule
 
@@ -307,7 +308,12 @@ class GRPOModule(LoRAStageModule):
                 self.log("train/kl", sum(kl) / len(kl), on_step=True, batch_size=1)
             self.log("train/lr", opt.param_groups[0]["lr"], on_step=True, batch_size=1)
             mean_reward = float(torch.cat([x.rewards for x in self._buffer]).mean())
-            self.history.append({"step": float(self.global_step), "loss": step_loss, "reward": mean_reward})
+            entry = {"step": float(self.global_step), "loss": step_loss, "reward": mean_reward}
+            for d in DIMENSIONS:  # each dimension's thresholded reward, for sweep summaries and reports
+                vals = [v for x in self._buffer for v in x.components.get(d, [])]
+                if vals:
+                    entry[f"reward/{d}"] = sum(vals) / len(vals)
+            self.history.append(entry)
         self._buffer.clear()
         return None
 

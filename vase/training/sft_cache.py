@@ -1,0 +1,95 @@
+"""One SFT adapter shared by every GRPO job of a sweep: trained once, content-addressed, race-free.
+
+A reward or tau sweep ablates the GRPO stage; the SFT stage it starts from must be the same for every job, and
+training it nine times is waste. With ``sft_init=true`` (the reward and tau sweeps set it) a GRPO run asks for the
+adapter that ``cfg.sft`` (an SFT stage config) gives on this run's model, data, render settings and seed. It lives
+at ``<paths.cache_dir>/sft/<key>/adapter``, ``key`` a hash of exactly those settings; the first job trains it while
+holding a file lock, in a temporary folder renamed into place when complete, and every later or concurrent job
+waits for the lock and reuses it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import fcntl
+import hashlib
+import json
+import logging
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+log = logging.getLogger("vase")
+
+# data settings that change batching or evaluation only, not the adapter SFT learns
+_DATA_IGNORED = ("batch_size", "eval_batch_size", "num_workers", "limit_val", "render")
+
+
+def sft_key(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
+    """The cache key of the shared SFT adapter and what it hashes (model, data, render, SFT stage, seed)."""
+    def plain(key: str) -> Any:
+        node = OmegaConf.select(cfg, key)
+        return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+
+    data = {k: v for k, v in (plain("data") or {}).items() if k not in _DATA_IGNORED}
+    render = {k: v for k, v in (plain("render") or {}).items() if k not in ("cache_dir", "on_error")}
+    spec = {"model": plain("model"), "data": data, "render": render, "sft": plain("sft"), "seed": plain("seed"),
+            "precision": OmegaConf.select(cfg, "trainer.precision"), "version": 1}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16], spec
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock on ``path`` (created if missing), held for the block; others wait."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def shared_sft_adapter(cfg: DictConfig) -> Path:
+    """The adapter of ``cfg.sft`` on this run's model and data: from the cache, or trained now (once, under a lock)."""
+    from vase.errors import ConfigError
+
+    if OmegaConf.select(cfg, "sft") is None:
+        raise ConfigError("sft_init=true needs an SFT stage under `sft` (defaults: `- /stage@sft: sft`)")
+    key, spec = sft_key(cfg)
+    root = Path(cfg.paths.cache_dir) / "sft"
+    final = root / key
+    adapter = final / "adapter"
+    if (adapter / "adapter_config.json").is_file():
+        return adapter
+    with file_lock(root / f"{key}.lock"):
+        if (adapter / "adapter_config.json").is_file():  # a concurrent job finished it while we waited
+            return adapter
+        tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{key}."))
+        try:
+            sub = copy.deepcopy(cfg)
+            with open_dict(sub):
+                sub.stage = cfg.sft
+                sub.followup = None
+                sub.init_adapter = None
+                sub.ckpt_path = None
+                sub.sft_init = False
+                sub.report = False
+                sub.logger = None
+                sub.evaluate = {**OmegaConf.to_container(cfg.evaluate), "before": False, "after": False}
+                sub.paths.output_dir = str(tmp)
+            log.info("training the shared SFT adapter %s (used by every GRPO job with these settings)", key)
+            from vase.pipeline import run_training
+
+            run_training(sub)
+            (tmp / "sft_key.json").write_text(json.dumps(spec, indent=1, sort_keys=True, default=str))
+            tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared by every job
+            tmp.rename(final)  # complete or absent: never a half-trained adapter in the cache
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)  # only this temporary folder, which this call created
+    return adapter
