@@ -9,7 +9,7 @@ STAMP := $(VENV)/.vase-installed
 SYSDEPS := libegl1 libegl-mesa0 libgl1-mesa-dri
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup sysdeps demo test test-slow lint format clean clean-runs
+.PHONY: setup sysdeps demo ablation-demo test test-slow lint format clean clean-runs
 
 setup: sysdeps $(STAMP)
 
@@ -28,6 +28,11 @@ $(STAMP): setup.cfg pyproject.toml
 
 demo: setup
 	$(BIN)/python train.py experiment=demo
+
+# The reward-weight ablation on CPU: one shared SFT, GRPO at four shape weights x 2 seeds, held-out VQA per dimension;
+# writes logs/ablation_demo/multiruns/<time>/{summary,ablation}.md and ablation.png
+ablation-demo: setup
+	$(BIN)/python train.py -m experiment=ablation_demo
 
 test: setup
 	$(BIN)/python -m pytest -m "not slow"

@@ -24,12 +24,12 @@ CONF_DIR = Path(__file__).resolve().parent / "conf"
 @hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")
 def main(cfg: DictConfig) -> None:
     or_exit(validate, cfg)
-    from vase.pipeline import run_evaluation
+    from vase.eval.tasks import run_evaluation
 
     try:
         run_evaluation(cfg)
     finally:
-        from vase.pipeline import finish_wandb
+        from vase.loggers import finish_wandb
 
         finish_wandb()
 

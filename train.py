@@ -30,7 +30,7 @@ def main(cfg: DictConfig) -> float | None:
     try:
         out = run_training(cfg)
     finally:
-        from vase.pipeline import finish_wandb
+        from vase.loggers import finish_wandb
 
         finish_wandb()
     # a sweeper (e.g. optuna) optimises the returned number, the one `optimized_metric` names

@@ -176,7 +176,7 @@ def test_score_vqa_by_hand() -> None:
 
 def test_vqa_task_end_to_end(tmp_path: Path, session_dirs: dict, synthetic_root: Path) -> None:
     from tests.conftest import compose_cfg
-    from vase.pipeline import run_evaluation
+    from vase.eval.tasks import run_evaluation
 
     cfg = compose_cfg("evaluate", ["task=vqa", "logger=none", "data.synthetic.num_vases=8", "render.resolution=64",
                                    "vqa.max_new_tokens=4", f"output={tmp_path / 'vqa.json'}"], tmp_path, session_dirs)
@@ -185,7 +185,7 @@ def test_vqa_task_end_to_end(tmp_path: Path, session_dirs: dict, synthetic_root:
     assert set(saved["vqa"]) == {"open", "mc"}
     assert saved["vqa"]["mc"]["n"] == 2 * 6 and len(saved["vqa"]["mc"]["accuracy"]) == 6
     assert "multiple choice" in (tmp_path / "vqa.md").read_text()
-    assert len((tmp_path / "vqa_vqa.jsonl").read_text().splitlines()) == 2 * 6 * 2
+    assert len((tmp_path / "answers_vqa.jsonl").read_text().splitlines()) == 2 * 6 * 2
     assert out["scores"]["vqa/mc/mean"] == saved["vqa"]["mc"]["mean"]
 
 
@@ -308,7 +308,7 @@ def test_paper_keying_rule_and_counts(tmp_path: Path) -> None:
 def test_score_several_files_in_one_run_equals_each_alone(tmp_path: Path, session_dirs: dict,
                                                           tiny_clip_dir: Path) -> None:
     from tests.conftest import compose_cfg
-    from vase.pipeline import run_evaluation
+    from vase.eval.tasks import run_evaluation
 
     ids = [f"v{i}_{i}" for i in range(len(CAPS))]
     gt = tmp_path / "gt.json"

@@ -283,7 +283,8 @@ def test_grpo_logs_a_wandb_table_of_completions(train_cfg) -> None:
     import json
     from pathlib import Path
 
-    from vase.pipeline import finish_wandb, run_training
+    from vase.loggers import finish_wandb
+    from vase.pipeline import run_training
 
     cfg = train_cfg(["stage=grpo", "stage.batch_size=2", "stage.grad_accum=1", "trainer.max_steps=1",
                      "stage.module.max_completion_length=6", "stage.module.log_completions_every=1", "logger=wandb"])

@@ -108,3 +108,21 @@ def test_resume_from_checkpoint_continues(train_cfg) -> None:
     # the first epoch came from the checkpoint (its history too); only the second ran, continuing the step count
     assert [h["step"] for h in out2["history"]] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
     assert out2["history"][:3] == out["history"]
+
+
+def test_data_task_all_teaches_multiple_choice_with_the_evaluations_options() -> None:
+    import numpy as np
+
+    from vase.annotate.choices import LETTERS, mc_options
+    from vase.annotate.sampling import sample_record
+    from vase.data.datamodule import samples_for
+    from vase.data.dataset import VaseExample
+
+    rec = sample_record(np.random.default_rng(3), 0)
+    samples = samples_for(VaseExample(rec, []), "all")
+    assert len(samples) == 1 + 6 + 6
+    mc = [s for s in samples if "#mc#" in s.id]
+    for s in mc:
+        options, answer = mc_options(rec, s.dimension)
+        assert s.answer == LETTERS[answer] and all(f"{LETTERS[i]}. {o}" in s.prompt for i, o in enumerate(options))
+        assert options[answer] == rec.dimension_text(s.dimension)

@@ -94,3 +94,100 @@ def test_normalize_weights_rescales_the_others(fixed, shape, expect_fabric) -> N
     assert r.weights["shape"] == shape and r.weights["fabric"] == pytest.approx(expect_fabric)
     if fixed:
         assert sum(r.weights.values()) == pytest.approx(1.0)
+
+
+def _fake_job(sweep: Path, n: int, shape_w: float, seed: int, shape_acc: float, others: float, sft: Path) -> None:
+    from vase.annotate.vocab import DIMENSIONS
+
+    job = sweep / str(n)
+    (job / ".hydra").mkdir(parents=True)
+    (job / ".hydra" / "overrides.yaml").write_text(f"- reward.weights.shape={shape_w}\n- seed={seed}\n")
+    acc = {d: (shape_acc if d == "shape" else others) for d in DIMENSIONS}
+    (job / "vqa_grpo.json").write_text(json.dumps({"vqa": {"open": {"accuracy": acc, "mean": 0.5, "n": 24 * 6}}}))
+    (job / "adapter").mkdir()
+    (job / "adapter" / "vase_lineage.json").write_text(json.dumps({"merged_adapters": [str(sft / "adapter")]}))
+    (job / "train_history.json").write_text(json.dumps([{"step": 1.0, "reward": 0.3, "reward/shape": shape_w}]))
+
+
+def test_ablation_report_states_whether_the_targets_held(tmp_path: Path) -> None:
+    from vase.annotate.vocab import DIMENSIONS
+    from vase.eval.sweep_summary import write_ablation_report, write_sweep_summary
+
+    sft = tmp_path / "sft"
+    sft.mkdir()
+    (sft / "vqa_sft.json").write_text(json.dumps({"vqa": {"open": {"accuracy": {d: 0.5 for d in DIMENSIONS},
+                                                                  "mean": 0.5, "n": 144}}}))
+    good = tmp_path / "good"
+    for n, (w, seed, shape) in enumerate([(0.0, 1, 0.4), (0.15, 1, 0.5), (0.6, 1, 0.7), (0.0, 2, 0.45),
+                                          (0.15, 2, 0.5), (0.6, 2, 0.6)]):
+        _fake_job(good, n, w, seed, shape, 0.5 - 1 / 24, sft)  # others one item below SFT: allowed
+    v = write_ablation_report(good)
+    assert v["i"] is True and v["ii"] is True
+    md = (good / "ablation.md").read_text()
+    assert "**Target (i)**" in md and "**held**" in md and (good / "ablation.png").stat().st_size > 1000
+    assert "| GRPO, shape weight 0.6 | 50.0 %" not in md and "65.0 %" in md  # mean over seeds: (0.7 + 0.6) / 2
+    bad = tmp_path / "bad"
+    for n, (w, seed, shape) in enumerate([(0.0, 1, 0.4), (0.15, 1, 0.5), (0.6, 1, 0.45), (0.0, 2, 0.45),
+                                          (0.15, 2, 0.5), (0.6, 2, 0.6)]):
+        _fake_job(bad, n, w, seed, shape, 0.5 - 2 / 24, sft)  # seed 1 below SFT; others two items below
+    v = write_ablation_report(bad)
+    assert v["i"] is False and v["ii"] is False
+    assert "**not held**" in (bad / "ablation.md").read_text()
+    rows = json.loads(write_sweep_summary(bad)["json"].read_text())["jobs"]
+    assert [r["overrides"] for r in rows][:2] == ["reward.weights.shape=0.0 seed=1", "reward.weights.shape=0.15 seed=1"]
+
+
+@pytest.mark.slow
+def test_submitit_launcher_runs_a_two_job_sweep(tmp_path: Path) -> None:
+    """cluster=local: the submitit path that cluster=slurm takes, with submitit's local executor."""
+    p = subprocess.run([sys.executable, "train.py", "-m", "cluster=local", "stage.module.lora.r=4,8", "debug=fast",
+                        "logger=none", "evaluate.after=false", "render.resolution=64",
+                        f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    sweep = next((tmp_path / "logs" / "train" / "multiruns").iterdir())
+    assert (sweep / ".submitit").is_dir()
+    for job, r in (("0", 4), ("1", 8)):
+        assert (sweep / job / "adapter" / "adapter_config.json").is_file()
+        assert json.loads((sweep / job / "adapter" / "adapter_config.json").read_text())["r"] == r
+    assert len(json.loads((sweep / "summary.json").read_text())["jobs"]) == 2
+
+
+def test_the_slurm_cluster_config_sets_launcher_and_trainer(tmp_path: Path, session_dirs: dict) -> None:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from tests.conftest import CONF
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("train", ["cluster=slurm", "cluster.partition=gpu", "cluster.nodes=2", "trainer=deepspeed_zero3"],
+                      return_hydra_config=True)
+    GlobalHydra.instance().clear()
+    launcher = cfg.hydra.launcher
+    assert launcher._target_.endswith("SlurmLauncher")
+    assert (launcher.partition, launcher.nodes, launcher.gpus_per_node, launcher.tasks_per_node) == ("gpu", 2, 8, 8)
+    assert (cfg.trainer.devices, cfg.trainer.num_nodes) == (8, 2)
+
+
+@pytest.mark.slow
+def test_reward_weights_sweep_as_the_readme_shows_it(tmp_path: Path) -> None:
+    """python train.py -m sweep=reward_weights (made fast): six GRPO jobs, one shared SFT, one W&B group, a summary
+    row per job, and the shape weight reaching each job's reward rescaled as documented."""
+    p = subprocess.run([sys.executable, "train.py", "-m", "sweep=reward_weights", "debug=fast", "logger=wandb",
+                        "render.resolution=64", "stage.module.max_completion_length=8",
+                        f"paths.log_dir={tmp_path / 'logs'}", f"paths.cache_dir={tmp_path / 'cache'}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    assert p.returncode == 0, p.stderr[-3000:]
+    sweep = next((tmp_path / "logs" / "train" / "multiruns").iterdir())
+    rows = json.loads((sweep / "summary.json").read_text())["jobs"]
+    assert len(rows) == 6 and all("reward" in r for r in rows)
+    assert len([d for d in (tmp_path / "cache" / "sft").iterdir() if d.is_dir()]) == 1
+    group = f"reward_weights-{sweep.name}".encode()
+    names = set()
+    for job in (d for d in sweep.iterdir() if (d / ".hydra").is_dir()):
+        record = _wandb_record(job)
+        assert group in record
+        names.add(record.split(b"grpo-w_shape=")[1][:12])
+        cfg = (job / "config.yaml").read_text()
+        assert "normalize_weights:\n  - shape" in cfg or "normalize_weights:\n    - shape" in cfg
+    assert len(names) == 6

@@ -270,7 +270,8 @@ def user_world(tmp_path: Path, session_dirs: dict, synthetic_root: Path, tiny_mo
 
 def test_every_entry_point_leaves_every_user_path_untouched(user_world: dict, tmp_path: Path,
                                                             session_dirs: dict) -> None:
-    from vase.pipeline import run_evaluation, run_training
+    from vase.eval.tasks import run_evaluation
+    from vase.pipeline import run_training
 
     w = user_world
     before = tree_hash(w["ckpt"].parent)

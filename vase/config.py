@@ -8,7 +8,7 @@ A composed config is checked section by section against these schemas (types thr
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -103,26 +103,14 @@ class GRPOSchema:
         )
 
 
-@dataclass
-class RewardWeights:
-    """No defaults: the weights live in conf/reward/*.yaml alone, and a missing dimension is an error."""
-
-    fabric: float = MISSING
-    technique: float = MISSING
-    shape: float = MISSING
-    dating: float = MISSING
-    decoration: float = MISSING
-    attribution: float = MISSING
+def _per_dimension(name: str, kind: type) -> type:
+    """A schema with one mandatory field per dimension of the vocabulary (no defaults: the values live in
+    conf/reward/*.yaml alone, and a missing dimension is an error naming it)."""
+    return make_dataclass(name, [(d, kind, field(default=MISSING)) for d in DIMENSIONS])
 
 
-@dataclass
-class RewardSimilarity:
-    fabric: str = MISSING
-    technique: str = MISSING
-    shape: str = MISSING
-    dating: str = MISSING
-    decoration: str = MISSING
-    attribution: str = MISSING
+RewardWeights = _per_dimension("RewardWeights", float)
+RewardSimilarity = _per_dimension("RewardSimilarity", str)
 
 
 @dataclass
@@ -202,7 +190,8 @@ class DataSchema:
             list(self.views),
             f"must be a non-empty subset of {list(VIEWS)}",
         )
-        _check(self.task in ("caption", "qa", "both"), "data.task", self.task, "must be caption, qa or both")
+        _check(self.task in ("caption", "qa", "both", "all"), "data.task", self.task,
+               "must be caption, qa, both or all (all: both plus multiple-choice questions)")
         _check(self.modality in ("views", "orbit"), "data.modality", self.modality, "must be views or orbit")
         frames = int((self.render or {}).get("orbit_frames", 0) or 0)
         _check(self.modality != "orbit" or frames > 0, "data.modality", self.modality,

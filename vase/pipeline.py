@@ -14,87 +14,11 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 import vase.config  # noqa: F401  (registers the config resolvers, e.g. vase.wandb_offline)
+from vase.eval.tasks import evaluate_captions
 from vase.io import atomic_write_json, atomic_write_text
+from vase.loggers import build_loggers, log_eval_rows, log_results_table
 
 log = logging.getLogger("vase")
-
-
-def finish_wandb() -> None:
-    """Close the W&B run even when the job failed, or its offline directory is left half written."""
-    import sys
-
-    wandb = sys.modules.get("wandb")  # imported only when a W&B logger was built
-    if wandb is not None and wandb.run is not None:
-        wandb.finish()
-
-
-def instantiate_group(group: DictConfig | None) -> list[Any]:
-    """Instantiate every ``_target_`` entry of a callbacks/logger group (an empty or missing group gives [])."""
-    if not group:
-        return []
-    return [instantiate(node) for node in group.values() if isinstance(node, DictConfig) and "_target_" in node]
-
-
-def build_loggers(cfg: DictConfig) -> list[Any]:
-    """The run's loggers. ``WANDB_MODE=disabled`` drops the W&B logger altogether: no run, online or offline."""
-    import os
-
-    nodes = cfg.get("logger")
-    if not nodes:
-        return []
-    disabled = os.environ.get("WANDB_MODE", "").strip().lower() == "disabled"
-    out = []
-    for node in nodes.values():
-        if not (isinstance(node, DictConfig) and "_target_" in node):
-            continue
-        if disabled and "wandb" in str(node._target_).lower():
-            log.info("WANDB_MODE=disabled: no W&B run is written")
-            continue
-        out.append(instantiate(node))
-    return out
-
-
-def _log_eval(loggers: list[Any], name: str, scores: dict[str, Any], rows: list[dict[str, Any]]) -> None:
-    for lg in loggers:
-        lg.log_metrics({f"val/{name}/{k}": float(v) for k, v in scores.items()})
-        if hasattr(lg, "log_table"):
-            lg.log_table(
-                key=f"val/{name}/captions",
-                columns=["id", "generated", "reference"],
-                data=[[r["id"], r["caption"], r["reference"]] for r in rows[:64]],
-            )
-
-
-def evaluate_captions(model: Any, processor: Any, dataset: Any, scorer: Any, out_dir: Path, name: str,
-                      max_new_tokens: int, batch_size: int, image_score: bool = True, write: bool = True
-                      ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Generate (resumable JSONL ``generations_<name>.jsonl``) and score; writes ``results_<name>.json`` unless
-    ``write`` is off (the caller writes the scores itself)."""
-    from vase.eval.generate import generate_captions
-    from vase.eval.scoring import write_results
-
-    rows = generate_captions(model, processor, dataset, out_dir / f"generations_{name}.jsonl",
-                             batch_size=batch_size, max_new_tokens=max_new_tokens)
-    images = [dataset[i].images for i in range(len(dataset))] if image_score else None
-    scores = scorer.score([r["caption"] for r in rows], [r["reference"] for r in rows], images)
-    if write:
-        write_results(out_dir / f"results_{name}.json", name, scores)
-    log.info("%s: %s", name, {k: round(v, 4) for k, v in scores.items()})
-    return scores, rows
-
-
-def _log_results_table(loggers: list[Any], results: dict[str, dict[str, Any]]) -> None:
-    """The evaluation table (paper's column order) as a W&B table, so runs compare side by side in the UI."""
-    from vase.metrics.caption import TABLE_COLUMNS
-
-    keys = [k for k, _ in TABLE_COLUMNS] + ["n_pairs"]
-    for lg in loggers:
-        if hasattr(lg, "log_table"):
-            lg.log_table(
-                key="val/table",
-                columns=["model", *keys],
-                data=[[name, *[row.get(k) for k in keys]] for name, row in results.items()],
-            )
 
 
 def _sheet_items(dataset: Any, generations: dict[str, list[dict[str, Any]]], n: int = 4) -> list[dict[str, Any]]:
@@ -108,13 +32,25 @@ def _sheet_items(dataset: Any, generations: dict[str, list[dict[str, Any]]], n: 
     return items
 
 
-def build_stage_module(stage: DictConfig, model: Any, processor: Any, cfg: DictConfig) -> Any:
-    """The LightningModule of one stage; GRPO also gets the reward, the processor and its accumulation count."""
-    extra: dict[str, Any] = {}
+def build_stage_module(stage: DictConfig, model: Any, processor: Any, cfg: DictConfig,
+                       lineage: dict[str, Any] | None = None) -> Any:
+    """The LightningModule of one stage, with the processor and lineage its adapter is saved with; GRPO also gets
+    the reward and its accumulation count."""
+    extra: dict[str, Any] = {"processor": processor, "lineage": lineage}
     if stage.name == "grpo":
-        extra = {"reward": instantiate(cfg.reward, _convert_="partial"), "processor": processor,
-                 "grad_accum": int(stage.grad_accum)}
+        extra.update(reward=instantiate(cfg.reward, _convert_="partial"), grad_accum=int(stage.grad_accum))
     return instantiate(stage.module, model=model, **extra, _convert_="partial")
+
+
+def build_callbacks(cfg: DictConfig, stage_dir: Path | None = None) -> list[Any]:
+    """The callbacks of a stage; a later stage (``stage_dir`` given) writes its checkpoints and adapter there."""
+    out = []
+    for node in (cfg.get("callbacks") or {}).values():
+        if not (isinstance(node, DictConfig) and "_target_" in node):
+            continue
+        kwargs = {"dirpath": str(stage_dir / Path(str(node.dirpath)).name)} if stage_dir and node.get("dirpath") else {}
+        out.append(instantiate(node, **kwargs))
+    return out
 
 
 def build_trainer(cfg: DictConfig, stage: DictConfig, callbacks: list[Any], loggers: list[Any], root: Path,
@@ -147,7 +83,6 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     import pytorch_lightning as pl
 
     from vase.models.loading import load_model_and_processor
-    from vase.training.callbacks import SaveAdapter
 
     shared_init = None
     if not cfg.get("init_adapter") and cfg.get("sft_init"):
@@ -201,16 +136,14 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
         if i > 0:
             model = module.model.merge_and_unload()  # the previous stage's adapter becomes part of the base
             merged.append(str(stages[i - 1][1] / "adapter"))
-            datamodule.stage = str(stage.name)
-            datamodule.batch_size = int(stage.batch_size)
-        module = build_stage_module(stage, model, processor, cfg)
-        callbacks = instantiate_group(cfg.get("callbacks"))
-        for cb in callbacks:
-            if i > 0 and hasattr(cb, "dirpath") and cb.dirpath:
-                cb.dirpath = str(stage_dir / Path(cb.dirpath).name)
-            if isinstance(cb, SaveAdapter):
-                cb.processor = processor
-                cb.lineage = {"base": str(cfg.model.name_or_path), "merged_adapters": list(merged)}
+            # the next stage's batches (prompts for GRPO, its batch size): a data module of its own, same data
+            datamodule = instantiate(cfg.data, processor=processor, stage=str(stage.name),
+                                     batch_size=int(stage.batch_size), _convert_="partial")
+            datamodule.prepare_data()
+            datamodule.setup("fit")
+        lineage = {"base": str(cfg.model.name_or_path), "merged_adapters": list(merged)}
+        module = build_stage_module(stage, model, processor, cfg, lineage)
+        callbacks = build_callbacks(cfg, None if i == 0 else stage_dir)
         trainer = build_trainer(cfg, stage, callbacks, loggers, stage_dir, first=i == 0)
 
         if i == 0 and ev.get("before") and trainer.is_global_zero:
@@ -218,7 +151,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
             results[name], generations[name] = evaluate_captions(
                 module.model, processor, datamodule.val_set, scorer, out_dir, "untrained",
                 int(ev.max_new_tokens), int(ev.batch_size), bool(cfg.metrics.get("image_score", True)))
-            _log_eval(loggers, "untrained", results[name], generations[name])
+            log_eval_rows(loggers, "untrained", results[name], generations[name])
 
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path") if i == 0 else None)
         histories[str(stage.name)] = list(module.history)
@@ -241,7 +174,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
             results[name], generations[name] = evaluate_captions(
                 module.model, processor, datamodule.val_set, scorer, out_dir, str(stage.name),
                 int(ev.max_new_tokens), int(ev.batch_size), bool(cfg.metrics.get("image_score", True)))
-            _log_eval(loggers, str(stage.name), results[name], generations[name])
+            log_eval_rows(loggers, str(stage.name), results[name], generations[name])
 
     if trainer is not None and trainer.is_global_zero and results:
         atomic_write_json(out_dir / "results.json", results)
@@ -253,7 +186,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
             log.info("report: %s", report)
             print("\n" + markdown_table(results))
             print(f"report written to {report}")
-            _log_results_table(loggers, results)
+            log_results_table(loggers, results)
             for lg in loggers:
                 if hasattr(lg, "log_image"):
                     imgs = [str(p) for p in (out_dir / "loss.png", out_dir / "contact_sheet.png") if p.is_file()]
@@ -280,181 +213,6 @@ def _notes(cfg: DictConfig, module: Any) -> str:
     if trainable:
         s += f" Trainable parameters: {trainable:,} of {total:,}."
     return s
-
-
-def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
-    """``task``: generate (caption a split and score it), score (score caption files), vqa (per-dimension accuracy)
-    or leaderboard (gather runs into one table)."""
-    _seed(int(cfg.seed))
-    tasks = {"generate": _eval_generate, "score": _eval_score, "vqa": _eval_vqa, "leaderboard": _eval_leaderboard,
-             "export": _eval_export}
-    if cfg.task not in tasks:
-        raise ValueError(f"task={cfg.task!r} must be one of {sorted(tasks)}")
-    out = tasks[cfg.task](cfg)
-    loggers = build_loggers(cfg)
-    for lg in loggers:
-        lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
-        if out.get("scores"):
-            lg.log_metrics({f"{cfg.split}/{k}": float(v) for k, v in out["scores"].items() if isinstance(v, (int, float))})
-        if out.get("rows"):
-            _log_eval([lg], str(cfg.split), {}, out["rows"])
-        if out.get("table"):
-            _log_results_table([lg], out["table"])
-    return out
-
-
-def _seed(seed: int) -> None:
-    """Seed python, numpy and torch without importing Lightning (task=score should start fast)."""
-    import random
-
-    import numpy as np
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def _dataset_and_model(cfg: DictConfig) -> tuple[Any, Any, Any]:
-    from vase.models.loading import load_model_and_processor
-
-    model, processor = load_model_and_processor(cfg.model, adapter=cfg.get("adapter"),
-                                                merge=bool(cfg.get("merge_adapter")))
-    datamodule = instantiate(cfg.data, processor=processor, _convert_="partial")
-    datamodule.prepare_data()
-    limit = cfg.data.get("limit_val") if cfg.split == "val" else None
-    return datamodule.dataset(cfg.split, limit), model, processor
-
-
-def _eval_generate(cfg: DictConfig) -> dict[str, Any]:
-    from vase.eval.report import markdown_table
-    from vase.eval.scoring import build_scorer, write_results
-
-    out = Path(cfg.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    dataset, model, processor = _dataset_and_model(cfg)
-    scorer = build_scorer(cfg.metrics)
-    scores, rows = evaluate_captions(model, processor, dataset, scorer, out.parent, out.stem,
-                                     int(cfg.generation.max_new_tokens), int(cfg.generation.batch_size),
-                                     bool(cfg.metrics.get("image_score", True)), write=False)
-    write_results(out, str(cfg.name), scores, {"name": str(cfg.name), "split": cfg.split, "adapter": cfg.get("adapter")})
-    print("\n" + markdown_table({str(cfg.name): scores}))
-    return {"scores": scores, "rows": rows, "output": str(out), "table": {str(cfg.name): scores}}
-
-
-def _eval_score(cfg: DictConfig) -> dict[str, Any]:
-    """Score one generated-captions file, or a list of them, against a ground-truth file (the paper's JSON or our
-    JSONL). The encoders load once; with ``metrics.embedding_cache`` the references are encoded once ever."""
-    from omegaconf import ListConfig
-
-    from vase.errors import DataError
-    from vase.eval.report import markdown_table
-    from vase.eval.scoring import build_scorer, load_captions, match, write_results
-
-    if not cfg.get("generated") or not cfg.get("ground_truth"):
-        raise DataError("task=score needs generated=<file> (or generated=[a,b,...]) and ground_truth=<file>")
-    files = [str(f) for f in cfg.generated] if isinstance(cfg.generated, (list, ListConfig)) else [str(cfg.generated)]
-    inputs = {Path(f).resolve() for f in [*files, str(cfg.ground_truth)]}
-    if Path(cfg.output).resolve() in inputs or Path(cfg.output).with_suffix(".md").resolve() in inputs:
-        raise DataError(f"output={cfg.output} would overwrite a caption file it scores; choose another output path")
-    ref = load_captions(cfg.ground_truth)
-    gens = [load_captions(f) for f in files]  # every file read and checked before any model loads
-    matched = []
-    for f, gen in zip(files, gens):
-        ids, preds, refs, counts = match(gen, ref, str((cfg.get("score") or {}).get("duplicates", "last")))
-        ex = counts["examples"]
-        print(f"{f}: matched {counts['matched']} pairs; unmatched: {counts['unmatched_generated']} generated "
-              f"{_first(ex['unmatched_generated'])}, {counts['unmatched_reference']} ground truth "
-              f"{_first(ex['unmatched_reference'])}; repeated keys: {counts['repeated_generated']} generated "
-              f"{_first(ex['repeated_generated'])}, {counts['repeated_reference']} ground truth (last caption kept) "
-              f"{_first(ex['repeated_reference'])}; without a key: {counts['no_key_generated']} / "
-              f"{counts['no_key_reference']}")
-        if not ids:
-            raise DataError(f"no key of {f} matches one of {cfg.ground_truth} (keys are the first two '_'-separated "
-                            f"parts of the first image name, or the row's id): nothing to score")
-        matched.append((f, preds, refs, counts))
-    scorer = build_scorer(cfg.metrics)
-    out = Path(cfg.output)
-    if len(files) == 1:
-        f, preds, refs, counts = matched[0]
-        scores = scorer.score(preds, refs)
-        write_results(out, str(cfg.name), scores, {**counts, "name": str(cfg.name), "generated": f,
-                                                   "ground_truth": str(cfg.ground_truth)})
-        print("\n" + markdown_table({str(cfg.name): scores}))
-        flat = {k: v for k, v in counts.items() if isinstance(v, int)}
-        return {"scores": {**scores, **flat}, "output": str(out), "table": {str(cfg.name): scores}}
-    stems = [Path(f).stem for f in files]
-    names = stems if len(set(stems)) == len(stems) else files
-    table: dict[str, dict[str, Any]] = {}
-    for name, (f, preds, refs, counts) in zip(names, matched):
-        table[name] = {**scorer.score(preds, refs), **counts, "generated": f}
-    atomic_write_json(out, {"ground_truth": str(cfg.ground_truth), "results": table})
-    md = markdown_table({n: {k: v for k, v in row.items() if not isinstance(v, (dict, str))} for n, row in table.items()})
-    atomic_write_text(out.with_suffix(".md"), md)
-    print("\n" + md)
-    return {"scores": {}, "output": str(out), "table": table}
-
-
-def _first(keys: list[str]) -> str:
-    return f"(e.g. {', '.join(keys)})" if keys else ""
-
-
-def _eval_vqa(cfg: DictConfig) -> dict[str, Any]:
-    """Answer each vase's six questions (open-ended and/or multiple choice) and report accuracy per dimension."""
-    from vase.eval.vqa import evaluate_vqa, vqa_table
-
-    out = Path(cfg.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    dataset, model, processor = _dataset_and_model(cfg)
-    v = cfg.vqa
-    scores = evaluate_vqa(model, processor, dataset, instantiate(cfg.reward, _convert_="partial"),
-                          float(cfg.reward.tau), out, str(cfg.name), str(v.protocol), int(v.num_choices),
-                          int(cfg.generation.batch_size), int(v.max_new_tokens),
-                          {"split": cfg.split, "adapter": cfg.get("adapter")})
-    print("\n" + vqa_table(scores, str(cfg.name)))
-    flat = {f"vqa/{p}/{d}": a for p, s in scores.items() for d, a in s["accuracy"].items()}
-    flat.update({f"vqa/{p}/mean": s["mean"] for p, s in scores.items()})
-    return {"scores": flat, "vqa": scores, "output": str(out)}
-
-
-def _eval_leaderboard(cfg: DictConfig) -> dict[str, Any]:
-    from vase.eval.leaderboard import build_leaderboard, write_leaderboard
-    from vase.eval.report import markdown_table
-
-    rows = build_leaderboard([str(r) for r in cfg.get("runs") or []], bool(cfg.leaderboard.include_paper))
-    paths = write_leaderboard(rows, Path(cfg.output).parent)
-    print("\n" + markdown_table(rows))
-    print(f"leaderboard written to {paths['md']}")
-    return {"rows_by_model": rows, "table": rows, "paths": {k: str(p) for k, p in paths.items()}}
-
-
-def _eval_export(cfg: DictConfig) -> dict[str, Any]:
-    """A standalone merged Hugging Face checkpoint (base + the adapter and every adapter under it, with the processor)
-    that transformers loads without peft: ``python evaluate.py task=export adapter=<run>/adapter output=<new dir>``."""
-    import json
-
-    from vase.errors import DataError
-    from vase.io import atomic_directory
-    from vase.models.loading import LINEAGE_FILE, load_model_and_processor, resolve_model_path
-
-    if not cfg.get("adapter"):
-        raise DataError("task=export needs adapter=<run>/adapter (the adapter to merge into the base model)")
-    out = Path(str(cfg.output))
-    if out.suffix == ".json":
-        raise DataError(f"task=export writes a checkpoint directory: pass output=<new directory>, not {out}")
-    if out.exists():
-        raise DataError(f"{out}: already exists; export writes a new directory and never replaces one")
-    base = resolve_model_path(cfg.model)
-    model, processor = load_model_and_processor(cfg.model, adapter=str(cfg.adapter), merge=True)
-    lineage = Path(str(cfg.adapter)) / LINEAGE_FILE
-    merged = json.loads(lineage.read_text()).get("merged_adapters", []) if lineage.is_file() else []
-    with atomic_directory(out) as tmp:
-        model.save_pretrained(tmp)
-        processor.save_pretrained(tmp)
-        (tmp / "vase_export.json").write_text(json.dumps(
-            {"base": base, "adapters": [*merged, str(cfg.adapter)]}, indent=1))
-    print(f"merged checkpoint written to {out}")
-    return {"output": str(out)}
 
 
 def objective(out: dict[str, Any], key: str) -> float:

@@ -35,20 +35,31 @@ class ChatSample:
     target: dict[str, Any] | None = None  # the six dimensions the answer should state (for rewards)
 
 
+DATA_TASKS = ("caption", "qa", "both", "all")
+
+
 def samples_for(example: VaseExample, task: str) -> list[ChatSample]:
-    """The chat samples of one vase: its caption (task ``caption``), its QA pairs (``qa``) or both (``both``)."""
+    """The chat samples of one vase: its caption (task ``caption``), its QA pairs (``qa``), both (``both``), or both
+    plus each question as multiple choice answered with the option's letter (``all``, to teach the format)."""
+    from vase.annotate.choices import LETTERS, mc_options, mc_prompt
+
+    if task not in DATA_TASKS:
+        raise ValueError(f"data.task={task!r} must be one of {list(DATA_TASKS)}")
     rec = example.record
     fields = {d: (list(rec.dating) if d == "dating" else getattr(rec, d)) for d in DIMENSIONS}
     out = []
-    if task in ("caption", "both"):
+    if task in ("caption", "both", "all"):
         out.append(ChatSample(rec.id, example.images, CAPTION_PROMPT, rec.caption, target=fields))
-    if task in ("qa", "both"):
+    if task in ("qa", "both", "all"):
         # a QA answer states one dimension: the others are not expected of it
         out += [ChatSample(f"{rec.id}#{q['dimension']}", example.images, q["question"], q["answer"], q["dimension"],
                            target={d: (v if d == q["dimension"] else None) for d, v in fields.items()})
                 for q in rec.qa]
-    if not out:
-        raise ValueError(f"data.task={task!r} must be one of caption, qa, both")
+    if task == "all":
+        for q in rec.qa:
+            options, answer = mc_options(rec, q["dimension"])
+            out.append(ChatSample(f"{rec.id}#mc#{q['dimension']}", example.images, mc_prompt(q["question"], options),
+                                  LETTERS[answer], q["dimension"], target={d: None for d in fields}))
     return out
 
 

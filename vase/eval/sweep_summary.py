@@ -118,6 +118,160 @@ def _log_to_wandb(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]
         run.finish()
 
 
+def _overrides(job: Path) -> dict[str, str]:
+    out = {}
+    for o in OmegaConf.load(job / ".hydra" / "overrides.yaml"):
+        k, _, v = str(o).partition("=")
+        out[k.lstrip("+~")] = v
+    return out
+
+
+def _sft_vqa(job: Path) -> dict[str, Any] | None:
+    """The held-out VQA of the SFT adapter this job started from (written beside the shared adapter)."""
+    lineage = job / "adapter" / "vase_lineage.json"
+    if not lineage.is_file():
+        return None
+    for adapter in read_json(lineage).get("merged_adapters", []):
+        f = Path(adapter).parent / "vqa_sft.json"
+        if f.is_file():
+            return read_json(f).get("vqa")
+    return None
+
+
+def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
+    """For a sweep over one reward weight (and seeds): ``ablation.md`` and ``ablation.png`` with held-out VQA
+    accuracy per dimension against the weight (mean over seeds; SFT's as the baseline), and the verdict on the
+    targets: (i) on every seed, the swept dimension's open-ended accuracy at the largest weight beats that at weight 0
+    and SFT's; (ii) at the paper's weights no dimension falls below SFT's by more than one held-out item.
+    Returns the verdicts, or None when the sweep is not such an ablation."""
+    sweep_dir = Path(sweep_dir)
+    jobs = [j for j in _job_dirs(sweep_dir) if sorted(j.glob("vqa_*.json"))]
+    if not jobs:
+        return None
+    ov = {j: _overrides(j) for j in jobs}
+    swept = sorted({k for o in ov.values() for k in o if k.startswith("reward.weights.")})
+    if len(swept) != 1:
+        return None
+    key = swept[0]
+    dim = key.rsplit(".", 1)[-1]
+    vqa = {j: read_json(sorted(j.glob("vqa_*.json"))[-1])["vqa"] for j in jobs}
+    sft_of = {j: _sft_vqa(j) for j in jobs}  # each job's own SFT (one shared by all, or one per seed)
+    distinct = [v for k, v in enumerate(sft_of.values()) if v and v not in list(sft_of.values())[:k]]
+    sft = _mean_vqa(distinct) if distinct else None
+    xs = sorted({float(o[key]) for o in ov.values()})
+    seeds = sorted({o.get("seed", "-") for o in ov.values()})
+    protocols = [p for p in ("open", "mc") if any(p in v for v in vqa.values())]
+
+    def acc(j: Path, protocol: str, d: str) -> float | None:
+        return vqa[j].get(protocol, {}).get("accuracy", {}).get(d)
+
+    def mean_at(x: float, protocol: str, d: str) -> float | None:
+        vals = [a for j in jobs if float(ov[j][key]) == x and (a := acc(j, protocol, d)) is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    n_items = max((v.get("open", {}).get("n", 0) for v in vqa.values()), default=0) // max(1, len(DIMENSIONS))
+    verdict: dict[str, Any] = {"swept": key, "weights": xs, "seeds": seeds}
+    if sft and "open" in sft:
+        lo, hi = min(xs), max(xs)
+        per_seed = {}
+        for seed in seeds:
+            at = {float(ov[j][key]): acc(j, "open", dim) for j in jobs if ov[j].get("seed", "-") == seed}
+            own = next((sft_of[j] for j in jobs if ov[j].get("seed", "-") == seed and sft_of[j]), sft)
+            per_seed[seed] = {"at_max": at.get(hi), "at_0": at.get(lo), "sft": own["open"]["accuracy"].get(dim)}
+        verdict["i"] = all(v["at_max"] is not None and v["at_0"] is not None and v["at_max"] > v["at_0"]
+                           and v["at_max"] > v["sft"] for v in per_seed.values())
+        verdict["i_per_seed"] = per_seed
+        paper = 0.15 if 0.15 in xs else None  # the paper's weight of shape; the others are then the paper's too
+        if paper is not None and n_items:
+            worst = {}
+            for j in jobs:
+                if float(ov[j][key]) != paper:
+                    continue
+                base = sft_of[j] or sft
+                for d in DIMENSIONS:
+                    a, b = acc(j, "open", d), base["open"]["accuracy"].get(d)
+                    if a is not None and b is not None:
+                        worst[d] = min(worst.get(d, 1.0), a - b)
+            verdict["ii"] = all(v >= -1.0 / n_items - 1e-9 for v in worst.values())
+            verdict["ii_worst_drop"] = worst
+    # table
+    lines = [f"# Reward ablation: held-out VQA accuracy against `{key}` (mean over seeds {', '.join(seeds)})\n"]
+    for protocol in protocols:
+        lines.append(f"\n## {'open-ended (similarity >= tau)' if protocol == 'open' else 'multiple choice'}\n")
+        lines.append("| run | " + " | ".join(d.capitalize() for d in DIMENSIONS) + " | Mean |")
+        lines.append("|---|" + "---|" * (len(DIMENSIONS) + 1))
+        if sft and protocol in sft:
+            a = sft[protocol]["accuracy"]
+            lines.append("| SFT | " + " | ".join(f"{100 * a[d]:.1f} %" for d in DIMENSIONS if d in a)
+                         + f" | {100 * sft[protocol]['mean']:.1f} % |")
+        for x in xs:
+            vals = [mean_at(x, protocol, d) for d in DIMENSIONS]
+            ok = [v for v in vals if v is not None]
+            lines.append(f"| GRPO, {dim} weight {x:g} | " + " | ".join("–" if v is None else f"{100 * v:.1f} %"
+                                                                        for v in vals)
+                         + f" | {100 * sum(ok) / max(1, len(ok)):.1f} % |")
+    if "i" in verdict:
+        lines.append(f"\n**Target (i)**, {dim} accuracy at weight {max(xs):g} above weight {min(xs):g} and above SFT on "
+                     f"every seed: **{'held' if verdict['i'] else 'not held'}** ("
+                     + "; ".join(f"seed {s}: {_pct(v['at_max'])} vs {_pct(v['at_0'])} and SFT {_pct(v['sft'])}"
+                                 for s, v in verdict["i_per_seed"].items()) + ").")
+    if "ii" in verdict:
+        drops = ", ".join(f"{d} {100 * v:+.1f}" for d, v in verdict["ii_worst_drop"].items())
+        lines.append(f"\n**Target (ii)**, at the paper's weights no dimension below SFT by more than one item "
+                     f"({100 / n_items:.1f} points): **{'held' if verdict['ii'] else 'not held'}** (worst change per "
+                     f"dimension, points: {drops}).")
+    lines.append("\n![ablation](ablation.png)\n")
+    atomic_write_text(sweep_dir / "ablation.md", "\n".join(lines) + "\n")
+    atomic_write_json(sweep_dir / "ablation.json", verdict)
+    _ablation_plot(sweep_dir / "ablation.png", xs, protocols, mean_at, sft, dim)
+    return verdict
+
+
+def _mean_vqa(scores: list[dict[str, Any]]) -> dict[str, Any]:
+    """The mean of several VQA score dicts (several SFT baselines, one per seed), per protocol and dimension."""
+    out: dict[str, Any] = {}
+    for protocol in {p for s in scores for p in s}:
+        sel = [s[protocol] for s in scores if protocol in s]
+        dims = {d for s in sel for d in s["accuracy"]}
+        acc = {d: sum(s["accuracy"][d] for s in sel if d in s["accuracy"]) / sum(d in s["accuracy"] for s in sel)
+               for d in dims}
+        out[protocol] = {"accuracy": acc, "mean": sum(acc.values()) / max(1, len(acc))}
+    return out
+
+
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{100 * v:.1f} %"
+
+
+def _ablation_plot(path: Path, xs: list[float], protocols: list[str], mean_at: Any, sft: Any, dim: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from vase.io import atomic_write_bytes
+
+    fig, axes = plt.subplots(1, len(protocols), figsize=(6 * len(protocols), 4), dpi=110, squeeze=False)
+    for ax, protocol in zip(axes[0], protocols):
+        for k, d in enumerate(DIMENSIONS):
+            ys = [mean_at(x, protocol, d) for x in xs]
+            color = f"C{k}"
+            ax.plot(xs, [100 * y if y is not None else float("nan") for y in ys], "o-", color=color, label=d,
+                    linewidth=2.5 if d == dim else 1.2)
+            if sft and protocol in sft and d in sft[protocol]["accuracy"]:
+                ax.axhline(100 * sft[protocol]["accuracy"][d], color=color, linestyle="--", linewidth=0.8)
+        ax.set_xlabel(f"{dim} weight (others rescaled)")
+        ax.set_ylabel("held-out accuracy (%)")
+        ax.set_title("open-ended" if protocol == "open" else "multiple choice")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7, title="dashed: SFT")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+
+
 class SweepSummary(Callback):
     """Hydra callback: at the end of a multirun, write the sweep's summary and log it to W&B."""
 
@@ -126,6 +280,8 @@ class SweepSummary(Callback):
         if not sweep_dir.is_dir():
             return
         paths = write_sweep_summary(sweep_dir)
+        if write_ablation_report(sweep_dir) is not None:
+            print(f"ablation report: {sweep_dir / 'ablation.md'}")
         data = read_json(paths["json"])
         try:
             _log_to_wandb(config, sweep_dir, data["jobs"], data["columns"])
@@ -139,6 +295,8 @@ def _main(argv: list[str]) -> int:
         print("usage: python -m vase.eval.sweep_summary <multirun directory>", file=sys.stderr)
         return 2
     print(write_sweep_summary(argv[0])["md"])
+    if write_ablation_report(argv[0]) is not None:
+        print(Path(argv[0]) / "ablation.md")
     return 0
 
 

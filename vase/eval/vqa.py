@@ -4,47 +4,14 @@ protocol (as CiQi-Bench does) with distractors drawn deterministically from each
 from __future__ import annotations
 
 import re
-import zlib
 from typing import Any
 
 import numpy as np
 
-from vase.annotate.records import VaseRecord
-from vase.annotate.vocab import DIMENSIONS, QUESTIONS, canonical, format_dating, terms
+from vase.annotate.choices import LETTERS, mc_options, mc_prompt
+from vase.annotate.vocab import DIMENSIONS, QUESTIONS
 from vase.eval.generate import GenerationItem, visuals_of
 from vase.rewards.reward import sequence_ratio
-
-LETTERS = "ABCDEFGH"
-
-
-def _rng(vase_id: str, dim: str) -> np.random.Generator:
-    return np.random.default_rng(zlib.crc32(f"{vase_id}|{dim}".encode()))
-
-
-def mc_options(rec: VaseRecord, dim: str, n: int = 4) -> tuple[list[str], int]:
-    """``n`` options for one question (the answer and n-1 distractors) and the answer's index; the same every run."""
-    if not 2 <= n <= len(LETTERS):
-        raise ValueError(f"vqa.num_choices={n} must lie in [2, {len(LETTERS)}]")
-    rng = _rng(rec.id, dim)
-    answer = rec.dimension_text(dim)
-    if dim == "dating":
-        start, end = rec.dating
-        shifts = [s for s in range(-200, 201, 25) if s != 0 and end + s < 0]
-        picks = rng.choice(len(shifts), size=n - 1, replace=False)
-        distractors = [format_dating(start + shifts[i], end + shifts[i]) for i in picks]
-    else:
-        pool = [t for t in terms(dim) if t != canonical(dim, answer)]
-        picks = rng.choice(len(pool), size=min(n - 1, len(pool)), replace=False)
-        distractors = [pool[i] for i in picks]
-    options = [answer, *distractors]
-    order = rng.permutation(len(options))
-    options = [options[i] for i in order]
-    return options, int(np.where(order == 0)[0][0])
-
-
-def mc_prompt(question: str, options: list[str]) -> str:
-    lines = [question, "Options:"] + [f"{LETTERS[i]}. {o}" for i, o in enumerate(options)]
-    return "\n".join(lines + ["Answer with the letter of the correct option."])
 
 
 def parse_choice(answer: str, options: list[str]) -> int | None:
@@ -139,7 +106,7 @@ def evaluate_vqa(model: Any, processor: Any, dataset: Any, reward: Any, tau: flo
                  protocol: str = "both", num_choices: int = 4, batch_size: int = 8, max_new_tokens: int = 24,
                  extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Ask every vase of ``dataset`` its six questions, score them, and write ``out`` (JSON), a markdown table beside
-    it and the answers as resumable JSONL (``vqa_<stem>.jsonl``); returns the scores."""
+    it and the answers as resumable JSONL (``answers_<stem>.jsonl``); returns the scores."""
     from pathlib import Path
 
     from vase.eval.generate import generate_rows
@@ -147,7 +114,7 @@ def evaluate_vqa(model: Any, processor: Any, dataset: Any, reward: Any, tau: flo
 
     out = Path(out)
     items = vqa_items(dataset, protocol, num_choices)
-    rows = generate_rows(model, processor, items, out.parent / f"vqa_{out.stem}.jsonl", batch_size=batch_size,
+    rows = generate_rows(model, processor, items, out.parent / f"answers_{out.stem}.jsonl", batch_size=batch_size,
                          max_new_tokens=max_new_tokens, desc="answering questions")
     scores = score_vqa(rows, reward, tau)
     atomic_write_json(out, {"name": name, "vqa": scores, **(extra or {})})

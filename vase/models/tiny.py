@@ -87,8 +87,8 @@ def _corpus(n_records: int = 3000, seed: int = 1234) -> list[str]:
     import numpy as np
 
     from vase.annotate.records import raw_metadata
+    from vase.annotate.sampling import sample_record
     from vase.annotate.vocab import VOCABULARY
-    from vase.data.synthetic import sample_record
     from vase.prompts import CAPTION_PROMPT
 
     rng = np.random.default_rng(seed)

@@ -31,13 +31,12 @@ def save_adapter(model: Any, processor: Any, dirpath: str | Path, lineage: dict[
 
 
 class SaveAdapter(pl.Callback):
-    """Save ``pl_module.model`` (a peft model) to ``dirpath`` at the end of training and every ``every_n_epochs``."""
+    """Save ``pl_module.model`` (a peft model), with the module's processor and lineage, to ``dirpath`` at the end of
+    training and every ``every_n_epochs``."""
 
     def __init__(self, dirpath: str, every_n_epochs: int = 0) -> None:
         self.dirpath = dirpath
         self.every_n_epochs = every_n_epochs
-        self.processor: Any = None  # set by the pipeline so the adapter directory carries its processor
-        self.lineage: dict[str, Any] | None = None  # set by the pipeline: base model and adapters merged under it
 
     def _save(self, trainer: pl.Trainer, pl_module: pl.LightningModule, name: str | None = None) -> None:
         target = Path(self.dirpath) if name is None else Path(self.dirpath).with_name(name)
@@ -51,7 +50,9 @@ class SaveAdapter(pl.Callback):
             gather = deepspeed.zero.GatheredParameters(params, modifier_rank=None)
         with gather:
             if trainer.is_global_zero:
-                save_adapter(pl_module.model, self.processor, target, self.lineage)
+                # the module carries its processor and lineage (base model, adapters merged under it)
+                save_adapter(pl_module.model, getattr(pl_module, "processor", None), target,
+                             getattr(pl_module, "lineage", None))
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.every_n_epochs and (trainer.current_epoch + 1) % self.every_n_epochs == 0:
@@ -84,7 +85,8 @@ class ResumeCheckpoint(pl.Callback):
         return Path(self.dirpath) / self.FILENAME
 
     def _save(self, trainer: pl.Trainer) -> None:
-        trainer.save_checkpoint(self.path)  # every rank calls it: DeepSpeed gathers its shards collectively
+        # every rank calls it (DeepSpeed gathers its shards collectively); the full state, not weights only
+        trainer.save_checkpoint(self.path, weights_only=False)
         self._saved_at = trainer.global_step
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,

@@ -159,9 +159,9 @@ class GRPOModule(LoRAStageModule):
                  epsilon_low: float = 0.2, epsilon_high: float = 0.2, num_iterations: int = 1,
                  loss_type: str = "grpo", scale_rewards: str = "group", grad_accum: int = 1,
                  max_grad_norm: float | None = 1.0, full_finetune: bool = False, log_completions_every: int = 10,
-                 min_completion_length: int = 0) -> None:
+                 min_completion_length: int = 0, lineage: dict[str, Any] | None = None) -> None:
         super().__init__(model, lora=lora, optimizer=optimizer, warmup_ratio=warmup_ratio,
-                         full_finetune=full_finetune)
+                         full_finetune=full_finetune, processor=processor, lineage=lineage)
         # with LoRA the reference is the model with its adapter switched off; a full fine-tune has no adapter to
         # switch off, so it keeps an explicit frozen copy (only when the KL term needs one)
         self.ref_model = copy.deepcopy(model).eval().requires_grad_(False) if full_finetune and beta > 0 else None

@@ -45,11 +45,16 @@ class LoRAStageModule(TrainableStateMixin, pl.LightningModule):
         optimizer: a partial optimizer (``_partial_: true`` in config) taking the trainable parameters.
         warmup_ratio: fraction of optimizer steps spent warming the learning rate up.
         full_finetune: train every weight instead (no adapter); the vision tower stays frozen if lora says so.
+        processor: saved beside the adapter (by the SaveAdapter callback), so the adapter directory loads alone.
+        lineage: the base model and the adapters merged into it before this stage, recorded beside the adapter.
     """
 
     def __init__(self, model: Any, lora: dict[str, Any] | None = None, optimizer: Any = None,
-                 warmup_ratio: float = 0.05, full_finetune: bool = False) -> None:
+                 warmup_ratio: float = 0.05, full_finetune: bool = False, processor: Any = None,
+                 lineage: dict[str, Any] | None = None) -> None:
         super().__init__()
+        self.processor = processor
+        self.lineage = dict(lineage) if lineage else None
         from peft import PeftModel
 
         if full_finetune:

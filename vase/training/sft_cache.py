@@ -2,7 +2,8 @@
 
 A reward or tau sweep ablates the GRPO stage; the SFT stage it starts from must be the same for every job, and
 training it nine times is waste. With ``sft_init=true`` (the reward and tau sweeps set it) a GRPO run asks for the
-adapter that ``cfg.sft`` (an SFT stage config) gives on this run's model, data, render settings and seed. It lives
+adapter that ``cfg.sft`` (an SFT stage config) gives on this run's model, data, render settings and seed (``sft.seed``
+when set, so that a sweep over seeds varies GRPO alone and still trains one SFT). It lives
 at ``<paths.cache_dir>/sft/<key>/adapter``, ``key`` a hash of exactly those settings; the first job trains it while
 holding a file lock, in a temporary folder renamed into place when complete, and every later or concurrent job
 waits for the lock and reuses it.
@@ -38,8 +39,10 @@ def sft_key(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
 
     data = {k: v for k, v in (plain("data") or {}).items() if k not in _DATA_IGNORED}
     render = {k: v for k, v in (plain("render") or {}).items() if k not in ("cache_dir", "on_error")}
-    spec = {"model": plain("model"), "data": data, "render": render, "sft": plain("sft"), "seed": plain("seed"),
-            "precision": OmegaConf.select(cfg, "trainer.precision"), "version": 1}
+    sft = plain("sft") or {}
+    seed = sft.get("seed", plain("seed"))  # `sft.seed` shares one SFT across a sweep's seeds
+    spec = {"model": plain("model"), "data": data, "render": render, "sft": sft, "seed": seed,
+            "precision": OmegaConf.select(cfg, "trainer.precision"), "version": 2}
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16], spec
 
 
@@ -81,8 +84,14 @@ def shared_sft_adapter(cfg: DictConfig) -> Path:
                 sub.sft_init = False
                 sub.report = False
                 sub.logger = None
+                # no caption scoring, but VQA if the run asks for it: a sweep's report compares with SFT's accuracy
                 sub.evaluate = {**OmegaConf.to_container(cfg.evaluate), "before": False, "after": False}
                 sub.paths.output_dir = str(tmp)
+                if cfg.sft.get("data_task"):  # e.g. SFT on captions and QA, GRPO on captions
+                    sub.data.task = cfg.sft.data_task
+                # the GRPO run's step cap is its own: the SFT stage runs its epochs (or the sft node's max_steps)
+                sub.trainer.max_steps = int(cfg.sft.get("max_steps", -1))
+                sub.seed = int(cfg.sft.get("seed", cfg.seed))
             log.info("training the shared SFT adapter %s (used by every GRPO job with these settings)", key)
             from vase.pipeline import run_training
 

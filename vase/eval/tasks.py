@@ -1,0 +1,212 @@
+"""What ``evaluate.py`` runs, one function per ``task``: generate (caption a split and score it), score (score caption
+files as the paper's scorer pairs them), vqa (per-dimension accuracy), leaderboard (gather runs) and export (merge an
+adapter into a standalone checkpoint). ``evaluate_captions`` also serves the training pipeline's before/after rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+import vase.config  # noqa: F401  (registers the config resolvers)
+from vase.io import atomic_write_json, atomic_write_text
+from vase.loggers import build_loggers, log_eval_rows, log_results_table
+
+log = logging.getLogger("vase")
+
+
+def evaluate_captions(model: Any, processor: Any, dataset: Any, scorer: Any, out_dir: Path, name: str,
+                      max_new_tokens: int, batch_size: int, image_score: bool = True, write: bool = True
+                      ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Generate (resumable JSONL ``generations_<name>.jsonl``) and score; writes ``results_<name>.json`` unless
+    ``write`` is off (the caller writes the scores itself)."""
+    from vase.eval.generate import generate_captions
+    from vase.eval.scoring import write_results
+
+    rows = generate_captions(model, processor, dataset, out_dir / f"generations_{name}.jsonl",
+                             batch_size=batch_size, max_new_tokens=max_new_tokens)
+    images = [dataset[i].images for i in range(len(dataset))] if image_score else None
+    scores = scorer.score([r["caption"] for r in rows], [r["reference"] for r in rows], images)
+    if write:
+        write_results(out_dir / f"results_{name}.json", name, scores)
+    log.info("%s: %s", name, {k: round(v, 4) for k, v in scores.items()})
+    return scores, rows
+
+
+def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
+    """``task``: generate (caption a split and score it), score (score caption files), vqa (per-dimension accuracy)
+    or leaderboard (gather runs into one table)."""
+    _seed(int(cfg.seed))
+    tasks = {"generate": _eval_generate, "score": _eval_score, "vqa": _eval_vqa, "leaderboard": _eval_leaderboard,
+             "export": _eval_export}
+    if cfg.task not in tasks:
+        raise ValueError(f"task={cfg.task!r} must be one of {sorted(tasks)}")
+    out = tasks[cfg.task](cfg)
+    loggers = build_loggers(cfg)
+    for lg in loggers:
+        lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+        if out.get("scores"):
+            lg.log_metrics({f"{cfg.split}/{k}": float(v) for k, v in out["scores"].items() if isinstance(v, (int, float))})
+        if out.get("rows"):
+            log_eval_rows([lg], str(cfg.split), {}, out["rows"])
+        if out.get("table"):
+            log_results_table([lg], out["table"])
+    return out
+
+
+def _seed(seed: int) -> None:
+    """Seed python, numpy and torch without importing Lightning (task=score should start fast)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _dataset_and_model(cfg: DictConfig) -> tuple[Any, Any, Any]:
+    from vase.models.loading import load_model_and_processor
+
+    model, processor = load_model_and_processor(cfg.model, adapter=cfg.get("adapter"),
+                                                merge=bool(cfg.get("merge_adapter")))
+    datamodule = instantiate(cfg.data, processor=processor, _convert_="partial")
+    datamodule.prepare_data()
+    limit = cfg.data.get("limit_val") if cfg.split == "val" else None
+    return datamodule.dataset(cfg.split, limit), model, processor
+
+
+def _eval_generate(cfg: DictConfig) -> dict[str, Any]:
+    from vase.eval.report import markdown_table
+    from vase.eval.scoring import build_scorer, write_results
+
+    out = Path(cfg.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    dataset, model, processor = _dataset_and_model(cfg)
+    scorer = build_scorer(cfg.metrics)
+    scores, rows = evaluate_captions(model, processor, dataset, scorer, out.parent, out.stem,
+                                     int(cfg.generation.max_new_tokens), int(cfg.generation.batch_size),
+                                     bool(cfg.metrics.get("image_score", True)), write=False)
+    write_results(out, str(cfg.name), scores, {"name": str(cfg.name), "split": cfg.split, "adapter": cfg.get("adapter")})
+    print("\n" + markdown_table({str(cfg.name): scores}))
+    return {"scores": scores, "rows": rows, "output": str(out), "table": {str(cfg.name): scores}}
+
+
+def _eval_score(cfg: DictConfig) -> dict[str, Any]:
+    """Score one generated-captions file, or a list of them, against a ground-truth file (the paper's JSON or our
+    JSONL). The encoders load once; with ``metrics.embedding_cache`` the references are encoded once ever."""
+    from omegaconf import ListConfig
+
+    from vase.errors import DataError
+    from vase.eval.report import markdown_table
+    from vase.eval.scoring import build_scorer, load_captions, match, write_results
+
+    if not cfg.get("generated") or not cfg.get("ground_truth"):
+        raise DataError("task=score needs generated=<file> (or generated=[a,b,...]) and ground_truth=<file>")
+    files = [str(f) for f in cfg.generated] if isinstance(cfg.generated, (list, ListConfig)) else [str(cfg.generated)]
+    inputs = {Path(f).resolve() for f in [*files, str(cfg.ground_truth)]}
+    if Path(cfg.output).resolve() in inputs or Path(cfg.output).with_suffix(".md").resolve() in inputs:
+        raise DataError(f"output={cfg.output} would overwrite a caption file it scores; choose another output path")
+    ref = load_captions(cfg.ground_truth)
+    gens = [load_captions(f) for f in files]  # every file read and checked before any model loads
+    matched = []
+    for f, gen in zip(files, gens):
+        ids, preds, refs, counts = match(gen, ref, str((cfg.get("score") or {}).get("duplicates", "last")))
+        ex = counts["examples"]
+        print(f"{f}: matched {counts['matched']} pairs; unmatched: {counts['unmatched_generated']} generated "
+              f"{_first(ex['unmatched_generated'])}, {counts['unmatched_reference']} ground truth "
+              f"{_first(ex['unmatched_reference'])}; repeated keys: {counts['repeated_generated']} generated "
+              f"{_first(ex['repeated_generated'])}, {counts['repeated_reference']} ground truth (last caption kept) "
+              f"{_first(ex['repeated_reference'])}; without a key: {counts['no_key_generated']} / "
+              f"{counts['no_key_reference']}")
+        if not ids:
+            raise DataError(f"no key of {f} matches one of {cfg.ground_truth} (keys are the first two '_'-separated "
+                            f"parts of the first image name, or the row's id): nothing to score")
+        matched.append((f, preds, refs, counts))
+    scorer = build_scorer(cfg.metrics)
+    out = Path(cfg.output)
+    if len(files) == 1:
+        f, preds, refs, counts = matched[0]
+        scores = scorer.score(preds, refs)
+        write_results(out, str(cfg.name), scores, {**counts, "name": str(cfg.name), "generated": f,
+                                                   "ground_truth": str(cfg.ground_truth)})
+        print("\n" + markdown_table({str(cfg.name): scores}))
+        flat = {k: v for k, v in counts.items() if isinstance(v, int)}
+        return {"scores": {**scores, **flat}, "output": str(out), "table": {str(cfg.name): scores}}
+    stems = [Path(f).stem for f in files]
+    names = stems if len(set(stems)) == len(stems) else files
+    table: dict[str, dict[str, Any]] = {}
+    for name, (f, preds, refs, counts) in zip(names, matched):
+        table[name] = {**scorer.score(preds, refs), **counts, "generated": f}
+    atomic_write_json(out, {"ground_truth": str(cfg.ground_truth), "results": table})
+    md = markdown_table({n: {k: v for k, v in row.items() if not isinstance(v, (dict, str))} for n, row in table.items()})
+    atomic_write_text(out.with_suffix(".md"), md)
+    print("\n" + md)
+    return {"scores": {}, "output": str(out), "table": table}
+
+
+def _first(keys: list[str]) -> str:
+    return f"(e.g. {', '.join(keys)})" if keys else ""
+
+
+def _eval_vqa(cfg: DictConfig) -> dict[str, Any]:
+    """Answer each vase's six questions (open-ended and/or multiple choice) and report accuracy per dimension."""
+    from vase.eval.vqa import evaluate_vqa, vqa_table
+
+    out = Path(cfg.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    dataset, model, processor = _dataset_and_model(cfg)
+    v = cfg.vqa
+    scores = evaluate_vqa(model, processor, dataset, instantiate(cfg.reward, _convert_="partial"),
+                          float(cfg.reward.tau), out, str(cfg.name), str(v.protocol), int(v.num_choices),
+                          int(cfg.generation.batch_size), int(v.max_new_tokens),
+                          {"split": cfg.split, "adapter": cfg.get("adapter")})
+    print("\n" + vqa_table(scores, str(cfg.name)))
+    flat = {f"vqa/{p}/{d}": a for p, s in scores.items() for d, a in s["accuracy"].items()}
+    flat.update({f"vqa/{p}/mean": s["mean"] for p, s in scores.items()})
+    return {"scores": flat, "vqa": scores, "output": str(out)}
+
+
+def _eval_leaderboard(cfg: DictConfig) -> dict[str, Any]:
+    from vase.eval.leaderboard import build_leaderboard, write_leaderboard
+    from vase.eval.report import markdown_table
+
+    rows = build_leaderboard([str(r) for r in cfg.get("runs") or []], bool(cfg.leaderboard.include_paper))
+    paths = write_leaderboard(rows, Path(cfg.output).parent)
+    print("\n" + markdown_table(rows))
+    print(f"leaderboard written to {paths['md']}")
+    return {"rows_by_model": rows, "table": rows, "paths": {k: str(p) for k, p in paths.items()}}
+
+
+def _eval_export(cfg: DictConfig) -> dict[str, Any]:
+    """A standalone merged Hugging Face checkpoint (base + the adapter and every adapter under it, with the processor)
+    that transformers loads without peft: ``python evaluate.py task=export adapter=<run>/adapter output=<new dir>``."""
+    import json
+
+    from vase.errors import DataError
+    from vase.io import atomic_directory
+    from vase.models.loading import LINEAGE_FILE, load_model_and_processor, resolve_model_path
+
+    if not cfg.get("adapter"):
+        raise DataError("task=export needs adapter=<run>/adapter (the adapter to merge into the base model)")
+    out = Path(str(cfg.output))
+    if out.suffix == ".json":
+        raise DataError(f"task=export writes a checkpoint directory: pass output=<new directory>, not {out}")
+    if out.exists():
+        raise DataError(f"{out}: already exists; export writes a new directory and never replaces one")
+    base = resolve_model_path(cfg.model)
+    model, processor = load_model_and_processor(cfg.model, adapter=str(cfg.adapter), merge=True)
+    lineage = Path(str(cfg.adapter)) / LINEAGE_FILE
+    merged = json.loads(lineage.read_text()).get("merged_adapters", []) if lineage.is_file() else []
+    with atomic_directory(out) as tmp:
+        model.save_pretrained(tmp)
+        processor.save_pretrained(tmp)
+        (tmp / "vase_export.json").write_text(json.dumps(
+            {"base": base, "adapters": [*merged, str(cfg.adapter)]}, indent=1))
+    print(f"merged checkpoint written to {out}")
+    return {"output": str(out)}

@@ -1,0 +1,65 @@
+"""Loggers for every entry point: building them from config (W&B honours WANDB_MODE=disabled), logging evaluation
+rows and tables, and closing W&B even when a job fails."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+log = logging.getLogger("vase")
+
+
+def finish_wandb() -> None:
+    """Close the W&B run even when the job failed, or its offline directory is left half written."""
+    import sys
+
+    wandb = sys.modules.get("wandb")  # imported only when a W&B logger was built
+    if wandb is not None and wandb.run is not None:
+        wandb.finish()
+
+
+def build_loggers(cfg: DictConfig) -> list[Any]:
+    """The run's loggers. ``WANDB_MODE=disabled`` drops the W&B logger altogether: no run, online or offline."""
+    import os
+
+    nodes = cfg.get("logger")
+    if not nodes:
+        return []
+    disabled = os.environ.get("WANDB_MODE", "").strip().lower() == "disabled"
+    out = []
+    for node in nodes.values():
+        if not (isinstance(node, DictConfig) and "_target_" in node):
+            continue
+        if disabled and "wandb" in str(node._target_).lower():
+            log.info("WANDB_MODE=disabled: no W&B run is written")
+            continue
+        out.append(instantiate(node))
+    return out
+
+
+def log_eval_rows(loggers: list[Any], name: str, scores: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    for lg in loggers:
+        lg.log_metrics({f"val/{name}/{k}": float(v) for k, v in scores.items()})
+        if hasattr(lg, "log_table"):
+            lg.log_table(
+                key=f"val/{name}/captions",
+                columns=["id", "generated", "reference"],
+                data=[[r["id"], r["caption"], r["reference"]] for r in rows[:64]],
+            )
+
+
+def log_results_table(loggers: list[Any], results: dict[str, dict[str, Any]]) -> None:
+    """The evaluation table (paper's column order) as a W&B table, so runs compare side by side in the UI."""
+    from vase.metrics.caption import TABLE_COLUMNS
+
+    keys = [k for k, _ in TABLE_COLUMNS] + ["n_pairs"]
+    for lg in loggers:
+        if hasattr(lg, "log_table"):
+            lg.log_table(
+                key="val/table",
+                columns=["model", *keys],
+                data=[[name, *[row.get(k) for k in keys]] for name, row in results.items()],
+            )
