@@ -186,17 +186,23 @@ class SentenceEncoder:
         if tok is not None and type(first).__name__ == "Transformer":
             self._fast = fast_tokenizer(tok, int(getattr(first, "max_seq_length", None) or 512))
 
+    @property
+    def dimension(self) -> int | None:
+        """The embedding width (sentence-transformers 6 renamed the method; both spellings are accepted)."""
+        get = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        return get()
+
     @torch.inference_mode()
     def encode(self, texts: list[str]) -> torch.Tensor:
         if not texts:
-            return torch.zeros((0, self.model.get_sentence_embedding_dimension() or 1))
+            return torch.zeros((0, self.dimension or 1))
         if self._fast is None:
             emb = self.model.encode(texts, batch_size=self.batch_size, convert_to_tensor=True, show_progress_bar=False)
             return emb.float().cpu()
         # the model's own modules on batches tokenised in Rust: the same embeddings as model.encode, less overhead
         self.model.eval()
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        out = torch.empty((len(texts), self.model.get_sentence_embedding_dimension()))
+        out = torch.empty((len(texts), self.dimension))
         for i in range(0, len(order), self.batch_size):
             idx = order[i: i + self.batch_size]
             feats = {k: v.to(self.device) for k, v in self._fast([texts[j] for j in idx]).items()}
