@@ -11,7 +11,6 @@ from vase.annotate import (
     canonical,
     dating_iou,
     format_dating,
-    image_key,
     parse_dating,
     parse_raw_metadata,
     raw_metadata,
@@ -101,13 +100,6 @@ def test_raw_metadata_round_trip() -> None:
     )
     with pytest.raises(DataError, match="0000_1"):
         parse_raw_metadata("Fabric: ATHENIAN", "0000_1")
-
-
-def test_image_key_from_paper_file_names() -> None:
-    assert image_key("3f2a9c1e-aaaa-bbbb-cccc-0123456789ab_3_ac001001.jpg") == "3f2a9c1e-aaaa-bbbb-cccc-0123456789ab_3"
-    assert image_key("images/abc123_0_ac001001.jpg") == "abc123_0"
-    with pytest.raises(DataError, match="not of the form"):
-        image_key("holiday.jpg")
 
 
 def test_from_json_names_file_and_id() -> None:

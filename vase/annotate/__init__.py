@@ -3,7 +3,6 @@
 from vase.annotate.records import (
     VaseRecord,
     annotate,
-    image_key,
     make_caption,
     make_qa,
     parse_raw_metadata,
@@ -20,7 +19,6 @@ __all__ = [
     "canonical",
     "dating_iou",
     "format_dating",
-    "image_key",
     "make_caption",
     "make_qa",
     "parse_dating",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -142,15 +141,3 @@ def annotate(rec: VaseRecord) -> VaseRecord:
     rec.caption = make_caption(rec)
     rec.qa = make_qa(rec)
     return rec
-
-
-IMAGE_ID_RE = re.compile(r"^(?P<id>[0-9a-fA-F-]+_\d+)(?:_ac\d+)?(?:\.\w+)?$")
-
-
-def image_key(name: str) -> str:
-    """The paper's matching key ``<uuid>_<n>`` from an image file name ``<uuid>_<n>_ac001001.jpg``."""
-    base = name.rsplit("/", 1)[-1]
-    m = IMAGE_ID_RE.match(base)
-    if not m:
-        raise DataError(f"image name {name!r} is not of the form <uuid>_<n>_ac001001.jpg")
-    return m.group("id")
