@@ -235,8 +235,7 @@ class VaseDataModule(pl.LightningDataModule):
         :meth:`render_root`. With ``render.on_error=skip`` a GLB that fails is recorded with its reason
         (``images/render_failures.json`` beside the renders) and its vase is left out of training and evaluation.
         """
-        from vase.data.dataset import load_annotations
-        from vase.layout import orbit_dir, view_path
+        from vase.data.dataset import models_to_render
 
         if self.synthetic:
             from vase.data.synthetic import generate
@@ -248,17 +247,8 @@ class VaseDataModule(pl.LightningDataModule):
         from vase.render import RenderSettings, render_dataset
 
         orbit = int(self.render.get("orbit_frames", 0) or 0)
-
-        def shipped(vid: str) -> bool:
-            return all(view_path(self.root, v, vid).is_file() for v in self.views) and (
-                not orbit or any(orbit_dir(self.root, vid).glob("*.png")))
-
-        pairs = []
-        for split in ("train", "val"):
-            ann = self.root / "annotations" / f"{split}.json"
-            pairs += [(r.id, r.model or f"models/{r.id}.glb") for r in load_annotations(ann)]
-        if not self.owns_root:
-            pairs = [(vid, m) for vid, m in pairs if not shipped(vid)]
+        # a root vase owns is rendered whole (its cache re-renders changed GLBs); a user's only where views lack
+        pairs = models_to_render(self.root, self.views, orbit, only_missing=not self.owns_root)
         out_root = self.render_root()
         failures_path = out_root / "images" / FAILURES_FILE
         if not pairs:
@@ -287,10 +277,11 @@ class VaseDataModule(pl.LightningDataModule):
             return {}
         return {f["id"]: f["reason"] for f in read_json(path)}
 
-    def dataset(self, split: str, limit: int | None = None) -> VaseDataset:
-        """One split's records and views (views searched in :attr:`image_roots`, failed vases left out)."""
-        return VaseDataset(self.root, split, self.views, limit, modality=self.modality,
-                           image_roots=self.image_roots, exclude=set(self.left_out()))
+    def dataset(self, split: str, limit: int | None = None, exclude: set[str] | None = None) -> VaseDataset:
+        """One split's records and views (views searched in :attr:`image_roots`; the vases that failed to render,
+        or ``exclude`` when the caller has read them already, left out)."""
+        return VaseDataset(self.root, split, self.views, limit, modality=self.modality, image_roots=self.image_roots,
+                           exclude=set(self.left_out()) if exclude is None else exclude)
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is None:
@@ -298,8 +289,8 @@ class VaseDataModule(pl.LightningDataModule):
             if skipped:
                 log.warning("training and evaluating without %d vases that failed to render: %s", len(skipped),
                             ", ".join(sorted(skipped)[:10]) + (" ..." if len(skipped) > 10 else ""))
-            self.train_set = self.dataset("train", self.limit_train)
-            self.val_set = self.dataset("val", self.limit_val)
+            self.train_set = self.dataset("train", self.limit_train, set(skipped))
+            self.val_set = self.dataset("val", self.limit_val, set(skipped))
 
     def train_dataloader(self) -> DataLoader:
         if self.processor is None:

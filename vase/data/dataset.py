@@ -12,7 +12,7 @@ from vase.errors import DataError
 from vase.io import read_json
 from vase.layout import VIEWS, find_orbit, find_view, orbit_dir, view_path
 
-__all__ = ["VIEWS", "VaseDataset", "VaseExample", "VideoFrames", "load_annotations", "load_orbit", "load_views",
+__all__ = ["VIEWS", "VaseDataset", "VaseExample", "VideoFrames", "load_annotations", "load_orbit", "load_views", "models_to_render",
            "orbit_dir", "read_rgb", "view_path"]
 
 
@@ -29,6 +29,28 @@ def load_annotations(path: str | Path) -> list[VaseRecord]:
             raise DataError(f"{path}: vase id {r.id!r} appears twice")
         seen.add(r.id)
     return records
+
+
+def models_to_render(root: str | Path, views: tuple[str, ...] | list[str], orbit_frames: int = 0,
+                     only_missing: bool = True, missing_splits_ok: bool = False) -> list[tuple[str, str]]:
+    """``(id, GLB path relative to root)`` of every vase in ``annotations/{train,val}.json``; with ``only_missing``
+    just those that lack one of ``views`` (or, with ``orbit_frames``, orbit frames) under ``root``: a dataset's own
+    views are used as they are. A missing split file is a DataError unless ``missing_splits_ok``."""
+    root = Path(root)
+    pairs = []
+    for split in ("train", "val"):
+        ann = root / "annotations" / f"{split}.json"
+        if missing_splits_ok and not ann.is_file():
+            continue
+        pairs += [(r.id, r.model or f"models/{r.id}.glb") for r in load_annotations(ann)]
+    if not only_missing:
+        return pairs
+
+    def shipped(vid: str) -> bool:
+        return all(view_path(root, v, vid).is_file() for v in views) and (
+            not orbit_frames or any(orbit_dir(root, vid).glob("*.png")))
+
+    return [(vid, m) for vid, m in pairs if not shipped(vid)]
 
 
 def _roots(root: str | Path | list) -> list[Path]:

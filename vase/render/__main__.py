@@ -15,9 +15,9 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    from vase.data.dataset import load_annotations
+    from vase.data.dataset import models_to_render
     from vase.errors import VaseError
-    from vase.layout import VIEWS, render_cache_root, view_path
+    from vase.layout import VIEWS, render_cache_root
     from vase.render.renderer import RenderSettings, render_dataset
 
     ap = argparse.ArgumentParser(prog="python -m vase.render", description=__doc__.splitlines()[0])
@@ -35,13 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     views = tuple(v for v in args.views.split(",") if v)
     out = root if args.write_to_root else Path(args.out) if args.out else render_cache_root(args.cache_dir, root)
     try:
-        pairs = []
-        for split in ("train", "val"):
-            ann = root / "annotations" / f"{split}.json"
-            if ann.is_file():
-                pairs += [(r.id, r.model or f"models/{r.id}.glb") for r in load_annotations(ann)]
         # the dataset's own views are used as they are: only vases missing one are rendered
-        pairs = [(vid, m) for vid, m in pairs if not all(view_path(root, v, vid).is_file() for v in views)]
+        pairs = models_to_render(root, views, args.orbit_frames, missing_splits_ok=True)
         result = render_dataset(root, pairs, RenderSettings(args.resolution, args.fov_deg), views=views,
                                 orbit_frames=args.orbit_frames, out_root=out, keep_existing=out == root,
                                 on_error=args.on_error)
