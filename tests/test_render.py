@@ -93,3 +93,16 @@ def test_malformed_annotation_json_names_the_file(tmp_path: Path) -> None:
     (ann / "train.json").write_text('{"id": "a_0"}')
     with pytest.raises(DataError, match=r"train\.json: expected a JSON list"):
         load_annotations(ann / "train.json")
+
+
+def test_triton_can_load_after_a_render_context() -> None:
+    """Mesa's llvmpipe and triton each bring an LLVM; triton loading second used to segfault the process."""
+    import subprocess
+    import sys
+
+    code = ("from vase.render.renderer import Renderer, RenderSettings\n"
+            "r = Renderer(RenderSettings(resolution=16))\n"
+            "import torch._dynamo, torchvision.ops\n"
+            "print('alive')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0 and "alive" in proc.stdout, proc.stderr[-1000:]

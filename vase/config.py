@@ -542,6 +542,10 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("vase.wandb_offline", wandb_offline)
     if not OmegaConf.has_resolver("vase.cwd"):
         OmegaConf.register_new_resolver("vase.cwd", launch_dir)
+    if not OmegaConf.has_resolver("vase.input_key"):
+        from vase.layout import path_key
+
+        OmegaConf.register_new_resolver("vase.input_key", path_key)
     if not OmegaConf.has_resolver("vase.tiny_key"):
         OmegaConf.register_new_resolver("vase.tiny_key", tiny_key)
 

@@ -53,6 +53,16 @@ def render_cache_root(cache_dir: str | Path, dataset_root: str | Path) -> Path:
     >>> render_cache_root("/c", "/data/a") != render_cache_root("/c", "/data/b")
     True
     """
-    resolved = str(Path(dataset_root).expanduser().resolve())
-    key = hashlib.sha256(resolved.encode()).hexdigest()[:16]
-    return Path(cache_dir) / "renders" / f"{Path(resolved).name}-{key}"
+    return Path(cache_dir) / "renders" / path_key(dataset_root)
+
+
+def path_key(path: str | Path | None) -> str:
+    """A folder name for what vase keeps about a user's folder: its name plus a hash of its resolved path.
+
+    >>> path_key("/data/photos").startswith("photos-")
+    True
+    """
+    if path is None:
+        return "none"
+    resolved = str(Path(path).expanduser().resolve())
+    return f"{Path(resolved).name}-{hashlib.sha256(resolved.encode()).hexdigest()[:16]}"

@@ -104,6 +104,26 @@ class HFCLIPEncoder:
             return torch.zeros((0, int(self.model.config.projection_dim)))
         return torch.cat(outs)
 
+    def image_transform(self) -> Any:
+        """A picklable PIL -> pixel tensor transform equal in steps to the model's ``CLIPImageProcessor`` (resize the
+        shorter side bicubically, centre-crop, rescale, normalise), to run in DataLoader workers."""
+        from torchvision import transforms as T
+        from transformers import CLIPImageProcessor
+
+        try:
+            p = CLIPImageProcessor.from_pretrained(self.name)
+        except Exception as e:
+            raise MetricError(f"{self.name}: no image processor to encode images with ({e})") from e
+        size = p.size.get("shortest_edge") or min(p.size.get("height", 224), p.size.get("width", 224))
+        crop = (p.crop_size["height"], p.crop_size["width"]) if p.do_center_crop else (size, size)
+        return T.Compose([T.Resize(size, interpolation=T.InterpolationMode.BICUBIC, antialias=True),
+                          T.CenterCrop(crop), T.ToTensor(), T.Normalize(p.image_mean, p.image_std)])
+
+    @torch.inference_mode()
+    def encode_pixels(self, px: torch.Tensor) -> torch.Tensor:
+        """Image embeddings (not normalised) of a batch of pixel tensors from :meth:`image_transform`."""
+        return _features(self.model.get_image_features(pixel_values=px.to(self.device))).float().cpu()
+
     @torch.inference_mode()
     def encode_images(self, images: list[Any]) -> torch.Tensor:
         if self._image_processor is None:
@@ -156,6 +176,15 @@ class OpenCLIPEncoder:
         outs = [self.model.encode_text(self.tokenizer(texts[i: i + self.batch_size]).to(self.device)).float().cpu()
                 for i in range(0, len(texts), self.batch_size)]
         return torch.cat(outs) if outs else torch.zeros((0, int(self.model.text_projection.shape[-1])))
+
+    def image_transform(self) -> Any:
+        """open_clip's own preprocessing (a picklable torchvision transform), to run in DataLoader workers."""
+        return self.preprocess
+
+    @torch.inference_mode()
+    def encode_pixels(self, px: torch.Tensor) -> torch.Tensor:
+        """Image embeddings (not normalised) of a batch of pixel tensors from :meth:`image_transform`."""
+        return self.model.encode_image(px.to(self.device)).float().cpu()
 
     @torch.inference_mode()
     def encode_images(self, images: list[Any]) -> torch.Tensor:

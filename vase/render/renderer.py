@@ -140,6 +140,18 @@ def load_glb(path: str | Path) -> list[_Part]:
         scene = trimesh.load(str(path), file_type="glb", force="scene", process=False)
     except Exception as e:  # trimesh raises many types for a bad file; all mean the same thing to the user
         raise DataError(f"{path}: not a readable GLB model ({type(e).__name__}: {e})") from e
+    parts = parts_from_scene(scene)
+    if not parts:
+        raise DataError(f"{path}: GLB holds no triangle mesh to render")
+    return parts
+
+
+def parts_from_scene(scene) -> list[_Part]:
+    """World-space parts with their textures from a trimesh Scene (or a single Trimesh)."""
+    import trimesh
+
+    if isinstance(scene, trimesh.Trimesh):
+        scene = trimesh.Scene(scene)
     parts = []
     for node in scene.graph.nodes_geometry:
         transform, geom_name = scene.graph[node]
@@ -165,9 +177,16 @@ def load_glb(path: str | Path) -> list[_Part]:
             image = Image.fromarray(c[None, :, :], "RGBA")
             uv = np.stack([(np.arange(len(c)) + 0.5) / len(c), np.full(len(c), 0.5)], 1).astype(np.float32)
         parts.append(_Part(verts, normals, uv, np.asarray(mesh.faces, dtype=np.int32), image, color))
-    if not parts:
-        raise DataError(f"{path}: GLB holds no triangle mesh to render")
     return parts
+
+
+def _load_triton_first() -> None:
+    """Import triton (when installed) before Mesa's llvmpipe loads its LLVM: the other order segfaults the process
+    as soon as anything (torch._dynamo, torchvision.ops) imports triton after an EGL context exists."""
+    try:
+        import triton  # noqa: F401
+    except Exception:  # not installed, or unusable here: then there is nothing to clash with
+        pass
 
 
 class Renderer:
@@ -176,6 +195,7 @@ class Renderer:
     def __init__(self, settings: RenderSettings | None = None, backend: str = "egl") -> None:
         import moderngl
 
+        _load_triton_first()
         self.settings = settings or RenderSettings()
         try:
             self.ctx = moderngl.create_context(standalone=True, backend=backend)
@@ -202,8 +222,10 @@ class Renderer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def render_parts(self, parts: list[_Part], directions: list[tuple]) -> list[Image.Image]:
-        """Render ``parts`` from each (direction, up) pair; the camera frames the bounding sphere."""
+    def render_parts(self, parts: list[_Part], directions: list[tuple],
+                     background: tuple[int, int, int] | None = None) -> list[Image.Image]:
+        """Render ``parts`` from each (direction, up) pair; the camera frames the bounding sphere. ``background``
+        (RGB 0-255) overrides the settings' colour for these images."""
         import moderngl
 
         ctx, s = self.ctx, self.settings
@@ -231,7 +253,7 @@ class Renderer:
                     textures.append(tex)
                 vaos.append((vao, tex, p.color))
             out = []
-            bg = tuple(c / 255 for c in s.background)
+            bg = tuple(c / 255 for c in (background or s.background))
             for direction, up in directions:
                 d = np.asarray(direction, dtype=float)
                 eye = centre + d * dist
