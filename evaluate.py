@@ -27,7 +27,9 @@ def main(cfg: DictConfig) -> None:
     from vase.eval.tasks import run_evaluation
 
     try:
-        run_evaluation(cfg)
+        out = run_evaluation(cfg)
+        if "check" in out and not out["check"]["ok"]:
+            sys.exit(1)  # task=check: a dataset with problems fails the command, as python -m vase.data.check does
     finally:
         from vase.loggers import finish_wandb
 

@@ -179,9 +179,15 @@ class DataSchema:
     render: dict | None = None
     limit_train: int | None = None
     limit_val: int | None = None
+    layout: str = "auto"
+    split: dict | None = None
+    max_video_frames: int = 16
 
     def __post_init__(self) -> None:
         from vase.layout import VIEWS
+
+        _check(self.layout in ("auto", "vase", "release", "paper_eval", "swift"), "data.layout", self.layout,
+               "must be auto, vase, release, paper_eval or swift")
 
         bad = [v for v in self.views if v not in VIEWS]
         _check(

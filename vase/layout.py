@@ -35,6 +35,10 @@ def find_view(roots: Sequence[str | Path], view: str, vase_id: str) -> Path | No
         p = view_path(r, view, vase_id)
         if p.is_file():
             return p
+        for ext in (".jpg", ".jpeg"):  # a release may ship its views as JPEG
+            q = p.with_suffix(ext)
+            if q.is_file():
+                return q
     return None
 
 

@@ -46,10 +46,11 @@ def samples_for(example: VaseExample, task: str) -> list[ChatSample]:
     if task not in DATA_TASKS:
         raise ValueError(f"data.task={task!r} must be one of {list(DATA_TASKS)}")
     rec = example.record
-    fields = {d: (list(rec.dating) if d == "dating" else getattr(rec, d)) for d in DIMENSIONS}
+    fields = {d: (list(rec.dating) if d == "dating" and rec.dating is not None else getattr(rec, d))
+              for d in DIMENSIONS}
     out = []
     if task in ("caption", "both", "all"):
-        out.append(ChatSample(rec.id, example.images, CAPTION_PROMPT, rec.caption, target=fields))
+        out.append(ChatSample(rec.id, example.images, rec.prompt or CAPTION_PROMPT, rec.caption, target=fields))
     if task in ("qa", "both", "all"):
         # a QA answer states one dimension: the others are not expected of it
         out += [ChatSample(f"{rec.id}#{q['dimension']}", example.images, q["question"], q["answer"], q["dimension"],
@@ -179,8 +180,12 @@ class VaseDataModule(pl.LightningDataModule):
                  eval_batch_size: int = 8, num_workers: int = 0, task: str = "caption", max_length: int = 4096,
                  synthetic: dict | None = None, render: dict | None = None, limit_train: int | None = None,
                  limit_val: int | None = None, processor: Any = None, stage: str = "sft",
-                 modality: str = "views", seed: int | None = None) -> None:
+                 modality: str = "views", seed: int | None = None, layout: str = "auto",
+                 split: dict | None = None, max_video_frames: int = 16) -> None:
         super().__init__()
+        self.layout = layout  # auto | vase | release | paper_eval | swift (vase.data.layouts)
+        self.split = dict(split or {})  # for layouts without a train/val split: seed, val_fraction, file, cache_dir
+        self.max_video_frames = max_video_frames
         self.seed = seed  # the training order's seed (default: torch's initial seed, i.e. the run's seed)
         self._resume: dict[str, int] | None = None
         self.root = Path(root)
@@ -247,8 +252,13 @@ class VaseDataModule(pl.LightningDataModule):
         from vase.render import RenderSettings, render_dataset
 
         orbit = int(self.render.get("orbit_frames", 0) or 0)
+        records = None
+        if self.layout_name != "vase":
+            from vase.data.layouts import read_records
+
+            records = [r for recs in read_records(self.root, self.layout_name).values() for r in recs]
         # a root vase owns is rendered whole (its cache re-renders changed GLBs); a user's only where views lack
-        pairs = models_to_render(self.root, self.views, orbit, only_missing=not self.owns_root)
+        pairs = models_to_render(self.root, self.views, orbit, only_missing=not self.owns_root, records=records)
         out_root = self.render_root()
         failures_path = out_root / "images" / FAILURES_FILE
         if not pairs:
@@ -280,8 +290,27 @@ class VaseDataModule(pl.LightningDataModule):
     def dataset(self, split: str, limit: int | None = None, exclude: set[str] | None = None) -> VaseDataset:
         """One split's records and views (views searched in :attr:`image_roots`; the vases that failed to render,
         or ``exclude`` when the caller has read them already, left out)."""
+        records = None
+        if self.layout_name != "vase":
+            from vase.data.layouts import load_split
+
+            records = load_split(self.root, split, self.layout_name, int(self.split.get("seed", 0)),
+                                 float(self.split.get("val_fraction", 0.1)), self.split.get("file"),
+                                 self.split.get("cache_dir"))
         return VaseDataset(self.root, split, self.views, limit, modality=self.modality, image_roots=self.image_roots,
-                           exclude=set(self.left_out()) if exclude is None else exclude)
+                           exclude=set(self.left_out()) if exclude is None else exclude, records=records,
+                           max_video_frames=self.max_video_frames)
+
+    @property
+    def layout_name(self) -> str:
+        """The layout of :attr:`root` (``data.layout``, or detected from its files); the synthetic set is ``vase``."""
+        if self.synthetic:
+            return "vase"
+        if self.layout == "auto":
+            from vase.data.layouts import detect_layout
+
+            self.layout = detect_layout(self.root)
+        return self.layout
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is None:
@@ -291,6 +320,12 @@ class VaseDataModule(pl.LightningDataModule):
                             ", ".join(sorted(skipped)[:10]) + (" ..." if len(skipped) > 10 else ""))
             self.train_set = self.dataset("train", self.limit_train, set(skipped))
             self.val_set = self.dataset("val", self.limit_val, set(skipped))
+            if self.stage == "grpo":  # the reward scores the six dimensions: a record without them has no target
+                lacking = [r.id for r in self.train_set.records if not r.has_dimensions]
+                if lacking:
+                    raise DataError(f"{self.root}: GRPO's reward needs the six dimensions, but {len(lacking)} training "
+                                    f"vase(s) lack some ({', '.join(lacking[:5])}); give them metadata (a raw museum "
+                                    f"line) or train these with stage=sft")
 
     def train_dataloader(self) -> DataLoader:
         if self.processor is None:

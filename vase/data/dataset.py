@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from PIL import Image, UnidentifiedImageError
@@ -12,42 +12,50 @@ from vase.errors import DataError
 from vase.io import read_json
 from vase.layout import VIEWS, find_orbit, find_view, orbit_dir, view_path
 
-__all__ = ["VIEWS", "VaseDataset", "VaseExample", "VideoFrames", "load_annotations", "load_orbit", "load_views", "models_to_render",
-           "orbit_dir", "read_rgb", "view_path"]
+__all__ = ["VIEWS", "VaseDataset", "VaseExample", "VideoFrames", "load_annotations", "load_media", "load_orbit",
+           "load_video", "load_views", "models_to_render", "orbit_dir", "read_rgb", "view_path"]
 
 
-def load_annotations(path: str | Path) -> list[VaseRecord]:
-    """Records of one split file (a JSON list of vase objects); errors name the file and the vase id."""
+def load_annotations(path: str | Path, problems: list | None = None) -> list[VaseRecord]:
+    """Records of one split file (a JSON list of vase objects); errors name the file and the vase id. With
+    ``problems`` (a list) faults are recorded as ``(kind, id, message)`` and reading goes on."""
     path = Path(path)
     data = read_json(path)
     if not isinstance(data, list):
         raise DataError(f"{path}: expected a JSON list of vases, got {type(data).__name__}")
-    records = [VaseRecord.from_json(obj, str(path)) for obj in data]
+    records = [VaseRecord.from_json(obj, str(path), problems) for obj in data]
     seen: set[str] = set()
     for r in records:
         if r.id in seen:
-            raise DataError(f"{path}: vase id {r.id!r} appears twice")
+            if problems is None:
+                raise DataError(f"{path}: vase id {r.id!r} appears twice")
+            problems.append(("duplicate_id", r.id, f"{path}: vase id {r.id!r} appears twice"))
         seen.add(r.id)
     return records
 
 
 def models_to_render(root: str | Path, views: tuple[str, ...] | list[str], orbit_frames: int = 0,
-                     only_missing: bool = True, missing_splits_ok: bool = False) -> list[tuple[str, str]]:
-    """``(id, GLB path relative to root)`` of every vase in ``annotations/{train,val}.json``; with ``only_missing``
-    just those that lack one of ``views`` (or, with ``orbit_frames``, orbit frames) under ``root``: a dataset's own
-    views are used as they are. A missing split file is a DataError unless ``missing_splits_ok``."""
+                     only_missing: bool = True, missing_splits_ok: bool = False,
+                     records: list[VaseRecord] | None = None) -> list[tuple[str, str]]:
+    """``(id, GLB path relative to root)`` of every vase in ``annotations/{train,val}.json`` (or of ``records``, for
+    the other layouts); with ``only_missing`` just those that lack one of ``views`` (or, with ``orbit_frames``,
+    orbit frames) under ``root``: a dataset's own views are used as they are. Records that list their own media, and
+    records of a layout without a model for them, need no rendering. A missing split file is a DataError unless
+    ``missing_splits_ok``."""
     root = Path(root)
-    pairs = []
-    for split in ("train", "val"):
-        ann = root / "annotations" / f"{split}.json"
-        if missing_splits_ok and not ann.is_file():
-            continue
-        pairs += [(r.id, r.model or f"models/{r.id}.glb") for r in load_annotations(ann)]
+    if records is None:
+        records = []
+        for split in ("train", "val"):
+            ann = root / "annotations" / f"{split}.json"
+            if missing_splits_ok and not ann.is_file():
+                continue
+            records += [r if r.model else replace(r, model=f"models/{r.id}.glb") for r in load_annotations(ann)]
+    pairs = [(r.id, r.model) for r in records if r.model and not (r.images or r.videos)]
     if not only_missing:
         return pairs
 
     def shipped(vid: str) -> bool:
-        return all(view_path(root, v, vid).is_file() for v in views) and (
+        return all(find_view([root], v, vid) is not None for v in views) and (
             not orbit_frames or any(orbit_dir(root, vid).glob("*.png")))
 
     return [(vid, m) for vid, m in pairs if not shipped(vid)]
@@ -84,6 +92,48 @@ class VideoFrames(list):
     """The frames of a 360-degree orbit, in order: a model sees them as one video, not as separate views."""
 
 
+FRAME_SUFFIXES = (".png", ".jpg", ".jpeg")
+
+
+def load_video(path: str | Path, max_frames: int = 16) -> VideoFrames:
+    """A video as RGB frames: a folder of frame images or a video file (decoded with PyAV), subsampled evenly to at
+    most ``max_frames``; a missing or undecodable one is a DataError naming it."""
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix.lower() in FRAME_SUFFIXES)
+        frames = [read_rgb(p, "video frame") for p in _even(files, max_frames)]
+    elif path.is_file():
+        try:
+            import av
+
+            with av.open(str(path)) as container:
+                decoded = [f.to_image().convert("RGB") for f in container.decode(video=0)]
+        except ImportError as e:
+            raise DataError(f"{path}: reading video files needs PyAV (pip install av)") from e
+        except Exception as e:  # PyAV raises its own error types for every container or codec problem
+            raise DataError(f"{path}: not a readable video ({type(e).__name__}: {e})") from e
+        frames = _even(decoded, max_frames)
+    else:
+        raise DataError(f"{path}: video not found")
+    if not frames:
+        raise DataError(f"{path}: the video has no frames")
+    return VideoFrames(frames)
+
+
+def _even(items: list, k: int) -> list:
+    """At most ``k`` items spread evenly over ``items`` (first and last kept)."""
+    if len(items) <= k:
+        return list(items)
+    return [items[round(i * (len(items) - 1) / (k - 1))] for i in range(k)] if k > 1 else [items[0]]
+
+
+def load_media(rec: VaseRecord, max_frames: int = 16) -> list[Image.Image] | VideoFrames:
+    """The explicit media of a record (layouts that list files): its first video, else its images in order."""
+    if rec.videos:
+        return load_video(rec.videos[0], max_frames)
+    return [read_rgb(Path(p), f"image of vase {rec.id!r}") for p in rec.images]
+
+
 def load_orbit(root: str | Path | list, vase_id: str) -> VideoFrames:
     """The orbit frames of one vase as RGB images; a missing or empty folder is a DataError naming it."""
     roots = _roots(root)
@@ -112,18 +162,28 @@ class VaseDataset:
 
     def __init__(self, root: str | Path, split: str, views: tuple[str, ...] | list[str] = VIEWS,
                  limit: int | None = None, check_views: bool = True, modality: str = "views",
-                 image_roots: list[str | Path] | None = None, exclude: set[str] | frozenset[str] = frozenset()) -> None:
+                 image_roots: list[str | Path] | None = None, exclude: set[str] | frozenset[str] = frozenset(),
+                 records: list[VaseRecord] | None = None, max_video_frames: int = 16) -> None:
         if modality not in ("views", "orbit"):
             raise ValueError(f"data.modality={modality!r} must be views or orbit")
         self.root = Path(root)
         self.split = split
         self.views = tuple(views)
         self.modality = modality
+        self.max_video_frames = max_video_frames
         self.image_roots = [Path(r) for r in image_roots] if image_roots else [self.root]
-        ann = self.root / "annotations" / f"{split}.json"
-        self.records = [r for r in load_annotations(ann) if r.id not in exclude]
+        if records is None:
+            records = load_annotations(self.root / "annotations" / f"{split}.json")
+        self.records = [r for r in records if r.id not in exclude]
         if limit is not None:
             self.records = self.records[:limit]
+        explicit = [r for r in self.records if r.images or r.videos]
+        for r in explicit:  # layouts that list their media: every listed file must be there
+            for p in r.videos[:1] or r.images:
+                if not Path(p).exists():
+                    raise DataError(f"{p}: listed for vase {r.id!r} (split {split!r}) but missing")
+        if explicit:
+            return
         if check_views and modality == "orbit":
             for r in self.records:
                 if find_orbit(self.image_roots, r.id) is None:
@@ -141,6 +201,8 @@ class VaseDataset:
 
     def __getitem__(self, i: int) -> VaseExample:
         rec = self.records[i]
+        if rec.images or rec.videos:
+            return VaseExample(rec, load_media(rec, self.max_video_frames))
         if self.modality == "orbit":
             return VaseExample(rec, load_orbit(self.image_roots, rec.id))
         return VaseExample(rec, load_views(self.image_roots, rec.id, self.views))

@@ -42,10 +42,12 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     or leaderboard (gather runs into one table)."""
     _seed(int(cfg.seed))
     tasks = {"generate": _eval_generate, "score": _eval_score, "vqa": _eval_vqa, "leaderboard": _eval_leaderboard,
-             "export": _eval_export}
+             "export": _eval_export, "check": _eval_check}
     if cfg.task not in tasks:
         raise ValueError(f"task={cfg.task!r} must be one of {sorted(tasks)}")
     out = tasks[cfg.task](cfg)
+    if cfg.task == "check":
+        return out
     loggers = build_loggers(cfg)
     for lg in loggers:
         lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
@@ -210,3 +212,17 @@ def _eval_export(cfg: DictConfig) -> dict[str, Any]:
             {"base": base, "adapters": [*merged, str(cfg.adapter)]}, indent=1))
     print(f"merged checkpoint written to {out}")
     return {"output": str(out)}
+
+
+def _eval_check(cfg: DictConfig) -> dict[str, Any]:
+    """Check ``data.root`` in its layout (vase.data.check): check.json and check.md in the run directory."""
+    from vase.data.check import check_dataset, format_report
+    from vase.io import atomic_write_json, atomic_write_text
+
+    report = check_dataset(cfg.data.root, str(cfg.data.get("layout", "auto")), list(cfg.data.views))
+    out_dir = Path(cfg.paths.output_dir)
+    atomic_write_json(out_dir / "check.json", report)
+    text = format_report(report)
+    atomic_write_text(out_dir / "check.md", text)
+    print(text, end="")
+    return {"check": report}

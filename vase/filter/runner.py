@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,8 @@ def _fingerprint_settings(cfg: Any) -> dict:
         "quality": {"checkpoint": str(q.checkpoint) if q.checkpoint else None, "threshold": float(q.threshold)},
         "clip": {"enabled": bool(c.enabled), "backend": c.backend, "model": str(c.model),
                  "pretrained": str(c.get("pretrained")), "good": list(c.good_prompts), "bad": list(c.bad_prompts),
-                 "ensemble": c.ensemble, "view_description": c.get("view_description")},
+                 "ensemble": c.ensemble, "view_description": c.get("view_description"),
+                 "precision": c.get("precision", "fp32")},
     }
 
 
@@ -166,6 +168,7 @@ def score_photos(cfg: Any, input_dir: Path, out: Path, progress: bool = True) ->
 
         bar = tqdm(total=len(files), initial=done, desc="filtering photos", unit="img")
     qthr = float(cfg.quality.threshold)
+    started = time.perf_counter()
     for items in loader:
         lines = []
         recs = {it["index"]: {"file": files[it["index"]], "reason": it["reason"], "note": it["note"]} for it in items}
@@ -186,6 +189,9 @@ def score_photos(cfg: Any, input_dir: Path, out: Path, progress: bool = True) ->
             bar.update(len(lines))
     if bar is not None:
         bar.close()
+    if todo:  # this session's throughput, beside the manifest (not in it: timing is not a result)
+        atomic_write_json(out / "timing.json", {"images": sum(len(b) for b in todo),
+                                                "seconds": round(time.perf_counter() - started, 3)})
     return _read_manifest(mpath)[1]
 
 

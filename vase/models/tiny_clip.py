@@ -156,3 +156,51 @@ def build_tiny_sentence_encoder(out: str | Path, overwrite: bool = False) -> Pat
         st.save(str(tmp))
         (tmp / "vase_tiny.json").write_text(json.dumps({"fingerprint": fingerprint}))
     return out
+
+
+def save_clip_tokenizer(out: str | Path) -> Path:
+    """CLIP's own BPE tokenizer in transformers format (``vocab.json`` + ``merges.txt``), written from the vocabulary
+    that ships inside open_clip, so that a locally built CLIP tokenises exactly as openai/clip-vit-base-patch32."""
+    import open_clip
+    from transformers import CLIPTokenizerFast
+
+    bpe = open_clip.tokenizer.SimpleTokenizer()
+    vocab = dict(bpe.encoder)
+    for ours, theirs in (("<start_of_text>", "<|startoftext|>"), ("<end_of_text>", "<|endoftext|>")):
+        vocab[theirs] = vocab.pop(ours)
+    merges = sorted(bpe.bpe_ranks, key=bpe.bpe_ranks.get)
+    out = Path(out)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "vocab.json").write_text(json.dumps(vocab))
+        (Path(tmp) / "merges.txt").write_text("#version: 0.2\n" + "\n".join(" ".join(m) for m in merges) + "\n")
+        tok = CLIPTokenizerFast(str(Path(tmp) / "vocab.json"), str(Path(tmp) / "merges.txt"))
+        tok.save_pretrained(out)
+    return out
+
+
+def build_vit_b32_clip(out: str | Path, seed: int = 0) -> Path:
+    """A randomly initialised CLIP with openai/clip-vit-base-patch32's architecture, tokenizer and image processor
+    (transformers format): what benchmarks time when the real weights cannot be downloaded. Reused when present."""
+    import torch
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
+
+    out = Path(out)
+    stamp = out / "vase_tiny.json"
+    spec = {"arch": "ViT-B/32", "seed": seed, "version": 1}
+    if stamp.is_file() and json.loads(stamp.read_text()) == spec:
+        return out
+    config = CLIPConfig(text_config=dict(vocab_size=49408, hidden_size=512, intermediate_size=2048,
+                                         num_attention_heads=8, num_hidden_layers=12, max_position_embeddings=77,
+                                         bos_token_id=49406, eos_token_id=49407, pad_token_id=49407),
+                        vision_config=dict(hidden_size=768, intermediate_size=3072, num_attention_heads=12,
+                                           num_hidden_layers=12, image_size=224, patch_size=32),
+                        projection_dim=512)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = CLIPModel(config)
+    with atomic_directory(out, replace=True) as tmp:
+        model.save_pretrained(tmp)
+        save_clip_tokenizer(tmp)
+        CLIPImageProcessor(size={"shortest_edge": 224}, crop_size={"height": 224, "width": 224}).save_pretrained(tmp)
+        (tmp / "vase_tiny.json").write_text(json.dumps(spec))
+    return out

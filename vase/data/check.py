@@ -1,0 +1,183 @@
+"""Check a dataset before a long run: every problem listed, none hidden behind the first.
+
+    python -m vase.data.check /data/VaseVQA-3D                 # any layout vase reads (vase.data.layouts)
+    python -m vase.data.check /data/train.jsonl --report r.json
+    python evaluate.py task=check data=vasevqa3d data.root=/data/VaseVQA-3D
+
+Finds: unreadable annotation files or lines, duplicate ids, records without a model (layouts that carry models) or
+without one of the six dimensions (layouts that carry them), dates it cannot parse, missing or unreadable views and
+listed media, corrupt GLBs, and ids in both train and val. Prints a summary and each problem; writes the same as JSON
+(``--report``, default ``./check-<dataset>.json``, never inside the dataset); exits 1 when anything is wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from vase.data.layouts import detect_layout, read_records
+from vase.errors import DataError
+from vase.io import atomic_write_json, is_within
+from vase.layout import VIEWS, find_view, view_path
+
+KINDS = {
+    "unreadable_file": "annotation file that cannot be read",
+    "bad_line": "line or item that cannot be read",
+    "missing_id": "item without an id",
+    "duplicate_id": "id that appears more than once",
+    "missing_model": "record without its GLB model",
+    "corrupt_model": "GLB that cannot be read",
+    "missing_dimension": "record without one of the six dimensions",
+    "bad_date": "date that cannot be parsed",
+    "bad_caption": "missing or unreadable caption",
+    "bad_qa": "QA pair without question or answer",
+    "missing_view": "view or listed media file that is missing",
+    "unreadable_view": "view or listed media file that cannot be decoded",
+    "split_overlap": "id in both train and val",
+}
+CARRIES = {"vase": {"models", "dimensions"}, "release": {"models", "dimensions"}, "paper_eval": set(), "swift": set()}
+
+
+def _readable(path: Path) -> str | None:
+    """None if the image or video decodes, else the reason."""
+    if path.suffix.lower() in (".mp4", ".webm", ".mov", ".avi", ".mkv") or path.is_dir():
+        from vase.data.dataset import load_video
+
+        try:
+            load_video(path, max_frames=1)
+        except DataError as e:
+            return str(e)
+        return None
+    from vase.filter.images import open_photo
+
+    d = open_photo(path, min_side=1)
+    return None if d.image is not None else d.reason
+
+
+def check_dataset(path: str | Path, layout: str = "auto", views: list[str] | tuple[str, ...] = VIEWS,
+                  models: bool = True, progress: bool = True) -> dict[str, Any]:
+    """Every problem of the dataset at ``path`` as a report dict (``problems``: kind, id, message)."""
+    root = Path(path)
+    problems: list[tuple[str, str, str]] = []
+    info: list[str] = []
+    if not root.exists():
+        raise DataError(f"{root}: no such file or folder")
+    layout = detect_layout(root) if layout == "auto" else layout
+    try:
+        splits = read_records(root, layout, problems)
+    except DataError as e:  # a file that cannot be read at all: reported, and nothing more can be checked in it
+        problems.append(("unreadable_file", "-", str(e)))
+        splits = {}
+    records = [r for rs in splits.values() for r in rs]
+    seen: dict[str, str] = {}
+    for split, rs in splits.items():
+        for r in rs:
+            if r.id in seen and seen[r.id] != split:
+                problems.append(("split_overlap", r.id, f"vase {r.id!r} is in both {seen[r.id]} and {split}"))
+            seen.setdefault(r.id, split)
+    carries = set(CARRIES[layout])
+    if layout == "swift" and any(r.has_dimensions for r in records):
+        carries.add("dimensions")  # some lines carry metadata: then every vase should
+    if "dimensions" not in carries and records:
+        info.append(f"the {layout} layout states no six dimensions: its records train captions only "
+                    f"(GRPO and per-dimension questions need them)")
+    if "dimensions" in carries:
+        reported = {(k, i) for k, i, _ in problems}
+        for r in records:
+            missing = r.missing_dimensions()
+            if missing and ("missing_dimension", r.id) not in reported and ("bad_date", r.id) not in reported:
+                problems.append(("missing_dimension", r.id, f"vase {r.id!r} lacks {missing}"))
+    it: Any = records
+    if progress and records:
+        from tqdm import tqdm
+
+        it = tqdm(records, desc="checking vases", unit="vase", file=sys.stderr)
+    checked: set[str] = set()
+    for r in it:
+        if r.id in checked:  # a repeated id is one problem (reported above), not a second set of file problems
+            continue
+        checked.add(r.id)
+        if r.images or r.videos:
+            for p in [Path(x) for x in (r.videos or r.images)]:
+                if not p.exists():
+                    problems.append(("missing_view", r.id, f"{p}: listed for vase {r.id!r} but missing"))
+                elif (why := _readable(p)) is not None:
+                    problems.append(("unreadable_view", r.id, f"{p}: {why}"))
+        else:
+            for v in views:
+                p = find_view([root], v, r.id)
+                if p is None:
+                    hint = " (its GLB can render it: python -m vase.render)" if r.model else ""
+                    problems.append(("missing_view", r.id, f"{view_path(root, v, r.id)}: view {v!r} of vase "
+                                                           f"{r.id!r} is missing{hint}"))
+                elif (why := _readable(p)) is not None:
+                    problems.append(("unreadable_view", r.id, f"{p}: {why}"))
+        if "models" in carries:
+            glb = root / (r.model or f"models/{r.id}.glb")
+            if not glb.is_file():
+                problems.append(("missing_model", r.id, f"{glb}: no GLB model for vase {r.id!r}"))
+            elif models:
+                from vase.render.renderer import load_glb
+
+                try:
+                    load_glb(glb)
+                except DataError as e:
+                    problems.append(("corrupt_model", r.id, str(e)))
+    counts = Counter(k for k, _, _ in problems)
+    return {
+        "path": str(root.resolve()), "layout": layout, "records": len(records),
+        "splits": {k: len(v) for k, v in splits.items()}, "ok": not problems,
+        "counts": {k: counts[k] for k in KINDS if counts[k]}, "info": info,
+        "problems": [{"kind": k, "id": i, "message": m} for k, i, m in problems],
+    }
+
+
+def format_report(report: dict[str, Any], per_kind: int = 20) -> str:
+    """The report for people: a summary table, then each problem (``per_kind`` shown of each kind)."""
+    splits = ", ".join(f"{k} {v}" for k, v in report["splits"].items())
+    lines = [f"{report['path']}: layout {report['layout']}, {report['records']} vases ({splits or 'none read'})"]
+    lines += [f"note: {x}" for x in report["info"]]
+    if report["ok"]:
+        return "\n".join([*lines, "no problems found"]) + "\n"
+    lines += ["", "| problem | count |", "|---|---:|"]
+    lines += [f"| {KINDS[k]} ({k}) | {n} |" for k, n in report["counts"].items()]
+    for kind in report["counts"]:
+        items = [p for p in report["problems"] if p["kind"] == kind]
+        lines += ["", f"{kind}:"]
+        lines += [f"  {p['message']}" for p in items[:per_kind]]
+        if len(items) > per_kind:
+            lines.append(f"  ... and {len(items) - per_kind} more (all in the JSON report)")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("path", help="dataset folder or ms-swift JSONL file")
+    ap.add_argument("--layout", default="auto", choices=["auto", "vase", "release", "paper_eval", "swift"])
+    ap.add_argument("--views", nargs="+", default=list(VIEWS))
+    ap.add_argument("--no-models", action="store_true", help="do not load every GLB (faster; missing ones still count)")
+    ap.add_argument("--report", help="where to write the JSON report (default ./check-<dataset>.json)")
+    a = ap.parse_args(argv)
+    from vase.layout import path_key
+
+    report_path = Path(a.report or f"check-{path_key(a.path)}.json").resolve()
+    if is_within(report_path, Path(a.path).resolve()):
+        print(f"error: {report_path} lies inside the dataset, which is only read; pass --report elsewhere",
+              file=sys.stderr)
+        return 2
+    try:
+        report = check_dataset(a.path, a.layout, a.views, models=not a.no_models)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    atomic_write_json(report_path, report)
+    print(format_report(report), end="")
+    print(f"JSON report: {report_path}")
+    return 0 if report["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,391 @@
+"""Every dataset layout vase reads, to the same records.
+
+* ``vase``        ``annotations/{train,val}.json`` (lists of records), ``models/<id>.glb``, ``images/<view>/<id>.png``
+                  (what vase writes; the synthetic set).
+* ``release``     the released VaseVQA-3D as its README documents it: ``models/*.glb``, ``images/<view>/``,
+                  ``annotations/captions.json``, ``qa_pairs.json``, ``metadata.json``. Their schema is not published,
+                  so each file may be a list of objects carrying an id (``id``, ``vase_id``, ``model_id``, ``uuid``,
+                  ``image``, ``image_name``, ``images``, ``file_name``, ...) or a mapping id -> value; metadata values
+                  are raw museum lines (``Fabric: ATHENIAN; Technique: BLACK-FIGURE; ...``) or objects with the six
+                  dimensions. With no split in the release, a seeded split by vase id is made and saved.
+* ``paper_eval``  the paper repository's evaluation inputs: one folder of view images per model
+                  (``<uuid>_<n>_ac001001..._shaded/front.jpg`` ...) and ``groundTruth.json`` (``[{"images":
+                  ["<uuid>_<n>_ac001001.jpg"], "caption": ...}]``), keyed as its scorer keys them.
+* ``swift``       ms-swift JSONL: one conversation per line (``messages`` + ``images`` or ``videos``), a file or a
+                  folder with ``train.jsonl`` / ``val.jsonl``. Lines of one vase (an ``id`` key, else the same media)
+                  merge: a line asking one of vase's six questions is a QA pair, any other is the caption with its
+                  own instruction kept. An optional ``metadata`` column (raw museum line) gives the dimensions.
+
+Readers raise a DataError naming the file and what it expected; given a ``problems`` list they record
+``(kind, id, message)`` and go on instead (the dataset checker).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+from typing import Any
+
+from vase.annotate.records import VaseRecord, make_caption, make_qa, parse_raw_metadata
+from vase.annotate.vocab import DIMENSIONS, QUESTIONS
+from vase.errors import DataError
+from vase.io import atomic_write_json, read_json
+from vase.layout import VIEWS
+
+LAYOUTS = ("vase", "release", "paper_eval", "swift")
+ID_KEYS = ("id", "vase_id", "model_id", "object_id", "uuid", "image_id", "image", "image_name", "images", "file_name",
+           "filename", "name")
+CAPTION_KEYS = ("caption", "text", "description", "museum_caption")
+MEDIA_SUFFIXES = (".jpg", ".jpeg", ".png", ".glb", ".mp4", ".webm")
+RELEASE_FILES = ("captions.json", "qa_pairs.json", "metadata.json")
+_QUESTION_DIM = {q.strip().lower(): d for d, q in QUESTIONS.items()}
+_TAG = re.compile(r"<(image|video)>")
+
+Problems = list  # of (kind, id, message)
+
+
+def _fault(problems: Problems | None, kind: str, vid: str, message: str) -> None:
+    if problems is None:
+        raise DataError(message)
+    problems.append((kind, vid, message))
+
+
+def normalize_id(value: Any) -> str:
+    """An id as written in a file: a name without folders or a media extension (``x/ab_1.jpg`` -> ``ab_1``).
+
+    >>> normalize_id("images/front/3F2A_7_ac001001.jpg"), normalize_id("v0003")
+    ('3F2A_7_ac001001', 'v0003')
+    """
+    if isinstance(value, list) and value:
+        value = value[0]
+    name = Path(str(value)).name
+    for suffix in MEDIA_SUFFIXES:
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def detect_layout(path: str | Path) -> str:
+    """Which of :data:`LAYOUTS` a path holds, from the files it has; a DataError lists what was looked for."""
+    p = Path(path)
+    if p.is_file() and p.suffix == ".jsonl":
+        return "swift"
+    if (p / "annotations" / "train.json").is_file():
+        return "vase"
+    if any((p / "annotations" / f).is_file() for f in RELEASE_FILES):
+        return "release"
+    if (p / "groundTruth.json").is_file():
+        return "paper_eval"
+    if p.is_dir() and any(p.glob("*.jsonl")):
+        return "swift"
+    raise DataError(f"{p}: no dataset layout recognised; looked for annotations/train.json (vase), "
+                    f"annotations/{{{','.join(RELEASE_FILES)}}} (the VaseVQA-3D release), groundTruth.json (the "
+                    f"paper's evaluation folder) and *.jsonl (ms-swift)")
+
+
+# ------------------------------------------------------------------------------------------------ keyed JSON files
+
+
+def _entry_id(obj: dict) -> str | None:
+    for k in ID_KEYS:
+        if obj.get(k) not in (None, "", []):
+            return normalize_id(obj[k])
+    return None
+
+
+def read_keyed(path: Path, what: str, problems: Problems | None = None) -> dict[str, list[Any]]:
+    """id -> the values the file gives it (a list: QA files give several per id). Accepts a mapping id -> value or a
+    list of objects with an id key (the object itself is the value)."""
+    data = read_json(path)
+    out: dict[str, list[Any]] = {}
+    if isinstance(data, dict):
+        for k, v in data.items():
+            out.setdefault(normalize_id(k), []).append(v)
+        return out
+    if not isinstance(data, list):
+        raise DataError(f"{path}: expected a list of objects with an id ({', '.join(ID_KEYS[:6])}, ...) or a mapping "
+                        f"id -> {what}; got a JSON {type(data).__name__}")
+    for n, obj in enumerate(data):
+        if not isinstance(obj, dict):
+            raise DataError(f"{path}: item {n} is a {type(obj).__name__}; expected an object with an id and {what}")
+        vid = _entry_id(obj)
+        if vid is None:
+            _fault(problems, "missing_id", f"#{n}", f"{path}: item {n} has no id key (looked for {list(ID_KEYS)})")
+            continue
+        out.setdefault(vid, []).append(obj)
+    return out
+
+
+def _caption_of(value: Any, path: Path, vid: str, problems: Problems | None) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        for k in CAPTION_KEYS:
+            if isinstance(value.get(k), str):
+                return value[k]
+    _fault(problems, "bad_caption", vid, f"{path}: vase {vid!r} has no caption text (looked for {list(CAPTION_KEYS)})")
+    return ""
+
+
+def _qa_of(values: list[Any], path: Path, vid: str, problems: Problems | None) -> list[dict[str, str]]:
+    pairs: list[Any] = []
+    for v in values:
+        if isinstance(v, list):
+            pairs += v
+        elif isinstance(v, dict) and any(isinstance(v.get(k), list) for k in ("qa", "qa_pairs", "questions")):
+            pairs += next(v[k] for k in ("qa", "qa_pairs", "questions") if isinstance(v.get(k), list))
+        else:
+            pairs.append(v)
+    out = []
+    for q in pairs:
+        if not (isinstance(q, dict) and isinstance(q.get("question"), str) and isinstance(q.get("answer"), str)):
+            _fault(problems, "bad_qa", vid, f"{path}: a QA pair of vase {vid!r} lacks a question or answer text: {q!r}")
+            continue
+        dim = q.get("dimension") or _QUESTION_DIM.get(q["question"].strip().lower(), "other")
+        out.append({"dimension": str(dim).lower(), "question": q["question"], "answer": q["answer"]})
+    return out
+
+
+def _record_from_metadata(value: Any, path: Path, vid: str, problems: Problems | None) -> VaseRecord:
+    if isinstance(value, dict) and isinstance(value.get("metadata") or value.get("raw"), str):
+        value = value.get("metadata") or value.get("raw")
+    if isinstance(value, str):
+        return parse_raw_metadata(value, vid, problems)
+    if isinstance(value, dict):
+        return VaseRecord.from_json({**value, "id": vid}, str(path), problems)
+    _fault(problems, "missing_dimension", vid, f"{path}: metadata of vase {vid!r} is a {type(value).__name__}; "
+                                               f"expected a raw museum line or an object with the six dimensions")
+    return VaseRecord(vid, None, None, None, None, None, None)
+
+
+def _model_for(root: Path, vid: str) -> str:
+    exact = root / "models" / f"{vid}.glb"
+    if exact.is_file():
+        return f"models/{vid}.glb"
+    found = sorted((root / "models").glob(f"{glob_escape(vid)}*.glb")) if (root / "models").is_dir() else []
+    return f"models/{found[0].name}" if found else ""
+
+
+def glob_escape(s: str) -> str:
+    return re.sub(r"([\[\]*?])", r"[\1]", s)
+
+
+def read_release(root: Path, problems: Problems | None = None) -> list[VaseRecord]:
+    """The VaseVQA-3D release: records from metadata.json, captions.json and qa_pairs.json (any present)."""
+    ann = root / "annotations"
+    keyed = {f: read_keyed(ann / f, {"captions.json": "a caption", "qa_pairs.json": "QA pairs",
+                                      "metadata.json": "the raw museum metadata"}[f], problems)
+             for f in RELEASE_FILES if (ann / f).is_file()}
+    ids = sorted(set().union(*(set(k) for k in keyed.values())))
+    records = []
+    for vid in ids:
+        meta = keyed.get("metadata.json", {}).get(vid)
+        if meta:
+            if len(meta) > 1:
+                _fault(problems, "duplicate_id", vid, f"{ann / 'metadata.json'}: vase id {vid!r} appears {len(meta)} times")
+            rec = _record_from_metadata(meta[-1], ann / "metadata.json", vid, problems)
+        else:
+            _fault(problems, "missing_dimension", vid, f"{ann / 'metadata.json'}: no metadata for vase {vid!r}")
+            rec = VaseRecord(vid, None, None, None, None, None, None)
+        caps = keyed.get("captions.json", {}).get(vid)
+        if caps:
+            if len(caps) > 1:
+                _fault(problems, "duplicate_id", vid, f"{ann / 'captions.json'}: vase id {vid!r} appears {len(caps)} times")
+            rec.caption = _caption_of(caps[-1], ann / "captions.json", vid, problems)
+        elif rec.has_dimensions:
+            rec.caption = make_caption(rec)
+        qas = keyed.get("qa_pairs.json", {}).get(vid)
+        rec.qa = _qa_of(qas, ann / "qa_pairs.json", vid, problems) if qas else (make_qa(rec) if rec.has_dimensions else [])
+        rec.model = _model_for(root, vid)
+        records.append(rec)
+    return records
+
+
+# ------------------------------------------------------------------------------------------------ paper_eval
+
+
+def read_paper_eval(root: Path, problems: Problems | None = None) -> list[VaseRecord]:
+    """The paper's evaluation folder: view-image folders per model plus groundTruth.json, keyed by its scorer's rule."""
+    from vase.eval.scoring import paper_key
+
+    gt_path = root / "groundTruth.json"
+    data = read_json(gt_path)
+    if not isinstance(data, list):
+        raise DataError(f"{gt_path}: expected the paper's list of {{\"images\": [name], \"caption\": text}}, got a "
+                        f"JSON {type(data).__name__}")
+    captions: dict[str, str] = {}
+    for n, item in enumerate(data):
+        if not (isinstance(item, dict) and item.get("images") and isinstance(item.get("caption"), str)):
+            _fault(problems, "bad_caption", f"#{n}", f"{gt_path}: item {n} lacks 'images' or a 'caption' text")
+            continue
+        key = paper_key(Path(str(item["images"][0])).name)
+        if key in captions:
+            _fault(problems, "duplicate_id", key, f"{gt_path}: id {key!r} appears twice (the paper's scorer keeps "
+                                                  f"the last caption)")
+        captions[key] = item["caption"]
+    folders: dict[str, Path] = {}
+    for d in sorted(p for p in root.iterdir() if p.is_dir()):
+        key = paper_key(d.name)
+        if key in folders:
+            _fault(problems, "duplicate_id", key, f"{d}: a second view folder for id {key!r} ({folders[key].name})")
+            continue
+        folders[key] = d
+    records = []
+    for vid in sorted(set(captions) | set(folders)):
+        rec = VaseRecord(vid, None, None, None, None, None, None, caption=captions.get(vid, ""))
+        if vid not in captions:
+            _fault(problems, "bad_caption", vid, f"{gt_path}: no ground-truth caption for the view folder of {vid!r}")
+        if vid in folders:
+            rec.images = [str(_view_file(folders[vid], v) or folders[vid] / f"{v}.jpg") for v in VIEWS]
+        else:
+            _fault(problems, "missing_view", vid, f"{root}: no view folder for {vid!r} (named in {gt_path.name})")
+        records.append(rec)
+    return records
+
+
+def _view_file(folder: Path, view: str) -> Path | None:
+    for ext in (".jpg", ".jpeg", ".png"):
+        if (folder / f"{view}{ext}").is_file():
+            return folder / f"{view}{ext}"
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ ms-swift JSONL
+
+
+def _media(line: dict, key: str, base: Path) -> list[str]:
+    out = []
+    for m in line.get(key) or []:
+        p = m.get("path") if isinstance(m, dict) else m
+        p = Path(str(p)).expanduser()
+        out.append(str(p if p.is_absolute() else base / p))
+    return out
+
+
+def read_swift(path: Path, problems: Problems | None = None) -> list[VaseRecord]:
+    """One ms-swift JSONL file to records (lines of one vase merged)."""
+    by_id: dict[str, VaseRecord] = {}
+    base = path.parent
+    with open(path, encoding="utf-8") as f:
+        for n, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                line = json.loads(raw)
+            except json.JSONDecodeError as e:
+                _fault(problems, "bad_line", f"{path.name}:{n}", f"{path}:{n}: not JSON ({e.msg})")
+                continue
+            msgs = line.get("messages") if isinstance(line, dict) else None
+            if not isinstance(msgs, list):
+                _fault(problems, "bad_line", f"{path.name}:{n}", f"{path}:{n}: no 'messages' list (ms-swift format)")
+                continue
+            user = next((m.get("content", "") for m in msgs if m.get("role") == "user"), "")
+            answer = next((m.get("content", "") for m in reversed(msgs) if m.get("role") == "assistant"), None)
+            if not isinstance(answer, str) or not isinstance(user, str):
+                _fault(problems, "bad_line", f"{path.name}:{n}", f"{path}:{n}: needs a user and an assistant message "
+                                                                 f"with text content")
+                continue
+            images, videos = _media(line, "images", base), _media(line, "videos", base)
+            vid = str(line.get("id") or normalize_id((images or videos or [f"line{n}"])[0]))
+            rec = by_id.get(vid)
+            if rec is None:
+                meta = line.get("metadata")
+                if isinstance(meta, str):
+                    rec = parse_raw_metadata(meta, vid, problems)
+                elif all(d in line for d in DIMENSIONS):
+                    rec = VaseRecord.from_json({**line, "id": vid}, f"{path}:{n}", problems)
+                else:
+                    rec = VaseRecord(vid, None, None, None, None, None, None)
+                rec.caption = ""
+                rec.images, rec.videos = images, videos
+                by_id[vid] = rec
+            elif (images, videos) != (rec.images, rec.videos):
+                _fault(problems, "bad_line", vid, f"{path}:{n}: vase {vid!r} appears with other media than on an "
+                                                  f"earlier line")
+            question = _TAG.sub("", user).strip()
+            dim = _QUESTION_DIM.get(question.lower())
+            if dim is not None:
+                rec.qa.append({"dimension": dim, "question": question, "answer": answer})
+            elif not rec.caption:
+                rec.caption, rec.prompt = answer, question
+            else:
+                _fault(problems, "duplicate_id", vid, f"{path}:{n}: a second caption for vase {vid!r}")
+    return list(by_id.values())
+
+
+# ------------------------------------------------------------------------------------------------ splits
+
+
+def split_ids(ids: list[str], seed: int, val_fraction: float) -> dict[str, list[str]]:
+    """A seeded split by vase id: sorted ids shuffled with ``seed``, the first ``val_fraction`` to val.
+
+    >>> s = split_ids([f"v{i}" for i in range(10)], seed=0, val_fraction=0.2)
+    >>> len(s["val"]), len(s["train"]), set(s["val"]) & set(s["train"])
+    (2, 8, set())
+    """
+    order = sorted(ids)
+    random.Random(seed).shuffle(order)
+    n_val = max(1, round(len(order) * val_fraction)) if len(order) > 1 else 0
+    return {"train": sorted(order[n_val:]), "val": sorted(order[:n_val])}
+
+
+def read_records(root: str | Path, layout: str = "auto", problems: Problems | None = None) -> dict[str, list[VaseRecord]]:
+    """All records of a dataset by split: ``{"train": ..., "val": ...}`` where the layout has splits, else
+    ``{"all": ...}``."""
+    root = Path(root)
+    layout = detect_layout(root) if layout == "auto" else layout
+    if layout == "vase":
+        from vase.data.dataset import load_annotations
+
+        return {s: load_annotations(root / "annotations" / f"{s}.json", problems)
+                for s in ("train", "val") if (root / "annotations" / f"{s}.json").is_file()}
+    if layout == "release":
+        return {"all": read_release(root, problems)}
+    if layout == "paper_eval":
+        return {"all": read_paper_eval(root, problems)}
+    if layout == "swift":
+        if root.is_file():
+            return {"all": read_swift(root, problems)}
+        named = {s: root / f"{s}.jsonl" for s in ("train", "val") if (root / f"{s}.jsonl").is_file()}
+        if named:
+            return {s: read_swift(p, problems) for s, p in named.items()}
+        return {"all": [r for p in sorted(root.glob("*.jsonl")) for r in read_swift(p, problems)]}
+    raise DataError(f"data.layout={layout!r} must be auto or one of {list(LAYOUTS)}")
+
+
+def load_split(root: str | Path, split: str, layout: str = "auto", seed: int = 0, val_fraction: float = 0.1,
+               split_file: str | Path | None = None, cache_dir: str | Path | None = None) -> list[VaseRecord]:
+    """The records of one split. A layout without splits is split by vase id: by ``split_file`` (JSON with
+    ``train`` and ``val`` id lists) when given, else seeded, and the split is saved under ``cache_dir/splits/``
+    (never into the dataset) so later runs and other tools see the same one."""
+    by_split = read_records(root, layout)
+    if split in by_split:
+        return by_split[split]
+    if "all" not in by_split:
+        raise DataError(f"{root}: no {split!r} split (it has {sorted(by_split)})")
+    records = by_split["all"]
+    ids = [r.id for r in records]
+    if split_file:
+        chosen = read_json(split_file)
+        if not (isinstance(chosen, dict) and isinstance(chosen.get(split), list)):
+            raise DataError(f"{split_file}: expected {{\"train\": [ids], \"val\": [ids]}} (data.split.file)")
+        unknown = sorted(set(chosen[split]) - set(ids))
+        if unknown:
+            raise DataError(f"{split_file}: {len(unknown)} id(s) of split {split!r} are not in {root}: {unknown[:5]}")
+        keep = set(chosen[split])
+    else:
+        split_ids_ = split_ids(ids, seed, val_fraction)
+        if cache_dir:
+            from vase.layout import path_key
+
+            saved = Path(cache_dir) / "splits" / f"{path_key(root)}-s{seed}-v{val_fraction}.json"
+            if not saved.is_file() or read_json(saved).get("ids") != sorted(ids):
+                atomic_write_json(saved, {"root": str(Path(root).resolve()), "seed": seed,
+                                          "val_fraction": val_fraction, "ids": sorted(ids), **split_ids_})
+            split_ids_ = {k: read_json(saved)[k] for k in ("train", "val")}
+        if split not in split_ids_:
+            raise DataError(f"split {split!r} must be train or val")
+        keep = set(split_ids_[split])
+    return [r for r in records if r.id in keep]
