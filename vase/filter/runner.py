@@ -144,7 +144,7 @@ def score_photos(cfg: Any, input_dir: Path, out: Path, progress: bool = True) ->
 
     quality = clip = None
     transforms: dict[str, Any] = {}
-    if cfg.quality.checkpoint:
+    if cfg.quality.checkpoint and todo:
         from vase.filter.quality import QualityScorer
 
         quality = QualityScorer(cfg.quality.checkpoint, cfg.device)
