@@ -42,11 +42,11 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     or leaderboard (gather runs into one table)."""
     _seed(int(cfg.seed))
     tasks = {"generate": _eval_generate, "score": _eval_score, "vqa": _eval_vqa, "leaderboard": _eval_leaderboard,
-             "export": _eval_export, "check": _eval_check}
+             "export": _eval_export, "check": _eval_check, "vaseeval": _eval_vaseeval}
     if cfg.task not in tasks:
         raise ValueError(f"task={cfg.task!r} must be one of {sorted(tasks)}")
     out = tasks[cfg.task](cfg)
-    if cfg.task == "check":
+    if cfg.task in ("check", "vaseeval"):
         return out
     loggers = build_loggers(cfg)
     for lg in loggers:
@@ -226,3 +226,42 @@ def _eval_check(cfg: DictConfig) -> dict[str, Any]:
     atomic_write_text(out_dir / "check.md", text)
     print(text, end="")
     return {"check": report}
+
+
+def _eval_vaseeval(cfg: DictConfig) -> dict[str, Any]:
+    """VaseEval (vase.eval.vaseeval): reconstruction metrics of each method's GLBs against ``gt_dir``; writes the
+    JSON to ``output``, a markdown table and a contact sheet beside it."""
+    from vase.eval.vaseeval import Settings, contact_sheet, markdown_table, run_vaseeval
+    from vase.io import atomic_write_json, atomic_write_text
+
+    v = cfg.vaseeval
+    if not cfg.get("gt_dir"):
+        from vase.errors import ConfigError
+
+        raise ConfigError("gt_dir is not set: the folder of ground-truth GLBs (task=vaseeval)")
+    settings = Settings(samples=int(v.samples), seed=int(v.seed), chamfer=str(v.chamfer), align=str(v.align),
+                        f_threshold=float(v.f_threshold), normals=str(v.normals), views=tuple(v.views),
+                        resolution=int(v.resolution), lpips_weights=v.lpips.weights, lpips_net=str(v.lpips.net),
+                        sheet_items=int(v.sheet_items))
+    captions = None
+    if v.get("captions"):
+        from vase.data.layouts import read_keyed
+
+        keyed = read_keyed(Path(v.captions), "a caption")
+        captions = {k: (x if isinstance(x, str) else x.get("caption", "")) for k, vals in keyed.items() for x in vals[-1:]}
+    clip = None
+    if v.get("clip", True):
+        from vase.metrics.encoders import build_clip_encoder
+
+        clip = build_clip_encoder(cfg.metrics.clip)
+    methods = {str(k): str(p) for k, p in (cfg.methods or {}).items()}
+    result = run_vaseeval(cfg.gt_dir, methods, settings, clip, captions)
+    out = Path(cfg.output)
+    sheet = contact_sheet(result, out.with_name(out.stem + "_sheet.png"), settings.sheet_items)
+    result.pop("_renders", None)
+    result["contact_sheet"] = str(sheet) if sheet else None
+    atomic_write_json(out, result)
+    table = markdown_table(result)
+    atomic_write_text(out.with_suffix(".md"), table)
+    print(table, end="")
+    return {"vaseeval": result}

@@ -223,16 +223,21 @@ class Renderer:
         self.close()
 
     def render_parts(self, parts: list[_Part], directions: list[tuple],
-                     background: tuple[int, int, int] | None = None) -> list[Image.Image]:
+                     background: tuple[int, int, int] | None = None,
+                     frame: tuple[tuple[float, float, float], float] | None = None) -> list[Image.Image]:
         """Render ``parts`` from each (direction, up) pair; the camera frames the bounding sphere. ``background``
-        (RGB 0-255) overrides the settings' colour for these images."""
+        (RGB 0-255) overrides the settings' colour for these images; ``frame`` (centre, radius) fixes the framed
+        sphere instead, so that two meshes in one coordinate frame are seen by the same cameras."""
         import moderngl
 
         ctx, s = self.ctx, self.settings
-        allv = np.concatenate([p.vertices for p in parts])
-        lo, hi = allv.min(0), allv.max(0)
-        centre = (lo + hi) / 2
-        radius = float(np.linalg.norm(hi - lo) / 2) or 1.0
+        if frame is not None:
+            centre, radius = np.asarray(frame[0], dtype=np.float64), float(frame[1])
+        else:
+            allv = np.concatenate([p.vertices for p in parts])
+            lo, hi = allv.min(0), allv.max(0)
+            centre = (lo + hi) / 2
+            radius = float(np.linalg.norm(hi - lo) / 2) or 1.0
         dist = radius * s.margin / np.sin(np.deg2rad(s.fov_deg) / 2)
         proj = _perspective(s.fov_deg, dist - radius * 1.5, dist + radius * 1.5)
         vaos, textures, buffers = [], [], []
