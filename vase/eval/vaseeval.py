@@ -315,7 +315,7 @@ def run_vaseeval(gt_dir: str | Path, methods: dict[str, str | Path], s: Settings
                 entry["items"][stem] = values
             except DataError as e:
                 entry["failed"].append({"item": stem, "reason": str(e)})
-    for name, entry in result["methods"].items():
+    for entry in result["methods"].values():
         items = entry["items"]
         entry["n_items"] = len(items)
         entry["mean"] = {m: (float(np.mean([v[m] for v in items.values() if v.get(m) is not None]))
