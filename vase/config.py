@@ -215,8 +215,12 @@ class RenderSchema:
     cache_dir: str | None = None
     write_to_root: bool = False
     on_error: str = "raise"
+    orbit_video: bool = False
+    sheets: bool = False
 
     def __post_init__(self) -> None:
+        _check(not self.orbit_video or self.orbit_frames > 0, "render.orbit_video", self.orbit_video,
+               "needs render.orbit_frames > 0 (the frames the video is made of)")
         _check(self.on_error in ("raise", "skip"), "render.on_error", self.on_error, "must be 'raise' or 'skip'")
         _check(16 <= self.resolution <= 4096, "render.resolution", self.resolution, "must lie in [16, 4096]")
         _check(5 <= self.fov_deg <= 120, "render.fov_deg", self.fov_deg, "must lie in [5, 120] degrees")

@@ -43,11 +43,14 @@ def find_view(roots: Sequence[str | Path], view: str, vase_id: str) -> Path | No
 
 
 def find_orbit(roots: Sequence[str | Path], vase_id: str) -> Path | None:
-    """The first of ``roots`` whose orbit folder for this vase holds frames, else None."""
+    """The first of ``roots`` whose orbit for this vase exists: its frame folder, else its MP4
+    (``images/orbit/<id>.mp4``); None if neither."""
     for r in roots:
         d = orbit_dir(r, vase_id)
         if d.is_dir() and any(d.glob("*.png")):
             return d
+        if d.with_suffix(".mp4").is_file():
+            return d.with_suffix(".mp4")
     return None
 
 

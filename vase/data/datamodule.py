@@ -268,7 +268,9 @@ class VaseDataModule(pl.LightningDataModule):
         settings = RenderSettings(resolution=int(self.render["resolution"]), fov_deg=float(self.render["fov_deg"]))
         result = render_dataset(self.root, pairs, settings, views=self.views, orbit_frames=orbit,
                                 out_root=out_root, keep_existing=out_root == self.root and not self.owns_root,
-                                on_error=str(self.render.get("on_error", "raise")))
+                                on_error=str(self.render.get("on_error", "raise")),
+                                orbit_video=bool(self.render.get("orbit_video", False)),
+                                sheets=bool(self.render.get("sheets", False)))
         atomic_write_json(failures_path, result["failed"])
         if result["failed"]:
             shown = "; ".join(f"{f['id']}: {f['reason']}" for f in result["failed"][:3])

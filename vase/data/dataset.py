@@ -56,7 +56,7 @@ def models_to_render(root: str | Path, views: tuple[str, ...] | list[str], orbit
 
     def shipped(vid: str) -> bool:
         return all(find_view([root], v, vid) is not None for v in views) and (
-            not orbit_frames or any(orbit_dir(root, vid).glob("*.png")))
+            not orbit_frames or find_orbit([root], vid) is not None)
 
     return [(vid, m) for vid, m in pairs if not shipped(vid)]
 
@@ -134,10 +134,13 @@ def load_media(rec: VaseRecord, max_frames: int = 16) -> list[Image.Image] | Vid
     return [read_rgb(Path(p), f"image of vase {rec.id!r}") for p in rec.images]
 
 
-def load_orbit(root: str | Path | list, vase_id: str) -> VideoFrames:
-    """The orbit frames of one vase as RGB images; a missing or empty folder is a DataError naming it."""
+def load_orbit(root: str | Path | list, vase_id: str, max_frames: int | None = None) -> VideoFrames:
+    """The orbit frames of one vase as RGB images, from its frame folder or its MP4; a missing or empty one is a
+    DataError naming it."""
     roots = _roots(root)
     folder = find_orbit(roots, vase_id) or orbit_dir(roots[0], vase_id)
+    if folder.suffix == ".mp4":
+        return load_video(folder, max_frames or 10_000)
     frames = sorted(folder.glob("*.png")) if folder.is_dir() else []
     if not frames:
         raise DataError(f"{folder}: no orbit frames for vase {vase_id!r}; render them with render.orbit_frames=N "

@@ -28,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resolution", type=int, default=224)
     ap.add_argument("--fov-deg", type=float, default=35.0)
     ap.add_argument("--orbit-frames", type=int, default=0)
+    ap.add_argument("--orbit-video", action="store_true", help="also write each orbit as an H.264 MP4")
+    ap.add_argument("--sheets", action="store_true", help="a contact sheet per vase in images/sheets/")
     ap.add_argument("--views", default=",".join(VIEWS))
     ap.add_argument("--on-error", choices=("raise", "skip"), default="raise")
     args = ap.parse_args(argv)
@@ -39,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         pairs = models_to_render(root, views, args.orbit_frames, missing_splits_ok=True)
         result = render_dataset(root, pairs, RenderSettings(args.resolution, args.fov_deg), views=views,
                                 orbit_frames=args.orbit_frames, out_root=out, keep_existing=out == root,
-                                on_error=args.on_error)
+                                on_error=args.on_error, orbit_video=args.orbit_video, sheets=args.sheets)
     except VaseError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

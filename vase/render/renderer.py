@@ -307,6 +307,41 @@ class Renderer:
         return self.render_parts(load_glb(glb), [orbit_direction(k, n_frames, elevation_deg) for k in range(n_frames)])
 
 
+def mp4_bytes(frames: list[Image.Image], fps: int = 12, crf: int = 18) -> bytes:
+    """An H.264 MP4 of ``frames`` (PyAV's bundled ffmpeg; yuv420p, so any player shows it)."""
+    import av
+
+    w, h = frames[0].size
+    w, h = w - w % 2, h - h % 2  # yuv420p needs even sides
+    buf = io.BytesIO()
+    with av.open(buf, mode="w", format="mp4") as container:
+        stream = container.add_stream("libx264", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
+        stream.options = {"crf": str(crf), "preset": "medium"}
+        for im in frames:
+            frame = av.VideoFrame.from_image(im.convert("RGB").crop((0, 0, w, h)))
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode())
+    return buf.getvalue()
+
+
+def contact_sheet_bytes(images: list[Image.Image], labels: list[Any], columns: int = 6) -> bytes:
+    """A JPEG grid of ``images`` with a label under each: one look at a vase's views and orbit."""
+    from PIL import ImageDraw
+
+    w, h = images[0].size
+    rows = (len(images) + columns - 1) // columns
+    sheet = Image.new("RGB", (w * min(columns, len(images)), (h + 14) * rows), (255, 255, 255))
+    draw = ImageDraw.Draw(sheet)
+    for k, (im, label) in enumerate(zip(images, labels)):
+        x, y = (k % columns) * w, (k // columns) * (h + 14)
+        sheet.paste(im, (x, y))
+        draw.text((x + 3, y + h + 1), str(label), fill=(40, 40, 40))
+    buf = io.BytesIO()
+    sheet.save(buf, format="JPEG", quality=90)
+    return buf.getvalue()
+
+
 def _png_bytes(img: Image.Image) -> bytes:
     buf = io.BytesIO()
     img.save(buf, format="PNG", optimize=False)
@@ -324,6 +359,8 @@ def render_dataset(
     out_root: str | Path | None = None,
     keep_existing: bool = False,
     on_error: str = "raise",
+    orbit_video: bool = False,
+    sheets: bool = False,
 ) -> dict[str, Any]:
     """Render every (id, GLB path relative to ``root``) into ``<out_root>/images/<view>/<id>.png`` (``out_root``
     defaults to ``root``), skipping cached ones.
@@ -332,7 +369,9 @@ def render_dataset(
     it is written after every vase, so an interrupted run resumes where it stopped. With ``keep_existing`` a file
     already under ``out_root`` is never written (a dataset's own views, when rendering into a root vase does not
     own): only missing views are rendered. ``on_error="raise"`` stops at the first GLB that fails, naming it;
-    ``"skip"`` records the failure (id, model, reason) and goes on. Returns counts and the failures.
+    ``"skip"`` records the failure (id, model, reason) and goes on. ``orbit_video`` also writes each orbit as an
+    H.264 MP4 beside its frames (``images/orbit/<id>.mp4``); ``sheets`` writes a contact sheet of the views (and
+    orbit frames) per vase to ``images/sheets/<id>.jpg``. Returns counts and the failures.
     """
     if on_error not in ("raise", "skip"):
         raise ValueError(f"render.on_error={on_error!r} must be 'raise' or 'skip'")
@@ -347,7 +386,8 @@ def render_dataset(
         except json.JSONDecodeError:
             cache = {}
     todo, cached, failed = [], 0, []
-    view_key = settings.key() + ":" + ",".join(views) + f":orbit{orbit_frames}"
+    view_key = settings.key() + ":" + ",".join(views) + f":orbit{orbit_frames}" + (":mp4" if orbit_video else "") + (
+        ":sheet" if sheets else "")
 
     def fail(vid: str, model: str, reason: str, exc: BaseException | None = None) -> None:
         if on_error == "raise":
@@ -385,11 +425,18 @@ def render_dataset(
                 except Exception as e:  # noqa: BLE001 - every failure is either raised or recorded with its reason
                     fail(vid, model, f"{glb}: vase {vid!r} could not be rendered: {e}", e)
                     continue
-                for rel, img in images.items():
+                frames = [images[f"images/orbit/{vid}/{k:03d}.png"] for k in range(orbit_frames)]
+                blobs = {rel: _png_bytes(img) for rel, img in images.items()}
+                if orbit_video and frames:
+                    blobs[f"images/orbit/{vid}.mp4"] = mp4_bytes(frames)
+                if sheets:
+                    blobs[f"images/sheets/{vid}.jpg"] = contact_sheet_bytes(
+                        [images[f"images/{v}/{vid}.png"] for v in views] + frames, [*views, *range(len(frames))])
+                for rel, data in blobs.items():
                     target = out_root / rel
                     if keep_existing and target.exists():
                         continue  # never overwrite a view the dataset ships
-                    atomic_write_bytes(target, _png_bytes(img))
+                    atomic_write_bytes(target, data)
                 cache[vid] = key
                 atomic_write_json(cache_path, cache)
     return {"rendered": len(todo) - len(failed), "cached": cached, "failed": failed}
