@@ -1,0 +1,44 @@
+"""``python -m vase.reconstruct``: an image-to-3D generator over a folder (config ``conf/generate3d.yaml``).
+
+    python -m vase.reconstruct input=/data/curated_photos                        # procedural silhouette fit
+    python -m vase.reconstruct reconstruct=triposg input=... reconstruct.generator.cwd=/opt/TripoSG
+
+Exits 1 when any object failed (each listed in ``failures.json``), 2 for a configuration error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig
+
+from vase.config import or_exit, preflight_overrides
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+
+
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="generate3d")
+def main(cfg: DictConfig) -> None:
+    from hydra.utils import instantiate
+
+    from vase.errors import ConfigError
+    from vase.reconstruct.base import reconstruct_folder
+
+    try:
+        if not cfg.input:
+            raise ConfigError("input is not set: the folder of photos to reconstruct")
+        report = reconstruct_folder(instantiate(cfg.reconstruct.generator), cfg.input, cfg.output)
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        sys.exit(2)
+    print(json.dumps({"output": str(cfg.output), **report}, indent=1))
+    if report["failed"]:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    or_exit(preflight_overrides, sys.argv[1:], CONF_DIR)
+    main()

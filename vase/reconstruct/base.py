@@ -1,0 +1,78 @@
+"""The generator interface and the resumable folder runner.
+
+A generator turns the photo(s) of one object into a GLB: ``generator(images, output)``. :func:`reconstruct_folder`
+runs one over a folder (one object per image, or per sub-folder of images), skips objects whose GLB exists (a
+killed run resumes), records each failure with its reason in ``failures.json`` and goes on. The input is only read.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from vase.errors import ConfigError, VaseError
+from vase.filter.images import IMAGE_EXTENSIONS
+from vase.io import atomic_write_json, is_within
+
+Generator = Callable[[list[Path], Path], None]
+
+
+class GenerationError(VaseError):
+    """One object could not be reconstructed; the message says why (recorded, the run goes on)."""
+
+
+def objects_in(input_dir: Path) -> dict[str, list[Path]]:
+    """Object name -> its images: each image file is an object; each sub-folder of images is one object."""
+    out: dict[str, list[Path]] = {}
+    for p in sorted(input_dir.iterdir()):
+        if p.name.startswith("."):
+            continue
+        if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS:
+            out[p.stem] = [p]
+        elif p.is_dir():
+            imgs = sorted(q for q in p.iterdir() if q.suffix.lower() in IMAGE_EXTENSIONS)
+            if imgs:
+                out[p.name] = imgs
+    return out
+
+
+def reconstruct_folder(generator: Generator, input_dir: str | Path, output_dir: str | Path,
+                       progress: bool = True) -> dict[str, Any]:
+    """Run ``generator`` over every object in ``input_dir``; GLBs to ``output_dir/<object>.glb``."""
+    input_dir, output_dir = Path(input_dir).resolve(), Path(output_dir).resolve()
+    if not input_dir.is_dir():
+        raise ConfigError(f"reconstruct.input={input_dir}: not a folder of images")
+    if is_within(output_dir, input_dir):
+        raise ConfigError(f"reconstruct.output={output_dir} lies inside the input, which is only read")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    objects = objects_in(input_dir)
+    if not objects:
+        raise ConfigError(f"reconstruct.input={input_dir}: no images (or folders of images) in it")
+    done = {name for name in objects if (output_dir / f"{name}.glb").is_file()}
+    failures: dict[str, str] = {}
+    todo = [n for n in objects if n not in done]
+    it: Any = todo
+    if progress and todo:
+        from tqdm import tqdm
+
+        it = tqdm(todo, desc="reconstructing", unit="object")
+    for name in it:
+        out = output_dir / f"{name}.glb"
+        tmp = output_dir / f".{name}.partial-{os.getpid()}.glb"
+        try:
+            generator(objects[name], tmp)
+            from vase.eval.vaseeval import load_scene
+
+            load_scene(tmp)  # a file that is not a readable mesh is a failure, not a result
+            os.replace(tmp, out)
+        except (VaseError, OSError) as e:
+            failures[name] = str(e)
+        finally:
+            tmp.unlink(missing_ok=True)
+        atomic_write_json(output_dir / "failures.json", failures)
+    report = {"objects": len(objects), "skipped_existing": len(done), "made": len(todo) - len(failures),
+              "failed": failures}
+    atomic_write_json(output_dir / "failures.json", failures)
+    return report
