@@ -56,13 +56,17 @@ def test_psnr_and_ssim_of_known_images() -> None:
 
 
 def _perturbed(src: Path, dest: Path, seed: int, noise: float = 0.0, stretch: float = 1.0,
-               rotate_deg: float = 0.0) -> None:
+               rotate_deg: float = 0.0, decimate: float = 1.0) -> None:
     """A copy of a GLB with its vertices moved (texture kept): noise as a fraction of the mesh's size."""
     import trimesh
 
     scene = trimesh.load(str(src), force="scene", process=False)
     rng = np.random.default_rng(seed)
-    for geom in scene.geometry.values():
+    for name in list(scene.geometry):
+        geom = scene.geometry[name]
+        if decimate < 1.0:  # quadric decimation to a fraction of the faces (the texture is lost, as it often is)
+            geom = geom.simplify_quadric_decimation(face_count=max(4, int(len(geom.faces) * decimate)))
+            scene.geometry[name] = geom
         v = np.asarray(geom.vertices, dtype=np.float64)
         size = float(np.linalg.norm(v.max(0) - v.min(0)))
         v = v + rng.normal(0, noise * size, v.shape)
@@ -82,7 +86,7 @@ def world(synthetic_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
     for glb in sorted((synthetic_root / "models").glob("*.glb"))[:3]:
         shutil.copy(glb, gt / glb.name)
     methods = {"exact": {}, "noise_small": {"noise": 0.004}, "noise_large": {"noise": 0.03},
-               "stretched": {"stretch": 1.4}, "rotated": {"rotate_deg": 30.0}}
+               "stretched": {"stretch": 1.4}, "rotated": {"rotate_deg": 30.0}, "decimated": {"decimate": 0.05}}
     for name, kw in methods.items():
         for k, glb in enumerate(sorted(gt.glob("*.glb"))):
             _perturbed(glb, base / name / f"{glb.stem}_mesh.glb", seed=k, **kw)
@@ -96,7 +100,7 @@ def test_identical_meshes_score_ideally_and_perturbations_rank_in_order(world: d
     weights = build_tiny_open_clip(world["base"] / "clip")
     clip = build_clip_encoder(OmegaConf.create({"backend": "open_clip", "model": "vase-tiny-clip",
                                                 "pretrained": str(weights)}))
-    names = ["exact", "noise_small", "noise_large", "stretched", "rotated"]
+    names = ["exact", "noise_small", "noise_large", "stretched", "rotated", "decimated"]
     s = Settings(samples=4000, resolution=96, views=("front", "left", "top"))
     res = run_vaseeval(world["gt"], {n: world[n] for n in names}, s, clip, progress=False)
     mean = {n: res["methods"][n]["mean"] for n in names}
@@ -112,6 +116,8 @@ def test_identical_meshes_score_ideally_and_perturbations_rank_in_order(world: d
         vals = [mean[n][m] for n in ("exact", "noise_small", "noise_large")]
         assert vals == sorted(vals, reverse=True), m
     assert mean["stretched"]["chamfer_distance"] > mean["noise_small"]["chamfer_distance"]
+    assert 0 < mean["decimated"]["chamfer_distance"] < mean["noise_large"]["chamfer_distance"]
+    assert mean["decimated"]["f_score"] < 1.0
     # ICP undoes a rotation: the rotated copy comes back close to the exact one
     aligned = run_vaseeval(world["gt"], {"rotated": world["rotated"]}, Settings(samples=4000, resolution=96,
                                                                                 views=("front",), align="icp"),
