@@ -51,6 +51,7 @@ format: setup
 clean:
 	rm -rf .cache .pytest_cache .ruff_cache
 
-# Deletes every trained run, adapter and checkpoint under logs/, multirun/ and outputs/: only when asked by name.
+# Deletes every trained run, adapter and checkpoint under logs/, multirun/, outputs/ and the filter and
+# reconstruction outputs (filtered/, reconstructed/): only when asked by name.
 clean-runs:
-	rm -rf logs multirun outputs
+	rm -rf logs multirun outputs filtered reconstructed
