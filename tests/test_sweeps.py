@@ -66,7 +66,7 @@ def test_a_reward_setting_on_an_sft_only_run_is_refused(tmp_path: Path) -> None:
 
 
 def _hold_lock(path: str, out: str, k: int) -> None:
-    from vase.training.sft_cache import file_lock
+    from vase.io import file_lock
 
     with file_lock(Path(path)):
         start = time.time()

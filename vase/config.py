@@ -181,6 +181,7 @@ class DataSchema:
     limit_val: int | None = None
     layout: str = "auto"
     split: dict | None = None
+    retrieval: dict | None = None
     max_video_frames: int = 16
 
     def __post_init__(self) -> None:

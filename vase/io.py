@@ -108,3 +108,18 @@ def is_within(path: str | Path, parent: str | Path) -> bool:
         return True
     except ValueError:
         return False
+
+
+@contextlib.contextmanager
+def file_lock(path: str | Path) -> Iterator[None]:
+    """An exclusive advisory lock on ``path`` (created if missing), held for the block; others wait."""
+    import fcntl
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

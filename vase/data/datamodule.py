@@ -46,20 +46,21 @@ def samples_for(example: VaseExample, task: str) -> list[ChatSample]:
     if task not in DATA_TASKS:
         raise ValueError(f"data.task={task!r} must be one of {list(DATA_TASKS)}")
     rec = example.record
+    ctx = example.context  # retrieved neighbours' metadata (retrieval.k), the same in training and evaluation
     fields = {d: (list(rec.dating) if d == "dating" and rec.dating is not None else getattr(rec, d))
               for d in DIMENSIONS}
     out = []
     if task in ("caption", "both", "all"):
-        out.append(ChatSample(rec.id, example.images, rec.prompt or CAPTION_PROMPT, rec.caption, target=fields))
+        out.append(ChatSample(rec.id, example.images, ctx + (rec.prompt or CAPTION_PROMPT), rec.caption, target=fields))
     if task in ("qa", "both", "all"):
         # a QA answer states one dimension: the others are not expected of it
-        out += [ChatSample(f"{rec.id}#{q['dimension']}", example.images, q["question"], q["answer"], q["dimension"],
+        out += [ChatSample(f"{rec.id}#{q['dimension']}", example.images, ctx + q["question"], q["answer"], q["dimension"],
                            target={d: (v if d == q["dimension"] else None) for d, v in fields.items()})
                 for q in rec.qa]
     if task == "all":
         for q in rec.qa:
             options, answer = mc_options(rec, q["dimension"])
-            out.append(ChatSample(f"{rec.id}#mc#{q['dimension']}", example.images, mc_prompt(q["question"], options),
+            out.append(ChatSample(f"{rec.id}#mc#{q['dimension']}", example.images, ctx + mc_prompt(q["question"], options),
                                   LETTERS[answer], q["dimension"], target={d: None for d in fields}))
     return out
 
@@ -181,8 +182,9 @@ class VaseDataModule(pl.LightningDataModule):
                  synthetic: dict | None = None, render: dict | None = None, limit_train: int | None = None,
                  limit_val: int | None = None, processor: Any = None, stage: str = "sft",
                  modality: str = "views", seed: int | None = None, layout: str = "auto",
-                 split: dict | None = None, max_video_frames: int = 16) -> None:
+                 split: dict | None = None, max_video_frames: int = 16, retrieval: dict | None = None) -> None:
         super().__init__()
+        self.retrieval = dict(retrieval or {})  # k > 0: the nearest training vases' metadata in every prompt
         self.layout = layout  # auto | vase | release | paper_eval | swift (vase.data.layouts)
         self.split = dict(split or {})  # for layouts without a train/val split: seed, val_fraction, file, cache_dir
         self.max_video_frames = max_video_frames
@@ -322,12 +324,45 @@ class VaseDataModule(pl.LightningDataModule):
                             ", ".join(sorted(skipped)[:10]) + (" ..." if len(skipped) > 10 else ""))
             self.train_set = self.dataset("train", self.limit_train, set(skipped))
             self.val_set = self.dataset("val", self.limit_val, set(skipped))
+            if int(self.retrieval.get("k", 0) or 0) > 0:
+                self.attach_retrieval()
             if self.stage == "grpo":  # the reward scores the six dimensions: a record without them has no target
                 lacking = [r.id for r in self.train_set.records if not r.has_dimensions]
                 if lacking:
                     raise DataError(f"{self.root}: GRPO's reward needs the six dimensions, but {len(lacking)} training "
                                     f"vase(s) lack some ({', '.join(lacking[:5])}); give them metadata (a raw museum "
                                     f"line) or train these with stage=sft")
+
+    def attach_retrieval(self) -> dict[str, int]:
+        """Index the training vases (incrementally) and give every vase of both splits the prompt context of its
+        ``retrieval.k`` nearest training vases: never itself, never a validation vase (only training vases are
+        indexed). Contexts are computed here, once, so DataLoader workers need neither the index nor the encoder."""
+        from omegaconf import OmegaConf
+
+        from vase.metrics.encoders import build_clip_encoder
+        from vase.retrieval.index import Retriever, VaseIndex, index_dir
+
+        r = self.retrieval
+        clip_cfg = r.get("clip")
+        if clip_cfg is None:
+            raise DataError("retrieval.k > 0 needs retrieval.clip (the image encoder of the index)")
+        encoder = build_clip_encoder(OmegaConf.create(dict(clip_cfg)) if isinstance(clip_cfg, dict) else clip_cfg)
+        where = index_dir(r.get("index_dir"), self.root, self.owns_root, self.split.get("cache_dir")
+                          or self.render.get("cache_dir"))
+        from vase.io import file_lock
+
+        # a local index is one process's at a time (Qdrant locks its folder): jobs of a sweep take turns
+        with file_lock(where.parent / f"{where.name}.lock"):
+            index = VaseIndex(where, encoder, r.get("url"))
+            try:
+                counts = index.update(self.train_set)
+                retriever = Retriever(index, int(r["k"]))
+                for ds in (self.train_set, self.val_set):
+                    ds.contexts = {rec.id: retriever.context(rec, ds[i].images) for i, rec in enumerate(ds.records)}
+            finally:
+                index.close()
+        log.info("retrieval index %s: %s", where, counts)
+        return counts
 
     def train_dataloader(self) -> DataLoader:
         if self.processor is None:

@@ -154,6 +154,7 @@ class VaseExample:
 
     record: VaseRecord
     images: list[Image.Image]
+    context: str = ""  # text put before every prompt of this vase (retrieved neighbours), "" when none
 
 
 class VaseDataset:
@@ -174,6 +175,7 @@ class VaseDataset:
         self.views = tuple(views)
         self.modality = modality
         self.max_video_frames = max_video_frames
+        self.contexts: dict[str, str] = {}  # vase id -> prompt context (vase.retrieval), filled by the data module
         self.image_roots = [Path(r) for r in image_roots] if image_roots else [self.root]
         if records is None:
             records = load_annotations(self.root / "annotations" / f"{split}.json")
@@ -204,8 +206,13 @@ class VaseDataset:
 
     def __getitem__(self, i: int) -> VaseExample:
         rec = self.records[i]
+        ctx = self.contexts.get(rec.id, "")
         if rec.images or rec.videos:
-            return VaseExample(rec, load_media(rec, self.max_video_frames))
+            return VaseExample(rec, load_media(rec, self.max_video_frames), ctx)
         if self.modality == "orbit":
-            return VaseExample(rec, load_orbit(self.image_roots, rec.id))
-        return VaseExample(rec, load_views(self.image_roots, rec.id, self.views))
+            return VaseExample(rec, load_orbit(self.image_roots, rec.id), ctx)
+        return VaseExample(rec, load_views(self.image_roots, rec.id, self.views), ctx)
+
+    def context_of(self, i: int) -> str:
+        """The prompt context of vase ``i`` (retrieved neighbours), without reading its images."""
+        return self.contexts.get(self.records[i].id, "")

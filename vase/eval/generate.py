@@ -69,8 +69,13 @@ class GenerationItem:
 
 def caption_items(dataset: VaseDataset, prompt: str = CAPTION_PROMPT) -> list[GenerationItem]:
     """A caption prompt per vase; views are read only when the item is generated."""
-    return [GenerationItem(rec.id, visuals_of(dataset, i), prompt, rec.caption)
+    return [GenerationItem(rec.id, visuals_of(dataset, i), prompt_context(dataset, i) + prompt, rec.caption)
             for i, rec in enumerate(dataset.records)]
+
+
+def prompt_context(dataset: Any, i: int) -> str:
+    """Retrieved neighbours' metadata for vase ``i`` (retrieval.k), as in training; "" without retrieval."""
+    return dataset.context_of(i) if hasattr(dataset, "context_of") else ""
 
 
 def visuals_of(dataset: VaseDataset, i: int) -> Callable[[], list[Any]]:

@@ -10,7 +10,7 @@ import numpy as np
 
 from vase.annotate.choices import LETTERS, mc_options, mc_prompt
 from vase.annotate.vocab import DIMENSIONS, QUESTIONS
-from vase.eval.generate import GenerationItem, visuals_of
+from vase.eval.generate import GenerationItem, prompt_context, visuals_of
 from vase.rewards.reward import sequence_ratio
 
 
@@ -34,13 +34,14 @@ def vqa_items(dataset: Any, protocol: str = "both", num_choices: int = 4) -> lis
     items = []
     for i, rec in enumerate(dataset.records):
         views = visuals_of(dataset, i)
+        ctx = prompt_context(dataset, i)
         for dim in DIMENSIONS:
             if protocol in ("open", "both"):
-                items.append(GenerationItem(f"{rec.id}#open#{dim}", views, QUESTIONS[dim], rec.dimension_text(dim),
+                items.append(GenerationItem(f"{rec.id}#open#{dim}", views, ctx + QUESTIONS[dim], rec.dimension_text(dim),
                                             {"dimension": dim, "protocol": "open"}))
             if protocol in ("mc", "both"):
                 options, answer = mc_options(rec, dim, num_choices)
-                items.append(GenerationItem(f"{rec.id}#mc#{dim}", views, mc_prompt(QUESTIONS[dim], options),
+                items.append(GenerationItem(f"{rec.id}#mc#{dim}", views, ctx + mc_prompt(QUESTIONS[dim], options),
                                             LETTERS[answer], {"dimension": dim, "protocol": "mc", "options": options,
                                                               "answer_index": answer}))
     return items

@@ -11,19 +11,18 @@ waits for the lock and reuses it.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import fcntl
 import hashlib
 import json
 import logging
 import shutil
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
+
+from vase.io import file_lock
 
 log = logging.getLogger("vase")
 
@@ -44,18 +43,6 @@ def sft_key(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
     spec = {"model": plain("model"), "data": data, "render": render, "sft": sft, "seed": seed,
             "precision": OmegaConf.select(cfg, "trainer.precision"), "version": 2}
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16], spec
-
-
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock on ``path`` (created if missing), held for the block; others wait."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def shared_sft_adapter(cfg: DictConfig) -> Path:

@@ -1,0 +1,156 @@
+"""The vase index: one point per training vase in a Qdrant collection.
+
+Why Qdrant (``qdrant-client`` in local on-disk mode): the same client code runs against a Qdrant server when a
+collection outgrows one machine (``retrieval.url``), points carry their payload (metadata and caption) so one query
+returns what goes into the prompt, and points are upserted by id, so the index updates incrementally. faiss would
+need a separate payload store and has no server.
+
+Only training vases are indexed (never a validation vase), and a query never returns the vase it was asked for.
+The index lives under the dataset root when vase owns it (the synthetic set), else under the cache keyed by the
+dataset (a user's dataset is only read).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from vase.annotate.records import VaseRecord, raw_metadata
+from vase.errors import ConfigError
+
+COLLECTION = "vases"
+
+
+def point_id(vase_id: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"vase:{vase_id}"))
+
+
+def record_text(rec: VaseRecord) -> str:
+    """What a neighbour contributes to the prompt: its raw museum metadata line (or its caption without one)."""
+    return raw_metadata(rec) if rec.has_dimensions else rec.caption
+
+
+class VaseIndex:
+    """Embeddings of vases' views with their metadata, in a persistent Qdrant collection."""
+
+    def __init__(self, path: str | Path | None, encoder: Any, url: str | None = None) -> None:
+        from qdrant_client import QdrantClient
+
+        self.encoder = encoder
+        if url:
+            self.client = QdrantClient(url=url)
+        elif path is None:
+            raise ConfigError("retrieval.index_dir is not set (or retrieval.url for a Qdrant server)")
+        else:
+            Path(path).mkdir(parents=True, exist_ok=True)
+            self.client = QdrantClient(path=str(path))
+        self.path = path
+
+    def close(self) -> None:
+        self.client.close()
+
+    def embed(self, images: list[Any]) -> torch.Tensor:
+        """One vector per vase: the mean of its views' normalised CLIP image embeddings, normalised."""
+        f = self.encoder.encode_images(images)
+        f = f / f.norm(dim=-1, keepdim=True)
+        m = f.mean(0)
+        return m / m.norm()
+
+    def _ensure(self, dim: int) -> None:
+        from qdrant_client import models
+
+        if not self.client.collection_exists(COLLECTION):
+            self.client.create_collection(COLLECTION, vectors_config=models.VectorParams(
+                size=dim, distance=models.Distance.COSINE))
+
+    def stored_hashes(self) -> dict[str, str]:
+        if not self.client.collection_exists(COLLECTION):
+            return {}
+        out, offset = {}, None
+        while True:
+            points, offset = self.client.scroll(COLLECTION, limit=256, offset=offset, with_payload=True)
+            out.update({p.payload["id"]: p.payload["hash"] for p in points})
+            if offset is None:
+                return out
+
+    def update(self, dataset: Any, progress: bool = True) -> dict[str, int]:
+        """Upsert every vase of ``dataset`` whose record or views changed; delete indexed vases no longer in it.
+        Returns counts (added or changed, unchanged, removed)."""
+        from qdrant_client import models
+
+        stored = self.stored_hashes()
+        todo = []
+        for i, rec in enumerate(dataset.records):
+            h = hashlib.sha256((repr(rec.to_json()) + self.encoder.name).encode()).hexdigest()[:16]
+            if stored.get(rec.id) != h:
+                todo.append((i, rec, h))
+        it: Any = todo
+        if progress and todo:
+            from tqdm import tqdm
+
+            it = tqdm(todo, desc="indexing vases", unit="vase")
+        points = []
+        for i, rec, h in it:
+            vec = self.embed(dataset[i].images)
+            self._ensure(len(vec))
+            points.append(models.PointStruct(id=point_id(rec.id), vector=vec.tolist(), payload={
+                "id": rec.id, "hash": h, "text": record_text(rec), "caption": rec.caption}))
+        if points:
+            self.client.upsert(COLLECTION, points=points)
+        gone = sorted(set(stored) - {r.id for r in dataset.records})
+        if gone:
+            self.client.delete(COLLECTION, points_selector=models.PointIdsList(points=[point_id(v) for v in gone]))
+        return {"indexed": len(todo), "unchanged": len(dataset.records) - len(todo), "removed": len(gone)}
+
+    def ids(self) -> set[str]:
+        return set(self.stored_hashes())
+
+    def search(self, vector: torch.Tensor, k: int, exclude: str | None = None) -> list[dict[str, Any]]:
+        """The ``k`` nearest indexed vases (payload plus ``score``), never ``exclude``."""
+        from qdrant_client import models
+
+        if k <= 0 or not self.client.collection_exists(COLLECTION):
+            return []
+        flt = None
+        if exclude is not None:
+            flt = models.Filter(must_not=[models.FieldCondition(key="id", match=models.MatchValue(value=exclude))])
+        res = self.client.query_points(COLLECTION, query=vector.tolist(), limit=k, query_filter=flt,
+                                       with_payload=True)
+        return [{**p.payload, "score": float(p.score)} for p in res.points]
+
+
+class Retriever:
+    """The prompt context of a vase: its ``k`` nearest training vases' metadata (embeddings cached per vase)."""
+
+    def __init__(self, index: VaseIndex, k: int) -> None:
+        self.index, self.k = index, int(k)
+        self._cache: dict[str, torch.Tensor] = {}
+
+    def neighbours(self, rec: VaseRecord, images: list[Any]) -> list[dict[str, Any]]:
+        if rec.id not in self._cache:
+            self._cache[rec.id] = self.index.embed(images)
+        return self.index.search(self._cache[rec.id], self.k, exclude=rec.id)
+
+    def context(self, rec: VaseRecord, images: list[Any]) -> str:
+        found = self.neighbours(rec, images)
+        if not found:
+            return ""
+        lines = "\n".join(f"{n + 1}. {x['text']}" for n, x in enumerate(found))
+        return f"Similar vases in the collection, for reference:\n{lines}\n\n"
+
+
+def index_dir(cfg_dir: str | None, data_root: str | Path, owns_root: bool, cache_dir: str | Path | None) -> Path:
+    """Where the index lives: ``retrieval.index_dir`` if set; the dataset root when vase owns it; else the cache."""
+    if cfg_dir:
+        return Path(cfg_dir)
+    if owns_root:
+        return Path(data_root) / "retrieval"
+    if not cache_dir:
+        raise ConfigError("retrieval needs retrieval.index_dir or paths.cache_dir (a user's dataset is only read)")
+    from vase.layout import path_key
+
+    return Path(cache_dir) / "retrieval" / path_key(data_root)
