@@ -42,7 +42,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     or leaderboard (gather runs into one table)."""
     _seed(int(cfg.seed))
     tasks = {"generate": _eval_generate, "score": _eval_score, "vqa": _eval_vqa, "leaderboard": _eval_leaderboard,
-             "export": _eval_export, "check": _eval_check, "vaseeval": _eval_vaseeval}
+             "export": _eval_export, "check": _eval_check, "vaseeval": _eval_vaseeval,
+             "attributes": _eval_attributes}
     if cfg.task not in tasks:
         raise ValueError(f"task={cfg.task!r} must be one of {sorted(tasks)}")
     out = tasks[cfg.task](cfg)
@@ -265,3 +266,38 @@ def _eval_vaseeval(cfg: DictConfig) -> dict[str, Any]:
     atomic_write_text(out.with_suffix(".md"), table)
     print(table, end="")
     return {"vaseeval": result}
+
+
+def _eval_attributes(cfg: DictConfig) -> dict[str, Any]:
+    """The six-head attribute baseline (vase.models.attributes): frozen CLIP features of the views, heads trained on
+    the train split, scored on ``split`` by the open-ended VQA rule; a majority-class row gives the level to beat."""
+    from omegaconf import OmegaConf
+
+    from vase.eval.vqa import score_vqa, vqa_table
+    from vase.io import atomic_write_json, atomic_write_text
+    from vase.metrics.encoders import build_clip_encoder
+    from vase.models.attributes import majority_rows, predict_rows, train_attribute_heads, view_features
+
+    a = cfg.attributes
+    datamodule = instantiate(cfg.data, _convert_="partial")
+    datamodule.prepare_data()
+    train, evald = datamodule.dataset("train"), datamodule.dataset(cfg.split)
+    encoder = build_clip_encoder(a.encoder)
+    tx, ex = view_features(train, encoder), view_features(evald, encoder)
+    model = train_attribute_heads(tx, train.records, ex, evald.records, epochs=int(a.epochs),
+                                  batch_size=int(a.batch_size), seed=int(cfg.seed), hidden=int(a.hidden),
+                                  dropout=float(a.dropout), lr=float(a.lr))
+    reward = instantiate(cfg.reward, _convert_="partial")
+    tau = float(cfg.reward.tau)
+    scores = {"open": score_vqa(predict_rows(model, ex, evald.records), reward, tau)["open"]}
+    chance = {"open": score_vqa(majority_rows(train.records, evald.records), reward, tau)["open"]}
+    out = Path(cfg.output)
+    result = {"name": "six-head baseline", "split": cfg.split, "vqa": scores, "majority_class": chance,
+              "encoder": OmegaConf.to_container(a.encoder, resolve=True)}
+    atomic_write_json(out, result)
+    table = vqa_table(scores, "six-head baseline") + "\n".join(vqa_table(chance, "majority class").splitlines()[2:]) + "\n"
+    atomic_write_text(out.with_suffix(".md"), table)
+    print("\n" + table)
+    flat = {f"vqa/open/{d}": v for d, v in scores["open"]["accuracy"].items()}
+    flat["vqa/open/mean"] = scores["open"]["mean"]
+    return {"scores": flat, "vqa": scores, "output": str(out)}
