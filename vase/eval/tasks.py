@@ -43,7 +43,7 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     _seed(int(cfg.seed))
     tasks = {"generate": _eval_generate, "score": _eval_score, "vqa": _eval_vqa, "leaderboard": _eval_leaderboard,
              "export": _eval_export, "check": _eval_check, "vaseeval": _eval_vaseeval,
-             "attributes": _eval_attributes}
+             "attributes": _eval_attributes, "invrender": _eval_invrender}
     if cfg.task not in tasks:
         raise ValueError(f"task={cfg.task!r} must be one of {sorted(tasks)}")
     out = tasks[cfg.task](cfg)
@@ -301,3 +301,44 @@ def _eval_attributes(cfg: DictConfig) -> dict[str, Any]:
     flat = {f"vqa/open/{d}": v for d, v in scores["open"]["accuracy"].items()}
     flat["vqa/open/mean"] = scores["open"]["mean"]
     return {"scores": flat, "vqa": scores, "output": str(out)}
+
+
+def _eval_invrender(cfg: DictConfig) -> dict[str, Any]:
+    """Inverse rendering (vase.eval.invrender): the model (or the oracle / a random predictor) answers generator
+    parameters as JSON; vase builds, renders and scores them against each vase of ``split``."""
+    import json as _json
+    from dataclasses import asdict
+
+    from vase.eval.generate import GenerationItem, generate_rows, visuals_of
+    from vase.eval.invrender import PROMPT, VaseParams, run_invrender
+    from vase.io import atomic_write_json, atomic_write_text
+
+    v = cfg.invrender
+    predictor = str(cfg.predictor)
+    out = Path(cfg.output)
+    answers = None
+    if predictor == "model":
+        dataset, model, processor = _dataset_and_model(cfg)
+        items = [GenerationItem(rec.id, visuals_of(dataset, i), PROMPT,
+                                _json.dumps(asdict(VaseParams.of_record(rec)))) for i, rec in enumerate(dataset.records)]
+        rows = generate_rows(model, processor, items, out.parent / "answers_invrender.jsonl",
+                             batch_size=int(cfg.generation.batch_size), max_new_tokens=int(v.max_new_tokens))
+        answers = {r["id"]: r["caption"] for r in rows}
+    else:
+        datamodule = instantiate(cfg.data, _convert_="partial")
+        datamodule.prepare_data()
+        dataset = datamodule.dataset(cfg.split, cfg.data.get("limit_val") if cfg.split == "val" else None)
+    result = run_invrender(dataset, Path(cfg.data.root), predictor, tuple(v.views), int(v.resolution),
+                           int(cfg.seed), answers)
+    atomic_write_json(out, result)
+    s = result["summary"]
+
+    def fmt(x: Any) -> str:
+        return "n/a" if x is None else f"{x:.4f}"
+
+    table = ("| predictor | silhouette IoU ↑ | Chamfer ↓ | colour distance ↓ | unparseable | n |\n|---|---|---|---|---|---|\n"
+             f"| {predictor} | {fmt(s['iou'])} | {fmt(s['chamfer_distance'])} | {fmt(s['colour_distance'])} | "
+             f"{s['unparseable']} | {s['n']} |\n")
+    atomic_write_text(out.with_suffix(".md"), table)
+    print("\n" + table)
+    return {"scores": {f"invrender/{k}": x for k, x in s.items() if isinstance(x, (int, float))}, "output": str(out)}
