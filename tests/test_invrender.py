@@ -52,3 +52,39 @@ def test_model_answers_are_parsed_and_unparseable_ones_counted(tmp_path: Path, s
     assert res["summary"]["n"] == 2 and res["summary"]["unparseable"] == 2 and res["summary"]["iou"] == 0.0
     assert all("answer" in x for x in res["items"].values())
     assert (tmp_path / "answers_invrender.jsonl").is_file()
+
+
+def test_the_reward_scores_inverse_rendering_answers_by_silhouette(synthetic_root: Path) -> None:
+    import json as _json
+    from dataclasses import asdict, replace
+
+    from vase.data.dataset import VaseDataset
+    from vase.eval.invrender import VaseParams
+    from vase.rewards.reward import reward_from_config
+
+    rec = VaseDataset(synthetic_root, "train", check_views=False).records[0]
+    true = VaseParams.of_record(rec)
+    other = next(s for s in ("kylix", "lekythos") if s != true.shape)
+    target = {"fabric": None, "invrender": asdict(true)}
+    r = reward_from_config(invrender={"weight": 2.0, "views": ["front", "left"], "resolution": 48})
+    texts = [_json.dumps(asdict(true)), _json.dumps(asdict(replace(true, height=1.4))),
+             _json.dumps(asdict(replace(true, shape=other))), "a lovely amphora"]
+    out = r.compute(texts, targets=[target] * 4, reference=[""] * 4)
+    iou = out.components["invrender"]
+    assert iou[0] == 1.0 and 0.0 < iou[2] < iou[1] < 1.0 and iou[3] == 0.0
+    assert out.total == [2.0 * x for x in iou]
+    # a caption prompt in the same batch is scored as before, with no inverse-rendering part
+    cap = r.compute([rec.caption], targets=[{d: getattr(rec, d) for d in ("fabric", "technique", "shape", "dating",
+                                                                           "decoration", "attribution")}],
+                    reference=[rec.caption])
+    assert cap.components["invrender"] == [0.0] and cap.total[0] > 0.5
+
+
+def test_grpo_trains_on_inverse_rendering_prompts(train_cfg) -> None:
+    from vase.pipeline import run_training
+
+    cfg = train_cfg(["stage=grpo", "data.task=invrender", "reward.invrender.weight=1.0",
+                     "stage.module.max_completion_length=8", "stage.module.num_generations=2"])
+    run_training(cfg)
+    history = json.loads((Path(cfg.paths.output_dir) / "train_history.json").read_text())
+    assert history and all("reward/invrender" in h and 0.0 <= h["reward/invrender"] <= 1.0 for h in history)

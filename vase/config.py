@@ -138,9 +138,12 @@ class RewardSchema:
     penalty: RewardPenalty = field(default_factory=RewardPenalty)
     bonus: RewardBonus = field(default_factory=RewardBonus)
     normalize_weights: Any = None
+    invrender: dict | None = None
 
     def __post_init__(self) -> None:
         _check(0.0 <= self.tau <= 1.0, "reward.tau", self.tau, "must lie in [0, 1]")
+        w = (self.invrender or {}).get("weight", 0.0)
+        _check(isinstance(w, (int, float)) and w >= 0, "reward.invrender.weight", w, "must be a non-negative number")
         for dim in DIMENSIONS:
             w = getattr(self.weights, dim)
             _check(w >= 0, f"reward.weights.{dim}", w, "must be non-negative")
@@ -197,8 +200,8 @@ class DataSchema:
             list(self.views),
             f"must be a non-empty subset of {list(VIEWS)}",
         )
-        _check(self.task in ("caption", "qa", "both", "all"), "data.task", self.task,
-               "must be caption, qa, both or all (all: both plus multiple-choice questions)")
+        _check(self.task in ("caption", "qa", "both", "all", "invrender"), "data.task", self.task,
+               "must be caption, qa, both, all (both plus multiple-choice questions) or invrender")
         _check(self.modality in ("views", "orbit"), "data.modality", self.modality, "must be views or orbit")
         frames = int((self.render or {}).get("orbit_frames", 0) or 0)
         _check(self.modality != "orbit" or frames > 0, "data.modality", self.modality,

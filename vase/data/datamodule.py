@@ -35,12 +35,13 @@ class ChatSample:
     target: dict[str, Any] | None = None  # the six dimensions the answer should state (for rewards)
 
 
-DATA_TASKS = ("caption", "qa", "both", "all")
+DATA_TASKS = ("caption", "qa", "both", "all", "invrender")
 
 
 def samples_for(example: VaseExample, task: str) -> list[ChatSample]:
     """The chat samples of one vase: its caption (task ``caption``), its QA pairs (``qa``), both (``both``), or both
-    plus each question as multiple choice answered with the option's letter (``all``, to teach the format)."""
+    plus each question as multiple choice answered with the option's letter (``all``, to teach the format); or its
+    generator parameters as JSON (``invrender``, synthetic vases: rewarded by ``reward.invrender``)."""
     from vase.annotate.choices import LETTERS, mc_options, mc_prompt
 
     if task not in DATA_TASKS:
@@ -57,6 +58,15 @@ def samples_for(example: VaseExample, task: str) -> list[ChatSample]:
         out += [ChatSample(f"{rec.id}#{q['dimension']}", example.images, ctx + q["question"], q["answer"], q["dimension"],
                            target={d: (v if d == q["dimension"] else None) for d, v in fields.items()})
                 for q in rec.qa]
+    if task == "invrender":  # answer with the generator's parameters as JSON (vase.eval.invrender)
+        import json
+        from dataclasses import asdict
+
+        from vase.eval.invrender import PROMPT, VaseParams
+
+        params = asdict(VaseParams.of_record(rec))
+        out.append(ChatSample(f"{rec.id}#invrender", example.images, ctx + PROMPT, json.dumps(params), "invrender",
+                              target={**{d: None for d in fields}, "invrender": params}))
     if task == "all":
         for q in rec.qa:
             options, answer = mc_options(rec, q["dimension"])

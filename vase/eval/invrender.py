@@ -117,7 +117,19 @@ def build_from_params(p: VaseParams):
                            visual=trimesh.visual.TextureVisuals(uv=np.vstack(uvs), material=material), process=False)
 
 
-def _frame_of(parts: list) -> tuple[tuple[float, float, float], float]:
+def silhouette_ious(pred: list[Any], target: list[Any]) -> list[float]:
+    """IoU of the non-background pixels of each pair of renders (made over :data:`MASK_BG`)."""
+    out = []
+    for a, b in zip(pred, target):
+        ma = np.any(np.asarray(a) != MASK_BG, axis=-1)
+        mb = np.any(np.asarray(b) != MASK_BG, axis=-1)
+        union = (ma | mb).sum()
+        out.append(float((ma & mb).sum() / union) if union else 1.0)
+    return out
+
+
+def frame_of(parts: list) -> tuple[tuple[float, float, float], float]:
+    """The bounding sphere (centre, radius) of render parts: the cameras that see the original."""
     allv = np.concatenate([p.vertices for p in parts])
     lo, hi = allv.min(0), allv.max(0)
     return tuple(((lo + hi) / 2).tolist()), float(np.linalg.norm(hi - lo) / 2)
@@ -131,7 +143,7 @@ def score_params(params: VaseParams | None, target_glb: str | Path, renderer: An
     from vase.render.renderer import VIEW_DIRECTIONS, load_glb, parts_from_scene
 
     target_parts = load_glb(target_glb)
-    frame = _frame_of(target_parts)
+    frame = frame_of(target_parts)
     dirs = [VIEW_DIRECTIONS[v] for v in views]
     target = [np.asarray(im) for im in renderer.render_parts(target_parts, dirs, background=MASK_BG, frame=frame)]
     if params is None:
@@ -140,12 +152,10 @@ def score_params(params: VaseParams | None, target_glb: str | Path, renderer: An
     mesh = build_from_params(params)
     pred = [np.asarray(im) for im in renderer.render_parts(parts_from_scene(mesh), dirs, background=MASK_BG,
                                                            frame=frame)]
-    ious, colour = {}, []
-    for v, a, b in zip(views, pred, target):
-        ma, mb = np.any(a != MASK_BG, axis=-1), np.any(b != MASK_BG, axis=-1)
-        union = (ma | mb).sum()
-        ious[v] = float((ma & mb).sum() / union) if union else 1.0
-        both = ma & mb
+    ious = dict(zip(views, silhouette_ious(pred, target)))
+    colour = []
+    for a, b in zip(pred, target):
+        both = np.any(a != MASK_BG, axis=-1) & np.any(b != MASK_BG, axis=-1)
         if both.any():
             colour.append(float(np.abs(a[both].astype(float) - b[both].astype(float)).mean() / 255.0))
     gt_mesh = as_mesh(load_scene(target_glb))

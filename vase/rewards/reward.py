@@ -182,8 +182,13 @@ class VaseReward:
 
     def __init__(self, tau: float, weights: dict[str, float], similarity: dict[str, str], penalty: dict[str, float],
                  bonus: dict[str, float], embedding_model: str = "packaged:all-MiniLM-L6-v2",
-                 embedding_device: str = "cpu", normalize_weights: Any = None, **_: Any) -> None:
+                 embedding_device: str = "cpu", normalize_weights: Any = None, invrender: dict | None = None,
+                 **_: Any) -> None:
         self.tau = float(tau)
+        # inverse rendering (vase.eval.invrender): for prompts whose target carries generator parameters, add
+        # weight x the silhouette IoU of the answered parameters' vase against the true one
+        self.invrender = {"weight": 0.0, "views": ["front", "left", "top"], "resolution": 64, **dict(invrender or {})}
+        self._renderer: Any = None
         self.weights = normalized_weights(
             {d: float(v) for d, v in _complete("reward.weights", weights, DIMENSIONS).items()}, normalize_weights)
         self.similarity = {d: str(v) for d, v in _complete("reward.similarity", similarity, DIMENSIONS).items()}
@@ -202,7 +207,27 @@ class VaseReward:
         state = dict(self.__dict__)
         state["_encoder"] = None
         state["_cache"] = {}
+        state["_renderer"] = None
         return state
+
+    def invrender_score(self, text: str, true_params: dict) -> float:
+        """Silhouette IoU (mean over ``invrender.views``) of the vase built from the parameters in ``text`` against
+        the vase built from ``true_params``; 0.0 for an answer that parses to no valid parameters."""
+        from vase.eval.invrender import MASK_BG, VaseParams, build_from_params, frame_of, parse_params, silhouette_ious
+        from vase.render.renderer import VIEW_DIRECTIONS, Renderer, RenderSettings, parts_from_scene
+
+        pred = parse_params(text)
+        if pred is None:
+            return 0.0
+        if self._renderer is None:
+            self._renderer = Renderer(RenderSettings(resolution=int(self.invrender["resolution"])))
+        dirs = [VIEW_DIRECTIONS[v] for v in self.invrender["views"]]
+        true_parts = parts_from_scene(build_from_params(VaseParams(**true_params)))
+        frame = frame_of(true_parts)
+        a = self._renderer.render_parts(true_parts, dirs, background=MASK_BG, frame=frame)
+        b = self._renderer.render_parts(parts_from_scene(build_from_params(pred)), dirs, background=MASK_BG, frame=frame)
+        ious = silhouette_ious(b, a)
+        return sum(ious) / len(ious)
 
     @property
     def __name__(self) -> str:  # TRL names reward functions by __name__
@@ -282,9 +307,23 @@ class VaseReward:
         pairs = [(k, d, gen[k][d], tgt[k][d]) for k in range(n) for d in DIMENSIONS]
         sims = self._similarities(pairs)
         comp: dict[str, list[float]] = {f"{d}{s}": [] for d in DIMENSIONS for s in ("", "_sim", "_pass")}
-        comp.update({"penalty": [], "bonus": [], "weighted": []})
+        comp.update({"penalty": [], "bonus": [], "weighted": [], "invrender": []})
         totals = []
         for k in range(n):
+            true_params = targets[k].get("invrender") if targets is not None and isinstance(targets[k], dict) else None
+            if true_params is not None:  # an inverse-rendering prompt: its answer is parameters, not a caption
+                iou = self.invrender_score(texts[k], true_params)
+                for d in DIMENSIONS:
+                    comp[d].append(0.0)
+                    comp[f"{d}_sim"].append(0.0)
+                    comp[f"{d}_pass"].append(0.0)
+                comp["penalty"].append(0.0)
+                comp["bonus"].append(0.0)
+                comp["weighted"].append(0.0)
+                comp["invrender"].append(iou)
+                totals.append(float(self.invrender["weight"]) * iou)
+                continue
+            comp["invrender"].append(0.0)
             weighted = 0.0
             for d in DIMENSIONS:
                 s = sims[(k, d)]

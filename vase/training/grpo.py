@@ -309,7 +309,7 @@ class GRPOModule(LoRAStageModule):
             self.log("train/lr", opt.param_groups[0]["lr"], on_step=True, batch_size=1)
             mean_reward = float(torch.cat([x.rewards for x in self._buffer]).mean())
             entry = {"step": float(self.global_step), "loss": step_loss, "reward": mean_reward}
-            for d in DIMENSIONS:  # each dimension's thresholded reward, for sweep summaries and reports
+            for d in (*DIMENSIONS, "invrender"):  # each part of the reward, for sweep summaries and reports
                 vals = [v for x in self._buffer for v in x.components.get(d, [])]
                 if vals:
                     entry[f"reward/{d}"] = sum(vals) / len(vals)
