@@ -23,3 +23,58 @@ def test_six_head_baseline_beats_the_majority_class(tmp_path: Path, session_dirs
         assert ours["accuracy"][dim] >= chance["accuracy"][dim] + 0.25, dim
     assert ours["mean"] > chance["mean"] + 0.1
     assert "| six-head baseline | open-ended" in out.with_suffix(".md").read_text()
+
+
+def _heads(synthetic_root: Path, tmp_path: Path) -> Path:
+    from omegaconf import OmegaConf
+
+    from vase.data.dataset import VaseDataset
+    from vase.metrics.encoders import build_clip_encoder
+    from vase.models.attributes import save_heads, train_attribute_heads, view_features
+    from vase.models.tiny_clip import build_tiny_open_clip
+
+    enc_cfg = {"backend": "open_clip", "model": "vase-tiny-clip", "pretrained": str(build_tiny_open_clip(tmp_path / "c"))}
+    enc = build_clip_encoder(OmegaConf.create(enc_cfg))
+    train, val = VaseDataset(synthetic_root, "train"), VaseDataset(synthetic_root, "val")
+    model = train_attribute_heads(view_features(train, enc, False), train.records, view_features(val, enc, False),
+                                  val.records, epochs=30)
+    return save_heads(model, enc_cfg, tmp_path / "attribute_heads.pt")
+
+
+def test_the_learned_reward_term_rewards_agreement_with_the_classifier(synthetic_root: Path, tmp_path: Path) -> None:
+    from vase.data.dataset import VaseDataset
+    from vase.models.attributes import AttributePredictor
+    from vase.rewards.reward import reward_from_config
+
+    path = _heads(synthetic_root, tmp_path)
+    ds = VaseDataset(synthetic_root, "val")
+    images = ds[0].images
+    pred = AttributePredictor(path).predict(images)
+    agree = (f"{pred['fabric']} {pred['technique']} {pred['shape']}, {pred['dating']}, depicting "
+             f"{pred['decoration']}; attributed to {pred['attribution']}.")
+    other_shape = "kylix" if pred["shape"] != "kylix" else "amphora"
+    disagree = agree.replace(pred["shape"], other_shape)
+    target = {d: getattr(ds.records[0], d) for d in ("fabric", "technique", "shape", "dating", "decoration",
+                                                      "attribution")}
+    base = reward_from_config()
+    r = reward_from_config(learned={"weight": 0.5, "checkpoint": str(path)})
+    texts = [agree, disagree]
+    kw = {"targets": [target] * 2, "reference": [ds.records[0].caption] * 2, "images": [images] * 2,
+          "ids": [f"{ds.records[0].id}#caption"] * 2}
+    out, plain = r.compute(texts, **kw), base.compute(texts, **kw)
+    assert out.components["learned"][0] == 1.0 > out.components["learned"][1]
+    assert out.total == [t + 0.5 * x for t, x in zip(plain.total, out.components["learned"])]
+    assert plain.components["learned"] == [0.0, 0.0]
+
+
+def test_grpo_with_the_learned_reward_term(synthetic_root: Path, tmp_path: Path, train_cfg) -> None:
+    import json as _json
+
+    from vase.pipeline import run_training
+
+    path = _heads(synthetic_root, tmp_path)
+    cfg = train_cfg(["stage=grpo", "reward.learned.weight=0.5", f"reward.learned.checkpoint={path}",
+                     "stage.module.max_completion_length=8", "stage.module.num_generations=2"])
+    run_training(cfg)
+    history = _json.loads((Path(cfg.paths.output_dir) / "train_history.json").read_text())
+    assert history and all(0.0 <= h["reward/learned"] <= 1.0 for h in history)

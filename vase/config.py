@@ -139,11 +139,16 @@ class RewardSchema:
     bonus: RewardBonus = field(default_factory=RewardBonus)
     normalize_weights: Any = None
     invrender: dict | None = None
+    learned: dict | None = None
 
     def __post_init__(self) -> None:
         _check(0.0 <= self.tau <= 1.0, "reward.tau", self.tau, "must lie in [0, 1]")
         w = (self.invrender or {}).get("weight", 0.0)
         _check(isinstance(w, (int, float)) and w >= 0, "reward.invrender.weight", w, "must be a non-negative number")
+        lw = (self.learned or {}).get("weight", 0.0)
+        _check(isinstance(lw, (int, float)) and lw >= 0, "reward.learned.weight", lw, "must be a non-negative number")
+        _check(not lw or bool((self.learned or {}).get("checkpoint")), "reward.learned.checkpoint",
+               (self.learned or {}).get("checkpoint"), "must name attribute_heads.pt when reward.learned.weight > 0")
         for dim in DIMENSIONS:
             w = getattr(self.weights, dim)
             _check(w >= 0, f"reward.weights.{dim}", w, "must be non-negative")

@@ -292,8 +292,11 @@ def _eval_attributes(cfg: DictConfig) -> dict[str, Any]:
     scores = {"open": score_vqa(predict_rows(model, ex, evald.records), reward, tau)["open"]}
     chance = {"open": score_vqa(majority_rows(train.records, evald.records), reward, tau)["open"]}
     out = Path(cfg.output)
+    from vase.models.attributes import save_heads
+
+    heads = save_heads(model, OmegaConf.to_container(a.encoder, resolve=True), out.with_name("attribute_heads.pt"))
     result = {"name": "six-head baseline", "split": cfg.split, "vqa": scores, "majority_class": chance,
-              "encoder": OmegaConf.to_container(a.encoder, resolve=True)}
+              "encoder": OmegaConf.to_container(a.encoder, resolve=True), "checkpoint": str(heads)}
     atomic_write_json(out, result)
     table = vqa_table(scores, "six-head baseline") + "\n".join(vqa_table(chance, "majority class").splitlines()[2:]) + "\n"
     atomic_write_text(out.with_suffix(".md"), table)

@@ -157,3 +157,44 @@ def majority_rows(train_records: list[Any], records: list[Any]) -> list[dict[str
                              "reference": rec.dimension_text(d)[0].upper() + rec.dimension_text(d)[1:] + ".",
                              "dimension": d, "protocol": "open"})
     return rows
+
+
+def save_heads(model: AttributeHeads, encoder_cfg: dict, path: Any) -> Any:
+    """The trained heads with what rebuilds them (classes, sizes) and the encoder that made their features."""
+    import io
+
+    from vase.io import atomic_write_bytes
+
+    buf = io.BytesIO()
+    torch.save({"hparams": dict(model.hparams), "state_dict": model.state_dict(), "encoder": encoder_cfg}, buf)
+    return atomic_write_bytes(path, buf.getvalue())
+
+
+class AttributePredictor:
+    """A saved six-head model as a predictor: a vase's views -> the six dimensions as answer texts (the learned
+    reward term asks a completion to agree with it)."""
+
+    def __init__(self, path: Any) -> None:
+        from pathlib import Path
+
+        from omegaconf import OmegaConf
+
+        from vase.errors import ConfigError
+        from vase.metrics.encoders import build_clip_encoder
+
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"reward.learned.checkpoint={path}: no such file (python evaluate.py task=attributes "
+                              f"writes one beside its output)")
+        blob = torch.load(path, map_location="cpu", weights_only=False)
+        self.model = AttributeHeads(**blob["hparams"])
+        self.model.load_state_dict(blob["state_dict"])
+        self.model.eval()
+        self.encoder = build_clip_encoder(OmegaConf.create(blob["encoder"]))
+
+    @torch.inference_mode()
+    def predict(self, images: list[Any]) -> dict[str, str]:
+        f = self.encoder.encode_images(images)
+        x = (f / f.norm(dim=-1, keepdim=True)).flatten()[None]
+        out = self.model(x)
+        return {d: answer_text(d, cs[int(out[d][0].argmax())]).rstrip(".") for d, cs in self.model.classes.items()}

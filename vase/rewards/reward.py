@@ -183,12 +183,17 @@ class VaseReward:
     def __init__(self, tau: float, weights: dict[str, float], similarity: dict[str, str], penalty: dict[str, float],
                  bonus: dict[str, float], embedding_model: str = "packaged:all-MiniLM-L6-v2",
                  embedding_device: str = "cpu", normalize_weights: Any = None, invrender: dict | None = None,
-                 **_: Any) -> None:
+                 learned: dict | None = None, **_: Any) -> None:
         self.tau = float(tau)
         # inverse rendering (vase.eval.invrender): for prompts whose target carries generator parameters, add
         # weight x the silhouette IoU of the answered parameters' vase against the true one
         self.invrender = {"weight": 0.0, "views": ["front", "left", "top"], "resolution": 64, **dict(invrender or {})}
         self._renderer: Any = None
+        # a learned term: agreement of the completion's dimensions with the six-head classifier's predictions from
+        # the vase's views (a verifier that needs no targets); weight 0 (the default) leaves the reward as it was
+        self.learned = {"weight": 0.0, "checkpoint": None, **dict(learned or {})}
+        self._predictor: Any = None
+        self._predicted: dict[str, dict[str, str]] = {}
         self.weights = normalized_weights(
             {d: float(v) for d, v in _complete("reward.weights", weights, DIMENSIONS).items()}, normalize_weights)
         self.similarity = {d: str(v) for d, v in _complete("reward.similarity", similarity, DIMENSIONS).items()}
@@ -208,7 +213,33 @@ class VaseReward:
         state["_encoder"] = None
         state["_cache"] = {}
         state["_renderer"] = None
+        state["_predictor"] = None
+        state["_predicted"] = {}
         return state
+
+    def learned_scores(self, gen: list[dict[str, str | None]], images: list[Any] | None,
+                       ids: list[str] | None) -> list[float]:
+        """Per completion: the mean over dimensions of its similarity to the classifier's prediction (0 where it
+        states a dimension not at all). Predictions are cached per vase id."""
+        if images is None:
+            raise ValueError("reward.learned needs the vase's images in the batch (`images`)")
+        if self._predictor is None:
+            from vase.models.attributes import AttributePredictor
+
+            if not self.learned.get("checkpoint"):
+                raise ValueError("reward.learned.weight > 0 needs reward.learned.checkpoint (attribute_heads.pt)")
+            self._predictor = AttributePredictor(self.learned["checkpoint"])
+        preds = []
+        for k, imgs in enumerate(images):
+            key = ids[k].split("#")[0] if ids is not None else None  # one prediction per vase, not per question
+            if key is None or key not in self._predicted:
+                p = self._predictor.predict(list(imgs))
+                if key is not None:
+                    self._predicted[key] = p
+            preds.append(self._predicted[key] if key is not None else p)
+        pairs = [(k, d, gen[k][d], preds[k].get(d)) for k in range(len(gen)) for d in DIMENSIONS]
+        sims = self._similarities(pairs)
+        return [sum(sims[(k, d)] for d in DIMENSIONS) / len(DIMENSIONS) for k in range(len(gen))]
 
     def invrender_score(self, text: str, true_params: dict) -> float:
         """Silhouette IoU (mean over ``invrender.views``) of the vase built from the parameters in ``text`` against
@@ -293,7 +324,8 @@ class VaseReward:
         return out
 
     def compute(self, completions: list[Any], targets: list[Any] | None = None,
-                reference: list[str] | None = None, **_: Any) -> RewardOutput:
+                reference: list[str] | None = None, images: list[Any] | None = None,
+                ids: list[str] | None = None, **_: Any) -> RewardOutput:
         """Totals and components: ``<dim>`` (thresholded), ``<dim>_sim`` (raw), ``<dim>_pass``, ``penalty``, ``bonus``."""
         texts = [_text(c) for c in completions]
         n = len(texts)
@@ -307,7 +339,9 @@ class VaseReward:
         pairs = [(k, d, gen[k][d], tgt[k][d]) for k in range(n) for d in DIMENSIONS]
         sims = self._similarities(pairs)
         comp: dict[str, list[float]] = {f"{d}{s}": [] for d in DIMENSIONS for s in ("", "_sim", "_pass")}
-        comp.update({"penalty": [], "bonus": [], "weighted": [], "invrender": []})
+        comp.update({"penalty": [], "bonus": [], "weighted": [], "invrender": [], "learned": []})
+        learned_w = float(self.learned.get("weight", 0.0) or 0.0)
+        learned = self.learned_scores(gen, images, ids) if learned_w > 0 else [0.0] * n
         totals = []
         for k in range(n):
             true_params = targets[k].get("invrender") if targets is not None and isinstance(targets[k], dict) else None
@@ -321,9 +355,11 @@ class VaseReward:
                 comp["bonus"].append(0.0)
                 comp["weighted"].append(0.0)
                 comp["invrender"].append(iou)
+                comp["learned"].append(0.0)
                 totals.append(float(self.invrender["weight"]) * iou)
                 continue
             comp["invrender"].append(0.0)
+            comp["learned"].append(learned[k])
             weighted = 0.0
             for d in DIMENSIONS:
                 s = sims[(k, d)]
@@ -347,7 +383,7 @@ class VaseReward:
             comp["penalty"].append(p)
             comp["bonus"].append(b)
             comp["weighted"].append(weighted)
-            totals.append(weighted - p + b)
+            totals.append(weighted - p + b + learned_w * learned[k])
         return RewardOutput(totals, comp)
 
     def __call__(self, completions: list[Any], **batch: Any) -> list[float]:

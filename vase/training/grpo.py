@@ -247,7 +247,9 @@ class GRPOModule(LoRAStageModule):
         texts = self.processor.batch_decode(completion, skip_special_tokens=True)
         targets = [t for t in batch["targets"] for _ in range(self.G)]
         refs = [t for t in batch["reference"] for _ in range(self.G)]
-        scored = self.reward.compute(texts, targets=targets, reference=refs)
+        images = [im for im in batch["images"] for _ in range(self.G)] if "images" in batch else None
+        ids = [i for i in batch["ids"] for _ in range(self.G)] if "ids" in batch else None
+        scored = self.reward.compute(texts, targets=targets, reference=refs, images=images, ids=ids)
         rewards = torch.tensor(scored.total, dtype=torch.float32, device=completion.device)
         adv = group_advantages(rewards, self.G, self.scale_rewards)
         inputs = {"input_ids": torch.cat([rep["input_ids"], completion], 1),
@@ -309,7 +311,7 @@ class GRPOModule(LoRAStageModule):
             self.log("train/lr", opt.param_groups[0]["lr"], on_step=True, batch_size=1)
             mean_reward = float(torch.cat([x.rewards for x in self._buffer]).mean())
             entry = {"step": float(self.global_step), "loss": step_loss, "reward": mean_reward}
-            for d in (*DIMENSIONS, "invrender"):  # each part of the reward, for sweep summaries and reports
+            for d in (*DIMENSIONS, "invrender", "learned"):  # each part of the reward, for summaries and reports
                 vals = [v for x in self._buffer for v in x.components.get(d, [])]
                 if vals:
                     entry[f"reward/{d}"] = sum(vals) / len(vals)
