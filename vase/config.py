@@ -191,6 +191,7 @@ class DataSchema:
     split: dict | None = None
     retrieval: dict | None = None
     max_video_frames: int = 16
+    zoom: bool = False
 
     def __post_init__(self) -> None:
         from vase.layout import VIEWS

@@ -38,7 +38,8 @@ class ChatSample:
 DATA_TASKS = ("caption", "qa", "both", "all", "invrender")
 
 
-def samples_for(example: VaseExample, task: str) -> list[ChatSample]:
+def samples_for(example: VaseExample, task: str, zoom: bool = False,
+                views: tuple[str, ...] | list[str] = VIEWS) -> list[ChatSample]:
     """The chat samples of one vase: its caption (task ``caption``), its QA pairs (``qa``), both (``both``), or both
     plus each question as multiple choice answered with the option's letter (``all``, to teach the format); or its
     generator parameters as JSON (``invrender``, synthetic vases: rewarded by ``reward.invrender``)."""
@@ -58,6 +59,8 @@ def samples_for(example: VaseExample, task: str) -> list[ChatSample]:
         out += [ChatSample(f"{rec.id}#{q['dimension']}", example.images, ctx + q["question"], q["answer"], q["dimension"],
                            target={d: (v if d == q["dimension"] else None) for d, v in fields.items()})
                 for q in rec.qa]
+        if zoom:
+            out += zoom_samples(example, ctx, fields, views)
     if task == "invrender":  # answer with the generator's parameters as JSON (vase.eval.invrender)
         import json
         from dataclasses import asdict
@@ -73,6 +76,31 @@ def samples_for(example: VaseExample, task: str) -> list[ChatSample]:
             out.append(ChatSample(f"{rec.id}#mc#{q['dimension']}", example.images, ctx + mc_prompt(q["question"], options),
                                   LETTERS[answer], q["dimension"], target={d: None for d in fields}))
     return out
+
+
+def zoom_samples(example: VaseExample, ctx: str, fields: dict[str, Any],
+                 views: tuple[str, ...] | list[str]) -> list[ChatSample]:
+    """The zoom-in tool taught on the decoration question (vase.eval.zoom): one sample whose answer is the call on
+    the front view's frieze (where the synthetic generator paints it), one that answers after seeing the crop.
+    Records whose shape the generator does not know, or runs without a front view, get none."""
+    from vase.data.synthetic import SHAPE_SPECS
+    from vase.eval.zoom import TOOL_NOTE, crop, decoration_box, followup, zoom_call
+
+    rec = example.record
+    q = next((q for q in rec.qa if q["dimension"] == "decoration"), None)
+    if q is None or rec.shape not in SHAPE_SPECS or "front" not in views:
+        return []
+    i = list(views).index("front")
+    have = isinstance(example.images, list) and len(example.images) > i and not isinstance(example.images,
+                                                                                          VideoFrames)
+    box = decoration_box(example.images[i], SHAPE_SPECS[rec.shape].band) if have else (0.0, 0.0, 1.0, 1.0)
+    call = zoom_call("front", box)
+    target = {d: (v if d == "decoration" else None) for d, v in fields.items()}
+    zoomed = [*example.images, crop(example.images[i], box)] if have else example.images
+    return [ChatSample(f"{rec.id}#zoom-call", example.images, ctx + q["question"] + TOOL_NOTE, call, "zoom",
+                       target={d: None for d in fields}),
+            ChatSample(f"{rec.id}#zoom-answer", zoomed, ctx + followup(q["question"], call), q["answer"],
+                       "decoration", target=target)]
 
 
 def build_messages(visuals: Any, prompt: str) -> list[dict[str, Any]]:
@@ -108,18 +136,19 @@ def encode_prompts(processor: Any, prompts: list[str], visuals: list[Any], paddi
 class ChatDataset(Dataset):
     """Flattens a VaseDataset into chat samples (several per vase for QA)."""
 
-    def __init__(self, base: VaseDataset, task: str) -> None:
+    def __init__(self, base: VaseDataset, task: str, zoom: bool = False) -> None:
         self.base = base
         self.task = task
-        per = len(samples_for(VaseExample(base.records[0], []), task)) if len(base) else 0
-        self.index = [(i, j) for i in range(len(base)) for j in range(per)]
+        self.zoom = zoom
+        self.index = [(i, j) for i, rec in enumerate(base.records)
+                      for j in range(len(samples_for(VaseExample(rec, []), task, zoom, base.views)))]
 
     def __len__(self) -> int:
         return len(self.index)
 
     def __getitem__(self, k: int) -> ChatSample:
         i, j = self.index[k]
-        return samples_for(self.base[i], self.task)[j]
+        return samples_for(self.base[i], self.task, self.zoom, self.base.views)[j]
 
 
 class SFTCollator:
@@ -192,8 +221,10 @@ class VaseDataModule(pl.LightningDataModule):
                  synthetic: dict | None = None, render: dict | None = None, limit_train: int | None = None,
                  limit_val: int | None = None, processor: Any = None, stage: str = "sft",
                  modality: str = "views", seed: int | None = None, layout: str = "auto",
-                 split: dict | None = None, max_video_frames: int = 16, retrieval: dict | None = None) -> None:
+                 split: dict | None = None, max_video_frames: int = 16, retrieval: dict | None = None,
+                 zoom: bool = False) -> None:
         super().__init__()
+        self.zoom = zoom  # teach the zoom-in tool on the decoration question (vase.eval.zoom)
         self.retrieval = dict(retrieval or {})  # k > 0: the nearest training vases' metadata in every prompt
         self.layout = layout  # auto | vase | release | paper_eval | swift (vase.data.layouts)
         self.split = dict(split or {})  # for layouts without a train/val split: seed, val_fraction, file, cache_dir
@@ -381,7 +412,7 @@ class VaseDataModule(pl.LightningDataModule):
 
         collate = (PromptCollator(self.processor) if self.stage == "grpo"
                    else SFTCollator(self.processor, self.max_length))
-        data = ChatDataset(self.train_set, self.task)
+        data = ChatDataset(self.train_set, self.task, self.zoom)
         seed = self.seed if self.seed is not None else torch.initial_seed()
         sampler = ResumableSampler(len(data), seed=seed, shuffle=True)
         if self._resume is not None:  # the interrupted epoch continues after the batches it had consumed

@@ -168,7 +168,8 @@ def _eval_vqa(cfg: DictConfig) -> dict[str, Any]:
     scores = evaluate_vqa(model, processor, dataset, instantiate(cfg.reward, _convert_="partial"),
                           float(cfg.reward.tau), out, str(cfg.name), str(v.protocol), int(v.num_choices),
                           int(cfg.generation.batch_size), int(v.max_new_tokens),
-                          {"split": cfg.split, "adapter": cfg.get("adapter")})
+                          {"split": cfg.split, "adapter": cfg.get("adapter")}, bool(v.get("zoom", False)),
+                          int(v.get("zoom_calls", 1)))
     print("\n" + vqa_table(scores, str(cfg.name)))
     flat = {f"vqa/{p}/{d}": a for p, s in scores.items() for d, a in s["accuracy"].items()}
     flat.update({f"vqa/{p}/mean": s["mean"] for p, s in scores.items()})

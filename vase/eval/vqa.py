@@ -94,7 +94,8 @@ def vqa_table(scores: dict[str, Any], name: str) -> str:
             if s.get("unparsed", {}).get(d):
                 cell += f" ({s['unparsed'][d]} unparsed)"
             cells.append(cell)
-        label = "open-ended (sim ≥ τ)" if protocol == "open" else "multiple choice"
+        label = {"open": "open-ended (sim ≥ τ)", "open+zoom": "open-ended with the zoom tool"}.get(protocol,
+                                                                                                  "multiple choice")
         lines.append(f"| {name} | {label} | " + " | ".join(cells) + f" | {100 * s['mean']:.1f} % | {s['n']} |")
         if protocol == "mc":
             ch = [f"{100 * s['chance'][d]:.1f} %" if d in s["chance"] else "–" for d in DIMENSIONS]
@@ -105,7 +106,7 @@ def vqa_table(scores: dict[str, Any], name: str) -> str:
 
 def evaluate_vqa(model: Any, processor: Any, dataset: Any, reward: Any, tau: float, out: Any, name: str,
                  protocol: str = "both", num_choices: int = 4, batch_size: int = 8, max_new_tokens: int = 24,
-                 extra: dict[str, Any] | None = None) -> dict[str, Any]:
+                 extra: dict[str, Any] | None = None, zoom: bool = False, zoom_calls: int = 1) -> dict[str, Any]:
     """Ask every vase of ``dataset`` its six questions, score them, and write ``out`` (JSON), a markdown table beside
     it and the answers as resumable JSONL (``answers_<stem>.jsonl``); returns the scores."""
     from pathlib import Path
@@ -118,6 +119,16 @@ def evaluate_vqa(model: Any, processor: Any, dataset: Any, reward: Any, tau: flo
     rows = generate_rows(model, processor, items, out.parent / f"answers_{out.stem}.jsonl", batch_size=batch_size,
                          max_new_tokens=max_new_tokens, desc="answering questions")
     scores = score_vqa(rows, reward, tau)
+    if zoom:  # the open questions again, now with the zoom-in tool (vase.eval.zoom): accuracy with and without it
+        from vase.eval.zoom import zoom_rows
+
+        open_items = [it for it in vqa_items(dataset, "open", num_choices)]
+        zrows = zoom_rows(model, processor, open_items, tuple(dataset.views), zoom_calls,
+                          out.parent / f"answers_{out.stem}_zoom.jsonl", batch_size=batch_size,
+                          max_new_tokens=max(max_new_tokens, 32))
+        z = score_vqa(zrows, reward, tau)["open"]
+        z["calls"] = {d: sum(1 for r in zrows if r["dimension"] == d and r.get("calls")) for d in DIMENSIONS}
+        scores["open+zoom"] = z
     atomic_write_json(out, {"name": name, "vqa": scores, **(extra or {})})
     table = vqa_table(scores, name)
     atomic_write_text(out.with_suffix(".md"), table)
