@@ -41,7 +41,8 @@ def test_training_samples_teach_the_call_and_the_answer_after_it(synthetic_root:
     ds, ex = _front(synthetic_root)
     plain = samples_for(ex, "both")
     zoomed = samples_for(ex, "both", zoom=True, views=ds.views)
-    call, answer = zoomed[len(plain):]
+    direct, (call, answer) = zoomed[len(plain):-2], zoomed[-2:]
+    assert len(direct) == 5 and all(s.prompt.endswith(TOOL_NOTE) and parse_zoom(s.answer) is None for s in direct)
     assert parse_zoom(call.answer) is not None and call.prompt.endswith(TOOL_NOTE)
     assert len(answer.images) == len(ex.images) + 1 and call.answer in answer.prompt
     dec = next(q for q in ex.record.qa if q["dimension"] == "decoration")

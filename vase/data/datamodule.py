@@ -60,6 +60,14 @@ def samples_for(example: VaseExample, task: str, zoom: bool = False,
                            target={d: (v if d == q["dimension"] else None) for d, v in fields.items()})
                 for q in rec.qa]
         if zoom:
+            # with the tool offered, the other questions are answered directly (when not to zoom), and the
+            # decoration question goes through the tool
+            from vase.eval.zoom import TOOL_NOTE
+
+            out += [ChatSample(f"{rec.id}#{q['dimension']}#tool", example.images, ctx + q["question"] + TOOL_NOTE,
+                               q["answer"], q["dimension"],
+                               target={d: (v if d == q["dimension"] else None) for d, v in fields.items()})
+                    for q in rec.qa if q["dimension"] != "decoration"]
             out += zoom_samples(example, ctx, fields, views)
     if task == "invrender":  # answer with the generator's parameters as JSON (vase.eval.invrender)
         import json

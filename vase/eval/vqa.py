@@ -125,7 +125,7 @@ def evaluate_vqa(model: Any, processor: Any, dataset: Any, reward: Any, tau: flo
         open_items = [it for it in vqa_items(dataset, "open", num_choices)]
         zrows = zoom_rows(model, processor, open_items, tuple(dataset.views), zoom_calls,
                           out.parent / f"answers_{out.stem}_zoom.jsonl", batch_size=batch_size,
-                          max_new_tokens=max(max_new_tokens, 32))
+                          max_new_tokens=max(max_new_tokens, 64))  # room for a call: ~40 tokens
         z = score_vqa(zrows, reward, tau)["open"]
         z["calls"] = {d: sum(1 for r in zrows if r["dimension"] == d and r.get("calls")) for d in DIMENSIONS}
         scores["open+zoom"] = z
