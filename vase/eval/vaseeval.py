@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,6 @@ class Settings:
     lpips_weights: str | None = None
     lpips_net: str = "alex"
     sheet_items: int = 4
-    extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for key, value, allowed in (("chamfer", self.chamfer, ("l2", "l1")), ("align", self.align, ("none", "icp")),
@@ -262,7 +261,7 @@ def run_vaseeval(gt_dir: str | Path, methods: dict[str, str | Path], s: Settings
         absent["clip_i"] = absent["clip_t"] = "no CLIP encoder configured"
     elif not captions:
         absent["clip_t"] = "no captions given (vaseeval.captions)"
-    result: dict[str, Any] = {"settings": {k: v for k, v in s.__dict__.items() if k not in ("extra", "lpips_weights")},
+    result: dict[str, Any] = {"settings": {k: v for k, v in s.__dict__.items() if k != "lpips_weights"},
                               "absent": absent, "methods": {}}
     gt_cache: dict[str, Any] = {}
     renders: dict[str, dict[str, Image.Image]] = {}

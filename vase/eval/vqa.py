@@ -122,8 +122,7 @@ def evaluate_vqa(model: Any, processor: Any, dataset: Any, reward: Any, tau: flo
     if zoom:  # the open questions again, now with the zoom-in tool (vase.eval.zoom): accuracy with and without it
         from vase.eval.zoom import zoom_rows
 
-        open_items = [it for it in vqa_items(dataset, "open", num_choices)]
-        zrows = zoom_rows(model, processor, open_items, tuple(dataset.views), zoom_calls,
+        zrows = zoom_rows(model, processor, vqa_items(dataset, "open", num_choices), tuple(dataset.views), zoom_calls,
                           out.parent / f"answers_{out.stem}_zoom.jsonl", batch_size=batch_size,
                           max_new_tokens=max(max_new_tokens, 64))  # room for a call: ~40 tokens
         z = score_vqa(zrows, reward, tau)["open"]

@@ -70,10 +70,11 @@ def followup(question: str, call: str) -> str:
 
 
 def decoration_box(image: Image.Image, band: tuple[float, float], margin: float = 0.04) -> tuple[float, ...]:
-    """Where the frieze lies in a front view: the vase's silhouette (pixels unlike the corner colour) gives its
+    """Where the frieze lies in a front view: the vase's silhouette (the foreground the silhouette fit uses) gives its
     top and bottom rows and its width; the generator's ``band`` (fractions of the height) gives the frieze's rows."""
-    a = np.asarray(image.convert("RGB"), dtype=np.int16)
-    fg = np.abs(a - a[1, 1]).max(axis=2) > 12
+    from vase.reconstruct.procedural import foreground_mask
+
+    fg = foreground_mask(np.asarray(image.convert("RGB")), tolerance=12.0)
     rows, cols = np.flatnonzero(fg.any(axis=1)), np.flatnonzero(fg.any(axis=0))
     h, w = fg.shape
     if len(rows) < 2:

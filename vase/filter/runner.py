@@ -170,7 +170,6 @@ def score_photos(cfg: Any, input_dir: Path, out: Path, progress: bool = True) ->
     qthr = float(cfg.quality.threshold)
     started = time.perf_counter()
     for items in loader:
-        lines = []
         recs = {it["index"]: {"file": files[it["index"]], "reason": it["reason"], "note": it["note"]} for it in items}
         ok = [it for it in items if it["reason"] is None]
         if quality is not None and ok:
