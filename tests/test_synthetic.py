@@ -83,3 +83,23 @@ def test_records_follow_archaeological_rules() -> None:
             assert r.fabric == "Athenian"
         if r.fabric == "Corinthian":
             assert r.decoration == "an animal frieze"
+
+
+def test_parallel_jobs_prepare_one_fresh_synthetic_set_without_tripping_on_each_other(tmp_path) -> None:
+    """A parallel sweep's jobs all prepare the same synthetic set; one generates and renders, the others wait and
+    reuse it (before the lock, a second job saw a half-written folder and refused it as someone else's)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    code = ("import sys; from vase.data.datamodule import VaseDataModule\n"
+            "dm = VaseDataModule(sys.argv[1], synthetic={'num_vases': 12, 'seed': 3, 'val_fraction': 0.25},\n"
+            "                    render={'enabled': True, 'resolution': 32, 'fov_deg': 35.0, 'cache_dir': sys.argv[2]})\n"
+            "dm.prepare_data(); dm.setup(); print(len(dm.train_set) + len(dm.val_set))\n")
+    root, cache = tmp_path / "cache" / "data" / "synthetic-n12-s3", tmp_path / "cache"
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(root), str(cache)], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-800:] for o in outs]
+    assert [o[0].strip() for o in outs] == ["12"] * 3

@@ -291,6 +291,26 @@ class VaseDataModule(pl.LightningDataModule):
         :meth:`render_root`. With ``render.on_error=skip`` a GLB that fails is recorded with its reason
         (``images/render_failures.json`` beside the renders) and its vase is left out of training and evaluation.
         """
+        from vase.io import file_lock
+
+        lock = self._lock_path()
+        if lock is None:
+            self._prepare()
+            return
+        with file_lock(lock):  # the jobs of a parallel sweep take turns: one generates and renders, the rest reuse
+            self._prepare()
+
+    def _lock_path(self) -> Path | None:
+        """Where jobs preparing the same data wait for each other: under vase's cache, never beside a user's data."""
+        from vase.layout import path_key
+
+        if self.render.get("cache_dir"):
+            return Path(self.render["cache_dir"]) / "locks" / f"{path_key(self.root)}.lock"
+        if self.owns_root:
+            return self.root.parent / f".{self.root.name}.lock"
+        return None
+
+    def _prepare(self) -> None:
         from vase.data.dataset import models_to_render
 
         if self.synthetic:
