@@ -301,14 +301,15 @@ class VaseDataModule(pl.LightningDataModule):
             self._prepare()
 
     def _lock_path(self) -> Path | None:
-        """Where jobs preparing the same data wait for each other: under vase's cache, never beside a user's data."""
-        from vase.layout import path_key
-
+        """Where jobs preparing a set vase owns (generated, then rendered into) wait for each other; None for a
+        user's dataset, whose renders go to the cache by atomic writes that concurrent jobs cannot tear."""
+        if not self.owns_root:
+            return None
         if self.render.get("cache_dir"):
+            from vase.layout import path_key
+
             return Path(self.render["cache_dir"]) / "locks" / f"{path_key(self.root)}.lock"
-        if self.owns_root:
-            return self.root.parent / f".{self.root.name}.lock"
-        return None
+        return self.root.parent / f".{self.root.name}.lock"
 
     def _prepare(self) -> None:
         from vase.data.dataset import models_to_render

@@ -28,7 +28,7 @@ from vase.annotate import VaseRecord
 from vase.annotate.sampling import sample_record
 from vase.annotate.vocab import terms
 from vase.errors import DataError
-from vase.io import atomic_write_bytes, atomic_write_text
+from vase.io import BUILT_MARKER, atomic_directory, atomic_write_bytes, atomic_write_text, built_by_vase
 
 # ---------------------------------------------------------------- shapes
 # Profiles: (height fraction, radius) control points, bottom to top, for a vase of unit height.
@@ -295,6 +295,19 @@ def generate(root: str | Path, num: int = 32, seed: int = 0, val_fraction: float
                 return load_split_records(root)
         except json.JSONDecodeError:
             pass  # a broken manifest means a broken earlier run: regenerate
+    if root.is_dir() and not any(root.iterdir()):
+        root.rmdir()  # an empty folder: nothing to keep, and the new set moves into its place whole
+    elif manifest_path.exists() and not built_by_vase(root):
+        (root / BUILT_MARKER).write_text("synthetic set written by vase (synthetic.json)\n")  # ours: replaceable
+    # the whole set is written in a hidden sibling and moved into place at once: a kill leaves no half-written root
+    # (which a later run would rightly refuse as a folder the generator did not write)
+    with atomic_directory(root, replace=True) as tmp:
+        splits = _write_set(tmp, num, seed, val_fraction, params, progress)
+    return splits
+
+
+def _write_set(root: Path, num: int, seed: int, val_fraction: float, params: dict,
+               progress: bool) -> dict[str, list[VaseRecord]]:
     (root / "models").mkdir(parents=True, exist_ok=True)
     (root / "annotations").mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
@@ -314,7 +327,7 @@ def generate(root: str | Path, num: int = 32, seed: int = 0, val_fraction: float
     for split, recs in splits.items():
         atomic_write_text(root / "annotations" / f"{split}.json",
                           json.dumps([r.to_json() for r in recs], indent=1, sort_keys=True, ensure_ascii=False))
-    atomic_write_text(manifest_path, json.dumps(params, sort_keys=True))
+    atomic_write_text(root / "synthetic.json", json.dumps(params, sort_keys=True))
     return splits
 
 
