@@ -244,9 +244,13 @@ def _handle(spec: ShapeSpec, y0: float, y1: float, kind: str, angle_deg: float,
 
 def build_mesh(rec: VaseRecord, rng: np.random.Generator):
     """The textured trimesh of one vase (body of revolution + handles)."""
+    return textured_vase(SHAPE_SPECS[rec.shape], paint_texture(rec, rng))
+
+
+def textured_vase(spec: ShapeSpec, texture: Image.Image):
+    """The body of revolution of ``spec`` with its handles, one mesh, textured with ``texture``."""
     import trimesh
 
-    spec = SHAPE_SPECS[rec.shape]
     parts = [_body(spec)] + [_handle(spec, *h) for h in spec.handles]
     verts, faces, uvs, offset = [], [], [], 0
     for v, f, uv in parts:
@@ -254,8 +258,7 @@ def build_mesh(rec: VaseRecord, rng: np.random.Generator):
         faces.append(f + offset)
         uvs.append(uv)
         offset += len(v)
-    image = paint_texture(rec, rng)
-    material = trimesh.visual.material.PBRMaterial(baseColorTexture=image, metallicFactor=0.0, roughnessFactor=0.8,
+    material = trimesh.visual.material.PBRMaterial(baseColorTexture=texture, metallicFactor=0.0, roughnessFactor=0.8,
                                                    doubleSided=True)
     visual = trimesh.visual.TextureVisuals(uv=np.vstack(uvs), material=material)
     return trimesh.Trimesh(vertices=np.vstack(verts), faces=np.vstack(faces), visual=visual, process=False)

@@ -91,30 +91,17 @@ def parse_params(text: str) -> VaseParams | None:
 def build_from_params(p: VaseParams):
     """The textured mesh of ``p``: the family's profile with its foot (lowest 12 %), neck (above the widest point)
     and body radii and its height scaled; the family's handles or none; the technique's colours in plain bands."""
-    import trimesh
-
     from vase.annotate.records import VaseRecord
-    from vase.data.synthetic import SHAPE_SPECS, ShapeSpec, _body, _handle, paint_texture
+    from vase.data.synthetic import SHAPE_SPECS, ShapeSpec, paint_texture, textured_vase
 
     base = SHAPE_SPECS[p.shape]
     widest = max(base.profile, key=lambda q: q[1])[0]
     profile = tuple((y, r * (p.foot if y < 0.12 else p.neck if y > widest + 0.1 else p.body)) for y, r in base.profile)
     spec = ShapeSpec(profile=profile, height=base.height * p.height, handles=base.handles if p.handles else (),
                      band=base.band)
-    parts = [_body(spec)] + [_handle(spec, *h) for h in spec.handles]
-    verts, faces, uvs, offset = [], [], [], 0
-    for v, f, uv in parts:
-        verts.append(v)
-        faces.append(f + offset)
-        uvs.append(uv)
-        offset += len(v)
     rec = VaseRecord("params", "Athenian", p.technique, p.shape, (-500, -475), "palmettes and lotus buds",
                      "unattributed")
-    image = paint_texture(rec, np.random.default_rng(0))
-    material = trimesh.visual.material.PBRMaterial(baseColorTexture=image, metallicFactor=0.0, roughnessFactor=0.8,
-                                                   doubleSided=True)
-    return trimesh.Trimesh(vertices=np.vstack(verts), faces=np.vstack(faces),
-                           visual=trimesh.visual.TextureVisuals(uv=np.vstack(uvs), material=material), process=False)
+    return textured_vase(spec, paint_texture(rec, np.random.default_rng(0)))
 
 
 def silhouette_ious(pred: list[Any], target: list[Any]) -> list[float]:
