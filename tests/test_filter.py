@@ -331,3 +331,19 @@ def test_synthetic_task_runs_end_to_end_from_one_command(tmp_path: Path, session
     assert [s["stage"] for s in rep["stages"]] == ["readable image", "quality classifier", "CLIP fragment filter",
                                                    "best view per object"]
     assert (tmp_path / "run" / "quality_classifier.pt").is_file()
+
+
+def test_a_torn_manifest_line_is_redone_not_glued_to_the_next_batch(photos: Path, tmp_path: Path,
+                                                                     session_dirs: dict) -> None:
+    from vase.filter.runner import run_filter
+
+    ref, torn = tmp_path / "ref", tmp_path / "torn"
+    base = [f"filter.input={photos / 'photos'}"]
+    run_filter(_cfg(tmp_path, session_dirs, [*base, f"filter.output={ref}"]).filter, progress=False)
+    lines = (ref / "manifest.jsonl").read_text().splitlines(keepends=True)
+    torn.mkdir()
+    # the header, one whole batch of 4, and half of the next line: what a kill in the middle of a write leaves
+    (torn / "manifest.jsonl").write_text("".join(lines[:5]) + lines[5][: len(lines[5]) // 2])
+    run_filter(_cfg(tmp_path, session_dirs, [*base, f"filter.output={torn}"]).filter, progress=False)
+    assert (torn / "decisions.csv").read_text() == (ref / "decisions.csv").read_text()
+    assert sum(1 for _ in (torn / "manifest.jsonl").open()) - 1 == sum(1 for _ in (ref / "manifest.jsonl").open()) - 1

@@ -10,7 +10,8 @@ from pathlib import Path
 from PIL import Image
 
 from tests.conftest import ROOT
-from vase.eval.generate import generate_captions, read_jsonl
+from vase.eval.generate import generate_captions
+from vase.io import read_jsonl
 
 
 def test_train_evaluates_and_reports(train_cfg) -> None:

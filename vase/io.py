@@ -123,3 +123,45 @@ def file_lock(path: str | Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a JSONL file. A torn last line (a run killed mid-write) is dropped; any other bad line raises."""
+    from vase.errors import DataError
+
+    path = Path(path)
+    if not path.is_file():
+        return []
+    rows = []
+    lines = path.read_text(encoding="utf-8").split("\n")
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            if n == len(lines) or (n == len(lines) - 1 and not lines[-1]):
+                break  # the unfinished tail of an interrupted append: it will be generated again
+            raise DataError(f"{path}: line {n} is not JSON ({e.msg})") from e
+    return rows
+
+
+def append_jsonl(path: str | Path, rows: list[dict[str, Any]]) -> None:
+    """Append ``rows`` in one write, flushed and synced: a kill leaves whole lines plus at most one torn tail line
+    (which :func:`read_jsonl` drops and :func:`repair_jsonl_tail` cuts before the next append)."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def repair_jsonl_tail(path: str | Path) -> None:
+    """Cut a torn final line so appends start on a fresh line."""
+    path = Path(path)
+    if not path.is_file():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        with open(path, "r+b") as f:
+            f.truncate(cut)

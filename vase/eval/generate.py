@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -14,46 +12,8 @@ import torch
 
 from vase.data.datamodule import encode_prompts
 from vase.data.dataset import VaseDataset
-from vase.errors import DataError
+from vase.io import append_jsonl, read_jsonl, repair_jsonl_tail
 from vase.prompts import CAPTION_PROMPT
-
-
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a JSONL file. A torn last line (a run killed mid-write) is dropped; any other bad line raises."""
-    path = Path(path)
-    if not path.is_file():
-        return []
-    rows = []
-    lines = path.read_text(encoding="utf-8").split("\n")
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as e:
-            if n == len(lines) or (n == len(lines) - 1 and not lines[-1]):
-                break  # the unfinished tail of an interrupted append: it will be generated again
-            raise DataError(f"{path}: line {n} is not JSON ({e.msg})") from e
-    return rows
-
-
-def _append_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    # One write per batch, flushed and synced: a kill leaves whole lines plus at most one torn tail line.
-    with open(path, "a", encoding="utf-8") as f:
-        f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _repair_tail(path: Path) -> None:
-    """Cut a torn final line so appends start on a fresh line."""
-    if not path.is_file():
-        return
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
-        with open(path, "r+b") as f:
-            f.truncate(cut)
 
 
 @dataclass
@@ -100,7 +60,7 @@ def generate_rows(model: Any, processor: Any, items: list[GenerationItem], out_p
     path = Path(out_path) if out_path else None
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        _repair_tail(path)
+        repair_jsonl_tail(path)
         done = {r["id"]: r for r in read_jsonl(path)}
     todo = [it for it in items if it.id not in done]
     was_training = model.training
@@ -126,7 +86,7 @@ def generate_rows(model: Any, processor: Any, items: list[GenerationItem], out_p
             rows = [{"id": it.id, "caption": a.strip(), "reference": it.reference, **it.extra}
                     for it, a in zip(chunk, answers)]
             if path is not None:
-                _append_jsonl(path, rows)
+                append_jsonl(path, rows)
             done.update({r["id"]: r for r in rows})
             if bar is not None:
                 bar.update(len(rows))

@@ -65,7 +65,7 @@ def load_captions(path: str | Path) -> CaptionFile:
     """
     path = Path(path)
     if path.suffix == ".jsonl":
-        from vase.eval.generate import read_jsonl
+        from vase.io import read_jsonl
 
         rows = read_jsonl(path)
     else:

@@ -33,7 +33,15 @@ from torch.utils.data import DataLoader, Dataset
 
 from vase.errors import ConfigError, DataError
 from vase.filter.images import iter_files, open_photo
-from vase.io import atomic_directory, atomic_write_json, atomic_write_text, is_within
+from vase.io import (
+    append_jsonl,
+    atomic_directory,
+    atomic_write_json,
+    atomic_write_text,
+    is_within,
+    read_jsonl,
+    repair_jsonl_tail,
+)
 
 MANIFEST = "manifest.jsonl"
 FORMAT = 1
@@ -82,29 +90,11 @@ def _collate(items: list[dict]) -> list[dict]:
 
 
 def _read_manifest(path: Path) -> tuple[dict | None, dict[str, dict]]:
-    """Header and records (last line per file wins); a torn last line from a kill is ignored."""
-    if not path.is_file():
+    """Header and records (last line per file wins); a torn last line from a kill is dropped (its batch is redone)."""
+    rows = read_jsonl(path)
+    if not rows:
         return None, {}
-    header, rows = None, {}
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f):
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # the batch it belonged to is redone
-            if n == 0:
-                header = obj
-            elif isinstance(obj, dict) and "file" in obj:
-                rows[obj["file"]] = obj
-    return header, rows
-
-
-def _append(path: Path, lines: list[dict]) -> None:
-    data = "".join(json.dumps(x, sort_keys=True) + "\n" for x in lines)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    return rows[0], {r["file"]: r for r in rows[1:] if isinstance(r, dict) and "file" in r}
 
 
 def _check_paths(input_dir: Path, out: Path) -> None:
@@ -131,6 +121,7 @@ def score_photos(cfg: Any, input_dir: Path, out: Path, progress: bool = True) ->
             changed.append("input")
         raise ConfigError(f"{mpath}: written for other settings ({', '.join(changed)}); resuming would mix scores. "
                           f"Choose another filter.output, or set the settings back")
+    repair_jsonl_tail(mpath)  # a kill mid-append leaves a torn line: the next batch must start on a fresh one
     if header is None:
         atomic_write_text(mpath, json.dumps({"vase_filter": FORMAT, "input": str(input_dir), "settings": settings},
                                             sort_keys=True) + "\n")
@@ -183,7 +174,7 @@ def score_photos(cfg: Any, input_dir: Path, out: Path, progress: bool = True) ->
                 for k, v in s.items():
                     recs[it["index"]][k] = round(float(v[j]), 7)
         lines = [recs[i] for i in sorted(recs)]
-        _append(mpath, lines)
+        append_jsonl(mpath, lines)
         if bar is not None:
             bar.update(len(lines))
     if bar is not None:
