@@ -95,9 +95,9 @@ class VideoFrames(list):
 FRAME_SUFFIXES = (".png", ".jpg", ".jpeg")
 
 
-def load_video(path: str | Path, max_frames: int = 16) -> VideoFrames:
+def load_video(path: str | Path, max_frames: int | None = 16) -> VideoFrames:
     """A video as RGB frames: a folder of frame images or a video file (decoded with PyAV), subsampled evenly to at
-    most ``max_frames``; a missing or undecodable one is a DataError naming it."""
+    most ``max_frames`` (None: all); a missing or undecodable one is a DataError naming it."""
     path = Path(path)
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix.lower() in FRAME_SUFFIXES)
@@ -120,9 +120,9 @@ def load_video(path: str | Path, max_frames: int = 16) -> VideoFrames:
     return VideoFrames(frames)
 
 
-def _even(items: list, k: int) -> list:
-    """At most ``k`` items spread evenly over ``items`` (first and last kept)."""
-    if len(items) <= k:
+def _even(items: list, k: int | None) -> list:
+    """At most ``k`` items spread evenly over ``items`` (first and last kept); all of them for ``k=None``."""
+    if k is None or len(items) <= k:
         return list(items)
     return [items[round(i * (len(items) - 1) / (k - 1))] for i in range(k)] if k > 1 else [items[0]]
 
@@ -134,18 +134,15 @@ def load_media(rec: VaseRecord, max_frames: int = 16) -> list[Image.Image] | Vid
     return [read_rgb(Path(p), f"image of vase {rec.id!r}") for p in rec.images]
 
 
-def load_orbit(root: str | Path | list, vase_id: str, max_frames: int | None = None) -> VideoFrames:
-    """The orbit frames of one vase as RGB images, from its frame folder or its MP4; a missing or empty one is a
-    DataError naming it."""
+def load_orbit(root: str | Path | list, vase_id: str) -> VideoFrames:
+    """The orbit frames of one vase as RGB images, all of them, from its frame folder or its MP4; a missing or
+    empty one is a DataError naming it."""
     roots = _roots(root)
-    folder = find_orbit(roots, vase_id) or orbit_dir(roots[0], vase_id)
-    if folder.suffix == ".mp4":
-        return load_video(folder, max_frames or 10_000)
-    frames = sorted(folder.glob("*.png")) if folder.is_dir() else []
-    if not frames:
-        raise DataError(f"{folder}: no orbit frames for vase {vase_id!r}; render them with render.orbit_frames=N "
-                        f"(N > 0) or use data.modality=views")
-    return VideoFrames(read_rgb(p, f"orbit frame of vase {vase_id!r}") for p in frames)
+    found = find_orbit(roots, vase_id)
+    if found is None:
+        raise DataError(f"{orbit_dir(roots[0], vase_id)}: no orbit frames for vase {vase_id!r}; render them with "
+                        f"render.orbit_frames=N (N > 0) or use data.modality=views")
+    return load_video(found, max_frames=None)
 
 
 @dataclass
