@@ -22,6 +22,7 @@ is not pickled, and target embeddings are cached.
 from __future__ import annotations
 
 import difflib
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -189,6 +190,7 @@ class VaseReward:
         # weight x the silhouette IoU of the answered parameters' vase against the true one
         self.invrender = {"weight": 0.0, "views": ["front", "left", "top"], "resolution": 64, **dict(invrender or {})}
         self._renderer: Any = None
+        self._targets: dict[str, Any] = {}  # true parameters -> (frame, renders)
         # a learned term: agreement of the completion's dimensions with the six-head classifier's predictions from
         # the vase's views (a verifier that needs no targets); weight 0 (the default) leaves the reward as it was
         self.learned = {"weight": 0.0, "checkpoint": None, **dict(learned or {})}
@@ -213,6 +215,7 @@ class VaseReward:
         state["_encoder"] = None
         state["_cache"] = {}
         state["_renderer"] = None
+        state["_targets"] = {}
         state["_predictor"] = None
         state["_predicted"] = {}
         return state
@@ -253,9 +256,12 @@ class VaseReward:
         if self._renderer is None:
             self._renderer = Renderer(RenderSettings(resolution=int(self.invrender["resolution"])))
         dirs = [VIEW_DIRECTIONS[v] for v in self.invrender["views"]]
-        true_parts = parts_from_scene(build_from_params(VaseParams(**true_params)))
-        frame = frame_of(true_parts)
-        a = self._renderer.render_parts(true_parts, dirs, background=MASK_BG, frame=frame)
+        key = json.dumps(true_params, sort_keys=True)
+        if key not in self._targets:  # a group's G completions share one target: build and render it once
+            true_parts = parts_from_scene(build_from_params(VaseParams(**true_params)))
+            frame = frame_of(true_parts)
+            self._targets[key] = (frame, self._renderer.render_parts(true_parts, dirs, background=MASK_BG, frame=frame))
+        frame, a = self._targets[key]
         b = self._renderer.render_parts(parts_from_scene(build_from_params(pred)), dirs, background=MASK_BG, frame=frame)
         ious = silhouette_ious(b, a)
         return sum(ious) / len(ious)
@@ -336,7 +342,10 @@ class VaseReward:
         tgt = [self._target_fields(targets[k] if targets is not None else None,
                                    reference[k] if reference is not None else None) for k in range(n)]
         gen = [extract_fields(t) for t in texts]
-        pairs = [(k, d, gen[k][d], tgt[k][d]) for k in range(n) for d in DIMENSIONS]
+        inv = [targets[k].get("invrender") if targets is not None and isinstance(targets[k], dict) else None
+               for k in range(n)]
+        # inverse-rendering answers are parameters, not captions: no dimension similarities to compute for them
+        pairs = [(k, d, gen[k][d], tgt[k][d]) for k in range(n) if inv[k] is None for d in DIMENSIONS]
         sims = self._similarities(pairs)
         comp: dict[str, list[float]] = {f"{d}{s}": [] for d in DIMENSIONS for s in ("", "_sim", "_pass")}
         comp.update({"penalty": [], "bonus": [], "weighted": [], "invrender": [], "learned": []})
@@ -344,9 +353,8 @@ class VaseReward:
         learned = self.learned_scores(gen, images, ids) if learned_w > 0 else [0.0] * n
         totals = []
         for k in range(n):
-            true_params = targets[k].get("invrender") if targets is not None and isinstance(targets[k], dict) else None
-            if true_params is not None:  # an inverse-rendering prompt: its answer is parameters, not a caption
-                iou = self.invrender_score(texts[k], true_params)
+            if inv[k] is not None:  # an inverse-rendering prompt: its answer is parameters, not a caption
+                iou = self.invrender_score(texts[k], inv[k])
                 for d in DIMENSIONS:
                     comp[d].append(0.0)
                     comp[f"{d}_sim"].append(0.0)
