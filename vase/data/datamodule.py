@@ -38,6 +38,11 @@ class ChatSample:
 DATA_TASKS = ("caption", "qa", "both", "all", "invrender")
 
 
+def only(fields: dict[str, Any], dim: str) -> dict[str, Any]:
+    """The reward target of an answer that states one dimension: the others are not expected of it."""
+    return {d: (v if d == dim else None) for d, v in fields.items()}
+
+
 def samples_for(example: VaseExample, task: str, zoom: bool = False,
                 views: tuple[str, ...] | list[str] = VIEWS) -> list[ChatSample]:
     """The chat samples of one vase: its caption (task ``caption``), its QA pairs (``qa``), both (``both``), or both
@@ -57,7 +62,7 @@ def samples_for(example: VaseExample, task: str, zoom: bool = False,
     if task in ("qa", "both", "all"):
         # a QA answer states one dimension: the others are not expected of it
         out += [ChatSample(f"{rec.id}#{q['dimension']}", example.images, ctx + q["question"], q["answer"], q["dimension"],
-                           target={d: (v if d == q["dimension"] else None) for d, v in fields.items()})
+                           target=only(fields, q["dimension"]))
                 for q in rec.qa]
         if zoom:
             # with the tool offered, the other questions are answered directly (when not to zoom), and the
@@ -66,7 +71,7 @@ def samples_for(example: VaseExample, task: str, zoom: bool = False,
 
             out += [ChatSample(f"{rec.id}#{q['dimension']}#tool", example.images, ctx + q["question"] + TOOL_NOTE,
                                q["answer"], q["dimension"],
-                               target={d: (v if d == q["dimension"] else None) for d, v in fields.items()})
+                               target=only(fields, q["dimension"]))
                     for q in rec.qa if q["dimension"] != "decoration"]
             out += zoom_samples(example, ctx, fields, views)
     if task == "invrender":  # answer with the generator's parameters as JSON (vase.eval.invrender)
@@ -103,7 +108,7 @@ def zoom_samples(example: VaseExample, ctx: str, fields: dict[str, Any],
                                                                                           VideoFrames)
     box = decoration_box(example.images[i], SHAPE_SPECS[rec.shape].band) if have else (0.0, 0.0, 1.0, 1.0)
     call = zoom_call("front", box)
-    target = {d: (v if d == "decoration" else None) for d, v in fields.items()}
+    target = only(fields, "decoration")
     zoomed = [*example.images, crop(example.images[i], box)] if have else example.images
     return [ChatSample(f"{rec.id}#zoom-call", example.images, ctx + q["question"] + TOOL_NOTE, call, "zoom",
                        target={d: None for d in fields}),
