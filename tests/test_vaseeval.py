@@ -179,3 +179,17 @@ def test_evaluate_task_vaseeval_writes_json_table_and_sheet(world: dict[str, Pat
     assert md.startswith("| Method | PSNR ↑ | SSIM ↑ | LPIPS ↓ | CD ↓") and "| exact |" in md and "lpips: n/a" in md
     sheet = Image.open(res["contact_sheet"])
     assert sheet.size[0] == 64 * 3
+
+
+def test_vaseeval_refuses_to_write_into_the_meshes_it_reads(world: dict[str, Path], tmp_path: Path,
+                                                          session_dirs: dict) -> None:
+    from vase.errors import ConfigError
+    from vase.eval.tasks import run_evaluation
+
+    before = sorted(p.name for p in world["exact"].iterdir())
+    cfg = compose_cfg("evaluate", ["task=vaseeval", f"gt_dir={world['gt']}", "logger=none",
+                                   f"methods={{exact: {world['exact']}}}", f"output={world['exact'] / 've.json'}"],
+                      tmp_path, session_dirs)
+    with pytest.raises(ConfigError, match="only reads"):
+        run_evaluation(cfg)
+    assert sorted(p.name for p in world["exact"].iterdir()) == before

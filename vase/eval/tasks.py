@@ -233,13 +233,12 @@ def _eval_check(cfg: DictConfig) -> dict[str, Any]:
 def _eval_vaseeval(cfg: DictConfig) -> dict[str, Any]:
     """VaseEval (vase.eval.vaseeval): reconstruction metrics of each method's GLBs against ``gt_dir``; writes the
     JSON to ``output``, a markdown table and a contact sheet beside it."""
+    from vase.errors import ConfigError
     from vase.eval.vaseeval import Settings, contact_sheet, markdown_table, run_vaseeval
     from vase.io import atomic_write_json, atomic_write_text
 
     v = cfg.vaseeval
     if not cfg.get("gt_dir"):
-        from vase.errors import ConfigError
-
         raise ConfigError("gt_dir is not set: the folder of ground-truth GLBs (task=vaseeval)")
     settings = Settings(samples=int(v.samples), seed=int(v.seed), chamfer=str(v.chamfer), align=str(v.align),
                         f_threshold=float(v.f_threshold), normals=str(v.normals), views=tuple(v.views),
@@ -257,8 +256,14 @@ def _eval_vaseeval(cfg: DictConfig) -> dict[str, Any]:
 
         clip = build_clip_encoder(cfg.metrics.clip)
     methods = {str(k): str(p) for k, p in (cfg.methods or {}).items()}
-    result = run_vaseeval(cfg.gt_dir, methods, settings, clip, captions)
     out = Path(cfg.output)
+    from vase.io import is_within
+
+    for src in [cfg.gt_dir, *methods.values()]:  # the meshes compared are only read: results go elsewhere
+        if is_within(out.parent, src):
+            raise ConfigError(f"output={out} lies inside {src}, a folder of meshes VaseEval only reads; "
+                              f"write the results elsewhere")
+    result = run_vaseeval(cfg.gt_dir, methods, settings, clip, captions)
     sheet = contact_sheet(result, out.with_name(out.stem + "_sheet.png"), settings.sheet_items)
     result.pop("_renders", None)
     result["contact_sheet"] = str(sheet) if sheet else None

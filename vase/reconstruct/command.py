@@ -17,11 +17,10 @@ from vase.reconstruct.base import GenerationError
 
 class CommandGenerator:
     def __init__(self, command: list[str], env: dict[str, str] | None = None, cwd: str | None = None,
-                 timeout_s: float = 3600.0, output_glob: str | None = None) -> None:
+                 timeout_s: float = 3600.0) -> None:
         if not command:
             raise GenerationError("reconstruct.command is empty")
         self.command, self.env, self.cwd, self.timeout_s = list(command), dict(env or {}), cwd, float(timeout_s)
-        self.output_glob = output_glob  # generators that choose their own file name: the GLB to take from a folder
 
     def argv(self, images: list[Path], output: Path) -> list[str]:
         out: list[str] = []
@@ -46,9 +45,5 @@ class CommandGenerator:
         tail = "\n".join((p.stdout + p.stderr).strip().splitlines()[-5:])
         if p.returncode != 0:
             raise GenerationError(f"{argv[0]} exited with {p.returncode} on {images[0].name}: {tail}")
-        if self.output_glob and not output.is_file():
-            found = sorted(output.parent.glob(self.output_glob))
-            if found:
-                os.replace(found[-1], output)
         if not output.is_file():
             raise GenerationError(f"{argv[0]} wrote no {output.name} for {images[0].name}: {tail}")
