@@ -26,9 +26,12 @@ CONF_DIR = Path(__file__).resolve().parent / "conf"
 def main(cfg: DictConfig) -> float | None:
     or_exit(validate, cfg)
     from vase.pipeline import run_training
+    from vase.training.callbacks import TrainingInterrupted
 
     try:
         out = run_training(cfg)
+    except TrainingInterrupted as e:  # the checkpoint is saved and its line printed: exit as the signal asks
+        sys.exit(128 + e.signum)
     finally:
         from vase.loggers import finish_wandb
 

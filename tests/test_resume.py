@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,14 +15,16 @@ import torch
 
 from tests.conftest import ROOT
 
+ARGS = ["logger=none", "data.synthetic.num_vases=16", "render.resolution=64", "stage.batch_size=2",
+        "stage.grad_accum=1", "stage.epochs=3", "stage.module.lora.dropout=0.1", "stage.module.optimizer.lr=5e-3",
+        "evaluate.after=false", "report=false"]
 
-def _train(run_dir: Path, cache: Path, extra: list[str]) -> subprocess.Popen:
-    args = [sys.executable, "train.py", "logger=none", "data.synthetic.num_vases=16", "render.resolution=64",
-            "stage.batch_size=2", "stage.grad_accum=1", "stage.epochs=3", "stage.module.lora.dropout=0.1",
-            "stage.module.optimizer.lr=5e-3", "evaluate.after=false", "report=false",
-            "callbacks.checkpoint.every_n_train_steps=1", f"paths.cache_dir={cache}", f"hydra.run.dir={run_dir}",
-            *extra]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+def _train(log_dir: Path, cache: Path, extra: list[str], signal_at: str = "") -> subprocess.Popen:
+    """The command a user types (no run directory given: vase picks it under paths.log_dir); ``signal_at``
+    (``<step>:<signal>``) makes the run signal itself there, as a user's kill would."""
+    args = [sys.executable, "train.py", *ARGS, f"paths.cache_dir={cache}", f"paths.log_dir={log_dir}", *extra]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "VASE_TEST_SIGNAL_AT": signal_at}
     return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -40,31 +41,85 @@ def _ckpt_step(path: Path) -> int:
         return -1
 
 
-def test_sigkill_mid_training_then_resume_gives_the_uninterrupted_curve(tmp_path: Path, session_dirs: dict) -> None:
+def _runs(log_dir: Path) -> list[Path]:
+    where = log_dir / "train" / "runs"
+    return sorted(p for p in where.iterdir() if p.is_dir()) if where.is_dir() else []
+
+
+def _history(run: Path) -> list[dict]:
+    return json.loads((run / "train_history.json").read_text())
+
+
+def test_sigterm_then_sigkill_then_the_same_command_gives_the_uninterrupted_curve(tmp_path: Path,
+                                                                                 session_dirs: dict) -> None:
     cache = session_dirs["cache"]
-    _finish(_train(tmp_path / "full", cache, []))
-    full = json.loads((tmp_path / "full" / "train_history.json").read_text())
+    cmd = ["callbacks.checkpoint.every_n_train_steps=5", "+callbacks.signal._target_=tests.signals.SignalAt"]
+    _finish(_train(tmp_path / "full", cache, cmd))
+    full = _history(_runs(tmp_path / "full")[0])
     total = len(full)
     assert total == 18  # 12 training vases / batch 2 = 6 steps an epoch, 3 epochs
 
-    killed = _train(tmp_path / "killed", cache, [])
-    ckpt = tmp_path / "killed" / "checkpoints" / "last.ckpt"
-    deadline = time.time() + 300
-    while time.time() < deadline and killed.poll() is None and _ckpt_step(ckpt) < 4:
-        time.sleep(0.05)
-    assert killed.poll() is None, "the run ended before it could be killed"
-    os.kill(killed.pid, signal.SIGKILL)
-    killed.wait(timeout=60)
-    assert killed.returncode == -signal.SIGKILL
-    assert not (tmp_path / "killed" / "train_history.json").exists()  # it really died mid-training
-    step = _ckpt_step(ckpt)
-    assert 4 <= step < total
+    # SIGTERM (kill, SLURM preemption) before the first periodic checkpoint: the step in progress ends, is saved,
+    # and the command says where
+    logs = tmp_path / "logs"
+    p = _train(logs, cache, cmd, signal_at=f"2:{int(signal.SIGTERM)}")
+    text, _ = p.communicate(timeout=600)
+    assert p.returncode == 128 + signal.SIGTERM, text[-2000:]
+    (run,) = _runs(logs)
+    ckpt = run / "checkpoints" / "last.ckpt"
+    saved = _ckpt_step(ckpt)
+    assert saved == 3  # the signal came as step 2 ended; step 3 (in progress) ended and was saved
+    assert f"saved step 3 to {ckpt}; rerun the same command to resume" in text
+    assert not (run / "train_history.json").exists()
 
-    _finish(_train(tmp_path / "resumed", cache, [f"ckpt_path={ckpt}"]))
-    resumed = json.loads((tmp_path / "resumed" / "train_history.json").read_text())
-    assert [h["step"] for h in resumed] == [h["step"] for h in full]  # complete: the killed run's steps too
+    # the same command resumes that run in its own folder; SIGKILL it after a later periodic checkpoint
+    p = _train(logs, cache, cmd, signal_at=f"11:{int(signal.SIGKILL)}")
+    p.wait(timeout=600)
+    assert p.returncode == -signal.SIGKILL
+    assert _runs(logs) == [run] and _ckpt_step(ckpt) == 10
+
+    text = _finish(_train(logs, cache, cmd))
+    assert _runs(logs) == [run], "the rerun must resume the interrupted run, not start a new one"
+    assert f"resuming the interrupted run {run}" in text
+    assert "not resumable" not in text  # Lightning's warning is wrong here: vase restores the data position
+    resumed = _history(run)
+    assert [h["step"] for h in resumed] == [h["step"] for h in full]  # complete: the interrupted steps too
     for a, b in zip(resumed, full):
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-5, abs=1e-6), (a, b)
+    assert json.loads((run / ".vase-run.json").read_text())["status"] == "finished"
+
+    # a finished run is never taken up again: the same command starts a new one (stopped at once by Ctrl-C)
+    p = _train(logs, cache, cmd, signal_at=f"1:{int(signal.SIGINT)}")
+    text, _ = p.communicate(timeout=600)
+    assert p.returncode == 128 + signal.SIGINT, text[-2000:]
+    assert len(_runs(logs)) == 2
+
+
+def test_two_runs_started_together_keep_their_own_folders(tmp_path: Path, session_dirs: dict) -> None:
+    """`for r in 4 8; do python train.py stage.module.lora.r=$r ... & done`: each ends with its own adapter."""
+    procs = {r: _train(tmp_path, session_dirs["cache"], [f"stage.module.lora.r={r}", "debug=fast"]) for r in (4, 8)}
+    for p in procs.values():
+        _finish(p)
+    runs = _runs(tmp_path)
+    assert len(runs) == 2
+    got = sorted(json.loads((r / "adapter" / "adapter_config.json").read_text())["r"] for r in runs)
+    assert got == [4, 8]
+    for r in runs:
+        want = json.loads((r / "adapter" / "adapter_config.json").read_text())["r"]
+        assert f"stage.module.lora.r={want}" in (r / ".hydra" / "overrides.yaml").read_text()
+
+
+def test_continuing_a_finished_run_with_more_steps_trains_them(tmp_path: Path, session_dirs: dict) -> None:
+    cache = session_dirs["cache"]
+    _finish(_train(tmp_path / "a", cache, ["stage.epochs=1"]))
+    (run,) = _runs(tmp_path / "a")
+    ckpt = run / "checkpoints" / "last.ckpt"
+    assert _ckpt_step(ckpt) == 6
+    text = _finish(_train(tmp_path / "b", cache, ["stage.epochs=1", "trainer.max_steps=9", f"ckpt_path={ckpt}"]))
+    (cont,) = _runs(tmp_path / "b")
+    assert [h["step"] for h in _history(cont)] == list(range(9))
+    assert "training on to trainer.max_steps=9" in text
+    assert _ckpt_step(ckpt) == 6  # the earlier run's checkpoint is only read
 
 
 def test_checkpoint_holds_what_a_resume_needs(train_cfg) -> None:
@@ -81,3 +136,27 @@ def test_checkpoint_holds_what_a_resume_needs(train_cfg) -> None:
     assert all("lora_" in k for k in ckpt["state_dict"])
     leftovers = [p.name for p in (Path(cfg.paths.output_dir) / "checkpoints").iterdir() if p.name != "last.ckpt"]
     assert leftovers == []  # atomic writes leave no temporary file behind
+
+
+def test_slurm_requeue_signal_saves_before_submitit_requeues(train_cfg, monkeypatch) -> None:
+    """Under cluster=slurm, submitit listens for SIGUSR2 to requeue the job: vase saves first, then hands over."""
+    from vase.pipeline import run_training
+    from vase.training.callbacks import TrainingInterrupted
+
+    seen: list[int] = []
+    cfg = train_cfg(["trainer.max_steps=6", "callbacks.checkpoint.every_n_train_steps=100",
+                     "+callbacks.signal._target_=tests.signals.SignalAt"])
+    ckpt = Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt"
+
+    def requeue(signum: int, frame: object) -> None:  # what submitit's handler does first: read the checkpoint
+        seen.append(_ckpt_step(ckpt))
+
+    monkeypatch.setenv("VASE_TEST_SIGNAL_AT", f"1:{int(signal.SIGUSR2)}")
+    previous = signal.signal(signal.SIGUSR2, requeue)
+    try:
+        with pytest.raises(TrainingInterrupted, match="saved step 2 to .*rerun the same command"):
+            run_training(cfg)
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    assert seen == [2]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers are given back

@@ -568,6 +568,11 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("vase.input_key", path_key)
     if not OmegaConf.has_resolver("vase.tiny_key"):
         OmegaConf.register_new_resolver("vase.tiny_key", tiny_key)
+    if not OmegaConf.has_resolver("vase.run_dir"):
+        from vase.runs import run_dir
+
+        # cached in the config too, so a sweep's jobs (and a requeued SLURM job's pickled config) keep one folder
+        OmegaConf.register_new_resolver("vase.run_dir", run_dir, use_cache=True)
 
 
 register_resolvers()
@@ -580,12 +585,16 @@ def preflight_overrides(argv: list[str], conf_dir: str | Path) -> None:
     Hydra's own message for an unknown option spans many lines; this raises ConfigError with one line naming the
     group and the options there are.
     """
+    from vase.runs import check_given_dir
+
     conf_dir = Path(conf_dir)
     for arg in argv:
         if arg.startswith("-") or "=" not in arg:
             continue
         key, value = arg.split("=", 1)
         key = key.lstrip("+~")
+        if key in ("hydra.run.dir", "hydra.sweep.dir"):
+            check_given_dir(value, key)  # before Hydra writes its .hydra/ folder there
         if "." in key or "@" in key or "/" in key or key.startswith("hydra"):
             continue
         group = conf_dir / key

@@ -14,6 +14,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 import vase.config  # noqa: F401  (registers the config resolvers, e.g. vase.wandb_offline)
+from vase import runs
 from vase.eval.tasks import evaluate_captions
 from vase.io import atomic_write_json, atomic_write_text
 from vase.loggers import build_loggers, log_eval_rows, log_results_table
@@ -53,15 +54,38 @@ def build_callbacks(cfg: DictConfig, stage_dir: Path | None = None) -> list[Any]
     return out
 
 
+def _epochs_to_continue(ckpt: Path | None, max_epochs: int, max_steps: int) -> int | None:
+    """Where a checkpoint already completed ``max_epochs`` but stopped short of ``max_steps`` (a finished run
+    continued with a larger ``trainer.max_steps``), the epoch cap to train on to ``max_steps`` with: -1 (none)."""
+    if ckpt is None or max_steps <= 0 or max_epochs < 0:
+        return None
+    import torch
+
+    state = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True)
+    done = int(state["loops"]["fit_loop"]["epoch_progress"]["current"]["completed"])
+    step = int(state.get("global_step", 0))
+    if done >= max_epochs and step < max_steps:
+        log.warning("the checkpoint at step %d already finished stage.epochs=%d; training on to "
+                    "trainer.max_steps=%d", step, max_epochs, max_steps)
+        return -1
+    return None
+
+
 def build_trainer(cfg: DictConfig, stage: DictConfig, callbacks: list[Any], loggers: list[Any], root: Path,
-                  first: bool) -> Any:
-    """The Lightning trainer for a stage. GRPO optimises manually (it accumulates and clips itself)."""
+                  first: bool, ckpt: Path | None = None) -> Any:
+    """The Lightning trainer for a stage. GRPO optimises manually (it accumulates and clips itself); ``ckpt`` is the
+    checkpoint it will resume from, if any."""
     kwargs: dict[str, Any] = {"callbacks": callbacks, "logger": loggers or False, "default_root_dir": str(root)}
+    epochs, steps = int(cfg.trainer.get("max_epochs", stage.epochs) or -1), int(cfg.trainer.get("max_steps", -1) or -1)
     if not first:
         # a later stage has its own length, but never runs past the trainer's cap (debug=fast caps every stage)
-        cap, own = int(cfg.trainer.get("max_steps", -1) or -1), int(stage.get("max_steps", -1))
+        cap, own = steps, int(stage.get("max_steps", -1))
         steps = min(s for s in (cap, own) if s > 0) if max(cap, own) > 0 else -1
-        kwargs.update(max_epochs=int(stage.epochs), max_steps=steps)
+        epochs = int(stage.epochs)
+        kwargs.update(max_epochs=epochs, max_steps=steps)
+    more = _epochs_to_continue(ckpt, epochs, steps)
+    if more is not None:
+        kwargs["max_epochs"] = more
     strategy = cfg.trainer.get("strategy")
     if "deepspeed" not in str(strategy.get("_target_", "") if isinstance(strategy, DictConfig) else strategy).lower():
         from vase.training.checkpointing import AtomicCheckpointIO
@@ -93,8 +117,8 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
         shared_init = str(shared_sft_adapter(cfg))
         log.info("starting from the shared SFT adapter %s", shared_init)
     pl.seed_everything(int(cfg.seed), workers=True)
-    out_dir = Path(cfg.paths.output_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    resume = str(cfg.get("resume") or "never")
+    out_dir = runs.claim(cfg.paths.output_dir, resume)  # this process's alone; an earlier run there is not overwritten
     atomic_write_text(out_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
 
     log.info("loading model %s", cfg.model.name_or_path)
@@ -144,7 +168,11 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
         lineage = {"base": str(cfg.model.name_or_path), "merged_adapters": list(merged)}
         module = build_stage_module(stage, model, processor, cfg, lineage)
         callbacks = build_callbacks(cfg, None if i == 0 else stage_dir)
-        trainer = build_trainer(cfg, stage, callbacks, loggers, stage_dir, first=i == 0)
+        ckpt = Path(cfg.ckpt_path) if i == 0 and cfg.get("ckpt_path") else runs.resume_checkpoint(
+            out_dir, stage_dir, resume)
+        if ckpt is not None and not cfg.get("ckpt_path"):
+            print(f"resuming {stage.name} from {ckpt} (resume=auto; resume=never starts afresh)")
+        trainer = build_trainer(cfg, stage, callbacks, loggers, stage_dir, first=i == 0, ckpt=ckpt)
 
         if i == 0 and ev.get("before") and trainer.is_global_zero:
             name = f"{label} (untrained)"
@@ -153,7 +181,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
                 int(ev.max_new_tokens), int(ev.batch_size), bool(cfg.metrics.get("image_score", True)))
             log_eval_rows(loggers, "untrained", results[name], generations[name])
 
-        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path") if i == 0 else None)
+        trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt else None)
         histories[str(stage.name)] = list(module.history)
         atomic_write_json(out_dir / ("train_history.json" if i == 0 else f"train_history_{stage.name}.json"),
                           module.history)
@@ -193,6 +221,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
                     if imgs:
                         lg.log_image(key="report", images=imgs)
     history = histories.get(str(cfg.stage.name), [])
+    runs.set_status(out_dir, "finished")
     return {"results": results, "history": history, "histories": histories, "vqa": vqa, "output_dir": str(out_dir),
             "module": module}
 

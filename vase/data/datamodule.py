@@ -442,7 +442,7 @@ class VaseDataModule(pl.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         if self.processor is None:
             raise RuntimeError("VaseDataModule needs a processor before it can build batches")
-        from vase.training.checkpointing import ResumableSampler
+        from vase.training.checkpointing import ResumableLoader, ResumableSampler
 
         collate = (PromptCollator(self.processor) if self.stage == "grpo"
                    else SFTCollator(self.processor, self.max_length))
@@ -456,8 +456,8 @@ class VaseDataModule(pl.LightningDataModule):
         # a private generator: creating the loader's iterator then draws its worker seed from it, not from the
         # global RNG, so a resumed run's dropout and sampling streams match an uninterrupted run's
         gen = torch.Generator().manual_seed(int(seed))
-        return DataLoader(data, batch_size=self.batch_size, sampler=sampler, num_workers=self.num_workers,
-                          collate_fn=collate, persistent_workers=self.num_workers > 0, generator=gen)
+        return ResumableLoader(data, batch_size=self.batch_size, sampler=sampler, num_workers=self.num_workers,
+                               collate_fn=collate, persistent_workers=self.num_workers > 0, generator=gen)
 
     def state_dict(self) -> dict[str, Any]:
         """Saved in every checkpoint: where in which epoch training stood, so a resumed run skips what it saw."""

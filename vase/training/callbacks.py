@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import signal
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
 
+from vase.errors import VaseError
 from vase.io import atomic_directory
 from vase.models.loading import LINEAGE_FILE
 
@@ -62,16 +65,30 @@ class SaveAdapter(pl.Callback):
         self._save(trainer, pl_module)
 
 
+class TrainingInterrupted(VaseError):
+    """Training stopped on a signal after its checkpoint was saved; the message says where and how to resume."""
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.signum = signum
+
+
 class ResumeCheckpoint(pl.Callback):
-    """Write ``<dirpath>/last.ckpt`` every ``every_n_train_steps`` optimizer steps and when training ends.
+    """Write ``<dirpath>/last.ckpt`` every ``every_n_train_steps`` optimizer steps, when training ends, and when the
+    process is asked to stop.
 
     The file is replaced atomically (the trainer's checkpoint IO is :class:`AtomicCheckpointIO`), so a run killed at
-    any moment leaves the previous checkpoint whole; ``python train.py ckpt_path=<dirpath>/last.ckpt`` resumes it with
-    the same weights, optimizer, scheduler, random states, data position and history
-    (see :mod:`vase.training.checkpointing`).
+    any moment leaves the previous checkpoint whole; rerunning the same command resumes it (``resume=auto``), as
+    does ``python train.py ckpt_path=<dirpath>/last.ckpt``, with the same weights, optimizer, scheduler, random
+    states, data position and history (see :mod:`vase.training.checkpointing`).
+
+    On SIGINT (Ctrl-C) or SIGTERM (``kill``, SLURM preemption) the step in progress finishes, the checkpoint is
+    written, one line says where, and :class:`TrainingInterrupted` ends the run; a second Ctrl-C stops at once. Where
+    another handler was installed first (submitit's SIGUSR2 requeue under ``cluster=slurm``), it runs after the save.
     """
 
     FILENAME = "last.ckpt"
+    SIGNALS = ("SIGINT", "SIGTERM", "SIGUSR2")
 
     def __init__(self, dirpath: str, every_n_train_steps: int = 50) -> None:
         if every_n_train_steps < 0:
@@ -79,6 +96,9 @@ class ResumeCheckpoint(pl.Callback):
         self.dirpath = dirpath
         self.every_n_train_steps = every_n_train_steps
         self._saved_at = -1
+        self._last_step = 0
+        self._signal: int | None = None
+        self._previous: dict[int, Any] = {}
 
     @property
     def path(self) -> Path:
@@ -89,14 +109,62 @@ class ResumeCheckpoint(pl.Callback):
         trainer.save_checkpoint(self.path, weights_only=False)
         self._saved_at = trainer.global_step
 
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self._signal is not None and signum == signal.SIGINT:
+            self._restore_handlers()
+            raise KeyboardInterrupt  # a second Ctrl-C: stop now, the last periodic checkpoint stands
+        self._signal = signum
+        print(f"\n{signal.Signals(signum).name}: saving a checkpoint when the current step ends "
+              "(Ctrl-C again stops at once)", file=sys.stderr, flush=True)
+
+    def _restore_handlers(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._last_step = trainer.global_step
+        self._signal = None
+        for name in self.SIGNALS:
+            signum = getattr(signal, name, None)
+            if signum is None:
+                continue
+            previous = signal.getsignal(signum)
+            if name == "SIGUSR2" and not callable(previous):
+                continue  # only where a scheduler's requeue handler listens for it (submitit)
+            try:
+                self._previous[signum] = signal.signal(signum, self._on_signal)
+            except ValueError:  # not the main thread: signals stay with whoever has them
+                return
+
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
         step = trainer.global_step
+        if step == self._last_step:
+            return  # mid-accumulation: only a finished optimizer step is a place to save or stop
+        self._last_step = step
         n = self.every_n_train_steps
         # with gradient accumulation several batches end at one step: save once, after the optimizer stepped
         if n and step > 0 and step % n == 0 and step != self._saved_at:
             self._save(trainer)
+        # any rank's signal stops every rank (a collective, so all of them save together)
+        if trainer.strategy.reduce_boolean_decision(self._signal is not None, all=False):
+            signum = self._signal or signal.SIGTERM
+            if step != self._saved_at:
+                self._save(trainer)
+            previous = self._previous.get(signum)
+            self._restore_handlers()
+            message = f"saved step {step} to {self.path}; rerun the same command to resume"
+            if trainer.is_global_zero:
+                print(message, file=sys.stderr, flush=True)
+            if callable(previous) and signum == getattr(signal, "SIGUSR2", None):
+                previous(signum, None)  # e.g. submitit requeues the job now that the checkpoint is on disk
+            raise TrainingInterrupted(message, signum)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._restore_handlers()
         if trainer.global_step != self._saved_at:
             self._save(trainer)
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        self._restore_handlers()

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
-from torch.utils.data import Sampler
+from torch.utils.data import DataLoader, Sampler
 
 from vase.io import atomic_write_bytes
 
@@ -101,3 +101,14 @@ class ResumableSampler(Sampler[int]):
 
     def __len__(self) -> int:
         return self.n
+
+
+class ResumableLoader(DataLoader):
+    """A DataLoader that tells Lightning it resumes exactly: its position travels in the data module's checkpoint
+    state and is restored through :class:`ResumableSampler`, so the loader itself has nothing to save."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        del state_dict  # the data module restores the position (ResumableSampler.resume)

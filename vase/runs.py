@@ -1,0 +1,194 @@
+"""Run directories: one per process, never shared, found again by a rerun of the same command.
+
+``hydra.run.dir`` and ``hydra.sweep.dir`` resolve through :func:`run_dir` (``${vase.run_dir:<base>,<resume>}``):
+
+- a new directory is created exclusively (``<base>/<time>``; a second process in the same second gets
+  ``<time>_1``), so two runs started together never write into one folder;
+- with ``resume=auto`` a run that was killed (its folder holds a checkpoint, its status is not ``finished`` and no
+  live process holds its lock) and that was started with the same overrides is taken up again instead: rerunning
+  the command resumes it (see :func:`resume_checkpoint`).
+
+Each run holds an advisory lock on ``<run>/.vase-run.lock`` for as long as its process lives (the kernel drops it
+when the process dies, even by SIGKILL), and records its task, overrides and status in ``<run>/.vase-run.json``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from vase.errors import ConfigError
+from vase.io import atomic_write_json, file_lock
+
+RUN_FILE = ".vase-run.json"
+LOCK_FILE = ".vase-run.lock"
+CHECKPOINT = Path("checkpoints") / "last.ckpt"
+# what a run directory may hold besides vase's outputs: Hydra's own files
+_HYDRA_FILES = {".hydra", RUN_FILE, LOCK_FILE}
+# overrides that say how to start, not what to train: a rerun with or without them is the same run
+_NOT_IDENTITY = ("resume", "ckpt_path", "hydra.", "paths.output_dir")
+
+_held: dict[Path, int] = {}  # run directories this process holds, with the locked file descriptor
+_memo: dict[tuple[str, str], str] = {}  # resolver arguments -> the directory chosen, stable within a process
+
+
+def run_key(overrides: list[str]) -> str:
+    """A short hash of the overrides that define a run (``resume=`` and ``ckpt_path=`` left out).
+
+    >>> run_key(["seed=1", "resume=never"]) == run_key(["seed=1"]) != run_key(["seed=2"])
+    True
+    """
+    kept = sorted(o for o in overrides if not o.lstrip("+~").startswith(_NOT_IDENTITY))
+    return hashlib.sha256("\n".join(kept).encode()).hexdigest()[:12]
+
+
+def _job_overrides() -> list[str]:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return list(HydraConfig.get().overrides.task)
+    except (ValueError, ImportError, AttributeError):
+        return []
+
+
+def _rank() -> int:
+    for var in ("RANK", "LOCAL_RANK", "SLURM_PROCID"):
+        if os.environ.get(var, "0") not in ("", "0"):
+            return int(os.environ[var])
+    return 0
+
+
+def read_status(path: str | Path) -> dict[str, Any]:
+    """The run record of a run directory ({} where there is none or it does not parse)."""
+    try:
+        return json.loads((Path(path) / RUN_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _try_lock(path: Path) -> int | None:
+    fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def claim(path: str | Path, resume: str = "auto") -> Path:
+    """Hold ``path`` as this process's run directory for as long as the process lives.
+
+    Raises ConfigError when another live process holds it, or when it holds an earlier run that this one would
+    overwrite: a finished run, or an interrupted one with ``resume=never``. Calling it again for a directory this
+    process holds does nothing.
+    """
+    path = Path(path).resolve()
+    if path in _held or _rank() != 0:
+        return path
+    path.mkdir(parents=True, exist_ok=True)
+    fd = _try_lock(path)
+    status = read_status(path)
+    if fd is None:
+        raise ConfigError(f"run directory {path} is in use by another running process (pid {status.get('pid', '?')});"
+                          f" wait for it, or choose another folder (hydra.run.dir=...)")
+    earlier = status.get("status")
+    if earlier == "finished" or (earlier and resume == "never"):
+        os.close(fd)
+        how = "" if earlier == "finished" else "; resume=auto continues it"
+        raise ConfigError(f"run directory {path} holds an earlier {'finished' if earlier == 'finished' else 'interrupted'}"
+                          f" run, which this one would overwrite{how}; choose a new folder (hydra.run.dir=...)")
+    _held[path] = fd
+    overrides = _job_overrides()
+    record = {**status, "pid": os.getpid(), "status": "running", "key": status.get("key") or run_key(overrides),
+              "overrides": status.get("overrides", overrides), "started": status.get("started", time.time())}
+    atomic_write_json(path / RUN_FILE, record)
+    return path
+
+
+def set_status(path: str | Path, status: str) -> None:
+    """Record ``status`` (``running``, ``finished``, ``interrupted``) for a run directory this process holds."""
+    path = Path(path).resolve()
+    if path in _held:
+        atomic_write_json(path / RUN_FILE, {**read_status(path), "status": status})
+
+
+def release(path: str | Path) -> None:
+    """Give up the lock on a run directory (tests; a process's locks go with it anyway)."""
+    fd = _held.pop(Path(path).resolve(), None)
+    if fd is not None:
+        os.close(fd)
+
+
+def _resumable(base: Path, key: str) -> Path | None:
+    """The newest run under ``base`` started with overrides hashing to ``key`` that was interrupted with a
+    checkpoint and that no live process holds; it is claimed before it is returned."""
+    candidates = []
+    for d in base.iterdir() if base.is_dir() else []:
+        st = read_status(d)
+        if st.get("key") == key and st.get("status") != "finished" and any(d.glob(f"**/{CHECKPOINT}")):
+            candidates.append((st.get("started", 0), d))
+    for _, d in sorted(candidates, reverse=True):
+        fd = _try_lock(d)
+        if fd is not None:
+            os.close(fd)  # claim() takes it again, under the directory lock nobody else can slip between
+            return claim(d, "auto")
+    return None
+
+
+def run_dir(base: str, resume: str = "never") -> str:
+    """``${vase.run_dir:<base>,<resume>}``: this process's run directory under ``base`` (see the module docstring)."""
+    memo_key = (str(base), str(resume))
+    if memo_key in _memo:
+        return _memo[memo_key]
+    if str(resume) not in ("auto", "never"):
+        raise ConfigError(f"resume={resume!r} must be auto or never")
+    root = Path(base)
+    root.mkdir(parents=True, exist_ok=True)
+    with file_lock(root / ".vase-runs.lock"):  # one claim at a time, so two reruns never take one killed run
+        chosen = None
+        if resume == "auto" and _rank() == 0:
+            chosen = _resumable(root, run_key(_job_overrides()))
+            if chosen is not None:
+                print(f"resuming the interrupted run {chosen} (same command; resume=never starts afresh)")
+        if chosen is None:
+            stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
+            for n in range(1000):
+                candidate = root / (stamp if n == 0 else f"{stamp}_{n}")
+                try:
+                    candidate.mkdir()
+                except FileExistsError:
+                    continue
+                chosen = claim(candidate)
+                break
+            else:
+                raise ConfigError(f"{root}: could not create a new run directory for {stamp}")
+    _memo[memo_key] = str(chosen)
+    return str(chosen)
+
+
+def resume_checkpoint(out_dir: str | Path, stage_dir: str | Path, resume: str) -> Path | None:
+    """The checkpoint a stage of the run in ``out_dir`` continues from: ``<stage_dir>/checkpoints/last.ckpt`` when
+    ``resume=auto`` and the run did not finish (a rerun of a killed command, or a requeued SLURM job), else None."""
+    ckpt = Path(stage_dir) / CHECKPOINT
+    if resume != "auto" or not ckpt.is_file() or read_status(out_dir).get("status") == "finished":
+        return None
+    return ckpt
+
+
+def check_given_dir(path: str | Path, key: str = "hydra.run.dir") -> None:
+    """A run directory given on the command line must be new, empty, or an earlier vase run: never a user's folder.
+
+    Called before Hydra writes anything there (Hydra's own ``.hydra/`` and ``*.log`` files do not count)."""
+    path = Path(path)
+    if not path.is_dir() or read_status(path):
+        return
+    foreign = sorted(p.name for p in path.iterdir() if p.name not in _HYDRA_FILES and not p.name.endswith(".log"))
+    if foreign:
+        raise ConfigError(f"{key}={path} already holds files vase did not write ({', '.join(foreign[:3])}"
+                          f"{', ...' if len(foreign) > 3 else ''}); choose an empty or new folder")
