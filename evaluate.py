@@ -16,7 +16,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from vase.config import or_exit, preflight_overrides, validate
+from vase.config import or_exit, preflight_overrides, tasks_help, validate
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 
@@ -27,7 +27,7 @@ def main(cfg: DictConfig) -> None:
     from vase.eval.tasks import run_evaluation
 
     try:
-        out = run_evaluation(cfg)
+        out = or_exit(run_evaluation, cfg)  # a bad input is one line and exit 2
         if "check" in out and not out["check"]["ok"]:
             sys.exit(1)  # task=check: a dataset with problems fails the command, as python -m vase.data.check does
     finally:
@@ -37,5 +37,7 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    if "--help" in sys.argv or "-h" in sys.argv:
+        print(tasks_help())  # then Hydra's own help: the config groups and the composed config
     or_exit(preflight_overrides, sys.argv[1:], CONF_DIR)
     main()

@@ -29,7 +29,7 @@ def main(cfg: DictConfig) -> float | None:
     from vase.training.callbacks import TrainingInterrupted
 
     try:
-        out = run_training(cfg)
+        out = or_exit(run_training, cfg)  # a bad input is one line and exit 2
     except TrainingInterrupted as e:  # the checkpoint is saved and its line printed: exit as the signal asks
         sys.exit(128 + e.signum)
     finally:

@@ -136,7 +136,7 @@ def test_entry_points_exit_with_one_line_and_touch_nothing(tmp_path: Path, sessi
 
 def _user_dataset(synthetic_root: Path, dest: Path, views: bool) -> Path:
     """A copy of the synthetic vases laid out as a user's dataset: no manifest, no render cache of ours."""
-    shutil.copytree(synthetic_root, dest, ignore=shutil.ignore_patterns("synthetic.json", "render_cache.json",
+    shutil.copytree(synthetic_root, dest, ignore=shutil.ignore_patterns("synthetic.json", "render_cache.json", ".vase-built",
                                                                         *(() if views else ("images",))))
     return dest
 

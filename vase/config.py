@@ -8,6 +8,7 @@ A composed config is checked section by section against these schemas (types thr
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,27 @@ CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo")
 SCALE_REWARDS = ("group", "batch", "none")
 SIMILARITIES = ("embedding", "sequence", "vocabulary", "year_iou")
+TINY_OPEN_CLIP_NAME = "vase-tiny-clip"
+"""The open_clip architecture name of vase's tiny test CLIP (registered with open_clip when it is built)."""
+EVAL_TASKS = {
+    "generate": "caption a split with a model (and adapter) and score the captions (the default)",
+    "score": "score caption files: generated=G.json ground_truth=T.json output=OUT.json",
+    "vqa": "per-dimension VQA accuracy, open-ended and/or multiple choice (vqa.protocol=open|mc|both)",
+    "leaderboard": "gather runs and results files into one table and plot: runs=[dir,file,...]",
+    "export": "merge an adapter into its base and save a Hugging Face checkpoint: adapter=... output=<new dir>",
+    "check": "list every problem of a dataset before a long run: data.root=...",
+    "vaseeval": "score 3D reconstructions against ground-truth GLBs: gt_dir=... 'methods={name: dir}'",
+    "attributes": "the six-head attribute baseline on frozen CLIP view features",
+    "invrender": "inverse rendering: predictor=model|oracle|random answers generator parameters, rendered and scored",
+}
+"""``evaluate.py task=...``: each task with its one line (``python evaluate.py --help`` lists them)."""
+
+
+def tasks_help() -> str:
+    """The evaluation tasks, one line each."""
+    width = max(map(len, EVAL_TASKS))
+    return "Tasks (python evaluate.py task=<name>):\n" + "".join(
+        f"  {name:<{width}}  {what}\n" for name, what in EVAL_TASKS.items())
 
 
 def _check(cond: bool, key: str, value: Any, why: str) -> None:
@@ -325,6 +347,9 @@ def _resolved(cfg: DictConfig, key: str) -> DictConfig:
 
 def validate(cfg: DictConfig) -> None:
     """Check every section present in ``cfg``; raise ConfigError naming the first bad key."""
+    if cfg.get("task_name") == "evaluate" and cfg.get("task") not in EVAL_TASKS:
+        raise ConfigError(f"task={cfg.get('task')!r} is not an evaluation task; choose one of {', '.join(EVAL_TASKS)} "
+                          f"(python evaluate.py --help says what each does)")
     for key, schema in SECTIONS.items():
         if key in cfg and cfg[key] is not None:
             node = _resolved(cfg, key)
@@ -342,6 +367,87 @@ def validate(cfg: DictConfig) -> None:
         _validate_trainer(_resolved(cfg, "trainer"))
     _validate_owned_paths(cfg)
     _validate_reward_use(cfg)
+    _validate_targets(cfg)
+    _validate_added_keys(cfg)
+
+
+_INSTANTIATE_KEYS = {"_target_", "_partial_", "_convert_", "_recursive_", "_args_"}
+# dicts whose entries code iterates, so a user may add one (+callbacks.mine._target_=..., +logger.csv=...)
+_OPEN_NODES = ("callbacks", "logger", "methods", "hydra", "tags")
+
+
+def _nearest(word: str, options: Any) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(word, [str(o) for o in options], n=1, cutoff=0.5)
+    return f"; did you mean {close[0]!r}?" if close else f"; valid keys: {', '.join(sorted(map(str, options)))}"
+
+
+def _target_nodes(node: Any, path: str = "") -> Iterator[tuple[str, DictConfig]]:
+    if not isinstance(node, DictConfig):
+        return
+    if "_target_" in node:
+        yield path, node
+    for k in node.keys():
+        child = node._get_node(k)
+        if isinstance(child, DictConfig) and not child._is_none():
+            yield from _target_nodes(child, f"{path}.{k}" if path else str(k))
+
+
+def _validate_targets(cfg: DictConfig) -> None:
+    """Every ``_target_`` node's keys are arguments its target takes (a typo fails here, not after the model loads);
+    an optimizer's learning rate is positive."""
+    import inspect
+
+    from hydra.utils import get_object
+
+    for path, node in _target_nodes(cfg):
+        target = str(node._get_node("_target_")._value())
+        try:
+            fn = get_object(target)
+            params = inspect.signature(fn).parameters
+        except (ImportError, ValueError, TypeError, Exception):  # noqa: BLE001 - unimportable: instantiate says why
+            continue
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            continue
+        for key in node.keys():
+            if key not in _INSTANTIATE_KEYS and key not in params:
+                raise ConfigError(f"{path}.{key}: {target.rsplit('.', 1)[-1]} takes no argument {key!r}, so nothing "
+                                  f"would read it{_nearest(str(key), [p for p in params if p != 'self'])}")
+        if path.endswith("optimizer") and "lr" in node:
+            lr = OmegaConf.select(cfg, f"{path}.lr")
+            _check(isinstance(lr, (int, float)) and lr > 0, f"{path}.lr", lr, "must be a positive number")
+
+
+def _validate_added_keys(cfg: DictConfig) -> None:
+    """A key added with ``+key=value`` (Hydra's advice for a key it does not know) must be one some code reads: the
+    argument of a ``_target_`` (checked above) or an entry of an open dict (callbacks, loggers). A typo such as
+    ``+stage.modul.lr=1`` is refused naming the nearest existing key, instead of running with it ignored."""
+    added = [o.split("=", 1)[0].lstrip("+") for o in job_overrides() if o.startswith("+")]
+    added = [k for k in added if "." in k and "@" not in k and "/" not in k and not k.startswith(_OPEN_NODES)]
+    if not added:
+        return
+    try:  # the config as composed without the added keys: what the files define
+        from hydra import compose
+        from hydra.core.global_hydra import GlobalHydra
+        from hydra.core.hydra_config import HydraConfig
+
+        if not GlobalHydra.instance().is_initialized():
+            return
+        plain = [o for o in job_overrides() if not o.startswith("+")]
+        base = compose(config_name=HydraConfig.get().job.config_name, overrides=plain)
+    except (ValueError, ImportError, OmegaConfBaseException):
+        return
+    for key in added:
+        node, parts = base, key.split(".")
+        for i, part in enumerate(parts):
+            if not isinstance(node, DictConfig) or "_target_" in node:
+                break  # a _target_'s arguments are checked against its signature
+            if part not in node:
+                where = ".".join(parts[:i]) or "the config"
+                raise ConfigError(f"+{key}: {where} has no key {part!r}, so nothing would read it"
+                                  f"{_nearest(part, list(node.keys()))}")
+            node = node[part] if isinstance(node._get_node(part), DictConfig) else None
 
 
 def job_overrides() -> list[str]:
@@ -421,9 +527,17 @@ def _validate_owned_paths(cfg: DictConfig) -> None:
         key, value = (("metrics.clip.model", clip.get("model")) if clip.get("backend", "open_clip") == "hf"
                       else ("metrics.clip.pretrained", clip.get("pretrained")))
         if value is None or not is_within(str(value), cache):
+            arch = ("" if key == "metrics.clip.model" else
+                    " and metrics.clip.model=<the open_clip architecture of these weights, e.g. ViT-B-32>")
             raise ConfigError(
                 f"{key}={value!r} with metrics.clip.build_tiny=true would build a random tiny CLIP there; vase builds "
-                f"tiny encoders only under {where}. To use these weights set metrics.clip.build_tiny=false")
+                f"tiny encoders only under {where}. To use these weights set metrics.clip.build_tiny=false{arch}")
+    elif (clip is not None and clip.get("backend", "open_clip") == "open_clip"
+          and clip.get("model") == TINY_OPEN_CLIP_NAME):
+        raise ConfigError(
+            f"metrics.clip.model={TINY_OPEN_CLIP_NAME!r} is vase's tiny test architecture, which exists only when vase "
+            f"builds it (metrics.clip.build_tiny=true); for your own weights name their open_clip architecture, e.g. "
+            f"metrics.clip.model=ViT-B-32")
     data = cfg.get("data")
     if data is not None and data.get("synthetic"):
         root = _resolved(cfg, "data").root
@@ -606,12 +720,18 @@ def preflight_overrides(argv: list[str], conf_dir: str | Path) -> None:
                 raise ConfigError(f"{key}={v!r} is not a known option; choose one of {options} (files in {group})")
 
 
-def or_exit(check: Any, *args: Any) -> None:
-    """Run a config check; on a ConfigError print its one line to stderr and exit with status 2."""
+def or_exit(check: Any, *args: Any) -> Any:
+    """Run ``check(*args)`` and return what it returns; on a vase error (a bad config value, a bad input file) print
+    its one line to stderr and exit with status 2, the same for every entry point."""
     import sys
 
+    from vase.errors import VaseError
+
     try:
-        check(*args)
+        return check(*args)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except VaseError as e:
+        print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -101,6 +101,31 @@ def atomic_directory(path: str | Path, replace: bool = False) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def own_output_dir(path: str | Path, key: str, inputs: tuple[str | Path, ...] = ()) -> Path:
+    """Make ``path`` a folder vase writes into, or refuse: it must be new, empty, or built by vase earlier (it carries
+    :data:`BUILT_MARKER`, which this writes), and lie neither inside nor around any of ``inputs`` (only read).
+
+    Raises ConfigError naming ``key``; a user's folder is never written into, and nothing found in it is taken as
+    vase's own work (e.g. a GLB of the same name as "already done").
+    """
+    from vase.errors import ConfigError
+
+    out = Path(path).expanduser().resolve()
+    for src in inputs:
+        if is_within(out, src) or is_within(src, out):
+            raise ConfigError(f"{key}={out} lies inside the input {Path(src).resolve()} (or holds it), which is only "
+                              f"read; choose an output folder outside it")
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{key}={out} is a file; choose a new or empty folder")
+    if out.is_dir() and any(out.iterdir()) and not built_by_vase(out):
+        raise ConfigError(f"{key}={out} is a non-empty folder vase did not create (no {BUILT_MARKER}); choose a new "
+                          f"or empty folder")
+    out.mkdir(parents=True, exist_ok=True)
+    if not built_by_vase(out):
+        (out / BUILT_MARKER).write_text("written by vase; a later run of the same command may add to it\n")
+    return out
+
+
 def is_within(path: str | Path, parent: str | Path) -> bool:
     """Whether ``path`` lies inside ``parent`` (or is it), after resolving ``..`` and symbolic links."""
     try:

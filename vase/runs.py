@@ -150,7 +150,8 @@ def run_dir(base: str, resume: str = "never") -> str:
         raise ConfigError(f"resume={resume!r} must be auto or never")
     root = Path(base)
     root.mkdir(parents=True, exist_ok=True)
-    with file_lock(root / ".vase-runs.lock"):  # one claim at a time, so two reruns never take one killed run
+    # one claim at a time, so two reruns never take one killed run (the lock file sits beside the folder of runs)
+    with file_lock(root.parent / f".{root.name}.lock"):
         chosen = None
         if resume == "auto" and _rank() == 0:
             chosen = _resumable(root, run_key(_job_overrides()))

@@ -21,7 +21,7 @@ from typing import Any
 from vase.data.layouts import detect_layout, read_records
 from vase.errors import DataError
 from vase.io import atomic_write_json, is_within
-from vase.layout import VIEWS, find_view, view_path
+from vase.layout import VIEWS, find_view, render_cache_root, view_path
 
 KINDS = {
     "unreadable_file": "annotation file that cannot be read",
@@ -58,9 +58,12 @@ def _readable(path: Path) -> str | None:
 
 
 def check_dataset(path: str | Path, layout: str = "auto", views: list[str] | tuple[str, ...] = VIEWS,
-                  models: bool = True, progress: bool = True) -> dict[str, Any]:
-    """Every problem of the dataset at ``path`` as a report dict (``problems``: kind, id, message)."""
+                  models: bool = True, progress: bool = True, cache_dir: str | Path | None = None) -> dict[str, Any]:
+    """Every problem of the dataset at ``path`` as a report dict (``problems``: kind, id, message). Views that vase
+    rendered for it into ``cache_dir`` (``python -m vase.render --root``) count as present."""
     root = Path(path)
+    rendered = render_cache_root(cache_dir, root) if cache_dir else None
+    from_cache: set[str] = set()
     problems: list[tuple[str, str, str]] = []
     info: list[str] = []
     if not root.exists():
@@ -109,6 +112,10 @@ def check_dataset(path: str | Path, layout: str = "auto", views: list[str] | tup
         else:
             for v in views:
                 p = find_view([root], v, r.id)
+                if p is None and rendered is not None:
+                    p = find_view([rendered], v, r.id)
+                    if p is not None:
+                        from_cache.add(r.id)
                 if p is None:
                     hint = " (its GLB can render it: python -m vase.render)" if r.model else ""
                     problems.append(("missing_view", r.id, f"{view_path(root, v, r.id)}: view {v!r} of vase "
@@ -126,6 +133,8 @@ def check_dataset(path: str | Path, layout: str = "auto", views: list[str] | tup
                     load_glb(glb)
                 except DataError as e:
                     problems.append(("corrupt_model", r.id, str(e)))
+    if from_cache:
+        info.append(f"views of {len(from_cache)} vases are not in the dataset but rendered in the cache ({rendered})")
     counts = Counter(k for k, _, _ in problems)
     return {
         "path": str(root.resolve()), "layout": layout, "records": len(records),
@@ -160,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--views", nargs="+", default=list(VIEWS))
     ap.add_argument("--no-models", action="store_true", help="do not load every GLB (faster; missing ones still count)")
     ap.add_argument("--report", help="where to write the JSON report (default ./check-<dataset>.json)")
+    ap.add_argument("--cache-dir", default=".cache",
+                    help="vase's cache (paths.cache_dir): views rendered there for the dataset count as present")
     a = ap.parse_args(argv)
     from vase.layout import path_key
 
@@ -169,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     try:
-        report = check_dataset(a.path, a.layout, a.views, models=not a.no_models)
+        report = check_dataset(a.path, a.layout, a.views, models=not a.no_models, cache_dir=a.cache_dir)
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -11,12 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 from pathlib import Path
 
 from vase.annotate.records import VaseRecord, raw_metadata
 from vase.data.dataset import load_views
-from vase.errors import DataError
-from vase.io import atomic_write_text
+from vase.errors import DataError, VaseError
+from vase.io import atomic_write_text, is_within
 from vase.layout import VIEWS
 from vase.prompts import CAPTION_PROMPT
 
@@ -25,6 +26,13 @@ def _fresh(out: Path) -> None:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise DataError(f"{out}: exists and is not empty; export writes into a new or empty folder only")
     out.mkdir(parents=True, exist_ok=True)
+
+
+def check_output(src: Path, out: Path) -> None:
+    """The export goes outside the source, which is only read (and into a new or empty folder: :func:`_fresh`)."""
+    if is_within(out, src) or is_within(src, out):
+        raise DataError(f"{out}: lies inside the source dataset {src.resolve()} (or holds it), which is only read; "
+                        f"export to a folder outside it")
 
 
 def export_release(splits: dict[str, list[VaseRecord]], image_roots: list[Path], src: Path, out: Path) -> Path:
@@ -93,16 +101,18 @@ def main() -> None:
     ap.add_argument("--from-layout", default="auto")
     a = ap.parse_args()
     src, out = Path(a.src), Path(a.out)
-    splits = read_records(src, a.from_layout)
     try:
+        check_output(src, out)
+        splits = read_records(src, a.from_layout)
         if a.to == "release":
             export_release(splits, [src], src, out)
         elif a.to == "paper_eval":
             export_paper_eval(splits, [src], out)
         else:
             export_swift(splits, [src], out)
-    except DataError as e:
-        raise SystemExit(f"error: {e}") from e
+    except VaseError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     print(f"wrote {a.to} layout to {out}")
 
 

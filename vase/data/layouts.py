@@ -52,6 +52,18 @@ def _fault(problems: Problems | None, kind: str, vid: str, message: str) -> None
     problems.append((kind, vid, message))
 
 
+def _each_file(problems: Problems | None, read: Any, path: Path, *args: Any) -> Any:
+    """``read(path, *args)``; with ``problems`` given, a file that cannot be read at all is recorded (kind
+    ``unreadable_file``) and None returned, so the other files of the dataset are still read and checked."""
+    if problems is None:
+        return read(path, *args)
+    try:
+        return read(path, *args, problems)
+    except DataError as e:
+        problems.append(("unreadable_file", path.name, str(e)))
+        return None
+
+
 def normalize_id(value: Any) -> str:
     """An id as written in a file: a name without folders or a media extension (``x/ab_1.jpg`` -> ``ab_1``).
 
@@ -175,9 +187,9 @@ def glob_escape(s: str) -> str:
 def read_release(root: Path, problems: Problems | None = None) -> list[VaseRecord]:
     """The VaseVQA-3D release: records from metadata.json, captions.json and qa_pairs.json (any present)."""
     ann = root / "annotations"
-    keyed = {f: read_keyed(ann / f, {"captions.json": "a caption", "qa_pairs.json": "QA pairs",
-                                      "metadata.json": "the raw museum metadata"}[f], problems)
-             for f in RELEASE_FILES if (ann / f).is_file()}
+    what = {"captions.json": "a caption", "qa_pairs.json": "QA pairs", "metadata.json": "the raw museum metadata"}
+    keyed = {f: _each_file(problems, read_keyed, ann / f, what[f]) for f in RELEASE_FILES if (ann / f).is_file()}
+    keyed = {f: k for f, k in keyed.items() if k is not None}
     ids = sorted(set().union(*(set(k) for k in keyed.values())))
     records = []
     for vid in ids:
@@ -339,8 +351,9 @@ def read_records(root: str | Path, layout: str = "auto", problems: Problems | No
     if layout == "vase":
         from vase.data.dataset import load_annotations
 
-        return {s: load_annotations(root / "annotations" / f"{s}.json", problems)
-                for s in ("train", "val") if (root / "annotations" / f"{s}.json").is_file()}
+        splits = {s: _each_file(problems, load_annotations, root / "annotations" / f"{s}.json")
+                  for s in ("train", "val") if (root / "annotations" / f"{s}.json").is_file()}
+        return {s: rs for s, rs in splits.items() if rs is not None}
     if layout == "release":
         return {"all": read_release(root, problems)}
     if layout == "paper_eval":
@@ -350,8 +363,9 @@ def read_records(root: str | Path, layout: str = "auto", problems: Problems | No
             return {"all": read_swift(root, problems)}
         named = {s: root / f"{s}.jsonl" for s in ("train", "val") if (root / f"{s}.jsonl").is_file()}
         if named:
-            return {s: read_swift(p, problems) for s, p in named.items()}
-        return {"all": [r for p in sorted(root.glob("*.jsonl")) for r in read_swift(p, problems)]}
+            found = {s: _each_file(problems, read_swift, p) for s, p in named.items()}
+            return {s: rs for s, rs in found.items() if rs is not None}
+        return {"all": [r for p in sorted(root.glob("*.jsonl")) for r in _each_file(problems, read_swift, p) or []]}
     raise DataError(f"data.layout={layout!r} must be auto or one of {list(LAYOUTS)}")
 
 

@@ -126,8 +126,8 @@ def score_params(params: VaseParams | None, target_glb: str | Path, renderer: An
                  samples: int = 4000) -> dict[str, Any]:
     """Silhouette IoU per view and mean, Chamfer distance and colour distance of ``params`` against the vase in
     ``target_glb``, both seen by the original's cameras; unparseable (None) scores IoU 0 and no distances."""
-    from vase.eval.vaseeval import Settings, as_mesh, geometry_metrics, load_scene, surface_samples
-    from vase.render.renderer import VIEW_DIRECTIONS, load_glb, parts_from_scene
+    from vase.eval.vaseeval import Settings, as_mesh, geometry_metrics, surface_samples
+    from vase.render.renderer import VIEW_DIRECTIONS, load_glb, load_scene, parts_from_scene
 
     target_parts = load_glb(target_glb)
     frame = frame_of(target_parts)

@@ -13,7 +13,8 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 import vase.config  # noqa: F401  (registers the config resolvers)
-from vase.io import atomic_write_json, atomic_write_text
+from vase.errors import ConfigError
+from vase.io import atomic_write_json, atomic_write_text, is_within
 from vase.loggers import build_loggers, log_eval_rows, log_results_table
 
 log = logging.getLogger("vase")
@@ -44,8 +45,11 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     tasks = {"generate": _eval_generate, "score": _eval_score, "vqa": _eval_vqa, "leaderboard": _eval_leaderboard,
              "export": _eval_export, "check": _eval_check, "vaseeval": _eval_vaseeval,
              "attributes": _eval_attributes, "invrender": _eval_invrender}
-    if cfg.task not in tasks:
-        raise ValueError(f"task={cfg.task!r} must be one of {sorted(tasks)}")
+    if cfg.task not in tasks:  # validate() refuses such a task first; this keeps the two lists in step
+        raise ConfigError(f"task={cfg.task!r} must be one of {sorted(tasks)}")
+    if cfg.task == "score" and cfg.get("generated") and cfg.get("ground_truth"):
+        _score_inputs(cfg)  # its own, more telling refusal of an output that is one of its inputs
+    refuse_foreign_outputs(written_files(cfg), cfg.paths.output_dir)
     out = tasks[cfg.task](cfg)
     if cfg.task in ("check", "vaseeval"):
         return out
@@ -59,6 +63,31 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         if out.get("table"):
             log_results_table([lg], out["table"])
     return out
+
+
+def written_files(cfg: DictConfig) -> list[Path]:
+    """The result files a task writes: ``output`` and what goes beside it (markdown, plots, checkpoints). Resumable
+    generation logs (``*.jsonl``) are not listed: a rerun continues them."""
+    if cfg.task in ("check", "export"):
+        return []  # check writes into its run directory only; export refuses any existing output itself
+    out = Path(str(cfg.output))
+    if cfg.task == "leaderboard":
+        return [out.parent / f"leaderboard.{ext}" for ext in ("md", "json", "png")]
+    files = [out, out.with_suffix(".md")]
+    if cfg.task == "vaseeval":
+        files.append(out.with_name(out.stem + "_sheet.png"))
+    if cfg.task == "attributes":
+        files.append(out.with_name("attribute_heads.pt"))
+    return files
+
+
+def refuse_foreign_outputs(files: list[Path], run_dir: str | Path) -> None:
+    """A result file that already exists outside this run's own (new) directory was not written by this run: it may
+    be the user's, so it is never replaced. Raises ConfigError naming it, before any work is done."""
+    for f in files:
+        if (f.exists() or f.is_symlink()) and not is_within(f, run_dir):
+            raise ConfigError(f"output: {f} already exists and this run did not write it; vase never replaces such a "
+                              f"file: choose another output=... (or move the file away)")
 
 
 def _seed(seed: int) -> None:
@@ -103,7 +132,6 @@ def _eval_generate(cfg: DictConfig) -> dict[str, Any]:
 def _eval_score(cfg: DictConfig) -> dict[str, Any]:
     """Score one generated-captions file, or a list of them, against a ground-truth file (the paper's JSON or our
     JSONL). The encoders load once; with ``metrics.embedding_cache`` the references are encoded once ever."""
-    from omegaconf import ListConfig
 
     from vase.errors import DataError
     from vase.eval.report import markdown_table
@@ -111,10 +139,7 @@ def _eval_score(cfg: DictConfig) -> dict[str, Any]:
 
     if not cfg.get("generated") or not cfg.get("ground_truth"):
         raise DataError("task=score needs generated=<file> (or generated=[a,b,...]) and ground_truth=<file>")
-    files = [str(f) for f in cfg.generated] if isinstance(cfg.generated, (list, ListConfig)) else [str(cfg.generated)]
-    inputs = {Path(f).resolve() for f in [*files, str(cfg.ground_truth)]}
-    if Path(cfg.output).resolve() in inputs or Path(cfg.output).with_suffix(".md").resolve() in inputs:
-        raise DataError(f"output={cfg.output} would overwrite a caption file it scores; choose another output path")
+    files = _score_inputs(cfg)
     ref = load_captions(cfg.ground_truth)
     gens = [load_captions(f) for f in files]  # every file read and checked before any model loads
     matched = []
@@ -151,6 +176,19 @@ def _eval_score(cfg: DictConfig) -> dict[str, Any]:
     atomic_write_text(out.with_suffix(".md"), md)
     print("\n" + md)
     return {"scores": {}, "output": str(out), "table": table}
+
+
+def _score_inputs(cfg: DictConfig) -> list[str]:
+    """task=score's generated files; an output that would overwrite one of its inputs is refused (DataError)."""
+    from omegaconf import ListConfig
+
+    from vase.errors import DataError
+
+    files = [str(f) for f in cfg.generated] if isinstance(cfg.generated, (list, ListConfig)) else [str(cfg.generated)]
+    inputs = {Path(f).resolve() for f in [*files, str(cfg.ground_truth)]}
+    if Path(cfg.output).resolve() in inputs or Path(cfg.output).with_suffix(".md").resolve() in inputs:
+        raise DataError(f"output={cfg.output} would overwrite a caption file it scores; choose another output path")
+    return files
 
 
 def _first(keys: list[str]) -> str:
@@ -221,7 +259,8 @@ def _eval_check(cfg: DictConfig) -> dict[str, Any]:
     from vase.data.check import check_dataset, format_report
     from vase.io import atomic_write_json, atomic_write_text
 
-    report = check_dataset(cfg.data.root, str(cfg.data.get("layout", "auto")), list(cfg.data.views))
+    report = check_dataset(cfg.data.root, str(cfg.data.get("layout", "auto")), list(cfg.data.views),
+                           cache_dir=cfg.render.get("cache_dir") or cfg.paths.cache_dir)
     out_dir = Path(cfg.paths.output_dir)
     atomic_write_json(out_dir / "check.json", report)
     text = format_report(report)

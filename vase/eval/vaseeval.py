@@ -36,6 +36,7 @@ from PIL import Image, ImageDraw
 
 from vase.errors import ConfigError, DataError
 from vase.layout import VIEWS
+from vase.render.renderer import load_scene
 
 METRICS = ("chamfer_distance", "normal_consistency", "f_score", "psnr", "ssim", "lpips", "clip_i", "clip_t")
 HIGHER_IS_BETTER = {"chamfer_distance": False, "lpips": False}
@@ -64,22 +65,6 @@ class Settings:
 
 
 # ------------------------------------------------------------------------------------------------ geometry
-
-
-def load_scene(path: str | Path):
-    """A GLB as a trimesh Scene with at least one triangle; a DataError naming the file otherwise."""
-    import trimesh
-
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: not found")
-    try:
-        scene = trimesh.load(str(path), force="scene", process=False)
-    except Exception as e:  # trimesh raises many types for a bad file
-        raise DataError(f"{path}: not a readable mesh ({type(e).__name__}: {e})") from e
-    if not any(isinstance(g, trimesh.Trimesh) and len(g.faces) for g in scene.geometry.values()):
-        raise DataError(f"{path}: holds no triangle mesh")
-    return scene
 
 
 def as_mesh(scene):

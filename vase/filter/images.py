@@ -21,7 +21,10 @@ UNUSUAL_MODES = {"CMYK": "CMYK", "I;16": "16-bit", "I;16B": "16-bit", "I;16L": "
 
 
 def iter_files(root: str | Path) -> Iterator[Path]:
-    """Every regular file under ``root``, sorted at each level (a stable order across runs), hidden ones skipped."""
+    """Every regular file under ``root``, sorted at each level (a stable order across runs), hidden ones skipped.
+
+    Symbolic links are listed but never followed into folders; one that cannot be resolved (dangling, or a loop) is
+    listed too, so that decoding rejects it with its reason instead of the walk failing or dropping it unseen."""
     root = Path(root)
     stack = [root]
     while stack:
@@ -32,7 +35,7 @@ def iter_files(root: str | Path) -> Iterator[Path]:
         for e in entries:
             if e.is_dir(follow_symlinks=False):
                 dirs.append(Path(e.path))
-            elif e.is_file():
+            elif e.is_symlink() or e.is_file(follow_symlinks=False):
                 yield Path(e.path)
         stack.extend(reversed(dirs))
 

@@ -12,6 +12,7 @@ import json
 import tempfile
 from pathlib import Path
 
+from vase.config import TINY_OPEN_CLIP_NAME
 from vase.io import atomic_directory
 
 
@@ -87,7 +88,6 @@ def build_tiny_clip(out: str | Path, overwrite: bool = False) -> Path:
     return out
 
 
-TINY_OPEN_CLIP_NAME = "vase-tiny-clip"
 TINY_OPEN_CLIP = {
     "embed_dim": 64,
     "vision_cfg": {"image_size": 32, "layers": 1, "width": 64, "patch_size": 16, "head_width": 32},

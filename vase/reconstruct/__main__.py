@@ -24,16 +24,9 @@ CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 def main(cfg: DictConfig) -> None:
     from hydra.utils import instantiate
 
-    from vase.errors import ConfigError
     from vase.reconstruct.base import reconstruct_folder
 
-    try:
-        if not cfg.input:
-            raise ConfigError("input is not set: the folder of photos to reconstruct")
-        report = reconstruct_folder(instantiate(cfg.reconstruct.generator), cfg.input, cfg.output)
-    except ConfigError as e:
-        print(f"config error: {e}", file=sys.stderr)
-        sys.exit(2)
+    report = or_exit(reconstruct_folder, instantiate(cfg.reconstruct.generator), cfg.input, cfg.output)
     print(json.dumps({"output": str(cfg.output), **report}, indent=1))
     if report["failed"]:
         sys.exit(1)

@@ -14,7 +14,8 @@ from typing import Any
 
 from vase.errors import ConfigError, VaseError
 from vase.filter.images import IMAGE_EXTENSIONS
-from vase.io import atomic_write_json, is_within
+from vase.io import atomic_write_json, own_output_dir
+from vase.render.renderer import load_scene
 
 Generator = Callable[[list[Path], Path], None]
 
@@ -41,12 +42,14 @@ def objects_in(input_dir: Path) -> dict[str, list[Path]]:
 def reconstruct_folder(generator: Generator, input_dir: str | Path, output_dir: str | Path,
                        progress: bool = True) -> dict[str, Any]:
     """Run ``generator`` over every object in ``input_dir``; GLBs to ``output_dir/<object>.glb``."""
+    if not input_dir:
+        raise ConfigError("input is not set: the folder of photos to reconstruct")
     input_dir, output_dir = Path(input_dir).resolve(), Path(output_dir).resolve()
     if not input_dir.is_dir():
         raise ConfigError(f"reconstruct.input={input_dir}: not a folder of images")
-    if is_within(output_dir, input_dir):
-        raise ConfigError(f"reconstruct.output={output_dir} lies inside the input, which is only read")
-    output_dir.mkdir(parents=True, exist_ok=True)
+    # a folder of the user's (a dataset root, another tool's output) is refused: nothing is written into it, and a GLB
+    # found there is never taken as this command's finished work
+    own_output_dir(output_dir, "output", (input_dir,))
     objects = objects_in(input_dir)
     if not objects:
         raise ConfigError(f"reconstruct.input={input_dir}: no images (or folders of images) in it")
@@ -63,8 +66,6 @@ def reconstruct_folder(generator: Generator, input_dir: str | Path, output_dir: 
         tmp = output_dir / f".{name}.partial-{os.getpid()}.glb"
         try:
             generator(objects[name], tmp)
-            from vase.eval.vaseeval import load_scene
-
             load_scene(tmp)  # a file that is not a readable mesh is a failure, not a result
             os.replace(tmp, out)
         except (VaseError, OSError) as e:

@@ -129,20 +129,30 @@ class _Part:
     color: tuple[float, float, float, float]
 
 
-def load_glb(path: str | Path) -> list[_Part]:
-    """Read a GLB into world-space parts with their textures; a corrupt or empty file is a DataError naming it."""
+def load_scene(path: str | Path, what: str = "mesh"):
+    """A mesh file (GLB, OBJ, ...) as a trimesh Scene with at least one triangle; a DataError naming the file
+    otherwise (missing, empty, unreadable, no triangles). The one reader for rendering, VaseEval and reconstruction."""
     import trimesh
 
     path = Path(path)
     if not path.is_file():
-        raise DataError(f"{path}: GLB model not found")
+        raise DataError(f"{path}: {what} not found")
+    if path.stat().st_size == 0:
+        raise DataError(f"{path}: empty file (0 bytes), not a readable {what}")
     try:
-        scene = trimesh.load(str(path), file_type="glb", force="scene", process=False)
+        scene = trimesh.load(str(path), force="scene", process=False)
     except Exception as e:  # trimesh raises many types for a bad file; all mean the same thing to the user
-        raise DataError(f"{path}: not a readable GLB model ({type(e).__name__}: {e})") from e
-    parts = parts_from_scene(scene)
+        raise DataError(f"{path}: not a readable {what} ({type(e).__name__}: {e})") from e
+    if not any(isinstance(g, trimesh.Trimesh) and len(g.faces) for g in scene.geometry.values()):
+        raise DataError(f"{path}: {what} holds no triangle mesh")
+    return scene
+
+
+def load_glb(path: str | Path) -> list[_Part]:
+    """Read a GLB into world-space parts with their textures; a corrupt or empty file is a DataError naming it."""
+    parts = parts_from_scene(load_scene(path, "GLB model"))
     if not parts:
-        raise DataError(f"{path}: GLB holds no triangle mesh to render")
+        raise DataError(f"{path}: GLB model holds no triangle mesh to render")
     return parts
 
 

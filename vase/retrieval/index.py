@@ -21,6 +21,7 @@ import torch
 
 from vase.annotate.records import VaseRecord, raw_metadata
 from vase.errors import ConfigError
+from vase.io import own_output_dir
 
 COLLECTION = "vases"
 
@@ -46,7 +47,8 @@ class VaseIndex:
         elif path is None:
             raise ConfigError("retrieval.index_dir is not set (or retrieval.url for a Qdrant server)")
         else:
-            Path(path).mkdir(parents=True, exist_ok=True)
+            # only a folder vase made holds the index: a user's non-empty folder is refused, never written into
+            own_output_dir(path, "retrieval.index_dir")
             self.client = QdrantClient(path=str(path))
         self.path = path
 

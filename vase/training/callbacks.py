@@ -10,7 +10,6 @@ from typing import Any
 
 import pytorch_lightning as pl
 
-from vase.errors import VaseError
 from vase.io import atomic_directory
 from vase.models.loading import LINEAGE_FILE
 
@@ -65,7 +64,7 @@ class SaveAdapter(pl.Callback):
         self._save(trainer, pl_module)
 
 
-class TrainingInterrupted(VaseError):
+class TrainingInterrupted(Exception):  # noqa: N818 - not an error: the user asked for it
     """Training stopped on a signal after its checkpoint was saved; the message says where and how to resume."""
 
     def __init__(self, message: str, signum: int) -> None:
