@@ -9,7 +9,7 @@ STAMP := $(VENV)/.vase-installed
 SYSDEPS := libegl1 libegl-mesa0 libgl1-mesa-dri
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup sysdeps demo ablation-demo test test-slow lint format clean clean-runs
+.PHONY: setup sysdeps demo ablation-demo grpo-sanity test test-slow lint format clean clean-runs
 
 setup: sysdeps $(STAMP)
 
@@ -33,6 +33,11 @@ demo: setup
 # writes logs/ablation_demo/multiruns/<time>/{summary,ablation}.md and ablation.png
 ablation-demo: setup
 	$(BIN)/python train.py -m experiment=ablation_demo
+
+# The GRPO learning check: from the demo's SFT, GRPO on one binary term (the caption names the vase's true shape) must
+# raise the mean training reward by 0.3 on seeds 1 and 2; prints PASS/FAIL, exits 1 on FAIL (logs/grpo_sanity/<time>/)
+grpo-sanity: setup
+	$(BIN)/python -m vase.sanity
 
 test: setup
 	$(BIN)/python -m pytest -m "not slow"

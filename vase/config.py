@@ -98,9 +98,12 @@ class GRPOSchema:
     num_iterations: int = 1
     loss_type: str = "grpo"
     scale_rewards: str = "group"
+    negative_control: Any = None
 
     def __post_init__(self) -> None:
         k = "stage.module"
+        _check(self.negative_control in (None, "flip_advantages", "shuffle_rewards"), f"{k}.negative_control",
+               self.negative_control, "must be null, flip_advantages or shuffle_rewards")
         _check(
             self.num_generations >= 2,
             f"{k}.num_generations",
@@ -162,9 +165,18 @@ class RewardSchema:
     normalize_weights: Any = None
     invrender: dict | None = None
     learned: dict | None = None
+    terms: dict | None = None
 
     def __post_init__(self) -> None:
         _check(0.0 <= self.tau <= 1.0, "reward.tau", self.tau, "must lie in [0, 1]")
+        for name, term in (self.terms or {}).items():
+            if term is None:
+                continue  # a term switched off with reward.terms.<name>=null
+            _check(isinstance(term, dict) and "_target_" in term, f"reward.terms.{name}", term,
+                   "must be {_target_: <a RewardTerm class>, weight: <w>, ...}")
+            tw = term.get("weight", 1.0)
+            _check(isinstance(tw, (int, float)) and tw >= 0, f"reward.terms.{name}.weight", tw,
+                   "must be a non-negative number")
         w = (self.invrender or {}).get("weight", 0.0)
         _check(isinstance(w, (int, float)) and w >= 0, "reward.invrender.weight", w, "must be a non-negative number")
         lw = (self.learned or {}).get("weight", 0.0)
@@ -373,7 +385,7 @@ def validate(cfg: DictConfig) -> None:
 
 _INSTANTIATE_KEYS = {"_target_", "_partial_", "_convert_", "_recursive_", "_args_"}
 # dicts whose entries code iterates, so a user may add one (+callbacks.mine._target_=..., +logger.csv=...)
-_OPEN_NODES = ("callbacks", "logger", "methods", "hydra", "tags")
+_OPEN_NODES = ("callbacks", "logger", "methods", "hydra", "tags", "reward.terms")
 
 
 def _nearest(word: str, options: Any) -> str:

@@ -40,6 +40,18 @@ def atomic_write_json(path: str | Path, obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
+def save_figure(fig: Any, path: str | Path, dpi: int | None = None) -> Path:
+    """Write a matplotlib figure as PNG atomically and close it."""
+    import io
+
+    import matplotlib.pyplot as plt  # lazy: matplotlib is heavy and only plots need it
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    plt.close(fig)
+    return atomic_write_bytes(path, buf.getvalue())
+
+
 def read_json(path: str | Path) -> Any:
     """Parse a JSON file; a syntax error is raised as a DataError naming the file, line and column."""
     from vase.errors import DataError

@@ -133,6 +133,19 @@ def normalized_weights(weights: dict[str, float], normalize: Any) -> dict[str, f
     return {d: (v if d in fixed else v * scale) for d, v in weights.items()}
 
 
+def _built(name: str, term: Any) -> Any:
+    """A reward term as given: built already (Hydra instantiates ``_target_`` nodes), or a config dict to build."""
+    if isinstance(term, dict) or hasattr(term, "keys"):
+        if "_target_" not in term:
+            raise ValueError(f"reward.terms.{name} needs a _target_ (a class such as vase.rewards.terms.Keyword)")
+        from hydra.utils import instantiate
+
+        term = instantiate(dict(term))
+    if not callable(term) or not hasattr(term, "weight"):
+        raise ValueError(f"reward.terms.{name}: {type(term).__name__} must be callable and have a weight")
+    return term
+
+
 def reward_from_config(option: str = "vase6d", **overrides: Any) -> VaseReward:
     """The reward that ``conf/reward/<option>.yaml`` defines, with ``overrides`` merged in (nested dicts merge
     key by key), for use outside Hydra (tests, benchmarks, notebooks)."""
@@ -184,8 +197,10 @@ class VaseReward:
     def __init__(self, tau: float, weights: dict[str, float], similarity: dict[str, str], penalty: dict[str, float],
                  bonus: dict[str, float], embedding_model: str = "packaged:all-MiniLM-L6-v2",
                  embedding_device: str = "cpu", normalize_weights: Any = None, invrender: dict | None = None,
-                 learned: dict | None = None, **_: Any) -> None:
+                 learned: dict | None = None, terms: dict[str, Any] | None = None, **_: Any) -> None:
         self.tau = float(tau)
+        # further terms (vase.rewards.terms): name -> a callable with a weight, built by Hydra from reward.terms
+        self.terms = {str(name): _built(name, t) for name, t in (terms or {}).items() if t is not None}
         # inverse rendering (vase.eval.invrender): for prompts whose target carries generator parameters, add
         # weight x the silhouette IoU of the answered parameters' vase against the true one
         self.invrender = {"weight": 0.0, "views": ["front", "left", "top"], "resolution": 64, **dict(invrender or {})}
@@ -351,6 +366,12 @@ class VaseReward:
         comp.update({"penalty": [], "bonus": [], "weighted": [], "invrender": [], "learned": []})
         learned_w = float(self.learned.get("weight", 0.0) or 0.0)
         learned = self.learned_scores(gen, images, ids) if learned_w > 0 else [0.0] * n
+        extra = {name: [float(x) for x in term(texts, tgt, reference=reference, images=images, ids=ids)]
+                 for name, term in self.terms.items()}
+        for name, values in extra.items():
+            if len(values) != n:
+                raise ValueError(f"reward.terms.{name} returned {len(values)} values for {n} completions")
+            comp[name] = [0.0 if inv[k] is not None else v for k, v in enumerate(values)]
         totals = []
         for k in range(n):
             if inv[k] is not None:  # an inverse-rendering prompt: its answer is parameters, not a caption
@@ -391,7 +412,8 @@ class VaseReward:
             comp["penalty"].append(p)
             comp["bonus"].append(b)
             comp["weighted"].append(weighted)
-            totals.append(weighted - p + b + learned_w * learned[k])
+            totals.append(weighted - p + b + learned_w * learned[k]
+                          + sum(t.weight * comp[name][k] for name, t in self.terms.items()))
         return RewardOutput(totals, comp)
 
     def __call__(self, completions: list[Any], **batch: Any) -> list[float]:

@@ -22,7 +22,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from vase.annotate.vocab import DIMENSIONS
 from vase.data.datamodule import VISUAL_KEYS
 from vase.training.sft import LoRAStageModule
 
@@ -137,6 +136,30 @@ def _repeat_visual(pixels: torch.Tensor, thw: torch.Tensor, per_sample: list[int
     return torch.cat(pv), torch.cat(gr)
 
 
+def group_spread(rewards: torch.Tensor, g: int, eps: float = 1e-6) -> dict[str, float]:
+    """Whether a batch of groups carries anything to learn from: ``frac_reward_zero_std``, the share of groups whose
+    G completions all scored the same (zero advantages: no gradient), as TRL logs it, and ``reward_std_in_group``,
+    the mean standard deviation of the rewards within a group.
+
+    >>> group_spread(torch.tensor([0., 0., 0., 0., 0., 1., 0., 1.]), 4)
+    {'frac_reward_zero_std': 0.5, 'reward_std_in_group': 0.2886751...}
+    """
+    std = rewards.view(-1, g).std(dim=1)
+    return {"frac_reward_zero_std": float((std < eps).float().mean()), "reward_std_in_group": float(std.mean())}
+
+
+def controlled_advantages(rewards: torch.Tensor, g: int, scale: str, control: str | None = None,
+                          seed: int = 0) -> torch.Tensor:
+    """:func:`group_advantages`, or with a negative control (``stage.module.negative_control``) a broken version a
+    learning check must catch: ``flip_advantages`` negates them, ``shuffle_rewards`` computes them from the rewards
+    permuted across all completions of the batch (seeded by ``seed``), so they no longer belong to their text."""
+    if control == "shuffle_rewards":
+        perm = torch.randperm(len(rewards), generator=torch.Generator().manual_seed(seed)).to(rewards.device)
+        rewards = rewards[perm]
+    adv = group_advantages(rewards, g, scale)
+    return -adv if control == "flip_advantages" else adv
+
+
 @dataclass
 class Rollout:
     inputs: dict[str, torch.Tensor]  # prompt + completion, images
@@ -159,7 +182,8 @@ class GRPOModule(LoRAStageModule):
                  epsilon_low: float = 0.2, epsilon_high: float = 0.2, num_iterations: int = 1,
                  loss_type: str = "grpo", scale_rewards: str = "group", grad_accum: int = 1,
                  max_grad_norm: float | None = 1.0, full_finetune: bool = False, log_completions_every: int = 10,
-                 min_completion_length: int = 0, lineage: dict[str, Any] | None = None) -> None:
+                 min_completion_length: int = 0, lineage: dict[str, Any] | None = None,
+                 negative_control: str | None = None) -> None:
         super().__init__(model, lora=lora, optimizer=optimizer, warmup_ratio=warmup_ratio,
                          full_finetune=full_finetune, processor=processor, lineage=lineage)
         # with LoRA the reference is the model with its adapter switched off; a full fine-tune has no adapter to
@@ -182,6 +206,12 @@ class GRPOModule(LoRAStageModule):
         self.max_grad_norm = max_grad_norm
         self.log_completions_every = log_completions_every
         self.min_completion_length = int(min_completion_length)  # > 0 forces lengths, e.g. in benchmarks
+        # a learning check must be able to fail: `flip_advantages` pushes away from what the reward asks,
+        # `shuffle_rewards` hands each completion another's reward; neither is for training
+        if negative_control not in (None, "flip_advantages", "shuffle_rewards"):
+            raise ValueError(f"stage.module.negative_control={negative_control!r} must be null, flip_advantages or "
+                             f"shuffle_rewards")
+        self.negative_control = negative_control
         tok = processor.tokenizer
         self.eos_ids = sorted({i for i in (tok.convert_tokens_to_ids("<|im_end|>"), tok.eos_token_id,
                                             tok.convert_tokens_to_ids("<|endoftext|>")) if isinstance(i, int) and i >= 0})
@@ -251,7 +281,7 @@ class GRPOModule(LoRAStageModule):
         ids = [i for i in batch["ids"] for _ in range(self.G)] if "ids" in batch else None
         scored = self.reward.compute(texts, targets=targets, reference=refs, images=images, ids=ids)
         rewards = torch.tensor(scored.total, dtype=torch.float32, device=completion.device)
-        adv = group_advantages(rewards, self.G, self.scale_rewards)
+        adv = controlled_advantages(rewards, self.G, self.scale_rewards, self.negative_control, int(self.global_step))
         inputs = {"input_ids": torch.cat([rep["input_ids"], completion], 1),
                   "attention_mask": torch.cat([rep["attention_mask"], mask], 1),
                   "mm_token_type_ids": torch.cat([rep["mm_token_type_ids"], torch.zeros_like(completion)], 1),
@@ -309,12 +339,14 @@ class GRPOModule(LoRAStageModule):
             if kl:
                 self.log("train/kl", sum(kl) / len(kl), on_step=True, batch_size=1)
             self.log("train/lr", opt.param_groups[0]["lr"], on_step=True, batch_size=1)
-            mean_reward = float(torch.cat([x.rewards for x in self._buffer]).mean())
-            entry = {"step": float(self.global_step), "loss": step_loss, "reward": mean_reward}
-            for d in (*DIMENSIONS, "invrender", "learned"):  # each part of the reward, for summaries and reports
-                vals = [v for x in self._buffer for v in x.components.get(d, [])]
+            rewards = torch.cat([x.rewards for x in self._buffer])
+            entry = {"step": float(self.global_step), "loss": step_loss, "reward": float(rewards.mean()),
+                     **group_spread(rewards, self.G)}
+            names = [k for k in self._buffer[0].components if not k.endswith(("_sim", "_pass"))]
+            for name in names:  # each part of the reward (dimensions and configured terms), for summaries and reports
+                vals = [v for x in self._buffer for v in x.components.get(name, [])]
                 if vals:
-                    entry[f"reward/{d}"] = sum(vals) / len(vals)
+                    entry[f"reward/{name}"] = sum(vals) / len(vals)
             self.history.append(entry)
         self._buffer.clear()
         return None
@@ -323,6 +355,8 @@ class GRPOModule(LoRAStageModule):
         bs = len(r.texts)
         self.log("train/reward", r.rewards.mean(), prog_bar=True, on_step=True, batch_size=bs)
         self.log("train/reward_std", r.rewards.std() if bs > 1 else 0.0, on_step=True, batch_size=bs)
+        for key, value in group_spread(r.rewards, self.G).items():  # can this step learn anything?
+            self.log(f"train/{key}", value, on_step=True, batch_size=bs)
         for name, values in r.components.items():
             if name.endswith("_sim"):
                 continue

@@ -1,0 +1,101 @@
+"""Pluggable reward terms, the learning diagnostics GRPO logs, and the learning check that must be able to fail."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import ROOT
+from vase.annotate.vocab import DIMENSIONS
+from vase.rewards import reward_from_config
+
+OFF = {"weights": dict.fromkeys(DIMENSIONS, 0.0), "penalty": {"length": 0.0, "repetition": 0.0, "irrelevance": 0.0},
+       "bonus": {"sequence": 0.0}}
+T = {"fabric": "Athenian", "technique": "red-figure", "shape": "kylix", "dating": [-480, -470],
+     "decoration": "a symposium scene", "attribution": "Douris"}
+
+
+def test_a_term_adds_its_weighted_value_and_names_itself() -> None:
+    texts = ["Attic red-figure kylix.", "An Attic cup (kylix), c. 480 BCE.", "A black-figure amphora."]
+    base = reward_from_config()
+    r = reward_from_config(terms={"kw": {"_target_": "vase.rewards.terms.Keyword", "dimension": "shape",
+                                         "weight": 0.5},
+                                  "mine": {"_target_": "tests.custom_terms.SaysAmphora", "weight": 2.0}})
+    out, plain = r.compute(texts, targets=[T] * 3), base.compute(texts, targets=[T] * 3)
+    assert out.components["kw"] == [1.0, 1.0, 0.0] and out.components["mine"] == [0.0, 0.0, 1.0]
+    for k in range(3):  # totals = the six-dimension reward + sum of weight x term, by hand
+        want = plain.total[k] + 0.5 * out.components["kw"][k] + 2.0 * out.components["mine"][k]
+        assert out.total[k] == pytest.approx(want, abs=1e-9)
+    with pytest.raises(ValueError, match="reward.terms.bad needs a _target_"):
+        reward_from_config(terms={"bad": {"weight": 1.0}})
+
+
+def test_keyword_counts_synonyms_and_not_other_shapes() -> None:
+    from vase.rewards.terms import Keyword
+
+    kw = Keyword(dimension="fabric")
+    assert kw(["An Attic cup.", "A Corinthian cup.", "A cup."], [{"fabric": "Athenian"}] * 3) == [1.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="dimension='colour'"):
+        Keyword(dimension="colour")
+
+
+def test_a_users_term_trains_and_is_logged_by_its_name(train_cfg) -> None:
+    from vase.pipeline import run_training
+
+    cfg = train_cfg(["stage=grpo", "stage.batch_size=2", "stage.grad_accum=1", "trainer.max_steps=2",
+                     "stage.module.max_completion_length=8", "logger=csv",
+                     "+reward.terms.mine._target_=tests.custom_terms.SaysAmphora", "+reward.terms.mine.weight=1.0"])
+    out = run_training(cfg)
+    assert all("reward/mine" in h and "frac_reward_zero_std" in h and "reward_std_in_group" in h
+               for h in out["history"])
+    rows = list(csv.DictReader(open(next(Path(cfg.paths.output_dir).rglob("metrics.csv")))))
+    for key in ("train/reward/mine", "train/frac_reward_zero_std", "train/reward_std_in_group"):
+        assert key in rows[0], key
+
+
+def test_group_spread_by_hand() -> None:
+    from vase.training.grpo import group_spread
+
+    s = group_spread(torch.tensor([1.0, 1.0, 1.0, 1.0, 0.0, 2.0, 0.0, 2.0, 3.0, 3.0, 3.0, 3.0]), 4)
+    assert s["frac_reward_zero_std"] == pytest.approx(2 / 3)
+    assert s["reward_std_in_group"] == pytest.approx((0 + torch.tensor([0.0, 2.0, 0.0, 2.0]).std().item() + 0) / 3)
+
+
+def test_negative_controls_change_only_the_advantages(train_cfg) -> None:
+    """flip_advantages negates them; shuffle_rewards computes them from another completion's reward."""
+    from vase.config import validate
+    from vase.errors import ConfigError
+    from vase.training.grpo import controlled_advantages, group_advantages
+
+    r = torch.tensor([0.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0])
+    normal = group_advantages(r, 4, "group")
+    assert torch.equal(controlled_advantages(r, 4, "group"), normal)
+    assert torch.equal(controlled_advantages(r, 4, "group", "flip_advantages"), -normal)
+    shuffled = controlled_advantages(r, 4, "group", "shuffle_rewards", seed=3)
+    perm = torch.randperm(8, generator=torch.Generator().manual_seed(3))
+    assert not torch.equal(perm, torch.arange(8))
+    assert torch.equal(shuffled, group_advantages(r[perm], 4, "group")) and not torch.equal(shuffled, normal)
+    with pytest.raises(ConfigError, match="stage.module.negative_control='upside_down' must be null"):
+        validate(train_cfg(["stage=grpo", "stage.module.negative_control=upside_down"]))
+
+
+@pytest.mark.slow
+def test_grpo_sanity_passes_and_fails_when_the_learner_is_broken(tmp_path: Path) -> None:
+    """make grpo-sanity on one seed; the same check with the advantage sign flipped, or the rewards shuffled across
+    completions, must FAIL: the check can tell learning from noise."""
+    ok = subprocess.run([sys.executable, "-m", "vase.sanity", "--seeds", "1", "--out", str(tmp_path / "ok")],
+                        cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
+    v = json.loads((tmp_path / "ok" / "sanity.json").read_text())
+    assert v["passed"] and v["seeds"]["1"]["rise"] >= 0.3 and (tmp_path / "ok" / "sanity.png").is_file()
+    for control in ("flip_advantages", "shuffle_rewards"):
+        bad = subprocess.run([sys.executable, "-m", "vase.sanity", "--seeds", "1", "--negative-control", control,
+                              "--out", str(tmp_path / control)], cwd=ROOT, capture_output=True, text=True, timeout=1200)
+        assert bad.returncode == 1, (control, bad.stdout[-2000:])
+        assert "FAIL" in bad.stdout

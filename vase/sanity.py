@@ -1,0 +1,123 @@
+"""The GRPO learning check: does GRPO raise a simple reward it is given? (``make grpo-sanity``)
+
+    python -m vase.sanity                                      # seeds 1 and 2; PASS or FAIL, exit 1 on FAIL
+    python -m vase.sanity --seeds 1 --negative-control flip_advantages   # a broken learner: must FAIL
+    python -m vase.sanity -- stage.module.optimizer.lr=5e-4   # any train.py override after --
+
+For each seed it runs ``python train.py experiment=grpo_sanity seed=<s>`` (from the demo's SFT, GRPO with one binary
+term: does the caption name the vase's true shape) and compares the mean training reward of the last ``--window``
+steps with that of the first: PASS when it rose by at least ``--min-rise`` on every seed. It also reports how many
+groups had nothing to learn from (``frac_reward_zero_std``). Writes ``sanity.json``, ``sanity.md`` and ``sanity.png``
+(reward per step and its running mean, per seed) under ``logs/grpo_sanity/<time>/``; each seed's run is beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from vase.io import atomic_write_json, atomic_write_text, save_figure
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def verdict(histories: dict[int, list[dict[str, float]]], window: int, min_rise: float) -> dict[str, Any]:
+    """Per seed: the first and last ``window``-step mean reward, the rise, the mean share of zero-spread groups;
+    ``passed`` when every seed rose by at least ``min_rise``.
+
+    >>> h = [{"reward": 0.1, "frac_reward_zero_std": 0.5}] * 20 + [{"reward": 0.5, "frac_reward_zero_std": 0.2}] * 20
+    >>> v = verdict({1: h}, 20, 0.3); v["passed"], round(v["seeds"][1]["rise"], 6)
+    (True, 0.4)
+    """
+    seeds = {}
+    for seed, h in histories.items():
+        r = [x["reward"] for x in h]
+        if len(r) < 2 * window:
+            raise ValueError(f"seed {seed}: {len(r)} GRPO steps, fewer than two windows of {window}")
+        first, last = statistics.mean(r[:window]), statistics.mean(r[-window:])
+        zero = [x.get("frac_reward_zero_std", float("nan")) for x in h]
+        seeds[seed] = {"steps": len(r), "first": first, "last": last, "rise": last - first,
+                       "passed": last - first >= min_rise, "frac_reward_zero_std": statistics.mean(zero)}
+    return {"window": window, "min_rise": min_rise, "passed": all(s["passed"] for s in seeds.values()),
+            "seeds": seeds}
+
+
+def table(v: dict[str, Any]) -> str:
+    """The verdict as markdown, one row per seed."""
+    w = v["window"]
+    rows = [f"| seed | steps | reward, first {w} | reward, last {w} | rise | groups with no spread | verdict |",
+            "|---|---:|---:|---:|---:|---:|---|"]
+    for seed, s in v["seeds"].items():
+        rows.append(f"| {seed} | {s['steps']} | {s['first']:.3f} | {s['last']:.3f} | {s['rise']:+.3f} | "
+                    f"{s['frac_reward_zero_std']:.0%} | {'PASS' if s['passed'] else 'FAIL'} |")
+    return "\n".join(rows) + f"\n\nPASS needs a rise of at least {v['min_rise']} on every seed: " \
+                             f"**{'PASS' if v['passed'] else 'FAIL'}**\n"
+
+
+def plot(histories: dict[int, list[dict[str, float]]], window: int, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(7, 3.8), dpi=120)
+    for seed, h in histories.items():
+        y = np.array([x["reward"] for x in h], dtype=float)
+        (line,) = ax.plot(y, lw=0.7, alpha=0.35)
+        ax.plot(np.arange(window - 1, len(y)), np.convolve(y, np.ones(window) / window, mode="valid"), lw=2,
+                color=line.get_color(), label=f"seed {seed}, mean of {window}")
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel("mean reward of the step's groups")
+    ax.set_title("GRPO learning check: does the caption name the true shape?")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--window", type=int, default=20, help="steps averaged at the start and at the end")
+    ap.add_argument("--min-rise", type=float, default=0.3, help="the rise in mean reward each seed must show")
+    ap.add_argument("--negative-control", choices=["flip_advantages", "shuffle_rewards"],
+                    help="break the learner on purpose (the check must then FAIL)")
+    ap.add_argument("--out", help="where the runs and the verdict go (default logs/grpo_sanity/<time>)")
+    ap.add_argument("overrides", nargs="*", help="train.py overrides, after --")
+    a = ap.parse_args(argv)
+    out = Path(a.out or ROOT / "logs" / "grpo_sanity" / time.strftime("%Y-%m-%d_%H-%M-%S")).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    extra = list(a.overrides)
+    if a.negative_control:
+        extra.append(f"stage.module.negative_control={a.negative_control}")
+    histories = {}
+    for seed in a.seeds:
+        run = out / f"seed-{seed}"
+        cmd = [sys.executable, str(ROOT / "train.py"), "experiment=grpo_sanity", f"seed={seed}", "logger=none",
+               f"hydra.run.dir={run}", *extra]
+        print(f"seed {seed}: {' '.join(cmd[1:])}", flush=True)
+        p = subprocess.run(cmd, cwd=ROOT)
+        if p.returncode != 0:
+            print(f"error: seed {seed}'s run failed (exit {p.returncode}); its log: {run}/grpo_sanity.log",
+                  file=sys.stderr)
+            return 2
+        histories[seed] = json.loads((run / "train_history.json").read_text())
+    v = verdict(histories, a.window, a.min_rise)
+    v["overrides"] = extra
+    atomic_write_json(out / "sanity.json", v)
+    md = table(v)
+    atomic_write_text(out / "sanity.md", "# GRPO learning check\n\n" + md + "\n![reward](sanity.png)\n")
+    plot(histories, a.window, out / "sanity.png")
+    print("\n" + md + f"\nwritten to {out}/sanity.md")
+    return 0 if v["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
