@@ -99,3 +99,23 @@ def test_grpo_sanity_passes_and_fails_when_the_learner_is_broken(tmp_path: Path)
                               "--out", str(tmp_path / control)], cwd=ROOT, capture_output=True, text=True, timeout=1200)
         assert bad.returncode == 1, (control, bad.stdout[-2000:])
         assert "FAIL" in bad.stdout
+
+
+def test_the_effective_weights_are_written_where_runs_are_compared(train_cfg) -> None:
+    from omegaconf import OmegaConf
+
+    from vase.eval.sweep_summary import job_row
+    from vase.pipeline import run_training
+
+    cfg = train_cfg(["stage=grpo", "stage.batch_size=2", "stage.grad_accum=1", "trainer.max_steps=1",
+                     "stage.module.max_completion_length=4", "reward.weights.shape=0.6",
+                     "reward.normalize_weights=[shape]"])
+    run_training(cfg)
+    out = Path(cfg.paths.output_dir)
+    w = OmegaConf.to_container(OmegaConf.load(out / "config.yaml").reward.effective_weights)
+    assert w["shape"] == pytest.approx(0.6) and sum(w.values()) == pytest.approx(1.0)
+    assert w["fabric"] == pytest.approx(0.2 * 0.4 / 0.85)  # the paper's 0.2, rescaled with the other four
+    (out / ".hydra").mkdir()
+    (out / ".hydra" / "overrides.yaml").write_text("- reward.weights.shape=0.6\n")
+    row = job_row(out)
+    assert row["w/shape"] == pytest.approx(0.6) and "frac_reward_zero_std" in row and "reward/shape" in row

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 import vase.config  # noqa: F401  (registers the config resolvers, e.g. vase.wandb_offline)
 from vase import runs
@@ -119,6 +119,13 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     pl.seed_everything(int(cfg.seed), workers=True)
     resume = str(cfg.get("resume") or "never")
     out_dir = runs.claim(cfg.paths.output_dir, resume)  # this process's alone; an earlier run there is not overwritten
+    if cfg.get("reward") is not None:
+        from vase.rewards.reward import normalized_weights
+
+        # what the reward really uses: config.yaml, W&B and the sweep summary show it beside the weights given
+        with open_dict(cfg):
+            cfg.reward.effective_weights = normalized_weights(
+                {d: float(w) for d, w in cfg.reward.weights.items()}, cfg.reward.get("normalize_weights"))
     atomic_write_text(out_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
 
     log.info("loading model %s", cfg.model.name_or_path)

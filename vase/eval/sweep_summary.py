@@ -51,12 +51,17 @@ def job_row(job: Path) -> dict[str, Any]:
     if not hist:
         row["status"] = "no history (failed or still running)"
     rewards = [h for h in hist if "reward" in h][-LAST_STEPS:]
+    config = job / "config.yaml"
+    weights = OmegaConf.select(OmegaConf.load(config), "reward.effective_weights") if config.is_file() else None
+    for d, w in (weights or {}).items():  # the weights the reward used (after reward.normalize_weights)
+        row[f"w/{d}"] = float(w)
     if rewards:
         row["reward"] = sum(h["reward"] for h in rewards) / len(rewards)
-        for d in DIMENSIONS:
-            vals = [h[f"reward/{d}"] for h in rewards if f"reward/{d}" in h]
-            if vals:
-                row[f"reward/{d}"] = sum(vals) / len(vals)
+        # every part of the reward the history kept (dimensions, configured terms) and how often groups tied
+        names = [k for k in rewards[-1] if k.startswith("reward/") or k == "frac_reward_zero_std"]
+        for name in names:
+            vals = [h[name] for h in rewards if name in h]
+            row[name] = sum(vals) / len(vals)
     vqa_files = sorted(job.glob("vqa_*.json"))
     if vqa_files:
         vqa = read_json(vqa_files[-1]).get("vqa", {})  # the last stage's
