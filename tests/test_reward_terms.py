@@ -119,3 +119,20 @@ def test_the_effective_weights_are_written_where_runs_are_compared(train_cfg) ->
     (out / ".hydra" / "overrides.yaml").write_text("- reward.weights.shape=0.6\n")
     row = job_row(out)
     assert row["w/shape"] == pytest.approx(0.6) and "frac_reward_zero_std" in row and "reward/shape" in row
+
+
+def test_a_cached_sft_without_its_vqa_is_evaluated_once_when_a_sweep_needs_the_baseline(train_cfg) -> None:
+    from vase.pipeline import run_training
+
+    common = ["stage=grpo", "sft_init=true", "+stage@sft=sft", "+sft.max_steps=1", "stage.batch_size=2",
+              "stage.grad_accum=1", "trainer.max_steps=1", "stage.module.max_completion_length=4",
+              "evaluate.vqa_max_new_tokens=4", "data.limit_val=1"]
+    run_training(train_cfg(common))
+    cache = Path(train_cfg(common).paths.cache_dir) / "sft"
+    adapters = [p for p in cache.iterdir() if (p / "adapter").is_dir()]
+    ours = max(adapters, key=lambda p: (p / "adapter").stat().st_mtime)
+    assert not (ours / "vqa_sft.json").exists()  # trained without VQA
+    out = run_training(train_cfg([*common, "evaluate.vqa=open"]))
+    baseline = json.loads((ours / "vqa_sft.json").read_text())
+    assert "open" in baseline["vqa"] and out["vqa"]["grpo"]["open"]["accuracy"].keys() == \
+        baseline["vqa"]["open"]["accuracy"].keys()

@@ -11,6 +11,7 @@ waits for the lock and reuses it.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -56,9 +57,11 @@ def shared_sft_adapter(cfg: DictConfig) -> Path:
     final = root / key
     adapter = final / "adapter"
     if (adapter / "adapter_config.json").is_file():
+        _baseline_vqa(cfg, adapter, root / f"{key}.lock")
         return adapter
     with file_lock(root / f"{key}.lock"):
         if (adapter / "adapter_config.json").is_file():  # a concurrent job finished it while we waited
+            _baseline_vqa(cfg, adapter)
             return adapter
         tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{key}."))
         try:
@@ -89,3 +92,30 @@ def shared_sft_adapter(cfg: DictConfig) -> Path:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)  # only this temporary folder, which this call created
     return adapter
+
+
+def _baseline_vqa(cfg: DictConfig, adapter: Path, lock: Path | None = None) -> None:
+    """A run that asks for VQA compares with the shared SFT's: where the cached adapter was trained without it, the
+    SFT adapter is evaluated now, once, and ``vqa_sft.json`` is cached beside it (a sweep's report never lacks its
+    baseline)."""
+    protocol = (cfg.get("evaluate") or {}).get("vqa")
+    target = adapter.parent / "vqa_sft.json"
+    if not protocol or target.is_file():
+        return
+    with file_lock(lock) if lock is not None else contextlib.nullcontext():
+        if target.is_file():
+            return
+        from hydra.utils import instantiate
+
+        from vase.eval.vqa import evaluate_vqa
+        from vase.models.loading import load_model_and_processor
+
+        log.info("evaluating the shared SFT adapter %s once (the baseline of every job's VQA)", adapter)
+        model, processor = load_model_and_processor(cfg.model, adapter=str(adapter), merge=True)
+        data = instantiate(cfg.data, processor=processor, stage="sft", _convert_="partial")
+        data.prepare_data()
+        data.setup("fit")
+        ev = cfg.evaluate
+        evaluate_vqa(model, processor, data.val_set, instantiate(cfg.reward, _convert_="partial"),
+                     float(cfg.reward.tau), target, f"{cfg.model.get('label', 'model')} (sft)", str(protocol),
+                     int(ev.get("vqa_choices", 4)), int(ev.batch_size), int(ev.get("vqa_max_new_tokens", 24)))
