@@ -191,3 +191,26 @@ def test_reward_weights_sweep_as_the_readme_shows_it(tmp_path: Path) -> None:
         cfg = (job / "config.yaml").read_text()
         assert "normalize_weights:\n  - shape" in cfg or "normalize_weights:\n    - shape" in cfg
     assert len(names) == 6
+
+
+def test_every_sweep_plots_its_swept_key_against_reward_and_accuracy(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from vase.eval.sweep_summary import sweep_plot, wilson_interval, write_sweep_summary
+
+    sft = tmp_path / "sft"
+    sft.mkdir()
+    sweep = tmp_path / "sweep"
+    for n, (w, seed, shape) in enumerate([(0.0, 1, 0.4), (0.6, 1, 0.7), (0.0, 2, 0.45), (0.6, 2, 0.6)]):
+        _fake_job(sweep, n, w, seed, shape, 0.5, sft)
+    paths = write_sweep_summary(sweep)
+    assert paths["png"] == sweep / "sweep.png" and "![" in paths["md"].read_text()
+    w, h = Image.open(paths["png"]).size
+    assert w > 600 and h > 300
+    rows = json.loads(paths["json"].read_text())["jobs"]
+    assert rows[0]["vqa/open/n_per_dimension"] == 24
+    # the accuracy bars pool the items of the jobs at one value: 0.4 and 0.45 of 24 each -> 21 of 48
+    lo, hi = wilson_interval(0.4 * 24 + 0.45 * 24, 48)
+    assert lo < 21 / 48 < hi and hi - lo < 0.3
+    # nothing swept (one job, or seeds only): no plot, nothing claimed
+    assert sweep_plot(tmp_path / "x.png", rows[:1], {"0": {"seed": "1"}}) is None and not (tmp_path / "x.png").exists()

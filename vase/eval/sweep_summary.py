@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import logging
+import math
 import os
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from vase.annotate.vocab import DIMENSIONS
-from vase.io import atomic_write_json, atomic_write_text, read_json
+from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 
 log = logging.getLogger("vase")
 CAPTION_KEYS = ("overall_score", "clip_score", "fid_score", "r_at_1", "r_at_5", "r_at_10", "lexical_similarity")
@@ -69,6 +70,8 @@ def job_row(job: Path) -> dict[str, Any]:
             for d, acc in s.get("accuracy", {}).items():
                 row[f"vqa/{protocol}/{d}"] = acc
             row[f"vqa/{protocol}/mean"] = s.get("mean")
+            if s.get("n"):  # items asked per dimension: what an interval of the accuracy needs
+                row[f"vqa/{protocol}/n_per_dimension"] = int(s["n"]) // len(DIMENSIONS)
     if (job / "results.json").is_file():
         results = read_json(job / "results.json")
         if results:
@@ -96,11 +99,95 @@ def write_sweep_summary(sweep_dir: str | Path) -> dict[str, Path]:
     short = [c for c in columns if c != "status"]
     md = ["| " + " | ".join(short) + " |", "|" + "---|" * len(short)]
     md += ["| " + " | ".join(cell(r.get(c)) for c in short) + " |" for r in rows]
+    plot = sweep_plot(sweep_dir / "sweep.png", rows, {r["job"]: _overrides(sweep_dir / r["job"]) for r in rows})
+    if plot is not None:
+        md.append(f"\n![the swept settings against reward and accuracy]({plot.name})")
     paths = {"json": atomic_write_json(sweep_dir / "summary.json", {"sweep_dir": str(sweep_dir), "columns": columns,
                                                                      "jobs": rows}),
              "csv": atomic_write_text(sweep_dir / "summary.csv", buf.getvalue()),
              "md": atomic_write_text(sweep_dir / "summary.md", "\n".join(md) + "\n")}
+    if plot is not None:
+        paths["png"] = plot
     return paths
+
+
+def wilson_interval(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a proportion k / n (``(nan, nan)`` for n = 0).
+
+    >>> [round(x, 4) for x in wilson_interval(5, 10)]
+    [0.2366, 0.7634]
+    """
+    if n <= 0:
+        return float("nan"), float("nan")
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+def sweep_plot(path: Path, rows: list[dict[str, Any]], overrides: dict[str, dict[str, str]]) -> Path | None:
+    """One row of panels per swept key (seeds aside): the key's values against the training reward of each term
+    (mean of the jobs at that value, bars: their range over seeds and other keys) and, when VQA ran, held-out
+    accuracy per dimension (bars: 95 % Wilson interval over the pooled items). None when nothing was swept."""
+    keys = sorted(k for k in {k for o in overrides.values() for k in o}
+                  if k != "seed" and len({o.get(k) for o in overrides.values()}) > 1)
+    rows = [r for r in rows if r.get("status") == "done"]
+    if not keys or not rows:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    terms = sorted({c for r in rows for c in r if c.startswith("reward/") and c not in ("reward/weighted",)})
+    dims = [d for d in DIMENSIONS if any(f"vqa/open/{d}" in r for r in rows)]
+    panels = [p for p, show in (("reward", terms), ("vqa", dims)) if show]
+    fig, axes = plt.subplots(len(keys), len(panels), figsize=(6.5 * len(panels), 3.8 * len(keys)), dpi=110,
+                             squeeze=False)
+    for i, key in enumerate(keys):
+        values = sorted({overrides[r["job"]].get(key) for r in rows}, key=_sort_value)
+        xs = [_sort_value(v)[1] if _sort_value(v)[0] == 0 else n for n, v in enumerate(values)]
+        at = {v: [r for r in rows if overrides[r["job"]].get(key) == v] for v in values}
+        for ax, panel in zip(axes[i], panels):
+            series = terms if panel == "reward" else [f"vqa/open/{d}" for d in dims]
+            for k, col in enumerate(series):
+                mean, lo, hi = [], [], []
+                for v in values:
+                    got = [r[col] for r in at[v] if r.get(col) is not None]
+                    if panel == "reward":
+                        mean.append(sum(got) / len(got) if got else math.nan)
+                        lo.append(min(got) if got else math.nan)
+                        hi.append(max(got) if got else math.nan)
+                    else:  # pooled items of every job at this value
+                        n = sum(int(r.get("vqa/open/n_per_dimension") or 0) for r in at[v] if r.get(col) is not None)
+                        hits = sum(r[col] * int(r.get("vqa/open/n_per_dimension") or 0) for r in at[v]
+                                   if r.get(col) is not None)
+                        a, b = wilson_interval(hits, n)
+                        mean.append(100 * hits / n if n else math.nan)
+                        lo.append(100 * a)
+                        hi.append(100 * b)
+                err = [[max(0.0, m - a) for m, a in zip(mean, lo)], [max(0.0, b - m) for m, b in zip(mean, hi)]]
+                ax.errorbar([x + 0.01 * k * (max(xs) - min(xs) or 1) for x in xs], mean, yerr=err, marker="o",
+                            capsize=3, label=col.split("/")[-1], color=f"C{k % 10}")
+            ax.set_xlabel(key)
+            if all(_sort_value(v)[0] == 1 for v in values):
+                ax.set_xticks(xs, [str(v) for v in values])
+            if panel == "reward":
+                ax.set_ylabel("training reward, last steps (bars: range)")
+            else:
+                ax.set_ylabel("held-out open VQA accuracy, % (bars: 95 % CI)")
+                ax.set_ylim(0, 100)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def _sort_value(v: Any) -> tuple[int, Any]:
+    try:
+        return 0, float(v)
+    except (TypeError, ValueError):
+        return 1, str(v)
 
 
 def _log_to_wandb(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]], columns: list[str]) -> None:
@@ -114,11 +201,16 @@ def _log_to_wandb(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]
 
     choices = OmegaConf.select(config, "hydra.runtime.choices") or {}
     group = f"{choices.get('sweep') or 'multirun'}-{sweep_dir.name}"
+    plain = {k: v for k, v in OmegaConf.to_container(config, resolve=False).items() if k != "hydra"}
+    tags = [str(t) for t in (config.get("tags") or [])] + [f"sweep:{choices.get('sweep') or 'multirun'}"]
     run = wandb.init(project=str(node.get("project", "vase")), group=group, name=f"{group}-summary",
                      job_type="summary", dir=str(sweep_dir), mode="offline" if wandb_offline() else "online",
-                     reinit="create_new")
+                     reinit="create_new", config=plain, tags=tags)
     try:
         run.log({"sweep/summary": wandb.Table(columns=columns, data=[[r.get(c) for c in columns] for r in rows])})
+        for name in ("sweep", "ablation"):
+            if (sweep_dir / f"{name}.png").is_file():
+                run.log({f"sweep/{name}": wandb.Image(str(sweep_dir / f"{name}.png"))})
     finally:
         run.finish()
 
@@ -254,8 +346,6 @@ def _ablation_plot(path: Path, xs: list[float], protocols: list[str], mean_at: A
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from vase.io import atomic_write_bytes
-
     fig, axes = plt.subplots(1, len(protocols), figsize=(6 * len(protocols), 4), dpi=110, squeeze=False)
     for ax, protocol in zip(axes[0], protocols):
         for k, d in enumerate(DIMENSIONS):
@@ -267,14 +357,12 @@ def _ablation_plot(path: Path, xs: list[float], protocols: list[str], mean_at: A
                 ax.axhline(100 * sft[protocol]["accuracy"][d], color=color, linestyle="--", linewidth=0.8)
         ax.set_xlabel(f"{dim} weight (others rescaled)")
         ax.set_ylabel("held-out accuracy (%)")
+        ax.set_ylim(0, 100)  # an all-zero panel reads as 0 %, not as a -0.04..0.04 range
         ax.set_title("open-ended" if protocol == "open" else "multiple choice")
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7, title="dashed: SFT")
+    axes[0][0].legend(fontsize=7, title="dashed: SFT" if sft else "no SFT baseline found")
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    save_figure(fig, path)
 
 
 class SweepSummary(Callback):
