@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from vase.errors import DataError
-from vase.io import atomic_write_bytes, atomic_write_json, atomic_write_text
+from vase.io import atomic_write_json, atomic_write_text, save_figure
 from vase.metrics.caption import TABLE_COLUMNS
 
 # Table 3 of the paper, all 19 rows in its groups (R@k as fractions). Reference rows only: they were scored with
@@ -122,33 +122,39 @@ def build_leaderboard(runs: list[str], include_paper: bool = True) -> dict[str, 
 
 
 def bar_chart(rows: dict[str, dict[str, Any]], path: str | Path) -> Path:
-    """Grouped bars of the higher-is-better columns (CLIP, R@10, R@5, R@1, Lexical, Overall) per model."""
-    import io
-
+    """One horizontal panel per metric (CLIP, R@10, R@5, R@1, Lexical, Overall), a bar per model named on its own
+    row: the paper's rows grey, grouped as in its Table 3, this leaderboard's runs in colour and on top. Readable
+    with 25 rows and more (no legend to hide bars behind, no repeated colours to tell apart)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
     cols = [(k, t) for k, t in TABLE_COLUMNS if k not in ("fid_score", "image_clip_score")]
-    names = list(rows)
-    x = np.arange(len(cols))
-    width = 0.8 / max(1, len(names))
-    fig, ax = plt.subplots(figsize=(max(7, 1.3 * len(cols) + 0.35 * len(names)), 4), dpi=120)
-    for i, name in enumerate(names):
-        vals = [float(rows[name].get(k) or 0.0) for k, _ in cols]
-        ax.bar(x + (i - (len(names) - 1) / 2) * width, vals, width, label=name)
-    ax.set_xticks(x, [t for _, t in cols])
-    ax.set_ylabel("score (R@k as a fraction)")
-    ax.set_ylim(0, 1)
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    paper = [n for n in rows if "(paper," in n]
+    ours = [n for n in rows if n not in paper]
+    names = ours + paper
+    colours = [f"C{i % 10}" for i in range(len(ours))] + ["0.65"] * len(paper)
+    height = max(3.0, 0.26 * len(names) + 1.2)
+    fig, axes = plt.subplots(1, len(cols), figsize=(2.6 * len(cols) + 3.2, height), dpi=110, sharey=True)
+    y = list(range(len(names)))[::-1]
+    for ax, (key, title) in zip(axes, cols):
+        vals = [rows[n].get(key) for n in names]
+        ax.barh(y, [float(v) if v is not None else 0.0 for v in vals], color=colours, height=0.75)
+        for yy, v in zip(y, vals):
+            if v is None:
+                ax.text(0.01, yy, "n/a", va="center", fontsize=6, color="0.4")
+        ax.set_title(title, fontsize=9)
+        ax.set_xlim(0, 1)
+        ax.grid(axis="x", alpha=0.3)
+        ax.tick_params(axis="x", labelsize=7)
+    axes[0].set_yticks(y, names, fontsize=7)
+    if ours and paper:
+        for ax in axes:
+            ax.axhline(y[len(ours) - 1] - 0.5, color="0.3", linewidth=0.8)
+    fig.suptitle("this leaderboard's runs (colour, top) and the paper's Table 3 (grey); R@k as a fraction", fontsize=9)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return atomic_write_bytes(path, buf.getvalue())
+    return save_figure(fig, path)
 
 
 def write_leaderboard(rows: dict[str, dict[str, Any]], out_dir: str | Path) -> dict[str, Path]:
