@@ -214,3 +214,31 @@ def test_every_sweep_plots_its_swept_key_against_reward_and_accuracy(tmp_path: P
     assert lo < 21 / 48 < hi and hi - lo < 0.3
     # nothing swept (one job, or seeds only): no plot, nothing claimed
     assert sweep_plot(tmp_path / "x.png", rows[:1], {"0": {"seed": "1"}}) is None and not (tmp_path / "x.png").exists()
+
+
+def test_the_ablation_targets_are_decided_on_paired_intervals_when_answers_are_kept(tmp_path: Path) -> None:
+    """One item more at the larger weight beats weight 0 on points, but not on a paired interval; 20 of 24 against
+    8 of 24 does on both."""
+    from vase.annotate.vocab import DIMENSIONS
+    from vase.eval.sweep_summary import write_ablation_report
+
+    def vqa(shape_right: int) -> dict:
+        items = {d: {f"v{i}#open#{d}": float(i < (shape_right if d == "shape" else 12)) for i in range(24)}
+                 for d in DIMENSIONS}
+        acc = {d: sum(v.values()) / 24 for d, v in items.items()}
+        return {"open": {"accuracy": acc, "mean": sum(acc.values()) / 6, "n": 144, "items": items}}
+
+    for name, (low, high) in {"clear": (8, 20), "noise": (12, 13)}.items():
+        sft = tmp_path / name / "sft"
+        sft.mkdir(parents=True)
+        (sft / "vqa_sft.json").write_text(json.dumps({"vqa": vqa(low)}))
+        sweep = tmp_path / name / "sweep"
+        for n, (w, seed, right) in enumerate([(0.0, 1, low), (0.6, 1, high), (0.0, 2, low), (0.6, 2, high)]):
+            _fake_job(sweep, n, w, seed, right / 24, 0.5, sft)
+            (sweep / str(n) / "vqa_grpo.json").write_text(json.dumps({"vqa": vqa(right)}))
+        v = write_ablation_report(sweep)
+        assert v["i_rule"].startswith("paired")
+        d = v["i_per_seed"]["1"]["max_minus_0"]
+        assert d["n"] == 24 and d["diff"] == pytest.approx((high - low) / 24)
+        assert v["i"] is (name == "clear"), (name, d)
+        assert "95 % CI" in (sweep / "ablation.md").read_text()

@@ -11,6 +11,7 @@ import numpy as np
 from vase.annotate.choices import LETTERS, mc_options, mc_prompt
 from vase.annotate.vocab import DIMENSIONS, QUESTIONS
 from vase.eval.generate import GenerationItem, prompt_context, visuals_of
+from vase.metrics.stats import bootstrap_ci
 from vase.rewards.reward import sequence_ratio
 
 
@@ -59,6 +60,7 @@ def score_vqa(rows: list[dict[str, Any]], reward: Any, tau: float) -> dict[str, 
         if not sel:
             continue
         per_dim: dict[str, list[float]] = {d: [] for d in DIMENSIONS}
+        items: dict[str, dict[str, float]] = {d: {} for d in DIMENSIONS}  # per question: what paired intervals need
         unparsed: dict[str, int] = {d: 0 for d in DIMENSIONS}
         chance: dict[str, list[float]] = {d: [] for d in DIMENSIONS}
         for r in sel:
@@ -71,8 +73,11 @@ def score_vqa(rows: list[dict[str, Any]], reward: Any, tau: float) -> dict[str, 
                 chance[r["dimension"]].append(1.0 / len(r["options"]))
                 ok = pick == r["answer_index"]
             per_dim[r["dimension"]].append(float(ok))
+            items[r["dimension"]][str(r["id"])] = float(ok)
         acc = {d: float(np.mean(v)) for d, v in per_dim.items() if v}
-        out[protocol] = {"accuracy": acc, "mean": float(np.mean(list(acc.values()))), "n": len(sel)}
+        out[protocol] = {"accuracy": acc, "mean": float(np.mean(list(acc.values()))), "n": len(sel),
+                         "ci": {d: list(bootstrap_ci(v)) for d, v in per_dim.items() if v},
+                         "items": {d: v for d, v in items.items() if v}}
         if protocol == "mc":
             out[protocol]["unparsed"] = {d: unparsed[d] for d in acc}
             out[protocol]["chance"] = {d: float(np.mean(chance[d])) for d in acc}
