@@ -242,3 +242,18 @@ def test_the_ablation_targets_are_decided_on_paired_intervals_when_answers_are_k
         assert d["n"] == 24 and d["diff"] == pytest.approx((high - low) / 24)
         assert v["i"] is (name == "clear"), (name, d)
         assert "95 % CI" in (sweep / "ablation.md").read_text()
+
+
+def test_the_sfts_own_subset_keeps_one_shared_adapter_whatever_grpos_subset(tmp_path: Path, session_dirs: dict) -> None:
+    from tests.conftest import compose_cfg
+    from vase.training.sft_cache import sft_key
+
+    def key(*extra: str) -> str:
+        return sft_key(compose_cfg("train", ["experiment=grpo_sanity", *extra], tmp_path, session_dirs))[0]
+
+    assert key("data.limit_train=8") == key("data.limit_train=16") == key()  # sft.limit_train=null: all vases
+    assert key("sft.limit_train=8") != key()
+    plain = ["stage=grpo", "sft_init=true", "+stage@sft=sft"]
+    k8 = sft_key(compose_cfg("train", [*plain, "data.limit_train=8"], tmp_path, session_dirs))[0]
+    k16 = sft_key(compose_cfg("train", [*plain, "data.limit_train=16"], tmp_path, session_dirs))[0]
+    assert k8 != k16  # without sft.limit_train the SFT trains on the run's subset, as before

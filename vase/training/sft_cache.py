@@ -40,6 +40,8 @@ def sft_key(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
     data = {k: v for k, v in (plain("data") or {}).items() if k not in _DATA_IGNORED}
     render = {k: v for k, v in (plain("render") or {}).items() if k not in ("cache_dir", "on_error")}
     sft = plain("sft") or {}
+    if "limit_train" in sft:  # the SFT's own training subset: the run's (GRPO's) subset does not change the adapter
+        data["limit_train"] = sft["limit_train"]
     seed = sft.get("seed", plain("seed"))  # `sft.seed` shares one SFT across a sweep's seeds
     spec = {"model": plain("model"), "data": data, "render": render, "sft": sft, "seed": seed,
             "precision": OmegaConf.select(cfg, "trainer.precision"), "version": 2}
@@ -79,6 +81,8 @@ def shared_sft_adapter(cfg: DictConfig) -> Path:
                 sub.paths.output_dir = str(tmp)
                 if cfg.sft.get("data_task"):  # e.g. SFT on captions and QA, GRPO on captions
                     sub.data.task = cfg.sft.data_task
+                if "limit_train" in cfg.sft:  # e.g. SFT on every training vase, GRPO on a few
+                    sub.data.limit_train = cfg.sft.limit_train
                 # the GRPO run's step cap is its own: the SFT stage runs its epochs (or the sft node's max_steps)
                 sub.trainer.max_steps = int(cfg.sft.get("max_steps", -1))
                 sub.seed = int(cfg.sft.get("seed", cfg.seed))
