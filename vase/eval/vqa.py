@@ -11,7 +11,7 @@ import numpy as np
 from vase.annotate.choices import LETTERS, mc_options, mc_prompt
 from vase.annotate.vocab import DIMENSIONS, QUESTIONS
 from vase.eval.generate import GenerationItem, prompt_context, visuals_of
-from vase.metrics.stats import bootstrap_ci
+from vase.eval.stats import bootstrap_ci
 from vase.rewards.reward import sequence_ratio
 
 
@@ -73,7 +73,8 @@ def score_vqa(rows: list[dict[str, Any]], reward: Any, tau: float) -> dict[str, 
                 chance[r["dimension"]].append(1.0 / len(r["options"]))
                 ok = pick == r["answer_index"]
             per_dim[r["dimension"]].append(float(ok))
-            items[r["dimension"]][str(r["id"])] = float(ok)
+            if "id" in r:  # generated rows always carry it; rows built by hand may not
+                items[r["dimension"]][str(r["id"])] = float(ok)
         acc = {d: float(np.mean(v)) for d, v in per_dim.items() if v}
         out[protocol] = {"accuracy": acc, "mean": float(np.mean(list(acc.values()))), "n": len(sel),
                          "ci": {d: list(bootstrap_ci(v)) for d, v in per_dim.items() if v},
