@@ -22,8 +22,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from vase.annotate.vocab import DIMENSIONS
-from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 from vase.eval.stats import paired_difference
+from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 
 log = logging.getLogger("vase")
 CAPTION_KEYS = ("overall_score", "clip_score", "fid_score", "r_at_1", "r_at_5", "r_at_10", "lexical_similarity")
