@@ -136,3 +136,17 @@ def test_a_cached_sft_without_its_vqa_is_evaluated_once_when_a_sweep_needs_the_b
     baseline = json.loads((ours / "vqa_sft.json").read_text())
     assert "open" in baseline["vqa"] and out["vqa"]["grpo"]["open"]["accuracy"].keys() == \
         baseline["vqa"]["open"]["accuracy"].keys()
+
+
+@pytest.mark.slow
+def test_the_same_grpo_command_twice_gives_byte_identical_history(tmp_path: Path) -> None:
+    """Determinism on one machine: what a README table is built from does not move between two runs."""
+    runs = []
+    for k in range(2):
+        run = tmp_path / f"run{k}"
+        p = subprocess.run([sys.executable, "train.py", "experiment=grpo_sanity", "seed=1", "logger=none",
+                            "trainer.max_steps=30", f"hydra.run.dir={run}"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=900)
+        assert p.returncode == 0, p.stderr[-2000:]
+        runs.append((run / "train_history.json").read_bytes())
+    assert runs[0] == runs[1] and len(json.loads(runs[0])) == 30

@@ -183,9 +183,10 @@ class GRPOModule(LoRAStageModule):
                  loss_type: str = "grpo", scale_rewards: str = "group", grad_accum: int = 1,
                  max_grad_norm: float | None = 1.0, full_finetune: bool = False, log_completions_every: int = 10,
                  min_completion_length: int = 0, lineage: dict[str, Any] | None = None,
-                 negative_control: str | None = None) -> None:
+                 negative_control: str | None = None, gradient_checkpointing: bool = False) -> None:
         super().__init__(model, lora=lora, optimizer=optimizer, warmup_ratio=warmup_ratio,
-                         full_finetune=full_finetune, processor=processor, lineage=lineage)
+                         full_finetune=full_finetune, processor=processor, lineage=lineage,
+                         gradient_checkpointing=gradient_checkpointing)
         # with LoRA the reference is the model with its adapter switched off; a full fine-tune has no adapter to
         # switch off, so it keeps an explicit frozen copy (only when the KL term needs one)
         self.ref_model = copy.deepcopy(model).eval().requires_grad_(False) if full_finetune and beta > 0 else None

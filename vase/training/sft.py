@@ -35,6 +35,14 @@ class TrainableStateMixin:
         return super().load_state_dict(state_dict, strict=False, **kwargs)  # type: ignore[misc]
 
 
+def enable_gradient_checkpointing(model: Any) -> None:
+    """Activation checkpointing on a (peft) Qwen2.5-VL: non-reentrant, so frozen inputs need no grad of their own,
+    plus peft's hook that makes the input embeddings require grad (what reentrant checkpointing under LoRA needs)."""
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if hasattr(model, "enable_input_require_grads"):
+        model.enable_input_require_grads()
+
+
 class LoRAStageModule(TrainableStateMixin, pl.LightningModule):
     """What every training stage shares: LoRA on the model (or an adapter already there), the optimizer and the
     warm-up/cosine schedule, the per-batch history the report plots.
@@ -47,11 +55,14 @@ class LoRAStageModule(TrainableStateMixin, pl.LightningModule):
         full_finetune: train every weight instead (no adapter); the vision tower stays frozen if lora says so.
         processor: saved beside the adapter (by the SaveAdapter callback), so the adapter directory loads alone.
         lineage: the base model and the adapters merged into it before this stage, recorded beside the adapter.
+        gradient_checkpointing: recompute activations in the backward pass instead of keeping them (transformers'
+            activation checkpointing, non-reentrant, with peft's input-gradient hook): the same loss and gradients
+            for far less memory, at the cost of a second forward pass through each layer.
     """
 
     def __init__(self, model: Any, lora: dict[str, Any] | None = None, optimizer: Any = None,
                  warmup_ratio: float = 0.05, full_finetune: bool = False, processor: Any = None,
-                 lineage: dict[str, Any] | None = None) -> None:
+                 lineage: dict[str, Any] | None = None, gradient_checkpointing: bool = False) -> None:
         super().__init__()
         self.processor = processor
         self.lineage = dict(lineage) if lineage else None
@@ -68,6 +79,8 @@ class LoRAStageModule(TrainableStateMixin, pl.LightningModule):
             self.model = model
         else:
             self.model = apply_lora(model, **dict(lora or {}))
+        if gradient_checkpointing:
+            enable_gradient_checkpointing(self.model)
         # from_pretrained returns a model in eval mode; Lightning keeps module modes as it finds them, so LoRA
         # dropout would silently stay off
         self.model.train()
