@@ -123,6 +123,9 @@ def test_ablation_report_states_whether_the_targets_held(tmp_path: Path) -> None
         _fake_job(good, n, w, seed, shape, 0.5 - 1 / 24, sft)  # others one item below SFT: allowed
     v = write_ablation_report(good)
     assert v["i"] is True and v["ii"] is True
+    # the fake jobs' training shape reward equals their weight: 0.6 > 0 on both seeds
+    assert v["dose_response"] is True and v["dose_response_per_seed"]["1"] == {"at_max": 0.6, "at_0": 0.0}
+    assert "**Dose-response**" in (good / "ablation.md").read_text()
     md = (good / "ablation.md").read_text()
     assert "**Target (i)**" in md and "**held**" in md and (good / "ablation.png").stat().st_size > 1000
     assert "| GRPO, shape weight 0.6 | 50.0 %" not in md and "65.0 %" in md  # mean over seeds: (0.7 + 0.6) / 2
@@ -130,8 +133,11 @@ def test_ablation_report_states_whether_the_targets_held(tmp_path: Path) -> None
     for n, (w, seed, shape) in enumerate([(0.0, 1, 0.4), (0.15, 1, 0.5), (0.6, 1, 0.45), (0.0, 2, 0.45),
                                           (0.15, 2, 0.5), (0.6, 2, 0.6)]):
         _fake_job(bad, n, w, seed, shape, 0.5 - 2 / 24, sft)  # seed 1 below SFT; others two items below
+    (bad / "2" / "train_history.json").write_text(json.dumps([{"step": 1.0, "reward": 0.3, "reward/shape": 0.0}]))
+    (bad / "0" / "train_history.json").write_text(json.dumps([{"step": 1.0, "reward": 0.3, "reward/shape": 0.1}]))
     v = write_ablation_report(bad)
     assert v["i"] is False and v["ii"] is False
+    assert v["dose_response"] is False  # seed 1: shape reward 0.0 at weight 0.6 against 0.1 at weight 0
     assert "**not held**" in (bad / "ablation.md").read_text()
     rows = json.loads(write_sweep_summary(bad)["json"].read_text())["jobs"]
     assert [r["overrides"] for r in rows][:2] == ["reward.weights.shape=0.0 seed=1", "reward.weights.shape=0.15 seed=1"]

@@ -269,6 +269,16 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
 
     n_items = max((v.get("open", {}).get("n", 0) for v in vqa.values()), default=0) // max(1, len(DIMENSIONS))
     verdict: dict[str, Any] = {"swept": key, "weights": xs, "seeds": seeds}
+    # dose-response on the training prompts: the swept dimension's own reward over the last steps, at the largest
+    # weight against weight 0, per seed (does GRPO push toward what the weight asks, where it trains?)
+    dose = {}
+    for seed in seeds:
+        at = {float(ov[j][key]): job_row(j).get(f"reward/{dim}") for j in jobs if ov[j].get("seed", "-") == seed}
+        if at.get(max(xs)) is not None and at.get(min(xs)) is not None:
+            dose[seed] = {"at_max": at[max(xs)], "at_0": at[min(xs)]}
+    if dose:
+        verdict["dose_response"] = all(v["at_max"] > v["at_0"] for v in dose.values())
+        verdict["dose_response_per_seed"] = dose
     def items(v: dict[str, Any] | None, d: str) -> dict[str, float] | None:
         return ((v or {}).get("open") or {}).get("items", {}).get(d)
 
@@ -338,6 +348,11 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
                      f"every seed, decided on {verdict['i_rule']}: **{'held' if verdict['i'] else 'not held'}** ("
                      + "; ".join(f"seed {s}: {_pct(v['at_max'])} vs {_pct(v['at_0'])} and SFT {_pct(v['sft'])}"
                                  + _diffs(v) for s, v in verdict["i_per_seed"].items()) + ").")
+    if "dose_response" in verdict:
+        lines.append(f"\n**Dose-response** on the training prompts, {dim} reward over the last {LAST_STEPS} steps at weight "
+                     f"{max(xs):g} above weight {min(xs):g} on every seed: **{'held' if verdict['dose_response'] else 'not held'}** ("
+                     + "; ".join(f"seed {s}: {v['at_max']:.3f} vs {v['at_0']:.3f}"
+                                 for s, v in verdict["dose_response_per_seed"].items()) + ").")
     if "ii" in verdict:
         drops = ", ".join(f"{d} {100 * v:+.1f}" for d, v in verdict["ii_worst_drop"].items())
         lines.append(f"\n**Target (ii)**, at the paper's weights: {verdict['ii_rule']} ({100 / n_items:.1f} points "
