@@ -19,6 +19,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.errors import ConfigError
+from vase.runs import check_given_dir, job_overrides, run_dir
 
 STAGES = ("sft", "grpo")
 DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16",
@@ -462,16 +463,6 @@ def _validate_added_keys(cfg: DictConfig) -> None:
             node = node[part] if isinstance(node._get_node(part), DictConfig) else None
 
 
-def job_overrides() -> list[str]:
-    """The command-line (and sweep) overrides of the running Hydra job; [] outside Hydra."""
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        return list(HydraConfig.get().overrides.task)
-    except (ValueError, ImportError):
-        return []
-
-
 def _validate_reward_use(cfg: DictConfig) -> None:
     """A reward setting on a run whose only stage is SFT changes nothing: a reward sweep must train GRPO."""
     stage = cfg.get("stage")
@@ -695,8 +686,6 @@ def register_resolvers() -> None:
     if not OmegaConf.has_resolver("vase.tiny_key"):
         OmegaConf.register_new_resolver("vase.tiny_key", tiny_key)
     if not OmegaConf.has_resolver("vase.run_dir"):
-        from vase.runs import run_dir
-
         # cached in the config too, so a sweep's jobs (and a requeued SLURM job's pickled config) keep one folder
         OmegaConf.register_new_resolver("vase.run_dir", run_dir, use_cache=True)
 
@@ -711,8 +700,6 @@ def preflight_overrides(argv: list[str], conf_dir: str | Path) -> None:
     Hydra's own message for an unknown option spans many lines; this raises ConfigError with one line naming the
     group and the options there are.
     """
-    from vase.runs import check_given_dir
-
     conf_dir = Path(conf_dir)
     for arg in argv:
         if arg.startswith("-") or "=" not in arg:

@@ -47,7 +47,8 @@ def run_key(overrides: list[str]) -> str:
     return hashlib.sha256("\n".join(kept).encode()).hexdigest()[:12]
 
 
-def _job_overrides() -> list[str]:
+def job_overrides() -> list[str]:
+    """The command-line (and sweep) overrides of the running Hydra job; [] outside Hydra."""
     try:
         from hydra.core.hydra_config import HydraConfig
 
@@ -104,7 +105,7 @@ def claim(path: str | Path, resume: str = "auto") -> Path:
         raise ConfigError(f"run directory {path} holds an earlier {'finished' if earlier == 'finished' else 'interrupted'}"
                           f" run, which this one would overwrite{how}; choose a new folder (hydra.run.dir=...)")
     _held[path] = fd
-    overrides = _job_overrides()
+    overrides = job_overrides()
     record = {**status, "pid": os.getpid(), "status": "running", "key": status.get("key") or run_key(overrides),
               "overrides": status.get("overrides", overrides), "started": status.get("started", time.time())}
     atomic_write_json(path / RUN_FILE, record)
@@ -154,7 +155,7 @@ def run_dir(base: str, resume: str = "never") -> str:
     with file_lock(root.parent / f".{root.name}.lock"):
         chosen = None
         if resume == "auto" and _rank() == 0:
-            chosen = _resumable(root, run_key(_job_overrides()))
+            chosen = _resumable(root, run_key(job_overrides()))
             if chosen is not None:
                 print(f"resuming the interrupted run {chosen} (same command; resume=never starts afresh)")
         if chosen is None:
