@@ -28,6 +28,8 @@ DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo")
 SCALE_REWARDS = ("group", "batch", "none")
+NEGATIVE_CONTROLS = ("flip_advantages", "shuffle_rewards")
+"""``stage.module.negative_control``: ways to break GRPO on purpose, so that a learning check can be seen to fail."""
 SIMILARITIES = ("embedding", "sequence", "vocabulary", "year_iou")
 TINY_OPEN_CLIP_NAME = "vase-tiny-clip"
 """The open_clip architecture name of vase's tiny test CLIP (registered with open_clip when it is built)."""
@@ -103,8 +105,8 @@ class GRPOSchema:
 
     def __post_init__(self) -> None:
         k = "stage.module"
-        _check(self.negative_control in (None, "flip_advantages", "shuffle_rewards"), f"{k}.negative_control",
-               self.negative_control, "must be null, flip_advantages or shuffle_rewards")
+        _check(self.negative_control in (None, *NEGATIVE_CONTROLS), f"{k}.negative_control",
+               self.negative_control, f"must be null or one of {list(NEGATIVE_CONTROLS)}")
         _check(
             self.num_generations >= 2,
             f"{k}.num_generations",
@@ -419,7 +421,7 @@ def _validate_targets(cfg: DictConfig) -> None:
         try:
             fn = get_object(target)
             params = inspect.signature(fn).parameters
-        except (ImportError, ValueError, TypeError, Exception):  # noqa: BLE001 - unimportable: instantiate says why
+        except Exception:  # noqa: BLE001 - unimportable or no signature: instantiate will say why
             continue
         if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
             continue

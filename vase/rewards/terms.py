@@ -50,8 +50,8 @@ class Keyword(RewardTerm):
     def __call__(self, completions: list[str], targets: list[dict[str, str | None]], **batch: Any) -> list[float]:
         out = []
         for text, target in zip(completions, targets):
-            said = extract_fields(text).get(self.dimension)
             want = target.get(self.dimension)
-            hit = said and want and canonical_or_none(self.dimension, said) == canonical_or_none(self.dimension, want)
-            out.append(float(bool(hit) and canonical_or_none(self.dimension, want) is not None))
+            term = canonical_or_none(self.dimension, want) if want else None  # None: nothing to name
+            said = extract_fields(text).get(self.dimension)
+            out.append(float(term is not None and bool(said) and canonical_or_none(self.dimension, said) == term))
         return out

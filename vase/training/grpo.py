@@ -22,6 +22,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from vase.config import NEGATIVE_CONTROLS
 from vase.data.datamodule import VISUAL_KEYS
 from vase.training.sft import LoRAStageModule
 
@@ -209,9 +210,9 @@ class GRPOModule(LoRAStageModule):
         self.min_completion_length = int(min_completion_length)  # > 0 forces lengths, e.g. in benchmarks
         # a learning check must be able to fail: `flip_advantages` pushes away from what the reward asks,
         # `shuffle_rewards` hands each completion another's reward; neither is for training
-        if negative_control not in (None, "flip_advantages", "shuffle_rewards"):
-            raise ValueError(f"stage.module.negative_control={negative_control!r} must be null, flip_advantages or "
-                             f"shuffle_rewards")
+        if negative_control not in (None, *NEGATIVE_CONTROLS):  # config validation says so first; this guards the API
+            raise ValueError(f"stage.module.negative_control={negative_control!r} must be null or one of "
+                             f"{list(NEGATIVE_CONTROLS)}")
         self.negative_control = negative_control
         tok = processor.tokenizer
         self.eos_ids = sorted({i for i in (tok.convert_tokens_to_ids("<|im_end|>"), tok.eos_token_id,
