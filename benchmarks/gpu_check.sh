@@ -15,7 +15,7 @@ export PYTHONPATH=/tmp/site:$PWD WANDB_MODE=disabled TOKENIZERS_PARALLELISM=fals
 } >> "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt" | tail -4
 COMMON=(paths.cache_dir="$PWD/.devdata/cache" paths.data_dir="$PWD/.devdata/data" logger=none debug=fast
-        render.resolution=64 evaluate.after=false report=false reward.similarity.decoration=sequence)
+        render.resolution=64 evaluate.after=false report=false reward.terms.decoration.similarity=sequence)
 run() {
   local name=$1; shift
   local t0=$SECONDS

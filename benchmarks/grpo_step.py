@@ -46,7 +46,7 @@ def _setup(cache: Path) -> tuple[str, list]:
 def _reward():
     from vase.rewards import reward_from_config
 
-    return reward_from_config(similarity={"decoration": "sequence"})
+    return reward_from_config(terms={"decoration": {"similarity": "sequence"}})
 
 
 def _peak_memory(device: str) -> float:

@@ -57,7 +57,7 @@ def test_the_learned_reward_term_rewards_agreement_with_the_classifier(synthetic
     target = {d: getattr(ds.records[0], d) for d in ("fabric", "technique", "shape", "dating", "decoration",
                                                       "attribution")}
     base = reward_from_config()
-    r = reward_from_config(learned={"weight": 0.5, "checkpoint": str(path)})
+    r = reward_from_config(terms={"learned": {"weight": 0.5, "checkpoint": str(path)}})
     texts = [agree, disagree]
     kw = {"targets": [target] * 2, "reference": [ds.records[0].caption] * 2, "images": [images] * 2,
           "ids": [f"{ds.records[0].id}#caption"] * 2}
@@ -73,7 +73,7 @@ def test_grpo_with_the_learned_reward_term(synthetic_root: Path, tmp_path: Path,
     from vase.pipeline import run_training
 
     path = _heads(synthetic_root, tmp_path)
-    cfg = train_cfg(["stage=grpo", "reward.learned.weight=0.5", f"reward.learned.checkpoint={path}",
+    cfg = train_cfg(["stage=grpo", "reward.terms.learned.weight=0.5", f"reward.terms.learned.checkpoint={path}",
                      "stage.module.max_completion_length=8", "stage.module.num_generations=2"])
     run_training(cfg)
     history = _json.loads((Path(cfg.paths.output_dir) / "train_history.json").read_text())

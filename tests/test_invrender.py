@@ -66,7 +66,7 @@ def test_the_reward_scores_inverse_rendering_answers_by_silhouette(synthetic_roo
     true = VaseParams.of_record(rec)
     other = next(s for s in ("kylix", "lekythos") if s != true.shape)
     target = {"fabric": None, "invrender": asdict(true)}
-    r = reward_from_config(invrender={"weight": 2.0, "views": ["front", "left"], "resolution": 48})
+    r = reward_from_config(terms={"invrender": {"weight": 2.0, "views": ["front", "left"], "resolution": 48}})
     texts = [_json.dumps(asdict(true)), _json.dumps(asdict(replace(true, height=1.4))),
              _json.dumps(asdict(replace(true, shape=other))), "a lovely amphora"]
     out = r.compute(texts, targets=[target] * 4, reference=[""] * 4)
@@ -83,7 +83,7 @@ def test_the_reward_scores_inverse_rendering_answers_by_silhouette(synthetic_roo
 def test_grpo_trains_on_inverse_rendering_prompts(train_cfg) -> None:
     from vase.pipeline import run_training
 
-    cfg = train_cfg(["stage=grpo", "data.task=invrender", "reward.invrender.weight=1.0",
+    cfg = train_cfg(["stage=grpo", "data.task=invrender", "reward.terms.invrender.weight=1.0",
                      "stage.module.max_completion_length=8", "stage.module.num_generations=2"])
     run_training(cfg)
     history = json.loads((Path(cfg.paths.output_dir) / "train_history.json").read_text())

@@ -12,11 +12,8 @@ import pytest
 import torch
 
 from tests.conftest import ROOT
-from vase.annotate.vocab import DIMENSIONS
 from vase.rewards import reward_from_config
 
-OFF = {"weights": dict.fromkeys(DIMENSIONS, 0.0), "penalty": {"length": 0.0, "repetition": 0.0, "irrelevance": 0.0},
-       "bonus": {"sequence": 0.0}}
 T = {"fabric": "Athenian", "technique": "red-figure", "shape": "kylix", "dating": [-480, -470],
      "decoration": "a symposium scene", "attribution": "Douris"}
 

@@ -14,11 +14,21 @@ TARGET = {"fabric": "Athenian", "technique": "red-figure", "shape": "kylix", "da
 NO_EXTRAS = {"penalty": {"length": 0.0, "repetition": 0.0, "irrelevance": 0.0}, "bonus": {"sequence": 0.0}}
 
 
+def make(similarity: dict | None = None, penalty: dict | None = None, bonus: dict | None = None, **kw) -> VaseReward:
+    """The configured reward with some dimensions' similarity, the penalty's values or the bonus's weight changed."""
+    terms: dict = {d: {"similarity": kind} for d, kind in (similarity or {}).items()}
+    if penalty is not None:
+        terms["penalty"] = penalty
+    if bonus is not None:
+        terms["bonus"] = {"weight": bonus["sequence"]}
+    return reward_from_config(terms=terms, **kw)
+
+
 def only(dim: str, **kw) -> VaseReward:
     """A reward that weighs one dimension only, without penalties or bonus."""
     weights = {d: 0.0 for d in TARGET}
     weights[dim] = 1.0
-    return reward_from_config(weights=weights, **{**NO_EXTRAS, **kw})
+    return make(weights=weights, **{**NO_EXTRAS, **kw})
 
 
 def test_structured_and_prose_forms_extract_the_same_fields() -> None:
@@ -28,7 +38,7 @@ def test_structured_and_prose_forms_extract_the_same_fields() -> None:
     assert s["fabric"] == "Attic" and p["fabric"] == "Attic"
     assert s["dating"] == "-525 to -475" and p["dating"] == "c. 525–475 BCE"
     assert s["decoration"] == p["decoration"] == "a symposium scene"
-    r = reward_from_config(similarity={"decoration": "sequence"}, **NO_EXTRAS)
+    r = make(similarity={"decoration": "sequence"}, **NO_EXTRAS)
     out = r.compute(["Fabric: Attic; Technique: red figure; Shape: Kylix; Date: -525 to -475; "
                      "Decoration: a symposium scene; Attribution: Berlin Painter",
                      "Attic red-figure kylix, c. 525–475 BCE, depicting a symposium scene; attributed to the Berlin "
@@ -65,7 +75,7 @@ def test_each_dating_form(written: str, expected_range: tuple[int, int]) -> None
 
 
 def test_threshold_and_weights_by_hand() -> None:
-    r = reward_from_config(tau=0.7, similarity={"decoration": "sequence"}, **NO_EXTRAS)
+    r = make(tau=0.7, similarity={"decoration": "sequence"}, **NO_EXTRAS)
     text = "Corinthian red-figure kylix, c. 500–450 BCE, depicting a symposium; attributed to the Berlin Painter."
     out = r.compute([text], targets=[TARGET])
     # fabric wrong (0), technique 0.20, shape 0.15, dating IoU [-500,-450] vs [-525,-475] = 25/75 < tau -> 0,
@@ -78,13 +88,13 @@ def test_threshold_and_weights_by_hand() -> None:
 
 
 def test_missing_dimensions_score_zero_and_short_text_is_penalised() -> None:
-    r = reward_from_config(penalty={"length": 0.1, "repetition": 0.0, "irrelevance": 0.1}, bonus={"sequence": 0.0})
+    r = make(penalty={"length": 0.1, "repetition": 0.0, "irrelevance": 0.1}, bonus={"sequence": 0.0})
     # two words: fabric and technique only; length 2 < 5 words -> 0.1 penalty
     assert r(["Athenian red-figure"], targets=[TARGET])[0] == pytest.approx(0.20 + 0.20 - 0.1)
 
 
 def test_empty_and_non_english_completions() -> None:
-    r = reward_from_config(penalty={"length": 0.1, "repetition": 0.2, "irrelevance": 0.1}, bonus={"sequence": 0.0})
+    r = make(penalty={"length": 0.1, "repetition": 0.2, "irrelevance": 0.1}, bonus={"sequence": 0.0})
     empty, german, greek = r(["", "Eine schöne rotfigurige Schale aus Griechenland",
                                "Ένα αγγείο με μελανόμορφη διακόσμηση από την Αθήνα"], targets=[TARGET] * 3)
     assert empty == pytest.approx(-0.2)      # too short (0 words) and mentions nothing
@@ -93,7 +103,7 @@ def test_empty_and_non_english_completions() -> None:
 
 
 def test_very_long_repetitive_completion() -> None:
-    r = reward_from_config(penalty={"min_words": 5, "max_words": 80, "length": 0.1, "repetition": 0.2, "irrelevance": 0.1},
+    r = make(penalty={"min_words": 5, "max_words": 80, "length": 0.1, "repetition": 0.2, "irrelevance": 0.1},
                    bonus={"sequence": 0.0})
     text = " ".join(["Athenian"] * 200)
     # fabric matches (0.20); 200 words > 80 (-0.1); 198 trigrams, 197 repeats (-0.2 * 197/198); fields found: no irrelevance
@@ -103,7 +113,7 @@ def test_very_long_repetitive_completion() -> None:
 def test_bonus_is_difflib_ratio_against_the_caption() -> None:
     ref = "Athenian red-figure kylix, c. 525–475 BCE, depicting a symposium scene; attributed to the Berlin Painter."
     gen = "Athenian black-figure amphora."
-    r = reward_from_config(weights={d: 0.0 for d in TARGET}, penalty={"length": 0.0, "repetition": 0.0, "irrelevance": 0.0},
+    r = make(weights={d: 0.0 for d in TARGET}, penalty={"length": 0.0, "repetition": 0.0, "irrelevance": 0.0},
                    bonus={"sequence": 0.5})
     expected = 0.5 * difflib.SequenceMatcher(None, gen.lower(), ref.lower()).ratio()
     assert r([gen], targets=[TARGET], reference=[ref])[0] == pytest.approx(expected)
@@ -111,7 +121,7 @@ def test_bonus_is_difflib_ratio_against_the_caption() -> None:
 
 def test_targets_can_come_from_reference_captions() -> None:
     ref = "Athenian red-figure kylix, c. 525–475 BCE, depicting a symposium scene; attributed to the Berlin Painter."
-    r = reward_from_config(similarity={"decoration": "sequence"}, **NO_EXTRAS)
+    r = make(similarity={"decoration": "sequence"}, **NO_EXTRAS)
     assert r([ref], reference=[ref])[0] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="targets"):
         r(["x"])
@@ -135,16 +145,17 @@ def test_embedding_similarity_uses_minilm() -> None:
 
 
 def test_reward_is_picklable_and_gives_the_same_values() -> None:
-    r = reward_from_config()
+    r = make()
     texts = ["Attic red-figure cup, c. 500 BCE, showing a symposium", "nothing"]
     before = r(texts, targets=[TARGET, TARGET])
-    clone = pickle.loads(pickle.dumps(r))
-    assert clone._encoder is None
+    blob = pickle.dumps(r)
+    assert len(blob) < 20_000  # no sentence encoder or cache travels with it
+    clone = pickle.loads(blob)
     assert clone(texts, targets=[TARGET, TARGET]) == pytest.approx(before)
 
 
 def test_trl_style_conversational_completions() -> None:
-    r = reward_from_config(similarity={"decoration": "sequence"}, **NO_EXTRAS)
+    r = make(similarity={"decoration": "sequence"}, **NO_EXTRAS)
     msg = [[{"role": "assistant", "content": "Athenian red-figure kylix, c. 525–475 BCE, depicting a symposium scene; "
                                              "attributed to the Berlin Painter."}]]
     assert r(msg, targets=[TARGET])[0] == pytest.approx(1.0)
@@ -160,10 +171,19 @@ def test_the_yaml_is_the_one_source_of_the_rewards_values(tmp_path, session_dirs
                          "attribution": 0.1}  # the paper's, as conf/reward/vase6d.yaml states them
     # a dimension left out of the weights is a config error naming it, not a silent 0.0
     cfg = compose_cfg("train", ["~reward.weights.shape"], tmp_path, session_dirs)
-    with pytest.raises(ConfigError, match=r"reward\.weights\.shape"):
+    with pytest.raises(ConfigError, match=r"reward\.terms\.shape\.weight: Interpolation key 'weights\.shape'"):
         validate(cfg)
-    with pytest.raises(ValueError, match=r"reward\.weights is missing \['shape'\]"):
-        VaseReward(tau=0.7, weights={d: 0.2 for d in TARGET if d != "shape"}, similarity=r.similarity,
-                   penalty=r.penalty, bonus=r.bonus)
-    with pytest.raises(ValueError, match=r"reward\.similarity is missing"):
-        VaseReward(tau=0.7, weights=r.weights, similarity={"fabric": "vocabulary"}, penalty=r.penalty, bonus=r.bonus)
+    # a dimension term whose weight is set apart from reward.weights: named, never one of the two silently
+    cfg = compose_cfg("train", ["reward.terms.shape.weight=0.6"], tmp_path, session_dirs)
+    with pytest.raises(ConfigError, match=r"reward\.terms\.shape\.weight=0\.6 differs from reward\.weights\.shape"):
+        validate(cfg)
+    terms = dict(r.terms)
+    with pytest.raises(ValueError, match=r"reward\.terms\.shape\.weight=0\.6 but reward\.weights\.shape=0\.15"):
+        VaseReward(tau=0.7, weights={**r.weights, "shape": 0.15}, terms={**terms, "shape": {
+            "_target_": "vase.rewards.terms.Similarity", "dimension": "shape", "similarity": "vocabulary",
+            "tau": 0.7, "weight": 0.6}})
+    with pytest.raises(ValueError, match=r"both score dimension 'fabric'"):
+        VaseReward(tau=0.7, terms={**terms, "fabric2": terms["fabric"]})
+    cfg = compose_cfg("train", ["reward.terms.decoration.similarity=cosine"], tmp_path, session_dirs)
+    with pytest.raises(ConfigError, match=r"reward\.terms\.decoration\.similarity='cosine' must be one of"):
+        validate(cfg)

@@ -138,21 +138,32 @@ def _per_dimension(name: str, kind: type) -> type:
 
 
 RewardWeights = _per_dimension("RewardWeights", float)
-RewardSimilarity = _per_dimension("RewardSimilarity", str)
+
+# what the config check knows of vase's own reward terms (a user's term is checked by its signature alone)
+_TERMS = "vase.rewards.terms."
 
 
-@dataclass
-class RewardPenalty:
-    min_words: int = MISSING
-    max_words: int = MISSING
-    length: float = MISSING
-    repetition: float = MISSING
-    irrelevance: float = MISSING
-
-
-@dataclass
-class RewardBonus:
-    sequence: float = MISSING
+def _check_term(name: str, term: Any, tau: float) -> None:
+    k = f"reward.terms.{name}"
+    _check(isinstance(term, dict) and "_target_" in term, k, term,
+           "must be {_target_: <a RewardTerm class>, weight: <w>, ...}")
+    target = str(term["_target_"])
+    tw = term.get("weight", 1.0)
+    _check(isinstance(tw, (int, float)) and tw >= 0, f"{k}.weight", tw, "must be a non-negative number")
+    if target == _TERMS + "Similarity":
+        _check(term.get("dimension") in DIMENSIONS, f"{k}.dimension", term.get("dimension"),
+               f"must be one of {list(DIMENSIONS)}")
+        _check(term.get("similarity") in SIMILARITIES, f"{k}.similarity", term.get("similarity"),
+               f"must be one of {list(SIMILARITIES)}")
+        t = term.get("tau", tau)
+        _check(isinstance(t, (int, float)) and 0.0 <= t <= 1.0, f"{k}.tau", t, "must lie in [0, 1]")
+    elif target == _TERMS + "FormatPenalty":
+        lo, hi = term.get("min_words", 0), term.get("max_words", 0)
+        _check(isinstance(lo, int) and isinstance(hi, int) and 0 <= lo <= hi, f"{k}.min_words", lo,
+               f"must lie in [0, {k}.max_words={hi}]")
+    elif target == _TERMS + "Learned":
+        _check(not tw or bool(term.get("checkpoint")), f"{k}.checkpoint", term.get("checkpoint"),
+               f"must name attribute_heads.pt when {k}.weight > 0")
 
 
 @dataclass
@@ -160,42 +171,30 @@ class RewardSchema:
     _target_: str = "vase.rewards.VaseReward"
     tau: float = MISSING
     weights: RewardWeights = field(default_factory=RewardWeights)
-    similarity: RewardSimilarity = field(default_factory=RewardSimilarity)
     embedding_model: str = MISSING
     embedding_device: str = "cpu"
-    penalty: RewardPenalty = field(default_factory=RewardPenalty)
-    bonus: RewardBonus = field(default_factory=RewardBonus)
     normalize_weights: Any = None
-    invrender: dict | None = None
-    learned: dict | None = None
-    terms: dict | None = None
+    terms: dict = MISSING
+    effective_weights: Any = None
 
     def __post_init__(self) -> None:
         _check(0.0 <= self.tau <= 1.0, "reward.tau", self.tau, "must lie in [0, 1]")
-        for name, term in (self.terms or {}).items():
-            if term is None:
-                continue  # a term switched off with reward.terms.<name>=null
-            _check(isinstance(term, dict) and "_target_" in term, f"reward.terms.{name}", term,
-                   "must be {_target_: <a RewardTerm class>, weight: <w>, ...}")
-            tw = term.get("weight", 1.0)
-            _check(isinstance(tw, (int, float)) and tw >= 0, f"reward.terms.{name}.weight", tw,
-                   "must be a non-negative number")
-        w = (self.invrender or {}).get("weight", 0.0)
-        _check(isinstance(w, (int, float)) and w >= 0, "reward.invrender.weight", w, "must be a non-negative number")
-        lw = (self.learned or {}).get("weight", 0.0)
-        _check(isinstance(lw, (int, float)) and lw >= 0, "reward.learned.weight", lw, "must be a non-negative number")
-        _check(not lw or bool((self.learned or {}).get("checkpoint")), "reward.learned.checkpoint",
-               (self.learned or {}).get("checkpoint"), "must name attribute_heads.pt when reward.learned.weight > 0")
         for dim in DIMENSIONS:
             w = getattr(self.weights, dim)
             _check(w >= 0, f"reward.weights.{dim}", w, "must be non-negative")
-            sim = getattr(self.similarity, dim)
-            _check(sim in SIMILARITIES, f"reward.similarity.{dim}", sim, f"must be one of {list(SIMILARITIES)}")
+        terms = {n: t for n, t in (self.terms or {}).items() if t is not None}  # null switches a term off
+        _check(bool(terms), "reward.terms", self.terms, "must list at least one term")
+        for name, term in terms.items():
+            _check_term(name, term, self.tau)
+            if str(term.get("_target_")) == _TERMS + "Similarity" and term.get("dimension") in DIMENSIONS:
+                d = term["dimension"]
+                _check(abs(float(term.get("weight", 1.0)) - getattr(self.weights, d)) < 1e-12,
+                       f"reward.terms.{name}.weight", term.get("weight"),
+                       f"differs from reward.weights.{d}={getattr(self.weights, d)}: set reward.weights.{d} "
+                       f"(the term's weight follows it)")
         nw = self.normalize_weights
         _check(nw is None or isinstance(nw, bool) or (isinstance(nw, (list, tuple)) and all(d in DIMENSIONS for d in nw)),
                "reward.normalize_weights", nw, f"must be null, true, false or a list of dimensions {list(DIMENSIONS)}")
-        _check(0 <= self.penalty.min_words <= self.penalty.max_words, "reward.penalty.min_words",
-               self.penalty.min_words, f"must lie in [0, reward.penalty.max_words={self.penalty.max_words}]")
 
 
 @dataclass

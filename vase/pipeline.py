@@ -120,12 +120,11 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     resume = str(cfg.get("resume") or "never")
     out_dir = runs.claim(cfg.paths.output_dir, resume)  # this process's alone; an earlier run there is not overwritten
     if cfg.get("reward") is not None:
-        from vase.rewards.reward import normalized_weights
+        from vase.rewards.reward import effective_weights
 
         # what the reward really uses: config.yaml, W&B and the sweep summary show it beside the weights given
         with open_dict(cfg):
-            cfg.reward.effective_weights = normalized_weights(
-                {d: float(w) for d, w in cfg.reward.weights.items()}, cfg.reward.get("normalize_weights"))
+            cfg.reward.effective_weights = effective_weights(cfg.reward)
     atomic_write_text(out_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
 
     log.info("loading model %s", cfg.model.name_or_path)

@@ -47,7 +47,7 @@ def samples_for(example: VaseExample, task: str, zoom: bool = False,
                 views: tuple[str, ...] | list[str] = VIEWS) -> list[ChatSample]:
     """The chat samples of one vase: its caption (task ``caption``), its QA pairs (``qa``), both (``both``), or both
     plus each question as multiple choice answered with the option's letter (``all``, to teach the format); or its
-    generator parameters as JSON (``invrender``, synthetic vases: rewarded by ``reward.invrender``)."""
+    generator parameters as JSON (``invrender``, synthetic vases: rewarded by ``reward.terms.invrender``)."""
     from vase.annotate.choices import LETTERS, mc_options, mc_prompt
 
     if task not in DATA_TASKS:

@@ -184,7 +184,7 @@ class AttributePredictor:
 
         path = Path(path)
         if not path.is_file():
-            raise ConfigError(f"reward.learned.checkpoint={path}: no such file (python evaluate.py task=attributes "
+            raise ConfigError(f"reward.terms.learned.checkpoint={path}: no such file (python evaluate.py task=attributes "
                               f"writes one beside its output)")
         blob = torch.load(path, map_location="cpu", weights_only=False)
         self.model = AttributeHeads(**blob["hparams"])
