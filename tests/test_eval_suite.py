@@ -171,7 +171,7 @@ def test_score_vqa_by_hand() -> None:
     from vase.eval.vqa import vqa_table
 
     table = vqa_table(s, "m")
-    assert "0.0 % (1 unparsed)" in table and "| chance | multiple choice |" in table
+    assert "0.0 % (1 unparsed)" in table and "| chance | multiple choice (letter) |" in table
 
 
 def test_vqa_task_end_to_end(tmp_path: Path, session_dirs: dict, synthetic_root: Path) -> None:
@@ -187,6 +187,52 @@ def test_vqa_task_end_to_end(tmp_path: Path, session_dirs: dict, synthetic_root:
     assert "multiple choice" in (tmp_path / "vqa.md").read_text()
     assert len((tmp_path / "answers_vqa.jsonl").read_text().splitlines()) == 2 * 6 * 2
     assert out["scores"]["vqa/mc/mean"] == saved["vqa"]["mc"]["mean"]
+
+
+def test_multiple_choice_by_option_likelihood_is_the_answers_log_probability(tmp_path: Path, tiny_model_dir: Path,
+                                                                            synthetic_root: Path) -> None:
+    """Each option's score is the summed log-probability of its tokens (and the closing token) after the prompt,
+    computed here by hand one option at a time; the pick is the best; the rows resume from their JSONL."""
+    import torch
+
+    from vase.data.dataset import VaseDataset
+    from vase.eval.generate import option_loglik_rows
+    from vase.eval.vqa import score_vqa, vqa_items
+    from vase.models.loading import load_model_and_processor
+    from vase.rewards import reward_from_config
+
+    from omegaconf import OmegaConf
+
+    model, processor = load_model_and_processor(OmegaConf.create({
+        "name_or_path": str(tiny_model_dir), "dtype": "float32", "processor": {"min_pixels": 3136, "max_pixels": 12544}}))
+    ds = VaseDataset(synthetic_root, "val")
+    items = vqa_items(ds, "ll")[:6]
+    assert all(it.prompt.endswith("of the vase?") and it.reference.endswith(".") for it in items)
+    out = tmp_path / "ll.jsonl"
+    rows = option_loglik_rows(model, processor, items, out, batch_size=2, progress=False)
+    it, row = items[2], rows[2]
+    tok = processor.tokenizer
+    end = tok("<|im_end|>\n", add_special_tokens=False)["input_ids"]
+    by_hand = []
+    for option in it.extra["options"]:
+        from vase.data.datamodule import encode_prompts
+
+        enc = encode_prompts(processor, [it.prompt], [it.images()], "right")
+        ans = tok(option, add_special_tokens=False)["input_ids"] + end
+        ids = torch.cat([enc["input_ids"], torch.tensor([ans])], dim=1)
+        mm = torch.cat([enc["mm_token_type_ids"], torch.zeros((1, len(ans)), dtype=enc["mm_token_type_ids"].dtype)], 1)
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=torch.ones_like(ids), mm_token_type_ids=mm,
+                           pixel_values=enc["pixel_values"], image_grid_thw=enc["image_grid_thw"]).logits[0]
+        logp = torch.log_softmax(logits[-len(ans) - 1:-1].float(), -1)
+        by_hand.append(float(logp[torch.arange(len(ans)), torch.tensor(ans)].sum()))
+    assert row["loglik"] == pytest.approx(by_hand, abs=1e-3)
+    assert row["pick"] == max(range(len(by_hand)), key=by_hand.__getitem__)
+    scores = score_vqa(rows, reward_from_config(), 0.7)["ll"]
+    assert scores["n"] == 6 and scores["chance"]["fabric"] == 0.25
+    assert scores["accuracy"][it.extra["dimension"]] == float(row["pick"] == it.extra["answer_index"])
+    again = option_loglik_rows(model, processor, items, out, batch_size=2, progress=False)  # resumed: nothing new
+    assert again == rows and len(out.read_text().splitlines()) == 6
 
 
 def test_leaderboard_from_files_and_wandb_runs(tmp_path: Path, session_dirs: dict) -> None:

@@ -133,6 +133,12 @@ def test_a_cached_sft_without_its_vqa_is_evaluated_once_when_a_sweep_needs_the_b
     baseline = json.loads((ours / "vqa_sft.json").read_text())
     assert "open" in baseline["vqa"] and out["vqa"]["grpo"]["open"]["accuracy"].keys() == \
         baseline["vqa"]["open"]["accuracy"].keys()
+    # a cached baseline without a protocol the sweep now asks for gets it added; the open answers are reused
+    answers = (ours / "answers_vqa_sft.jsonl").read_bytes()
+    run_training(train_cfg([*common, "evaluate.vqa=open+ll"]))
+    baseline = json.loads((ours / "vqa_sft.json").read_text())
+    assert set(baseline["vqa"]) == {"open", "ll"} and baseline["vqa"]["ll"]["n"] == 6
+    assert (ours / "answers_vqa_sft.jsonl").read_bytes() == answers
 
 
 @pytest.mark.slow

@@ -222,17 +222,25 @@ def test_every_sweep_plots_its_swept_key_against_reward_and_accuracy(tmp_path: P
     assert sweep_plot(tmp_path / "x.png", rows[:1], {"0": {"seed": "1"}}) is None and not (tmp_path / "x.png").exists()
 
 
-def test_the_ablation_targets_are_decided_on_paired_intervals_when_answers_are_kept(tmp_path: Path) -> None:
+@pytest.mark.parametrize("protocol", ["open", "ll"])
+def test_the_ablation_targets_are_decided_on_paired_intervals_when_answers_are_kept(tmp_path: Path,
+                                                                                   protocol: str) -> None:
     """One item more at the larger weight beats weight 0 on points, but not on a paired interval; 20 of 24 against
-    8 of 24 does on both."""
+    8 of 24 does on both. Where the jobs also scored by option likelihood (ll), the decision is on those (the open
+    answers then say the opposite, and must be ignored)."""
     from vase.annotate.vocab import DIMENSIONS
     from vase.eval.sweep_summary import write_ablation_report
 
-    def vqa(shape_right: int) -> dict:
-        items = {d: {f"v{i}#open#{d}": float(i < (shape_right if d == "shape" else 12)) for i in range(24)}
+    def block(shape_right: int, p: str) -> dict:
+        items = {d: {f"v{i}#{p}#{d}": float(i < (shape_right if d == "shape" else 12)) for i in range(24)}
                  for d in DIMENSIONS}
         acc = {d: sum(v.values()) / 24 for d, v in items.items()}
-        return {"open": {"accuracy": acc, "mean": sum(acc.values()) / 6, "n": 144, "items": items}}
+        return {"accuracy": acc, "mean": sum(acc.values()) / 6, "n": 144, "items": items}
+
+    def vqa(shape_right: int) -> dict:
+        if protocol == "open":
+            return {"open": block(shape_right, "open")}
+        return {"ll": block(shape_right, "ll"), "open": block(32 - shape_right, "open")}
 
     for name, (low, high) in {"clear": (8, 20), "noise": (12, 13)}.items():
         sft = tmp_path / name / "sft"
@@ -243,7 +251,7 @@ def test_the_ablation_targets_are_decided_on_paired_intervals_when_answers_are_k
             _fake_job(sweep, n, w, seed, right / 24, 0.5, sft)
             (sweep / str(n) / "vqa_grpo.json").write_text(json.dumps({"vqa": vqa(right)}))
         v = write_ablation_report(sweep)
-        assert v["i_rule"].startswith("paired")
+        assert v["i_rule"].startswith("paired") and v["protocol"] == protocol
         d = v["i_per_seed"]["1"]["max_minus_0"]
         assert d["n"] == 24 and d["diff"] == pytest.approx((high - low) / 24)
         assert v["i"] is (name == "clear"), (name, d)

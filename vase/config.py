@@ -30,13 +30,16 @@ LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo")
 SCALE_REWARDS = ("group", "batch", "none")
 NEGATIVE_CONTROLS = ("flip_advantages", "shuffle_rewards")
 """``stage.module.negative_control``: ways to break GRPO on purpose, so that a learning check can be seen to fail."""
+VQA_PROTOCOLS = ("open", "mc", "ll")  # open-ended, multiple choice by letter, multiple choice by option likelihood
+PROTOCOL_LABELS = {"open": "open-ended (sim ≥ τ)", "open+zoom": "open-ended with the zoom tool",
+                   "mc": "multiple choice (letter)", "ll": "multiple choice (option likelihood)"}
 SIMILARITIES = ("embedding", "sequence", "vocabulary", "year_iou")
 TINY_OPEN_CLIP_NAME = "vase-tiny-clip"
 """The open_clip architecture name of vase's tiny test CLIP (registered with open_clip when it is built)."""
 EVAL_TASKS = {
     "generate": "caption a split with a model (and adapter) and score the captions (the default)",
     "score": "score caption files: generated=G.json ground_truth=T.json output=OUT.json",
-    "vqa": "per-dimension VQA accuracy, open-ended and/or multiple choice (vqa.protocol=open|mc|both)",
+    "vqa": "per-dimension VQA accuracy, open-ended and/or multiple choice by letter or by option likelihood (vqa.protocol=open|mc|ll|both|open+ll)",
     "leaderboard": "gather runs and results files into one table and plot: runs=[dir,file,...]",
     "export": "merge an adapter into its base and save a Hugging Face checkpoint: adapter=... output=<new dir>",
     "check": "list every problem of a dataset before a long run: data.root=...",
@@ -379,6 +382,12 @@ def validate(cfg: DictConfig) -> None:
             _validate_stage(key, _resolved(cfg, key))
     if cfg.get("trainer") is not None:
         _validate_trainer(_resolved(cfg, "trainer"))
+    for key in ("evaluate.vqa", "vqa.protocol"):  # e.g. open+ll; checked here, before any model loads
+        v = OmegaConf.select(cfg, key, default=None)
+        if v:
+            parts = ["open", "mc"] if v == "both" else str(v).split("+")
+            _check(all(p in VQA_PROTOCOLS for p in parts), key, v,
+                   "must be open, mc, ll, both, or several joined by '+' (open+ll)")
     _validate_owned_paths(cfg)
     _validate_reward_use(cfg)
     _validate_targets(cfg)

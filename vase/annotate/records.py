@@ -184,13 +184,19 @@ def make_caption(rec: VaseRecord) -> str:
     return text + "."
 
 
+def answer_phrase(text: str) -> str:
+    """A dimension's value as a QA answer says it: a short phrase, capitalised, with a full stop.
+
+    >>> answer_phrase("the Reed Painter")
+    'The Reed Painter.'
+    """
+    return text[0].upper() + text[1:] + "." if text else text
+
+
 def make_qa(rec: VaseRecord) -> list[dict[str, str]]:
     """One "What is the <dimension> of the vase?" pair per dimension, answers as short museum phrases."""
-    out = []
-    for dim in DIMENSIONS:
-        answer = rec.dimension_text(dim)
-        out.append({"dimension": dim, "question": QUESTIONS[dim], "answer": answer[0].upper() + answer[1:] + "."})
-    return out
+    return [{"dimension": dim, "question": QUESTIONS[dim], "answer": answer_phrase(rec.dimension_text(dim))}
+            for dim in DIMENSIONS]
 
 
 def annotate(rec: VaseRecord) -> VaseRecord:

@@ -47,15 +47,12 @@ def _visuals(dataset: VaseDataset, i: int) -> list[Any]:
     return dataset[i].images
 
 
-@torch.inference_mode()
-def generate_rows(model: Any, processor: Any, items: list[GenerationItem], out_path: str | Path | None = None,
-                  batch_size: int = 8, max_new_tokens: int = 64, do_sample: bool = False, progress: bool = True,
-                  desc: str = "generating", **gen_kwargs: Any) -> list[dict[str, Any]]:
-    """Answer every item; rows are ``{"id", "caption", "reference", **extra}`` in item order.
-
-    With ``out_path`` the rows are appended to that JSONL as they are made, and ids already there are skipped, so
-    a rerun after a kill finishes the job without losing or duplicating a line.
-    """
+def _resumable_rows(model: Any, items: list[GenerationItem], out_path: str | Path | None, batch_size: int,
+                    progress: bool, desc: str, answer: Callable[[list[GenerationItem]], list[dict[str, Any]]]
+                    ) -> list[dict[str, Any]]:
+    """Answer ``items`` in chunks with ``answer``; rows in item order. With ``out_path`` the rows are appended to
+    that JSONL as they are made and ids already there are skipped, so a rerun after a kill finishes the job without
+    losing or duplicating a line. The model is in eval mode meanwhile."""
     done: dict[str, dict[str, Any]] = {}
     path = Path(out_path) if out_path else None
     if path is not None:
@@ -65,10 +62,6 @@ def generate_rows(model: Any, processor: Any, items: list[GenerationItem], out_p
     todo = [it for it in items if it.id not in done]
     was_training = model.training
     model.eval()
-    tok = processor.tokenizer
-    old_side = tok.padding_side
-    tok.padding_side = "left"  # generation continues each row from its end
-    device = next(model.parameters()).device
     bar = None
     if progress and todo:
         from tqdm import tqdm
@@ -76,26 +69,80 @@ def generate_rows(model: Any, processor: Any, items: list[GenerationItem], out_p
         bar = tqdm(total=len(todo), desc=desc, unit="item")
     try:
         for start in range(0, len(todo), batch_size):
-            chunk = todo[start: start + batch_size]
-            images = [it.images() for it in chunk]
-            enc = encode_prompts(processor, [it.prompt for it in chunk], images, "left")
-            enc = {k: v.to(device) for k, v in enc.items()}
-            out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=do_sample,
-                                 pad_token_id=tok.pad_token_id, **gen_kwargs)
-            answers = processor.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-            rows = [{"id": it.id, "caption": a.strip(), "reference": it.reference, **it.extra}
-                    for it, a in zip(chunk, answers)]
+            rows = answer(todo[start: start + batch_size])
             if path is not None:
                 append_jsonl(path, rows)
             done.update({r["id"]: r for r in rows})
             if bar is not None:
                 bar.update(len(rows))
     finally:
-        tok.padding_side = old_side
         if bar is not None:
             bar.close()
         model.train(was_training)
     return [done[it.id] for it in items]
+
+
+@torch.inference_mode()
+def generate_rows(model: Any, processor: Any, items: list[GenerationItem], out_path: str | Path | None = None,
+                  batch_size: int = 8, max_new_tokens: int = 64, do_sample: bool = False, progress: bool = True,
+                  desc: str = "generating", **gen_kwargs: Any) -> list[dict[str, Any]]:
+    """Answer every item; rows are ``{"id", "caption", "reference", **extra}`` in item order (resumable through
+    ``out_path``, see :func:`_resumable_rows`)."""
+    tok = processor.tokenizer
+    device = next(model.parameters()).device
+
+    def answer(chunk: list[GenerationItem]) -> list[dict[str, Any]]:
+        enc = encode_prompts(processor, [it.prompt for it in chunk], [it.images() for it in chunk], "left")
+        enc = {k: v.to(device) for k, v in enc.items()}
+        out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=do_sample,
+                             pad_token_id=tok.pad_token_id, **gen_kwargs)
+        answers = processor.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        return [{"id": it.id, "caption": a.strip(), "reference": it.reference, **it.extra}
+                for it, a in zip(chunk, answers)]
+
+    old_side = tok.padding_side
+    tok.padding_side = "left"  # generation continues each row from its end
+    try:
+        return _resumable_rows(model, items, out_path, batch_size, progress, desc, answer)
+    finally:
+        tok.padding_side = old_side
+
+
+@torch.inference_mode()
+def option_loglik_rows(model: Any, processor: Any, items: list[GenerationItem], out_path: str | Path | None = None,
+                       batch_size: int = 8, progress: bool = True, desc: str = "scoring options") -> list[dict[str, Any]]:
+    """Multiple choice by likelihood: for each item (``extra["options"]``, each already in the answer's form), the
+    summed log-probability the model gives each option as its whole answer (closing token included), one forward
+    pass per option, in the very format SFT trains on; the row's ``pick`` is the most likely option. Cheap (no
+    generation) and free of answer-format luck, so hundreds of held-out vases can be scored on a CPU. Resumable
+    like :func:`generate_rows`."""
+    from vase.data.datamodule import IGNORE_INDEX, ChatSample, SFTCollator
+
+    collate = SFTCollator(processor)
+    device = next(model.parameters()).device
+
+    def answer(chunk: list[GenerationItem]) -> list[dict[str, Any]]:
+        samples = []
+        for it in chunk:
+            images = it.images()
+            samples += [ChatSample(it.id, images, it.prompt, o) for o in it.extra["options"]]
+        batch = {k: v.to(device) for k, v in collate(samples).items()}
+        labels = batch.pop("labels")
+        logits = model(**batch).logits[:, :-1].float()
+        target = labels[:, 1:]
+        mask = target != IGNORE_INDEX
+        logp = torch.log_softmax(logits, dim=-1).gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        totals = (logp * mask).sum(-1).tolist()
+        rows, k = [], 0
+        for it in chunk:
+            scores = totals[k: k + len(it.extra["options"])]
+            k += len(scores)
+            pick = max(range(len(scores)), key=lambda i: scores[i])
+            rows.append({"id": it.id, "caption": it.extra["options"][pick], "reference": it.reference,
+                         "loglik": [round(x, 5) for x in scores], "pick": pick, **it.extra})
+        return rows
+
+    return _resumable_rows(model, items, out_path, batch_size, progress, desc, answer)
 
 
 def generate_captions(model: Any, processor: Any, dataset: VaseDataset, out_path: str | Path | None = None,

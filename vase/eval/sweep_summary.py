@@ -22,6 +22,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from vase.annotate.vocab import DIMENSIONS
+from vase.config import PROTOCOL_LABELS
 from vase.eval.stats import paired_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 
@@ -141,7 +142,8 @@ def sweep_plot(path: Path, rows: list[dict[str, Any]], overrides: dict[str, dict
     import matplotlib.pyplot as plt
 
     terms = sorted({c for r in rows for c in r if c.startswith("reward/") and c not in ("reward/weighted",)})
-    dims = [d for d in DIMENSIONS if any(f"vqa/open/{d}" in r for r in rows)]
+    proto = next((p for p in ("ll", "open", "mc") if any(f"vqa/{p}/mean" in r for r in rows)), "open")
+    dims = [d for d in DIMENSIONS if any(f"vqa/{proto}/{d}" in r for r in rows)]
     panels = [p for p, show in (("reward", terms), ("vqa", dims)) if show]
     fig, axes = plt.subplots(len(keys), len(panels), figsize=(6.5 * len(panels), 3.8 * len(keys)), dpi=110,
                              squeeze=False)
@@ -150,7 +152,7 @@ def sweep_plot(path: Path, rows: list[dict[str, Any]], overrides: dict[str, dict
         xs = [_sort_value(v)[1] if _sort_value(v)[0] == 0 else n for n, v in enumerate(values)]
         at = {v: [r for r in rows if overrides[r["job"]].get(key) == v] for v in values}
         for ax, panel in zip(axes[i], panels):
-            series = terms if panel == "reward" else [f"vqa/open/{d}" for d in dims]
+            series = terms if panel == "reward" else [f"vqa/{proto}/{d}" for d in dims]
             for k, col in enumerate(series):
                 mean, lo, hi = [], [], []
                 for v in values:
@@ -160,8 +162,8 @@ def sweep_plot(path: Path, rows: list[dict[str, Any]], overrides: dict[str, dict
                         lo.append(min(got) if got else math.nan)
                         hi.append(max(got) if got else math.nan)
                     else:  # pooled items of every job at this value
-                        n = sum(int(r.get("vqa/open/n_per_dimension") or 0) for r in at[v] if r.get(col) is not None)
-                        hits = sum(r[col] * int(r.get("vqa/open/n_per_dimension") or 0) for r in at[v]
+                        n = sum(int(r.get(f"vqa/{proto}/n_per_dimension") or 0) for r in at[v] if r.get(col) is not None)
+                        hits = sum(r[col] * int(r.get(f"vqa/{proto}/n_per_dimension") or 0) for r in at[v]
                                    if r.get(col) is not None)
                         a, b = wilson_interval(hits, n)
                         mean.append(100 * hits / n if n else math.nan)
@@ -176,7 +178,7 @@ def sweep_plot(path: Path, rows: list[dict[str, Any]], overrides: dict[str, dict
             if panel == "reward":
                 ax.set_ylabel("training reward, last steps (bars: range)")
             else:
-                ax.set_ylabel("held-out open VQA accuracy, % (bars: 95 % CI)")
+                ax.set_ylabel(f"held-out VQA accuracy, {PROTOCOL_LABELS[proto]}, % (bars: 95 % CI)", fontsize=8)
                 ax.set_ylim(0, 100)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7, ncol=2)
@@ -258,7 +260,10 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
     sft = _mean_vqa(distinct) if distinct else None
     xs = sorted({float(o[key]) for o in ov.values()})
     seeds = sorted({o.get("seed", "-") for o in ov.values()})
-    protocols = [p for p in ("open", "mc") if any(p in v for v in vqa.values())]
+    protocols = [p for p in ("ll", "open", "mc") if any(p in v for v in vqa.values())]
+    # the targets are decided on one protocol: option likelihood where the jobs have it (the cheap one that scales
+    # to hundreds of held-out vases), else open-ended answers
+    decide = "ll" if "ll" in protocols else "open"
 
     def acc(j: Path, protocol: str, d: str) -> float | None:
         return vqa[j].get(protocol, {}).get("accuracy", {}).get(d)
@@ -267,8 +272,8 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
         vals = [a for j in jobs if float(ov[j][key]) == x and (a := acc(j, protocol, d)) is not None]
         return sum(vals) / len(vals) if vals else None
 
-    n_items = max((v.get("open", {}).get("n", 0) for v in vqa.values()), default=0) // max(1, len(DIMENSIONS))
-    verdict: dict[str, Any] = {"swept": key, "weights": xs, "seeds": seeds}
+    n_items = max((v.get(decide, {}).get("n", 0) for v in vqa.values()), default=0) // max(1, len(DIMENSIONS))
+    verdict: dict[str, Any] = {"swept": key, "weights": xs, "seeds": seeds, "protocol": decide}
     # dose-response on the training prompts: the swept dimension's own reward over the last steps, at the largest
     # weight against weight 0, per seed (does GRPO push toward what the weight asks, where it trains?)
     dose = {}
@@ -280,17 +285,17 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
         verdict["dose_response"] = all(v["at_max"] > v["at_0"] for v in dose.values())
         verdict["dose_response_per_seed"] = dose
     def items(v: dict[str, Any] | None, d: str) -> dict[str, float] | None:
-        return ((v or {}).get("open") or {}).get("items", {}).get(d)
+        return ((v or {}).get(decide) or {}).get("items", {}).get(d)
 
-    if sft and "open" in sft:
+    if sft and decide in sft:
         lo, hi = min(xs), max(xs)
         per_seed = {}
         for seed in seeds:
             at = {float(ov[j][key]): j for j in jobs if ov[j].get("seed", "-") == seed}
             own = next((sft_of[j] for j in jobs if ov[j].get("seed", "-") == seed and sft_of[j]), sft)
             jmax, j0 = at.get(hi), at.get(lo)
-            row = {"at_max": acc(jmax, "open", dim) if jmax else None, "at_0": acc(j0, "open", dim) if j0 else None,
-                   "sft": own["open"]["accuracy"].get(dim)}
+            row = {"at_max": acc(jmax, decide, dim) if jmax else None, "at_0": acc(j0, decide, dim) if j0 else None,
+                   "sft": own[decide]["accuracy"].get(dim)}
             a, b, c = (items(vqa[jmax], dim) if jmax else None), (items(vqa[j0], dim) if j0 else None), items(own, dim)
             if a and b and c:  # item-level answers: decide on paired intervals, not on points
                 row["max_minus_0"] = paired_difference(a, b)
@@ -316,7 +321,7 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
                     continue
                 base = sft_of[j] or sft
                 for d in DIMENSIONS:
-                    a, b = acc(j, "open", d), base["open"]["accuracy"].get(d)
+                    a, b = acc(j, decide, d), base[decide]["accuracy"].get(d)
                     if a is not None and b is not None:
                         worst[d] = min(worst.get(d, 1.0), a - b)
                     ia, ib = items(vqa[j], d), items(base, d)
@@ -330,7 +335,7 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
     # table
     lines = [f"# Reward ablation: held-out VQA accuracy against `{key}` (mean over seeds {', '.join(seeds)})\n"]
     for protocol in protocols:
-        lines.append(f"\n## {'open-ended (similarity >= tau)' if protocol == 'open' else 'multiple choice'}\n")
+        lines.append(f"\n## {PROTOCOL_LABELS[protocol]}\n")
         lines.append("| run | " + " | ".join(d.capitalize() for d in DIMENSIONS) + " | Mean |")
         lines.append("|---|" + "---|" * (len(DIMENSIONS) + 1))
         if sft and protocol in sft:
@@ -344,7 +349,7 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
                                                                         for v in vals)
                          + f" | {100 * sum(ok) / max(1, len(ok)):.1f} % |")
     if "i" in verdict:
-        lines.append(f"\n**Target (i)**, {dim} accuracy at weight {max(xs):g} above weight {min(xs):g} and above SFT on "
+        lines.append(f"\n**Target (i)**, {PROTOCOL_LABELS[decide]}: {dim} accuracy at weight {max(xs):g} above weight {min(xs):g} and above SFT on "
                      f"every seed, decided on {verdict['i_rule']}: **{'held' if verdict['i'] else 'not held'}** ("
                      + "; ".join(f"seed {s}: {_pct(v['at_max'])} vs {_pct(v['at_0'])} and SFT {_pct(v['sft'])}"
                                  + _diffs(v) for s, v in verdict["i_per_seed"].items()) + ").")
@@ -407,7 +412,7 @@ def _ablation_plot(path: Path, xs: list[float], protocols: list[str], mean_at: A
         ax.set_xlabel(f"{dim} weight (others rescaled)")
         ax.set_ylabel("held-out accuracy (%)")
         ax.set_ylim(0, 100)  # an all-zero panel reads as 0 %, not as a -0.04..0.04 range
-        ax.set_title("open-ended" if protocol == "open" else "multiple choice")
+        ax.set_title(PROTOCOL_LABELS[protocol])
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7, title="dashed: SFT" if sft else "no SFT baseline found")
     fig.tight_layout()

@@ -1,5 +1,9 @@
-"""Per-dimension VQA accuracy: open-ended answers scored with the reward's similarity at tau, and a multiple-choice
-protocol (as CiQi-Bench does) with distractors drawn deterministically from each dimension's vocabulary."""
+"""Per-dimension VQA accuracy: open-ended answers scored with the reward's similarity at tau; multiple choice (as
+CiQi-Bench does) with distractors drawn deterministically from each dimension's vocabulary, answered either by
+generating the option's letter (``mc``) or by the likelihood of each option as the answer (``ll``: no generation,
+cheap enough for hundreds of held-out vases, and blind to answer-format luck).
+
+``protocol`` is ``open``, ``mc``, ``ll``, ``both`` (open and mc) or several joined by ``+`` (``open+ll``)."""
 
 from __future__ import annotations
 
@@ -9,7 +13,9 @@ from typing import Any
 import numpy as np
 
 from vase.annotate.choices import LETTERS, mc_options, mc_prompt
+from vase.annotate.records import answer_phrase
 from vase.annotate.vocab import DIMENSIONS, QUESTIONS
+from vase.config import PROTOCOL_LABELS, VQA_PROTOCOLS
 from vase.eval.generate import GenerationItem, prompt_context, visuals_of
 from vase.eval.stats import bootstrap_ci
 from vase.rewards.reward import sequence_ratio
@@ -28,19 +34,40 @@ def parse_choice(answer: str, options: list[str]) -> int | None:
     return best if scores[best] >= 0.6 else None
 
 
+PROTOCOLS = VQA_PROTOCOLS
+
+
+def protocols_of(protocol: str) -> list[str]:
+    """The protocols a ``vqa`` setting names.
+
+    >>> protocols_of("both"), protocols_of("open+ll")
+    (['open', 'mc'], ['open', 'll'])
+    """
+    parts = ["open", "mc"] if protocol == "both" else [p.strip() for p in str(protocol).split("+")]
+    bad = [p for p in parts if p not in PROTOCOLS]
+    if bad or not parts:
+        raise ValueError(f"vqa protocol {protocol!r}: use open, mc, ll, both, or several joined by '+' (open+ll)")
+    return parts
+
+
 def vqa_items(dataset: Any, protocol: str = "both", num_choices: int = 4) -> list[GenerationItem]:
-    """Open-ended and/or multiple-choice questions, six per vase and protocol."""
-    if protocol not in ("open", "mc", "both"):
-        raise ValueError(f"vqa.protocol={protocol!r} must be open, mc or both")
+    """The questions of each protocol, six per vase and protocol."""
+    wanted = protocols_of(protocol)
     items = []
     for i, rec in enumerate(dataset.records):
         views = visuals_of(dataset, i)
         ctx = prompt_context(dataset, i)
         for dim in DIMENSIONS:
-            if protocol in ("open", "both"):
+            if "ll" in wanted:  # the open question; each option scored as the answer SFT teaches ("Kylix.")
+                options, answer = mc_options(rec, dim, num_choices)
+                items.append(GenerationItem(f"{rec.id}#ll#{dim}", views, ctx + QUESTIONS[dim],
+                                            answer_phrase(options[answer]),
+                                            {"dimension": dim, "protocol": "ll",
+                                             "options": [answer_phrase(o) for o in options], "answer_index": answer}))
+            if "open" in wanted:
                 items.append(GenerationItem(f"{rec.id}#open#{dim}", views, ctx + QUESTIONS[dim], rec.dimension_text(dim),
                                             {"dimension": dim, "protocol": "open"}))
-            if protocol in ("mc", "both"):
+            if "mc" in wanted:
                 options, answer = mc_options(rec, dim, num_choices)
                 items.append(GenerationItem(f"{rec.id}#mc#{dim}", views, ctx + mc_prompt(QUESTIONS[dim], options),
                                             LETTERS[answer], {"dimension": dim, "protocol": "mc", "options": options,
@@ -55,7 +82,7 @@ def score_vqa(rows: list[dict[str, Any]], reward: Any, tau: float) -> dict[str, 
     a sign the model was never taught the format) and the chance level (1 / number of options).
     """
     out: dict[str, Any] = {}
-    for protocol in ("open", "mc"):
+    for protocol in PROTOCOLS:
         sel = [r for r in rows if r.get("protocol") == protocol]
         if not sel:
             continue
@@ -68,7 +95,7 @@ def score_vqa(rows: list[dict[str, Any]], reward: Any, tau: float) -> dict[str, 
                 ok = reward.dimension_similarity(r["dimension"], r["caption"].strip().rstrip("."),
                                                  r["reference"].rstrip(".")) >= tau
             else:
-                pick = parse_choice(r["caption"], r["options"])
+                pick = r["pick"] if protocol == "ll" else parse_choice(r["caption"], r["options"])
                 unparsed[r["dimension"]] += int(pick is None)
                 chance[r["dimension"]].append(1.0 / len(r["options"]))
                 ok = pick == r["answer_index"]
@@ -79,7 +106,7 @@ def score_vqa(rows: list[dict[str, Any]], reward: Any, tau: float) -> dict[str, 
         out[protocol] = {"accuracy": acc, "mean": float(np.mean(list(acc.values()))), "n": len(sel),
                          "ci": {d: list(bootstrap_ci(v)) for d, v in per_dim.items() if v},
                          "items": {d: v for d, v in items.items() if v}}
-        if protocol == "mc":
+        if protocol in ("mc", "ll"):
             out[protocol]["unparsed"] = {d: unparsed[d] for d in acc}
             out[protocol]["chance"] = {d: float(np.mean(chance[d])) for d in acc}
     return out
@@ -100,13 +127,12 @@ def vqa_table(scores: dict[str, Any], name: str) -> str:
             if s.get("unparsed", {}).get(d):
                 cell += f" ({s['unparsed'][d]} unparsed)"
             cells.append(cell)
-        label = {"open": "open-ended (sim ≥ τ)", "open+zoom": "open-ended with the zoom tool"}.get(protocol,
-                                                                                                  "multiple choice")
-        lines.append(f"| {name} | {label} | " + " | ".join(cells) + f" | {100 * s['mean']:.1f} % | {s['n']} |")
-        if protocol == "mc":
+        lines.append(f"| {name} | {PROTOCOL_LABELS.get(protocol, protocol)} | " + " | ".join(cells)
+                     + f" | {100 * s['mean']:.1f} % | {s['n']} |")
+        if protocol in ("mc", "ll"):
             ch = [f"{100 * s['chance'][d]:.1f} %" if d in s["chance"] else "–" for d in DIMENSIONS]
             mean = float(np.mean(list(s["chance"].values())))
-            lines.append("| chance | multiple choice | " + " | ".join(ch) + f" | {100 * mean:.1f} % | |")
+            lines.append(f"| chance | {PROTOCOL_LABELS[protocol]} | " + " | ".join(ch) + f" | {100 * mean:.1f} % | |")
     return "\n".join(lines) + "\n"
 
 
@@ -117,13 +143,20 @@ def evaluate_vqa(model: Any, processor: Any, dataset: Any, reward: Any, tau: flo
     it and the answers as resumable JSONL (``answers_<stem>.jsonl``); returns the scores."""
     from pathlib import Path
 
-    from vase.eval.generate import generate_rows
+    from vase.eval.generate import generate_rows, option_loglik_rows
     from vase.io import atomic_write_json, atomic_write_text
 
     out = Path(out)
     items = vqa_items(dataset, protocol, num_choices)
-    rows = generate_rows(model, processor, items, out.parent / f"answers_{out.stem}.jsonl", batch_size=batch_size,
-                         max_new_tokens=max_new_tokens, desc="answering questions")
+    gen = [it for it in items if it.extra["protocol"] != "ll"]
+    ll = [it for it in items if it.extra["protocol"] == "ll"]
+    rows = []
+    if gen:
+        rows += generate_rows(model, processor, gen, out.parent / f"answers_{out.stem}.jsonl", batch_size=batch_size,
+                              max_new_tokens=max_new_tokens, desc="answering questions")
+    if ll:
+        rows += option_loglik_rows(model, processor, ll, out.parent / f"answers_{out.stem}_ll.jsonl",
+                                   batch_size=max(1, batch_size // num_choices), desc="scoring options")
     scores = score_vqa(rows, reward, tau)
     if zoom:  # the open questions again, now with the zoom-in tool (vase.eval.zoom): accuracy with and without it
         from vase.eval.zoom import zoom_rows

@@ -23,7 +23,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from vase.io import file_lock
+from vase.io import file_lock, read_json
 
 log = logging.getLogger("vase")
 
@@ -104,10 +104,16 @@ def _baseline_vqa(cfg: DictConfig, adapter: Path, lock: Path | None = None) -> N
     baseline)."""
     protocol = (cfg.get("evaluate") or {}).get("vqa")
     target = adapter.parent / "vqa_sft.json"
-    if not protocol or target.is_file():
+
+    def have() -> bool:  # cached with every protocol this run asks for (answers already made are reused)
+        from vase.eval.vqa import protocols_of
+
+        return target.is_file() and set(protocols_of(str(protocol))) <= set(read_json(target).get("vqa", {}))
+
+    if not protocol or have():
         return
     with file_lock(lock) if lock is not None else contextlib.nullcontext():
-        if target.is_file():
+        if have():
             return
         from hydra.utils import instantiate
 
