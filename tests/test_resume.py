@@ -152,6 +152,7 @@ def test_slurm_requeue_signal_saves_before_submitit_requeues(train_cfg, monkeypa
         seen.append(_ckpt_step(ckpt))
 
     monkeypatch.setenv("VASE_TEST_SIGNAL_AT", f"1:{int(signal.SIGUSR2)}")
+    sigint = signal.getsignal(signal.SIGINT)  # default_int_handler, or SIG_IGN in a shell's background job
     previous = signal.signal(signal.SIGUSR2, requeue)
     try:
         with pytest.raises(TrainingInterrupted, match="saved step 2 to .*rerun the same command"):
@@ -159,4 +160,4 @@ def test_slurm_requeue_signal_saves_before_submitit_requeues(train_cfg, monkeypa
     finally:
         signal.signal(signal.SIGUSR2, previous)
     assert seen == [2]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers are given back
+    assert signal.getsignal(signal.SIGINT) is sigint  # handlers are given back

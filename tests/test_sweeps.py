@@ -271,3 +271,19 @@ def test_the_sfts_own_subset_keeps_one_shared_adapter_whatever_grpos_subset(tmp_
     k8 = sft_key(compose_cfg("train", [*plain, "data.limit_train=8"], tmp_path, session_dirs))[0]
     k16 = sft_key(compose_cfg("train", [*plain, "data.limit_train=16"], tmp_path, session_dirs))[0]
     assert k8 != k16  # without sft.limit_train the SFT trains on the run's subset, as before
+
+
+def test_a_failed_sweep_job_is_reported_when_it_fails(capsys) -> None:
+    """Hydra keeps a job's exception until every job has run: the summary callback says it at once."""
+    from hydra.core.utils import JobReturn, JobStatus
+    from omegaconf import OmegaConf
+
+    from vase.eval.sweep_summary import SweepSummary
+
+    cfg = OmegaConf.create({"hydra": {"job": {"num": 3}, "runtime": {"output_dir": "/runs/x/3"},
+                                      "overrides": {"task": ["reward.weights.shape=0.6", "seed=2"]}}})
+    SweepSummary().on_job_end(cfg, JobReturn(status=JobStatus.COMPLETED, _return_value=1.0))
+    assert capsys.readouterr().err == ""
+    SweepSummary().on_job_end(cfg, JobReturn(status=JobStatus.FAILED, _return_value=RuntimeError("boom")))
+    err = capsys.readouterr().err
+    assert "sweep job #3 (reward.weights.shape=0.6 seed=2) failed: RuntimeError: boom" in err and "/runs/x/3" in err

@@ -37,6 +37,21 @@ _held: dict[Path, int] = {}  # run directories this process holds, with the lock
 _memo: dict[tuple[str, str], str] = {}  # resolver arguments -> the directory chosen, stable within a process
 
 
+def machine_stamp() -> dict[str, Any]:
+    """Where and when a result was made, stored with it, so that a table built from it names the machine."""
+    import platform
+
+    try:
+        import torch
+
+        torch_version = str(torch.__version__)
+    except ImportError:  # pragma: no cover - torch is a dependency
+        torch_version = "absent"
+    return {"date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "machine": platform.machine(),
+            "system": f"{platform.system()} {platform.release()}", "python": platform.python_version(),
+            "torch": torch_version}
+
+
 def run_key(overrides: list[str]) -> str:
     """A short hash of the overrides that define a run (``resume=`` and ``ckpt_path=`` left out).
 

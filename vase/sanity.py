@@ -18,11 +18,11 @@ import json
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from vase.io import atomic_write_json, atomic_write_text, save_figure
+from vase.runs import machine_stamp, run_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -92,8 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="where the runs and the verdict go (default logs/grpo_sanity/<time>)")
     ap.add_argument("overrides", nargs="*", help="train.py overrides, after --")
     a = ap.parse_args(argv)
-    out = Path(a.out or ROOT / "logs" / "grpo_sanity" / time.strftime("%Y-%m-%d_%H-%M-%S")).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    if a.out:
+        out = Path(a.out).resolve()
+        out.mkdir(parents=True, exist_ok=True)
+    else:  # a new folder of its own (a second check started in the same second gets <time>_1)
+        out = Path(run_dir(str(ROOT / "logs" / "grpo_sanity"), "never"))
     extra = list(a.overrides)
     if a.negative_control:
         extra.append(f"stage.module.negative_control={a.negative_control}")
@@ -111,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         histories[seed] = json.loads((run / "train_history.json").read_text())
     v = verdict(histories, a.window, a.min_rise)
     v["overrides"] = extra
+    v["negative_control"] = a.negative_control
+    v["machine"] = machine_stamp()
     atomic_write_json(out / "sanity.json", v)
     md = table(v)
     atomic_write_text(out / "sanity.md", "# GRPO learning check\n\n" + md + "\n![reward](sanity.png)\n")

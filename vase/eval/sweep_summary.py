@@ -365,6 +365,10 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
                      f"{drops}).")
     lines.append("\n![ablation](ablation.png)\n")
     atomic_write_text(sweep_dir / "ablation.md", "\n".join(lines) + "\n")
+    from vase.runs import machine_stamp
+
+    verdict["machine"] = machine_stamp()
+    verdict["table"] = "\n".join(lines[1:-1]).strip()  # what make readme-tables puts into the README
     atomic_write_json(sweep_dir / "ablation.json", verdict)
     _ablation_plot(sweep_dir / "ablation.png", xs, protocols, mean_at, sft, dim)
     return verdict
@@ -420,7 +424,20 @@ def _ablation_plot(path: Path, xs: list[float], protocols: list[str], mean_at: A
 
 
 class SweepSummary(Callback):
-    """Hydra callback: at the end of a multirun, write the sweep's summary and log it to W&B."""
+    """Hydra callback: say at once when a sweep's job fails (Hydra itself keeps the error until every job has run),
+    and at the end of a multirun, write the sweep's summary and log it to W&B."""
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        from hydra.core.utils import JobStatus
+
+        if getattr(job_return, "status", None) != JobStatus.FAILED:
+            return
+        err = job_return._return_value  # the exception; reading .return_value would raise it here
+        job = OmegaConf.select(config, "hydra.job.num", default="?")
+        where = OmegaConf.select(config, "hydra.runtime.output_dir", default="")
+        print(f"error: sweep job #{job} ({' '.join(OmegaConf.select(config, 'hydra.overrides.task') or [])}) failed: "
+              f"{type(err).__name__}: {err}; its folder: {where}. The other jobs go on; Hydra raises it at the end.",
+              file=sys.stderr, flush=True)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(str(config.hydra.sweep.dir))

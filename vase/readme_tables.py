@@ -1,0 +1,121 @@
+"""README tables written from results files, never by hand (``make readme-tables``).
+
+    python -m vase.readme_tables                       # the newest results under logs/ into README.md
+    python -m vase.readme_tables --check               # exit 1 when the README differs from the results
+
+Each table sits between ``<!-- vase:table NAME -->`` and ``<!-- vase:end -->`` in the README; this rewrites the
+lines between them from the newest finished results of that kind and notes the machine and date they were made on:
+
+- ``sanity``: ``logs/grpo_sanity/*/sanity.json`` (``make grpo-sanity``; the newest plain check and the newest of
+  each negative control, one row per seed);
+- ``ablation``: ``logs/ablation_demo/multiruns/*/ablation.json`` (``make ablation-demo``; its tables and verdicts).
+
+A table whose results are missing is left as it is, and said so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from vase.io import atomic_write_text, read_json
+
+ROOT = Path(__file__).resolve().parents[1]
+_BLOCK = re.compile(r"(<!-- vase:table (\w+) -->\n)(.*?)(<!-- vase:end -->)", re.DOTALL)
+
+
+def _machine(m: dict[str, Any] | None) -> str:
+    if not m:
+        return "machine not recorded"
+    return f"{m.get('cpus')} CPU cores, {m.get('system')}, torch {m.get('torch')}, {m.get('date')}"
+
+
+def _newest(paths: list[Path]) -> Path | None:
+    return max(paths, key=lambda p: (p.parent.name, p.stat().st_mtime)) if paths else None
+
+
+def sanity_table(log_dir: Path) -> str | None:
+    """One row per seed of the newest plain learning check and of the newest run of each negative control."""
+    found = sorted(log_dir.glob("grpo_sanity/*/sanity.json"))
+    by_kind: dict[str, Path] = {}
+    for path in found:
+        v = read_json(path)
+        kind = v.get("negative_control") or next((o.split("=", 1)[1] for o in v.get("overrides", [])
+                                                  if o.startswith("stage.module.negative_control=")), None) or ""
+        if kind not in by_kind or _newest([by_kind[kind], path]) == path:
+            by_kind[kind] = path
+    if "" not in by_kind:
+        return None
+    rows = ["| run | reward, first 20 steps | last 20 | rise | groups with no spread | verdict |",
+            "|---|---:|---:|---:|---:|---|"]
+    machines = []
+    for kind in ["", *sorted(k for k in by_kind if k)]:
+        v = read_json(by_kind[kind])
+        machines.append(_machine(v.get("machine")))
+        for seed, s in v["seeds"].items():
+            label = f"seed {seed}" + (f", `{kind}`" if kind else "")
+            rows.append(f"| {label} | {s['first']:.3f} | {s['last']:.3f} | {s['rise']:+.3f} | "
+                        f"{s['frac_reward_zero_std']:.0%} | {'PASS' if s['passed'] else 'FAIL'} |")
+    src = ", ".join(f"`{by_kind[k].parent.relative_to(log_dir.parent)}`" for k in ["", *sorted(k for k in by_kind if k)])
+    return "\n".join(rows) + f"\n\nFrom {src} ({'; '.join(sorted(set(machines)))}).\n"
+
+
+def ablation_table(log_dir: Path) -> str | None:
+    """The newest ablation demo's tables and verdicts, as its own ``ablation.md`` states them."""
+    path = _newest(sorted(log_dir.glob("ablation_demo/multiruns/*/ablation.json")))
+    if path is None:
+        return None
+    v = read_json(path)
+    if "table" not in v:
+        return None
+    return v["table"] + f"\n\nFrom `{path.parent.relative_to(log_dir.parent)}` ({_machine(v.get('machine'))}).\n"
+
+
+TABLES = {"sanity": sanity_table, "ablation": ablation_table}
+
+
+def rewrite(text: str, log_dir: Path) -> tuple[str, dict[str, str]]:
+    """The README text with every table block rebuilt; and, per block, what happened to it."""
+    report: dict[str, str] = {}
+
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(2)
+        if name not in TABLES:
+            report[name] = f"unknown table (known: {sorted(TABLES)})"
+            return m.group(0)
+        body = TABLES[name](log_dir)
+        if body is None:
+            report[name] = "no results found: left as it is"
+            return m.group(0)
+        report[name] = "unchanged" if body == m.group(3) else "rewritten"
+        return m.group(1) + body + m.group(4)
+
+    return _BLOCK.sub(sub, text), report
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--readme", default=str(ROOT / "README.md"))
+    ap.add_argument("--logs", default=str(ROOT / "logs"), help="where make grpo-sanity / ablation-demo wrote")
+    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 when a table is out of date")
+    a = ap.parse_args(argv)
+    readme = Path(a.readme)
+    text = readme.read_text()
+    new, report = rewrite(text, Path(a.logs).resolve())
+    if not report:
+        print(f"{readme}: no <!-- vase:table NAME --> blocks", file=sys.stderr)
+        return 2
+    for name, what in report.items():
+        print(f"{name}: {what}")
+    if a.check:
+        return int(new != text)
+    if new != text:
+        atomic_write_text(readme, new)  # the README is this project's own file, written whole or not at all
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
