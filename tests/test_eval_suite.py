@@ -194,14 +194,13 @@ def test_multiple_choice_by_option_likelihood_is_the_answers_log_probability(tmp
     """Each option's score is the summed log-probability of its tokens (and the closing token) after the prompt,
     computed here by hand one option at a time; the pick is the best; the rows resume from their JSONL."""
     import torch
+    from omegaconf import OmegaConf
 
     from vase.data.dataset import VaseDataset
     from vase.eval.generate import option_loglik_rows
     from vase.eval.vqa import score_vqa, vqa_items
     from vase.models.loading import load_model_and_processor
     from vase.rewards import reward_from_config
-
-    from omegaconf import OmegaConf
 
     model, processor = load_model_and_processor(OmegaConf.create({
         "name_or_path": str(tiny_model_dir), "dtype": "float32", "processor": {"min_pixels": 3136, "max_pixels": 12544}}))

@@ -153,3 +153,25 @@ def test_the_same_grpo_command_twice_gives_byte_identical_history(tmp_path: Path
         assert p.returncode == 0, p.stderr[-2000:]
         runs.append((run / "train_history.json").read_bytes())
     assert runs[0] == runs[1] and len(json.loads(runs[0])) == 30
+
+
+@pytest.mark.slow
+def test_the_ablation_demo_twice_gives_byte_identical_results(tmp_path: Path) -> None:
+    """The README's ablation table is written from these files: the same sweep twice (shortened: 48 vases, 12 GRPO
+    steps, one seed, two weights) must give the same histories, the same held-out answers and the same verdict."""
+    def sweep(k: int) -> Path:
+        logs = tmp_path / f"logs{k}"
+        p = subprocess.run([sys.executable, "train.py", "-m", "experiment=ablation_demo", "logger=none",
+                            "data.synthetic.num_vases=48", "sft.epochs=1", "trainer.max_steps=12",
+                            "hydra.sweeper.params.seed=1", "hydra.sweeper.params.reward.weights.shape=0.0,0.6",
+                            f"paths.log_dir={logs}", f"paths.cache_dir={tmp_path / f'cache{k}'}"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=1800)
+        assert p.returncode == 0, p.stderr[-3000:]
+        return next((logs / "ablation_demo" / "multiruns").iterdir())
+
+    a, b = sweep(0), sweep(1)
+    for job in ("0", "1"):
+        for name in ("train_history.json", "vqa_grpo.json", "answers_vqa_grpo_ll.jsonl"):
+            assert (a / job / name).read_bytes() == (b / job / name).read_bytes(), (job, name)
+    va, vb = json.loads((a / "ablation.json").read_text()), json.loads((b / "ablation.json").read_text())
+    assert va["table"] == vb["table"] and va.get("i") == vb.get("i")
