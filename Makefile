@@ -9,7 +9,7 @@ STAMP := $(VENV)/.vase-installed
 SYSDEPS := libegl1 libegl-mesa0 libgl1-mesa-dri
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup sysdeps demo ablation-demo grpo-sanity test test-slow lint format clean clean-runs
+.PHONY: setup sysdeps demo ablation-demo grpo-sanity readme-tables test test-slow lint format clean clean-runs
 
 setup: sysdeps $(STAMP)
 
@@ -38,6 +38,10 @@ ablation-demo: setup
 # raise the mean training reward by 0.3 on seeds 1 and 2; prints PASS/FAIL, exits 1 on FAIL (logs/grpo_sanity/<time>/)
 grpo-sanity: setup
 	$(BIN)/python -m vase.sanity
+
+# README tables that come from runs (the learning check, the ablation demo) are rebuilt from their results files
+readme-tables: setup
+	$(BIN)/python -m vase.readme_tables
 
 test: setup
 	$(BIN)/python -m pytest -m "not slow"

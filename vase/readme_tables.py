@@ -58,7 +58,7 @@ def sanity_table(log_dir: Path) -> str | None:
         for seed, s in v["seeds"].items():
             label = f"seed {seed}" + (f", `{kind}`" if kind else "")
             rows.append(f"| {label} | {s['first']:.3f} | {s['last']:.3f} | {s['rise']:+.3f} | "
-                        f"{s['frac_reward_zero_std']:.0%} | {'PASS' if s['passed'] else 'FAIL'} |")
+                        f"{100 * s['frac_reward_zero_std']:.0f} % | {'PASS' if s['passed'] else 'FAIL'} |")
     src = ", ".join(f"`{by_kind[k].parent.relative_to(log_dir.parent)}`" for k in ["", *sorted(k for k in by_kind if k)])
     return "\n".join(rows) + f"\n\nFrom {src} ({'; '.join(sorted(set(machines)))}).\n"
 

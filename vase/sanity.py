@@ -55,7 +55,7 @@ def table(v: dict[str, Any]) -> str:
             "|---|---:|---:|---:|---:|---:|---|"]
     for seed, s in v["seeds"].items():
         rows.append(f"| {seed} | {s['steps']} | {s['first']:.3f} | {s['last']:.3f} | {s['rise']:+.3f} | "
-                    f"{s['frac_reward_zero_std']:.0%} | {'PASS' if s['passed'] else 'FAIL'} |")
+                    f"{100 * s['frac_reward_zero_std']:.0f} % | {'PASS' if s['passed'] else 'FAIL'} |")
     return "\n".join(rows) + f"\n\nPASS needs a rise of at least {v['min_rise']} on every seed: " \
                              f"**{'PASS' if v['passed'] else 'FAIL'}**\n"
 

@@ -1,0 +1,48 @@
+"""README tables are rebuilt from results files (make readme-tables), never copied by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from vase.readme_tables import main
+
+MACHINE = {"date": "2026-11-26", "cpus": 2, "system": "Linux 6", "torch": "2.14.1"}
+
+
+def _sanity(logs: Path, name: str, rises: dict[str, float], control: str | None) -> None:
+    d = logs / "grpo_sanity" / name
+    d.mkdir(parents=True)
+    seeds = {s: {"steps": 600, "first": 0.4, "last": 0.4 + r, "rise": r, "passed": r >= 0.3,
+                 "frac_reward_zero_std": 0.5} for s, r in rises.items()}
+    (d / "sanity.json").write_text(json.dumps({"window": 20, "min_rise": 0.3, "passed": all(r >= 0.3 for r in
+                                                                                            rises.values()),
+                                               "seeds": seeds, "overrides": [], "negative_control": control,
+                                               "machine": MACHINE}))
+
+
+def test_tables_are_rebuilt_from_the_newest_results_and_check_says_when_stale(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    _sanity(logs, "2026-11-25_10-00-00", {"1": 0.1, "2": 0.1}, None)      # older: not used
+    _sanity(logs, "2026-11-26_10-00-00", {"1": 0.42, "2": 0.33}, None)
+    _sanity(logs, "2026-11-26_11-00-00", {"1": -0.2}, "flip_advantages")
+    abl = logs / "ablation_demo" / "multiruns" / "2026-11-26_12-00-00"
+    abl.mkdir(parents=True)
+    (abl / "ablation.json").write_text(json.dumps({"table": "| run | Shape |\n|---|---|\n| SFT | 72.1 % |",
+                                                   "machine": MACHINE}))
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- vase:table sanity -->\nold numbers\n<!-- vase:end -->\nmiddle\n"
+                      "<!-- vase:table ablation -->\n<!-- vase:end -->\nend\n")
+    assert main(["--readme", str(readme), "--logs", str(logs), "--check"]) == 1  # stale
+    assert main(["--readme", str(readme), "--logs", str(logs)]) == 0
+    text = readme.read_text()
+    assert "old numbers" not in text and text.startswith("intro\n") and text.endswith("end\n")
+    assert "| seed 1 | 0.400 | 0.820 | +0.420 | 50 % | PASS |" in text
+    assert "| seed 2 | 0.400 | 0.730 | +0.330 | 50 % | PASS |" in text and "+0.100" not in text
+    assert "| seed 1, `flip_advantages` | 0.400 | 0.200 | -0.200 | 50 % | FAIL |" in text
+    assert "| SFT | 72.1 % |" in text and "2 CPU cores, Linux 6, torch 2.14.1, 2026-11-26" in text
+    assert main(["--readme", str(readme), "--logs", str(logs), "--check"]) == 0  # up to date now
+    # a table with no results is left as it is
+    readme.write_text("<!-- vase:table sanity -->\nkeep\n<!-- vase:end -->\n")
+    assert main(["--readme", str(readme), "--logs", str(tmp_path / "none")]) == 0
+    assert readme.read_text() == "<!-- vase:table sanity -->\nkeep\n<!-- vase:end -->\n"
