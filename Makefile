@@ -49,8 +49,10 @@ test: setup
 test-slow: setup
 	$(BIN)/python -m pytest -m slow
 
+# style (ruff) and the layer contracts of ARCHITECTURE.md (import-linter, .importlinter)
 lint: setup
 	$(BIN)/ruff check vase tests benchmarks train.py evaluate.py
+	$(BIN)/lint-imports --no-cache
 
 format: setup
 	$(BIN)/ruff format vase tests benchmarks train.py evaluate.py

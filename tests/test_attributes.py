@@ -29,8 +29,8 @@ def _heads(synthetic_root: Path, tmp_path: Path) -> Path:
     from omegaconf import OmegaConf
 
     from vase.data.dataset import VaseDataset
+    from vase.metrics.attributes import save_heads, train_attribute_heads, view_features
     from vase.metrics.encoders import build_clip_encoder
-    from vase.models.attributes import save_heads, train_attribute_heads, view_features
     from vase.models.tiny_clip import build_tiny_open_clip
 
     enc_cfg = {"backend": "open_clip", "model": "vase-tiny-clip", "pretrained": str(build_tiny_open_clip(tmp_path / "c"))}
@@ -43,7 +43,7 @@ def _heads(synthetic_root: Path, tmp_path: Path) -> Path:
 
 def test_the_learned_reward_term_rewards_agreement_with_the_classifier(synthetic_root: Path, tmp_path: Path) -> None:
     from vase.data.dataset import VaseDataset
-    from vase.models.attributes import AttributePredictor
+    from vase.metrics.attributes import AttributePredictor
     from vase.rewards.reward import reward_from_config
 
     path = _heads(synthetic_root, tmp_path)

@@ -311,8 +311,9 @@ def test_metrics_sync_across_two_processes(tmp_path: Path) -> None:
 def test_paper_keying_rule_and_counts(tmp_path: Path) -> None:
     """Any name is keyed by the paper scorer's positional rule; unmatched, repeated and keyless items are counted
     and named; a repeated ground-truth key keeps its last caption; pairs follow the generated file's order."""
+    from vase.data.layouts import paper_key
     from vase.errors import DataError
-    from vase.eval.scoring import load_captions, match, paper_key
+    from vase.eval.scoring import load_captions, match
 
     assert paper_key("3f2a_7_ac001001.jpg") == "3f2a_7"
     assert paper_key("vase12_front.jpg") == "vase12_front"  # fewer than three parts: the name without .jpg

@@ -21,8 +21,8 @@ from PIL import Image
 
 from tests.conftest import ROOT, compose_cfg
 from vase.errors import ConfigError
-from vase.filter.images import open_photo
 from vase.filter.synthetic import BAD_REASONS, generate_photos
+from vase.images import open_photo
 
 SMALL_Q = ["filter.quality.layers=[1,1,1,1]", "filter.quality.width_per_group=8", "filter.quality.image_size=48",
            "filter.quality.max_epochs=2", "filter.quality.num_workers=0", "filter.quality.batch_size=16"]

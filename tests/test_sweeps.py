@@ -260,7 +260,7 @@ def test_the_ablation_targets_are_decided_on_paired_intervals_when_answers_are_k
 
 def test_the_sfts_own_subset_keeps_one_shared_adapter_whatever_grpos_subset(tmp_path: Path, session_dirs: dict) -> None:
     from tests.conftest import compose_cfg
-    from vase.training.sft_cache import sft_key
+    from vase.pipeline.sft_cache import sft_key
 
     def key(*extra: str) -> str:
         return sft_key(compose_cfg("train", ["experiment=grpo_sanity", *extra], tmp_path, session_dirs))[0]

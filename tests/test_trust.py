@@ -164,7 +164,7 @@ def test_views_rendered_in_the_cache_count_as_present(synthetic_root: Path, tmp_
 
 
 def test_the_filter_rejects_a_symlink_loop_with_its_reason(tmp_path: Path) -> None:
-    from vase.filter.images import iter_files, open_photo
+    from vase.images import iter_files, open_photo
 
     d = tmp_path / "photos"
     d.mkdir()

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from tests.conftest import TINY_TRAIN, compose_cfg
-from vase.eval.zoom import TOOL_NOTE, crop, decoration_box, parse_zoom, zoom_call, zoom_rows
+from vase.eval.zoom import zoom_rows
+from vase.tasks.zoom import TOOL_NOTE, crop, decoration_box, parse_zoom, zoom_call
 
 
 def _front(synthetic_root: Path):
@@ -51,7 +52,7 @@ def test_training_samples_teach_the_call_and_the_answer_after_it(synthetic_root:
 
 
 def test_a_call_round_trip_gives_the_crop_back(synthetic_root: Path, monkeypatch) -> None:
-    import vase.eval.generate as gen
+    import vase.eval.zoom as zoom_module
     from vase.eval.vqa import vqa_items
 
     ds, ex = _front(synthetic_root)
@@ -72,7 +73,7 @@ def test_a_call_round_trip_gives_the_crop_back(synthetic_root: Path, monkeypatch
                 rows.append({"id": it.id, "caption": "Amphora.", "reference": it.reference, **it.extra})
         return rows
 
-    monkeypatch.setattr(gen, "generate_rows", fake_generate)
+    monkeypatch.setattr(zoom_module, "generate_rows", fake_generate)
     rows = zoom_rows(None, None, items, ds.views, max_calls=1)
     dec = next(r for r in rows if r["dimension"] == "decoration")
     other = next(r for r in rows if r["dimension"] != "decoration")

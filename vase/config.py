@@ -18,24 +18,20 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from vase.annotate.vocab import DIMENSIONS
+from vase.choices import (
+    DTYPES,
+    LOSS_TYPES,
+    NEGATIVE_CONTROLS,
+    SCALE_REWARDS,
+    SIMILARITIES,
+    STAGES,
+    TINY_OPEN_CLIP_NAME,
+    VQA_PROTOCOLS,
+)
 from vase.errors import ConfigError
 from vase.runs import check_given_dir, job_overrides, run_dir
 
-STAGES = ("sft", "grpo")
-DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16",
-          "fp16": "float16", "auto": "auto"}
-"""``model.dtype`` spellings and the torch dtype each names: the one table the schema and the loader share."""
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
-LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo")
-SCALE_REWARDS = ("group", "batch", "none")
-NEGATIVE_CONTROLS = ("flip_advantages", "shuffle_rewards")
-"""``stage.module.negative_control``: ways to break GRPO on purpose, so that a learning check can be seen to fail."""
-VQA_PROTOCOLS = ("open", "mc", "ll")  # open-ended, multiple choice by letter, multiple choice by option likelihood
-PROTOCOL_LABELS = {"open": "open-ended (sim ≥ τ)", "open+zoom": "open-ended with the zoom tool",
-                   "mc": "multiple choice (letter)", "ll": "multiple choice (option likelihood)"}
-SIMILARITIES = ("embedding", "sequence", "vocabulary", "year_iou")
-TINY_OPEN_CLIP_NAME = "vase-tiny-clip"
-"""The open_clip architecture name of vase's tiny test CLIP (registered with open_clip when it is built)."""
 EVAL_TASKS = {
     "generate": "caption a split with a model (and adapter) and score the captions (the default)",
     "score": "score caption files: generated=G.json ground_truth=T.json output=OUT.json",

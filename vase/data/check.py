@@ -51,7 +51,7 @@ def _readable(path: Path) -> str | None:
         except DataError as e:
             return str(e)
         return None
-    from vase.filter.images import open_photo
+    from vase.images import open_photo
 
     d = open_photo(path, min_side=1)
     return None if d.image is not None else d.reason

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,13 @@ from torch.utils.data import DataLoader, Dataset
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.data.dataset import VIEWS, VaseDataset, VaseExample, VideoFrames
+from vase.data.loader import ResumableLoader, ResumableSampler
 from vase.errors import DataError
 from vase.io import atomic_write_json, read_json
 from vase.prompts import CAPTION_PROMPT
+from vase.tasks.invrender import PROMPT as INVRENDER_PROMPT
+from vase.tasks.invrender import VaseParams
+from vase.tasks.zoom import TOOL_NOTE, crop, decoration_box, followup, zoom_call
 
 log = logging.getLogger("vase")
 FAILURES_FILE = "render_failures.json"
@@ -67,21 +72,14 @@ def samples_for(example: VaseExample, task: str, zoom: bool = False,
         if zoom:
             # with the tool offered, the other questions are answered directly (when not to zoom), and the
             # decoration question goes through the tool
-            from vase.eval.zoom import TOOL_NOTE
-
             out += [ChatSample(f"{rec.id}#{q['dimension']}#tool", example.images, ctx + q["question"] + TOOL_NOTE,
                                q["answer"], q["dimension"],
                                target=only(fields, q["dimension"]))
                     for q in rec.qa if q["dimension"] != "decoration"]
             out += zoom_samples(example, ctx, fields, views)
-    if task == "invrender":  # answer with the generator's parameters as JSON (vase.eval.invrender)
-        import json
-        from dataclasses import asdict
-
-        from vase.eval.invrender import PROMPT, VaseParams
-
+    if task == "invrender":  # answer with the generator's parameters as JSON (vase.tasks.invrender)
         params = asdict(VaseParams.of_record(rec))
-        out.append(ChatSample(f"{rec.id}#invrender", example.images, ctx + PROMPT, json.dumps(params), "invrender",
+        out.append(ChatSample(f"{rec.id}#invrender", example.images, ctx + INVRENDER_PROMPT, json.dumps(params), "invrender",
                               target={**{d: None for d in fields}, "invrender": params}))
     if task == "all":
         for q in rec.qa:
@@ -97,7 +95,6 @@ def zoom_samples(example: VaseExample, ctx: str, fields: dict[str, Any],
     the front view's frieze (where the synthetic generator paints it), one that answers after seeing the crop.
     Records whose shape the generator does not know, or runs without a front view, get none."""
     from vase.data.synthetic import SHAPE_SPECS
-    from vase.eval.zoom import TOOL_NOTE, crop, decoration_box, followup, zoom_call
 
     rec = example.record
     q = next((q for q in rec.qa if q["dimension"] == "decoration"), None)
@@ -442,7 +439,6 @@ class VaseDataModule(pl.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         if self.processor is None:
             raise RuntimeError("VaseDataModule needs a processor before it can build batches")
-        from vase.training.checkpointing import ResumableLoader, ResumableSampler
 
         collate = (PromptCollator(self.processor) if self.stage == "grpo"
                    else SFTCollator(self.processor, self.max_length))

@@ -46,6 +46,28 @@ _TAG = re.compile(r"<(image|video)>")
 Problems = list  # of (kind, id, message)
 
 
+def paper_key(name: str) -> str:
+    """The paper scorer's matching key for an image name: its first two ``_``-separated parts, or, for a name with
+    fewer than three parts, the name without ``.jpg``. Purely positional, on the name as written (a folder in it
+    stays part of the first piece), exactly as ``eval/compare.py`` keys it.
+
+    >>> paper_key("3f2a9c_7_ac001001.jpg")
+    '3f2a9c_7'
+    >>> paper_key("vase12_front.jpg")
+    'vase12_front'
+    >>> paper_key("amphora.jpg")
+    'amphora'
+    >>> paper_key("views/a_b_c.png")
+    'views/a_b'
+    """
+    if "_" in name:
+        parts = name.split("_")
+        if len(parts) >= 3:
+            return f"{parts[0]}_{parts[1]}"
+    return name.replace(".jpg", "")
+
+
+
 def _fault(problems: Problems | None, kind: str, vid: str, message: str) -> None:
     if problems is None:
         raise DataError(message)
@@ -220,7 +242,6 @@ def read_release(root: Path, problems: Problems | None = None) -> list[VaseRecor
 
 def read_paper_eval(root: Path, problems: Problems | None = None) -> list[VaseRecord]:
     """The paper's evaluation folder: view-image folders per model plus groundTruth.json, keyed by its scorer's rule."""
-    from vase.eval.scoring import paper_key
 
     gt_path = root / "groundTruth.json"
     data = read_json(gt_path)

@@ -20,6 +20,7 @@ import argparse
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -29,6 +30,7 @@ from vase.annotate.sampling import sample_record
 from vase.annotate.vocab import terms
 from vase.errors import DataError
 from vase.io import BUILT_MARKER, atomic_directory, atomic_write_bytes, atomic_write_text, built_by_vase
+from vase.tasks.invrender import VaseParams
 
 # ---------------------------------------------------------------- shapes
 # Profiles: (height fraction, radius) control points, bottom to top, for a vase of unit height.
@@ -354,3 +356,16 @@ def _main() -> None:
 
 if __name__ == "__main__":
     _main()
+
+
+def build_from_params(p: VaseParams) -> Any:
+    """The textured mesh of ``p``: the family's profile with its foot (lowest 12 %), neck (above the widest point)
+    and body radii and its height scaled; the family's handles or none; the technique's colours in plain bands."""
+    base = SHAPE_SPECS[p.shape]
+    widest = max(base.profile, key=lambda q: q[1])[0]
+    profile = tuple((y, r * (p.foot if y < 0.12 else p.neck if y > widest + 0.1 else p.body)) for y, r in base.profile)
+    spec = ShapeSpec(profile=profile, height=base.height * p.height, handles=base.handles if p.handles else (),
+                     band=base.band)
+    rec = VaseRecord("params", "Athenian", p.technique, p.shape, (-500, -475), "palmettes and lotus buds",
+                     "unattributed")
+    return textured_vase(spec, paint_texture(rec, np.random.default_rng(0)))

@@ -16,110 +16,15 @@ unparseable and scores IoU 0.
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from vase.annotate.vocab import terms
+from vase.data.synthetic import build_from_params
 from vase.errors import ConfigError
-
-TECHNIQUES = ("black-figure", "red-figure", "white-ground", "black-glaze")
-RANGE = (0.5, 1.5)
-MASK_BG = (255, 0, 255)  # a background no vase has, so silhouettes are exact
-PROMPT = ("Describe this vase as the parameters of a procedural vase generator. Answer with JSON only: "
-          '{"shape": one of [' + ", ".join(terms("shape")) + '], "height": 0.5-1.5, "body": 0.5-1.5, '
-          '"neck": 0.5-1.5, "foot": 0.5-1.5, "handles": true or false, "technique": one of ['
-          + ", ".join(TECHNIQUES) + "]}")
-
-
-@dataclass(frozen=True)
-class VaseParams:
-    shape: str
-    technique: str
-    height: float = 1.0
-    body: float = 1.0
-    neck: float = 1.0
-    foot: float = 1.0
-    handles: bool = True
-
-    @classmethod
-    def of_record(cls, rec: Any) -> VaseParams:
-        """The true parameters of a synthetic vase (the generator's proportions are the family's own)."""
-        return cls(shape=rec.shape, technique=rec.technique)
-
-    @classmethod
-    def random(cls, rng: np.random.Generator) -> VaseParams:
-        return cls(shape=str(rng.choice(terms("shape"))), technique=str(rng.choice(TECHNIQUES)),
-                   height=float(rng.uniform(*RANGE)), body=float(rng.uniform(*RANGE)),
-                   neck=float(rng.uniform(*RANGE)), foot=float(rng.uniform(*RANGE)), handles=bool(rng.random() < 0.5))
-
-
-def parse_params(text: str) -> VaseParams | None:
-    """The first JSON object in ``text`` as parameters, or None when it is missing, malformed or out of range.
-
-    >>> parse_params('Sure: {"shape": "kylix", "technique": "red-figure", "height": 1.2, "handles": false}').height
-    1.2
-    >>> parse_params('{"shape": "teapot", "technique": "red-figure"}') is None
-    True
-    """
-    m = re.search(r"\{.*?\}", text, flags=re.S)
-    if not m:
-        return None
-    try:
-        obj = json.loads(m.group(0))
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(obj, dict) or obj.get("shape") not in terms("shape") or obj.get("technique") not in TECHNIQUES:
-        return None
-    kw: dict[str, Any] = {"shape": obj["shape"], "technique": obj["technique"]}
-    for k in ("height", "body", "neck", "foot"):
-        if k in obj:
-            if not isinstance(obj[k], (int, float)) or not RANGE[0] <= float(obj[k]) <= RANGE[1]:
-                return None
-            kw[k] = float(obj[k])
-    if "handles" in obj:
-        if not isinstance(obj["handles"], bool):
-            return None
-        kw["handles"] = obj["handles"]
-    return VaseParams(**kw)
-
-
-def build_from_params(p: VaseParams):
-    """The textured mesh of ``p``: the family's profile with its foot (lowest 12 %), neck (above the widest point)
-    and body radii and its height scaled; the family's handles or none; the technique's colours in plain bands."""
-    from vase.annotate.records import VaseRecord
-    from vase.data.synthetic import SHAPE_SPECS, ShapeSpec, paint_texture, textured_vase
-
-    base = SHAPE_SPECS[p.shape]
-    widest = max(base.profile, key=lambda q: q[1])[0]
-    profile = tuple((y, r * (p.foot if y < 0.12 else p.neck if y > widest + 0.1 else p.body)) for y, r in base.profile)
-    spec = ShapeSpec(profile=profile, height=base.height * p.height, handles=base.handles if p.handles else (),
-                     band=base.band)
-    rec = VaseRecord("params", "Athenian", p.technique, p.shape, (-500, -475), "palmettes and lotus buds",
-                     "unattributed")
-    return textured_vase(spec, paint_texture(rec, np.random.default_rng(0)))
-
-
-def silhouette_ious(pred: list[Any], target: list[Any]) -> list[float]:
-    """IoU of the non-background pixels of each pair of renders (made over :data:`MASK_BG`)."""
-    out = []
-    for a, b in zip(pred, target):
-        ma = np.any(np.asarray(a) != MASK_BG, axis=-1)
-        mb = np.any(np.asarray(b) != MASK_BG, axis=-1)
-        union = (ma | mb).sum()
-        out.append(float((ma & mb).sum() / union) if union else 1.0)
-    return out
-
-
-def frame_of(parts: list) -> tuple[tuple[float, float, float], float]:
-    """The bounding sphere (centre, radius) of render parts: the cameras that see the original."""
-    allv = np.concatenate([p.vertices for p in parts])
-    lo, hi = allv.min(0), allv.max(0)
-    return tuple(((lo + hi) / 2).tolist()), float(np.linalg.norm(hi - lo) / 2)
+from vase.tasks.invrender import MASK_BG, VaseParams, frame_of, parse_params, silhouette_ious
 
 
 def score_params(params: VaseParams | None, target_glb: str | Path, renderer: Any, views: tuple[str, ...],

@@ -7,7 +7,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
 
-from vase.io import atomic_write_bytes, atomic_write_text
+from vase.io import atomic_write_bytes, atomic_write_text, save_figure
 from vase.metrics.caption import TABLE_COLUMNS
 
 
@@ -32,8 +32,6 @@ def markdown_table(rows: dict[str, dict[str, Any]]) -> str:
 
 def training_curves_png(histories: dict[str, list[dict[str, float]]], path: str | Path) -> Path:
     """One panel per stage: the loss (SFT) or the mean reward (GRPO) against the step, with a running mean."""
-    import io
-
     import matplotlib
 
     matplotlib.use("Agg")
@@ -56,10 +54,7 @@ def training_curves_png(histories: dict[str, list[dict[str, float]]], path: str 
         ax.grid(alpha=0.3)
         ax.legend()
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return atomic_write_bytes(path, buf.getvalue())
+    return save_figure(fig, path)
 
 
 _ASCII = str.maketrans({"–": "-", "—": "-", "’": "'", "‘": "'", "“": '"', "”": '"'})

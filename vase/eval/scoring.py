@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vase.data.layouts import paper_key
 from vase.errors import DataError
 from vase.io import atomic_write_json, atomic_write_text, read_json
 from vase.metrics.caption import CaptionScorer
@@ -24,27 +25,6 @@ def build_scorer(metrics_cfg: Any) -> CaptionScorer:
         clip, sent = CachedTextEncoder(clip, cache), CachedTextEncoder(sent, cache)
     weights = {k: float(v) for k, v in (metrics_cfg.get("weights") or {}).items()} or None
     return CaptionScorer(clip, sent, weights)
-
-
-def paper_key(name: str) -> str:
-    """The paper scorer's matching key for an image name: its first two ``_``-separated parts, or, for a name with
-    fewer than three parts, the name without ``.jpg``. Purely positional, on the name as written (a folder in it
-    stays part of the first piece), exactly as ``eval/compare.py`` keys it.
-
-    >>> paper_key("3f2a9c_7_ac001001.jpg")
-    '3f2a9c_7'
-    >>> paper_key("vase12_front.jpg")
-    'vase12_front'
-    >>> paper_key("amphora.jpg")
-    'amphora'
-    >>> paper_key("views/a_b_c.png")
-    'views/a_b'
-    """
-    if "_" in name:
-        parts = name.split("_")
-        if len(parts) >= 3:
-            return f"{parts[0]}_{parts[1]}"
-    return name.replace(".jpg", "")
 
 
 @dataclass

@@ -22,7 +22,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from vase.annotate.vocab import DIMENSIONS
-from vase.config import PROTOCOL_LABELS
+from vase.choices import PROTOCOL_LABELS
 from vase.eval.stats import paired_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 

@@ -314,14 +314,14 @@ def _eval_vaseeval(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _eval_attributes(cfg: DictConfig) -> dict[str, Any]:
-    """The six-head attribute baseline (vase.models.attributes): frozen CLIP features of the views, heads trained on
+    """The six-head attribute baseline (vase.metrics.attributes): frozen CLIP features of the views, heads trained on
     the train split, scored on ``split`` by the open-ended VQA rule; a majority-class row gives the level to beat."""
     from omegaconf import OmegaConf
 
     from vase.eval.vqa import score_vqa, vqa_table
     from vase.io import atomic_write_json, atomic_write_text
+    from vase.metrics.attributes import majority_rows, predict_rows, train_attribute_heads, view_features
     from vase.metrics.encoders import build_clip_encoder
-    from vase.models.attributes import majority_rows, predict_rows, train_attribute_heads, view_features
 
     a = cfg.attributes
     datamodule = instantiate(cfg.data, _convert_="partial")
@@ -337,7 +337,7 @@ def _eval_attributes(cfg: DictConfig) -> dict[str, Any]:
     scores = {"open": score_vqa(predict_rows(model, ex, evald.records), reward, tau)["open"]}
     chance = {"open": score_vqa(majority_rows(train.records, evald.records), reward, tau)["open"]}
     out = Path(cfg.output)
-    from vase.models.attributes import save_heads
+    from vase.metrics.attributes import save_heads
 
     heads = save_heads(model, OmegaConf.to_container(a.encoder, resolve=True), out.with_name("attribute_heads.pt"))
     result = {"name": "six-head baseline", "split": cfg.split, "vqa": scores, "majority_class": chance,
@@ -358,8 +358,9 @@ def _eval_invrender(cfg: DictConfig) -> dict[str, Any]:
     from dataclasses import asdict
 
     from vase.eval.generate import GenerationItem, generate_rows, visuals_of
-    from vase.eval.invrender import PROMPT, VaseParams, run_invrender
+    from vase.eval.invrender import run_invrender
     from vase.io import atomic_write_json, atomic_write_text
+    from vase.tasks.invrender import PROMPT, VaseParams
 
     v = cfg.invrender
     predictor = str(cfg.predictor)

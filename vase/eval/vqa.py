@@ -15,7 +15,7 @@ import numpy as np
 from vase.annotate.choices import LETTERS, mc_options, mc_prompt
 from vase.annotate.records import answer_phrase
 from vase.annotate.vocab import DIMENSIONS, QUESTIONS
-from vase.config import PROTOCOL_LABELS, VQA_PROTOCOLS
+from vase.choices import PROTOCOL_LABELS, VQA_PROTOCOLS
 from vase.eval.generate import GenerationItem, prompt_context, visuals_of
 from vase.eval.stats import bootstrap_ci
 from vase.rewards.reward import sequence_ratio

@@ -21,7 +21,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from vase.errors import ConfigError, DataError
-from vase.filter.images import IMAGE_EXTENSIONS, open_photo
+from vase.images import IMAGE_EXTENSIONS, open_photo
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

@@ -32,7 +32,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from vase.errors import ConfigError, DataError
-from vase.filter.images import iter_files, open_photo
+from vase.images import iter_files, open_photo
 from vase.io import (
     append_jsonl,
     atomic_directory,
@@ -41,6 +41,7 @@ from vase.io import (
     is_within,
     read_jsonl,
     repair_jsonl_tail,
+    save_figure,
 )
 
 MANIFEST = "manifest.jsonl"
@@ -348,8 +349,6 @@ def histogram(scores: np.ndarray, threshold: float, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from vase.io import atomic_write_bytes
-
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.hist(scores, bins=min(50, max(10, len(scores) // 5)), color="#8c6d46")
     ax.axvline(threshold, color="#b22222", linestyle="--", label=f"threshold {threshold:.4f}")
@@ -359,10 +358,7 @@ def histogram(scores: np.ndarray, threshold: float, path: Path) -> None:
     ax.set_ylabel("photos")
     ax.legend()
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    save_figure(fig, path, dpi=110)
 
 
 def run_filter(cfg: Any, progress: bool = True) -> dict:

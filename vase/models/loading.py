@@ -23,7 +23,7 @@ def resolve_model_path(cfg: Any) -> str:
 def torch_dtype(name: str):
     import torch
 
-    from vase.config import DTYPES
+    from vase.choices import DTYPES
 
     key = DTYPES.get(str(name).lower())
     if key is None:

@@ -12,7 +12,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from vase.config import TINY_OPEN_CLIP_NAME
+from vase.choices import TINY_OPEN_CLIP_NAME
 from vase.io import atomic_directory
 
 

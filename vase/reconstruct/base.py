@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vase.errors import ConfigError, VaseError
-from vase.filter.images import IMAGE_EXTENSIONS
+from vase.images import IMAGE_EXTENSIONS
 from vase.io import atomic_write_json, own_output_dir
 from vase.render.renderer import load_scene
 

@@ -13,7 +13,7 @@ import difflib
 from typing import Any
 
 from vase.annotate.vocab import dating_iou, parse_dating
-from vase.config import SIMILARITIES
+from vase.choices import SIMILARITIES
 from vase.rewards.extract import canonical_or_none
 
 # each dimension's similarity in the paper's reward (conf/reward/vase6d.yaml states the same per term)

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from vase.config import NEGATIVE_CONTROLS
+from vase.choices import NEGATIVE_CONTROLS
 from vase.data.datamodule import VISUAL_KEYS
 from vase.training.sft import LoRAStageModule
 

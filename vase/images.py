@@ -103,3 +103,17 @@ def open_photo(path: str | Path, min_side: int = 64, unusual_modes: str = "conve
         except (OSError, ValueError, SyntaxError) as e:  # PIL raises these three for damaged image data
             return Decoded(None, f"truncated or corrupt image data ({e})")
     return Decoded(rgb, None, note)
+
+
+def foreground_mask(rgb: np.ndarray, tolerance: float) -> np.ndarray:
+    """Pixels that differ from the border's median colour by more than ``tolerance``; the largest blob, holes filled."""
+    from scipy import ndimage
+
+    border = np.concatenate([rgb[0], rgb[-1], rgb[:, 0], rgb[:, -1]]).astype(np.float64)
+    bg = np.median(border, axis=0)
+    mask = np.abs(rgb.astype(np.float64) - bg).max(axis=2) > tolerance
+    labels, n = ndimage.label(mask)
+    if n == 0:
+        return mask
+    sizes = ndimage.sum(mask, labels, index=range(1, n + 1))
+    return ndimage.binary_fill_holes(labels == (int(np.argmax(sizes)) + 1))

@@ -18,11 +18,15 @@ import json
 import logging
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from vase.errors import ConfigError
+from vase.eval.vqa import evaluate_vqa, protocols_of
 from vase.io import file_lock, read_json
 
 log = logging.getLogger("vase")
@@ -48,9 +52,9 @@ def sft_key(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16], spec
 
 
-def shared_sft_adapter(cfg: DictConfig) -> Path:
-    """The adapter of ``cfg.sft`` on this run's model and data: from the cache, or trained now (once, under a lock)."""
-    from vase.errors import ConfigError
+def shared_sft_adapter(cfg: DictConfig, train: Callable[[DictConfig], Any]) -> Path:
+    """The adapter of ``cfg.sft`` on this run's model and data: from the cache, or trained now (once, under a lock)
+    by ``train`` (``run_training``, passed in so that this module does not import the one that imports it)."""
 
     if OmegaConf.select(cfg, "sft") is None:
         raise ConfigError("sft_init=true needs an SFT stage under `sft` (defaults: `- /stage@sft: sft`)")
@@ -87,9 +91,7 @@ def shared_sft_adapter(cfg: DictConfig) -> Path:
                 sub.trainer.max_steps = int(cfg.sft.get("max_steps", -1))
                 sub.seed = int(cfg.sft.get("seed", cfg.seed))
             log.info("training the shared SFT adapter %s (used by every GRPO job with these settings)", key)
-            from vase.pipeline import run_training
-
-            run_training(sub)
+            train(sub)
             (tmp / "sft_key.json").write_text(json.dumps(spec, indent=1, sort_keys=True, default=str))
             tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared by every job
             tmp.rename(final)  # complete or absent: never a half-trained adapter in the cache
@@ -106,8 +108,6 @@ def _baseline_vqa(cfg: DictConfig, adapter: Path, lock: Path | None = None) -> N
     target = adapter.parent / "vqa_sft.json"
 
     def have() -> bool:  # cached with every protocol this run asks for (answers already made are reused)
-        from vase.eval.vqa import protocols_of
-
         return target.is_file() and set(protocols_of(str(protocol))) <= set(read_json(target).get("vqa", {}))
 
     if not protocol or have():
@@ -115,10 +115,7 @@ def _baseline_vqa(cfg: DictConfig, adapter: Path, lock: Path | None = None) -> N
     with file_lock(lock) if lock is not None else contextlib.nullcontext():
         if have():
             return
-        from hydra.utils import instantiate
-
-        from vase.eval.vqa import evaluate_vqa
-        from vase.models.loading import load_model_and_processor
+        from vase.models.loading import load_model_and_processor  # transformers: loaded when a model is
 
         log.info("evaluating the shared SFT adapter %s once (the baseline of every job's VQA)", adapter)
         model, processor = load_model_and_processor(cfg.model, adapter=str(adapter), merge=True)

@@ -1,0 +1,44 @@
+"""The layer contracts: ARCHITECTURE.md states them, .importlinter enforces them, and a violation is caught."""
+
+from __future__ import annotations
+
+import configparser
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+LINT = Path(sys.executable).with_name("lint-imports")
+
+
+def _contract_layers() -> list[str]:
+    cp = configparser.ConfigParser()
+    cp.read(ROOT / ".importlinter")
+    return [line.strip() for line in cp["importlinter:contract:layers"]["layers"].splitlines() if line.strip()]
+
+
+def test_architecture_md_lists_the_layers_the_contract_enforces() -> None:
+    block = re.search(r"```layers\n(.*?)```", (ROOT / "ARCHITECTURE.md").read_text(), re.DOTALL)
+    assert block, "ARCHITECTURE.md needs its ```layers block"
+    assert [line.strip() for line in block.group(1).splitlines() if line.strip()] == _contract_layers()
+    named = {p.strip() for line in _contract_layers() for p in line.split("|")}
+    parts = {f"vase.{p.stem if p.is_file() else p.name}" for p in (ROOT / "vase").iterdir()
+             if (p.is_dir() and (p / "__init__.py").is_file()) or (p.suffix == ".py" and p.stem != "__init__")}
+    assert parts == named, f"parts with no layer: {sorted(parts - named)}; layers naming no part: {sorted(named - parts)}"
+
+
+def test_the_contracts_pass_and_an_upward_import_breaks_them(tmp_path: Path) -> None:
+    ok = subprocess.run([str(LINT), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stdout[-3000:]
+    # the same package with one import running up a layer (data -> eval, as datamodule once imported eval.zoom)
+    shutil.copytree(ROOT / "vase", tmp_path / "vase", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
+    mod = tmp_path / "vase" / "data" / "datamodule.py"
+    mod.write_text(mod.read_text() + "\n\ndef _upward():\n    from vase.eval.zoom import zoom_rows\n\n    return zoom_rows\n")
+    bad = subprocess.run([str(LINT), "--no-cache"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         env={"PYTHONPATH": str(tmp_path), "PATH": str(LINT.parent)})
+    assert bad.returncode != 0
+    assert "vase.data.datamodule -> vase.eval.zoom" in bad.stdout and "BROKEN" in bad.stdout

@@ -1,0 +1,19 @@
+"""The named choices of vase's settings, in one place below every part that uses them (the schema in
+``vase.config``, the loaders, the rewards, the evaluation). Plain data: imports nothing."""
+
+from __future__ import annotations
+
+STAGES = ("sft", "grpo")
+DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16",
+          "fp16": "float16", "auto": "auto"}
+"""``model.dtype`` spellings and the torch dtype each names: the one table the schema and the loader share."""
+LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo")
+SCALE_REWARDS = ("group", "batch", "none")
+NEGATIVE_CONTROLS = ("flip_advantages", "shuffle_rewards")
+"""``stage.module.negative_control``: ways to break GRPO on purpose, so that a learning check can be seen to fail."""
+VQA_PROTOCOLS = ("open", "mc", "ll")  # open-ended, multiple choice by letter, multiple choice by option likelihood
+PROTOCOL_LABELS = {"open": "open-ended (sim ≥ τ)", "open+zoom": "open-ended with the zoom tool",
+                   "mc": "multiple choice (letter)", "ll": "multiple choice (option likelihood)"}
+SIMILARITIES = ("embedding", "sequence", "vocabulary", "year_iou")
+TINY_OPEN_CLIP_NAME = "vase-tiny-clip"
+"""The open_clip architecture name of vase's tiny test CLIP (registered with open_clip when it is built)."""

@@ -1,0 +1,89 @@
+"""Building a stage's objects from the config: its data module, its LightningModule, its callbacks, its trainer."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+log = logging.getLogger("vase")
+
+
+def build_datamodule(cfg: DictConfig, processor: Any, stage: str, batch_size: int | None = None) -> Any:
+    """The data module of a stage (its batches: prompts for GRPO), prepared (data made or checked, views rendered)
+    and set up for fitting."""
+    extra = {} if batch_size is None else {"batch_size": int(batch_size)}
+    datamodule = instantiate(cfg.data, processor=processor, stage=str(stage), **extra, _convert_="partial")
+    datamodule.prepare_data()
+    datamodule.setup("fit")
+    return datamodule
+
+
+def build_stage_module(stage: DictConfig, model: Any, processor: Any, cfg: DictConfig,
+                       lineage: dict[str, Any] | None = None) -> Any:
+    """The LightningModule of one stage, with the processor and lineage its adapter is saved with; GRPO also gets
+    the reward and its accumulation count."""
+    extra: dict[str, Any] = {"processor": processor, "lineage": lineage}
+    if stage.name == "grpo":
+        extra.update(reward=instantiate(cfg.reward, _convert_="partial"), grad_accum=int(stage.grad_accum))
+    return instantiate(stage.module, model=model, **extra, _convert_="partial")
+
+
+def build_callbacks(cfg: DictConfig, stage_dir: Path | None = None) -> list[Any]:
+    """The callbacks of a stage; a later stage (``stage_dir`` given) writes its checkpoints and adapter there."""
+    out = []
+    for node in (cfg.get("callbacks") or {}).values():
+        if not (isinstance(node, DictConfig) and "_target_" in node):
+            continue
+        kwargs = {"dirpath": str(stage_dir / Path(str(node.dirpath)).name)} if stage_dir and node.get("dirpath") else {}
+        out.append(instantiate(node, **kwargs))
+    return out
+
+
+def _epochs_to_continue(ckpt: Path | None, max_epochs: int, max_steps: int) -> int | None:
+    """Where a checkpoint already completed ``max_epochs`` but stopped short of ``max_steps`` (a finished run
+    continued with a larger ``trainer.max_steps``), the epoch cap to train on to ``max_steps`` with: -1 (none)."""
+    if ckpt is None or max_steps <= 0 or max_epochs < 0:
+        return None
+    import torch
+
+    state = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True)
+    done = int(state["loops"]["fit_loop"]["epoch_progress"]["current"]["completed"])
+    step = int(state.get("global_step", 0))
+    if done >= max_epochs and step < max_steps:
+        log.warning("the checkpoint at step %d already finished stage.epochs=%d; training on to "
+                    "trainer.max_steps=%d", step, max_epochs, max_steps)
+        return -1
+    return None
+
+
+def build_trainer(cfg: DictConfig, stage: DictConfig, callbacks: list[Any], loggers: list[Any], root: Path,
+                  first: bool, ckpt: Path | None = None) -> Any:
+    """The Lightning trainer for a stage. GRPO optimises manually (it accumulates and clips itself); ``ckpt`` is the
+    checkpoint it will resume from, if any."""
+    kwargs: dict[str, Any] = {"callbacks": callbacks, "logger": loggers or False, "default_root_dir": str(root)}
+    epochs, steps = int(cfg.trainer.get("max_epochs", stage.epochs) or -1), int(cfg.trainer.get("max_steps", -1) or -1)
+    if not first:
+        # a later stage has its own length, but never runs past the trainer's cap (debug=fast caps every stage)
+        cap, own = steps, int(stage.get("max_steps", -1))
+        steps = min(s for s in (cap, own) if s > 0) if max(cap, own) > 0 else -1
+        epochs = int(stage.epochs)
+        kwargs.update(max_epochs=epochs, max_steps=steps)
+    more = _epochs_to_continue(ckpt, epochs, steps)
+    if more is not None:
+        kwargs["max_epochs"] = more
+    strategy = cfg.trainer.get("strategy")
+    if "deepspeed" not in str(strategy.get("_target_", "") if isinstance(strategy, DictConfig) else strategy).lower():
+        from vase.training.checkpointing import (
+            AtomicCheckpointIO,  # torch and Lightning: loaded when a trainer is built
+        )
+
+        kwargs["plugins"] = [AtomicCheckpointIO()]  # DeepSpeed writes its own sharded checkpoint directories
+    if stage.name == "grpo":
+        kwargs.update(accumulate_grad_batches=1, gradient_clip_val=None)
+    else:
+        kwargs.update(accumulate_grad_batches=int(stage.grad_accum))
+    return instantiate(cfg.trainer, **kwargs, _convert_="partial")

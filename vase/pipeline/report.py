@@ -1,0 +1,64 @@
+"""What a finished run writes for people to look at: results.json, report.md (table, curves, contact sheet), and the
+same to the loggers."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from vase.eval.report import markdown_table, write_report
+from vase.io import atomic_write_json
+from vase.loggers import log_results_table
+
+log = logging.getLogger("vase")
+
+
+def write_run_report(cfg: DictConfig, out_dir: Path, results: dict[str, Any], histories: dict[str, Any],
+                     generations: dict[str, Any], dataset: Any, module: Any, loggers: list[Any]) -> None:
+    """``results.json``, and with ``report=true`` the report, its table printed and everything sent to the loggers."""
+    atomic_write_json(out_dir / "results.json", results)
+    if not cfg.get("report", True):
+        return
+    report = write_report(out_dir, results, histories, _sheet_items(dataset, generations),
+                          title=f"vase: {cfg.task_name}", notes=_notes(cfg, module))
+    log.info("report: %s", report)
+    print("\n" + markdown_table(results))
+    print(f"report written to {report}")
+    log_results_table(loggers, results)
+    for lg in loggers:
+        if hasattr(lg, "log_image"):
+            imgs = [str(p) for p in (out_dir / "loss.png", out_dir / "contact_sheet.png") if p.is_file()]
+            if imgs:
+                lg.log_image(key="report", images=imgs)
+
+
+def _sheet_items(dataset: Any, generations: dict[str, list[dict[str, Any]]], n: int = 4) -> list[dict[str, Any]]:
+    items = []
+    for i in range(min(n, len(dataset))):
+        ex = dataset[i]
+        step = max(1, len(ex.images) // 6)  # an orbit shows six of its frames
+        lines = [("reference", ex.record.caption)]
+        lines += [(name, rows[i]["caption"] or "(empty)") for name, rows in generations.items()]
+        items.append({"id": ex.record.id, "images": list(ex.images)[::step][:6], "lines": lines})
+    return items
+
+
+def _notes(cfg: DictConfig, module: Any) -> str:
+    trainable = getattr(module, "trainable_parameters", None)
+    total = getattr(module, "total_parameters", None)
+    data = cfg.data
+    n = (
+        f"{data.synthetic.num_vases} synthetic vases (seed {data.synthetic.seed})"
+        if data.get("synthetic")
+        else str(data.root)
+    )
+    s = (
+        f"Model `{cfg.model.name_or_path}`, stage `{cfg.stage.name}`, data: {n}, views {list(data.views)}, "
+        f"{cfg.stage.epochs} epoch(s), batch {cfg.stage.batch_size} x accumulation {cfg.stage.grad_accum}."
+    )
+    if trainable:
+        s += f" Trainable parameters: {trainable:,} of {total:,}."
+    return s

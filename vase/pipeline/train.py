@@ -1,0 +1,172 @@
+"""``run_training``: what ``python train.py`` runs, top to bottom: claim the run's folder, load the model (merging
+an SFT adapter first), build the data, then for each stage (``stage``, and ``followup`` if set) build, fit, evaluate;
+then report. Everything takes a plain DictConfig, so tests drive it with Hydra's compose API."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+import vase.config  # noqa: F401  (registers the config resolvers, e.g. vase.wandb_offline)
+from vase import runs
+from vase.errors import ConfigError
+from vase.eval.tasks import evaluate_captions
+from vase.io import atomic_write_json, atomic_write_text
+from vase.loggers import build_loggers, log_eval_rows
+from vase.pipeline.build import build_callbacks, build_datamodule, build_stage_module, build_trainer
+from vase.pipeline.report import write_run_report
+from vase.pipeline.sft_cache import shared_sft_adapter
+from vase.rewards.reward import effective_weights
+
+log = logging.getLogger("vase")
+
+
+def run_training(cfg: DictConfig) -> dict[str, Any]:
+    """Prepare data, build the model and stage module, fit, evaluate before/after, and write the report.
+
+    With ``followup`` set (a second stage config, e.g. GRPO after SFT), the first stage's adapter is merged and the
+    second stage trains a fresh adapter on top, in the same run; its outputs go to ``<run>/<followup name>/``.
+    """
+    from vase.models.loading import load_model_and_processor  # transformers: loaded when a model is
+
+    out_dir, init_adapter = _start(cfg)
+    log.info("loading model %s", cfg.model.name_or_path)
+    # an initial adapter (e.g. from SFT) is merged first, as the paper merged LoRA before RL; the new stage's
+    # adapter then trains on top and its reference (adapter off) is the merged model
+    model, processor = load_model_and_processor(cfg.model, adapter=init_adapter, merge=True)
+    merged = [str(init_adapter)] if init_adapter else []
+    datamodule = build_datamodule(cfg, processor, cfg.stage.name)
+    loggers = build_loggers(cfg)
+    for lg in loggers:
+        lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+    ev = _Evaluation(cfg, processor, out_dir, loggers)
+
+    stages = [(cfg.stage, out_dir)]
+    if cfg.get("followup"):
+        stages.append((cfg.followup, out_dir / str(cfg.followup.name)))
+    module = trainer = None
+    for i, (stage, stage_dir) in enumerate(stages):
+        if i > 0:
+            model = module.model.merge_and_unload()  # the previous stage's adapter becomes part of the base
+            merged.append(str(stages[i - 1][1] / "adapter"))
+            datamodule = build_datamodule(cfg, processor, stage.name, int(stage.batch_size))
+        lineage = {"base": str(cfg.model.name_or_path), "merged_adapters": list(merged)}
+        module = build_stage_module(stage, model, processor, cfg, lineage)
+        ckpt = Path(cfg.ckpt_path) if i == 0 and cfg.get("ckpt_path") else runs.resume_checkpoint(
+            out_dir, stage_dir, str(cfg.get("resume") or "never"))
+        if ckpt is not None and not cfg.get("ckpt_path"):
+            print(f"resuming {stage.name} from {ckpt} (resume=auto; resume=never starts afresh)")
+        trainer = build_trainer(cfg, stage, build_callbacks(cfg, None if i == 0 else stage_dir), loggers, stage_dir,
+                                first=i == 0, ckpt=ckpt)
+        if i == 0 and trainer.is_global_zero:
+            ev.captions(module, datamodule, "untrained", before=True)
+        trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt else None)
+        ev.histories[str(stage.name)] = list(module.history)
+        atomic_write_json(out_dir / ("train_history.json" if i == 0 else f"train_history_{stage.name}.json"),
+                          module.history)
+        if trainer.is_global_zero:
+            ev.vqa_after(module, datamodule, str(stage.name))
+            ev.captions(module, datamodule, str(stage.name), before=False)
+
+    if trainer is not None and trainer.is_global_zero and ev.results:
+        write_run_report(cfg, out_dir, ev.results, ev.histories, ev.generations, datamodule.val_set, module, loggers)
+    runs.set_status(out_dir, "finished")
+    return {"results": ev.results, "history": ev.histories.get(str(cfg.stage.name), []), "histories": ev.histories,
+            "vqa": ev.vqa, "output_dir": str(out_dir), "module": module}
+
+
+def _start(cfg: DictConfig) -> tuple[Path, str | None]:
+    """The shared SFT adapter (trained now or read from the cache), the seed, this run's own folder (claimed: an
+    earlier run there is not overwritten) and its config.yaml; returns the folder and the adapter to merge first."""
+    shared_init = None
+    if not cfg.get("init_adapter") and cfg.get("sft_init"):
+        # before seeding: whether the shared adapter is trained now or read from the cache, this run's own random
+        # streams start from the same seed
+        shared_init = str(shared_sft_adapter(cfg, run_training))
+        log.info("starting from the shared SFT adapter %s", shared_init)
+    pl.seed_everything(int(cfg.seed), workers=True)
+    out_dir = runs.claim(cfg.paths.output_dir, str(cfg.get("resume") or "never"))
+    if cfg.get("reward") is not None:
+        # what the reward really uses: config.yaml, W&B and the sweep summary show it beside the weights given
+        with open_dict(cfg):
+            cfg.reward.effective_weights = effective_weights(cfg.reward)
+    atomic_write_text(out_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+    return out_dir, cfg.get("init_adapter") or shared_init
+
+
+class _Evaluation:
+    """The evaluations a run asks for (``evaluate.*``) and what they found, stage by stage."""
+
+    def __init__(self, cfg: DictConfig, processor: Any, out_dir: Path, loggers: list[Any]) -> None:
+        self.cfg, self.processor, self.out_dir, self.loggers = cfg, processor, out_dir, loggers
+        self.ev = cfg.get("evaluate", {}) or {}
+        self.label = cfg.model.get("label", "model")
+        self.results: dict[str, dict[str, Any]] = {}
+        self.generations: dict[str, list[dict[str, Any]]] = {}
+        self.histories: dict[str, list[dict[str, float]]] = {}
+        self.vqa: dict[str, dict[str, Any]] = {}
+        self.scorer = None
+        if self.ev.get("before") or self.ev.get("after"):
+            import torch
+
+            from vase.eval.scoring import build_scorer
+
+            # loading encoders initialises modules from the global RNG: keep it off the seeded training stream, so
+            # a run trains the same whichever metrics it reports
+            with torch.random.fork_rng(devices=[]):
+                self.scorer = build_scorer(cfg.metrics)
+
+    def captions(self, module: Any, datamodule: Any, tag: str, before: bool) -> None:
+        """Caption the validation set and score it (``evaluate.before`` / ``evaluate.after``)."""
+        if not self.ev.get("before" if before else "after"):
+            return
+        ev = self.ev
+        name = f"{self.label} ({tag})"
+        self.results[name], self.generations[name] = evaluate_captions(
+            module.model, self.processor, datamodule.val_set, self.scorer, self.out_dir, tag,
+            int(ev.max_new_tokens), int(ev.batch_size), bool(self.cfg.metrics.get("image_score", True)))
+        log_eval_rows(self.loggers, tag, self.results[name], self.generations[name])
+
+    def vqa_after(self, module: Any, datamodule: Any, stage: str) -> None:
+        """Per-dimension VQA on the validation set (``evaluate.vqa``), written to ``vqa_<stage>.json``."""
+        if not self.ev.get("vqa"):
+            return
+        from vase.eval.vqa import evaluate_vqa
+
+        ev, cfg = self.ev, self.cfg
+        reward = instantiate(cfg.reward, _convert_="partial")
+        self.vqa[stage] = evaluate_vqa(
+            module.model, self.processor, datamodule.val_set, reward, float(cfg.reward.tau),
+            self.out_dir / f"vqa_{stage}.json", f"{self.label} ({stage})", str(ev.vqa),
+            int(ev.get("vqa_choices", 4)), int(ev.batch_size), int(ev.get("vqa_max_new_tokens", 24)))
+        for lg in self.loggers:
+            lg.log_metrics({f"val/{stage}/vqa/{p}/{d}": a for p, sc in self.vqa[stage].items()
+                            for d, a in sc["accuracy"].items()})
+
+
+def objective(out: dict[str, Any], key: str) -> float:
+    """The number a sweeper optimises (``optimized_metric``): a caption metric of the last evaluated stage
+    (``overall_score``, ``r_at_1``, ...), ``vqa/<open|mc>/<dimension|mean>`` of the last stage's VQA, or
+    ``train/reward`` (mean GRPO reward over the last 20 steps)."""
+    if key == "train/reward":
+        rewards = [h["reward"] for h in out.get("history", []) if "reward" in h][-20:]
+        if rewards:
+            return float(sum(rewards) / len(rewards))
+    elif key.startswith("vqa/"):
+        _, protocol, dim = (key.split("/") + ["", ""])[:3]
+        if out.get("vqa"):
+            s = list(out["vqa"].values())[-1].get(protocol, {})
+            value = s.get("mean") if dim == "mean" else s.get("accuracy", {}).get(dim)
+            if value is not None:
+                return float(value)
+    elif out.get("results"):
+        row = list(out["results"].values())[-1]
+        if key in row:
+            return float(row[key])
+    raise ConfigError(f"optimized_metric={key!r}: this run has no such value (a caption metric needs evaluate.after=true, "
+                      f"vqa/... needs evaluate.vqa, train/reward needs stage=grpo)")
