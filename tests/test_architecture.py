@@ -42,3 +42,12 @@ def test_the_contracts_pass_and_an_upward_import_breaks_them(tmp_path: Path) -> 
                          env={"PYTHONPATH": str(tmp_path), "PATH": str(LINT.parent)})
     assert bad.returncode != 0
     assert "vase.data.datamodule -> vase.eval.zoom" in bad.stdout and "BROKEN" in bad.stdout
+
+
+def test_every_data_task_is_built_by_registered_tasks() -> None:
+    """data.task's values (checked by the config) and the registry agree; each names tasks that have a builder."""
+    from vase.choices import DATA_TASK_NAMES
+    from vase.tasks import DATA_TASKS, SAMPLES
+
+    assert tuple(DATA_TASKS) == DATA_TASK_NAMES
+    assert all(name in SAMPLES for names in DATA_TASKS.values() for name in names)

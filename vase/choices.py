@@ -17,3 +17,5 @@ PROTOCOL_LABELS = {"open": "open-ended (sim ≥ τ)", "open+zoom": "open-ended w
 SIMILARITIES = ("embedding", "sequence", "vocabulary", "year_iou")
 TINY_OPEN_CLIP_NAME = "vase-tiny-clip"
 """The open_clip architecture name of vase's tiny test CLIP (registered with open_clip when it is built)."""
+DATA_TASK_NAMES = ("caption", "qa", "both", "all", "invrender")
+"""``data.task``'s values (``vase.tasks.DATA_TASKS`` says which tasks each trains on)."""

@@ -19,6 +19,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import (
+    DATA_TASK_NAMES,
     DTYPES,
     LOSS_TYPES,
     NEGATIVE_CONTROLS,
@@ -241,7 +242,7 @@ class DataSchema:
             list(self.views),
             f"must be a non-empty subset of {list(VIEWS)}",
         )
-        _check(self.task in ("caption", "qa", "both", "all", "invrender"), "data.task", self.task,
+        _check(self.task in DATA_TASK_NAMES, "data.task", self.task,
                "must be caption, qa, both, all (both plus multiple-choice questions) or invrender")
         _check(self.modality in ("views", "orbit"), "data.modality", self.modality, "must be views or orbit")
         frames = int((self.render or {}).get("orbit_frames", 0) or 0)

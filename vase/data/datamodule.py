@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import logging
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,15 +10,16 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from vase.annotate.vocab import DIMENSIONS
-from vase.data.dataset import VIEWS, VaseDataset, VaseExample, VideoFrames
+from vase.data.dataset import VIEWS, VaseDataset, VaseExample, VideoFrames, models_to_render
+from vase.data.layouts import read_records
 from vase.data.loader import ResumableLoader, ResumableSampler
+from vase.data.synthetic import SHAPE_SPECS, generate
 from vase.errors import DataError
-from vase.io import atomic_write_json, read_json
-from vase.prompts import CAPTION_PROMPT
-from vase.tasks.invrender import PROMPT as INVRENDER_PROMPT
-from vase.tasks.invrender import VaseParams
-from vase.tasks.zoom import TOOL_NOTE, crop, decoration_box, followup, zoom_call
+from vase.io import atomic_write_json, file_lock, read_json
+from vase.layout import path_key, render_cache_root
+from vase.tasks import DATA_TASKS, SAMPLES
+from vase.tasks import zoom as zoom_task
+from vase.tasks.base import ChatSample
 
 log = logging.getLogger("vase")
 FAILURES_FILE = "render_failures.json"
@@ -28,89 +27,27 @@ FAILURES_FILE = "render_failures.json"
 IGNORE_INDEX = -100
 
 
-@dataclass
-class ChatSample:
-    """One conversation turn: the images, the user's question and (for training) the answer."""
-
-    id: str
-    images: list[Any]
-    prompt: str
-    answer: str
-    dimension: str = "caption"
-    target: dict[str, Any] | None = None  # the six dimensions the answer should state (for rewards)
-
-
-DATA_TASKS = ("caption", "qa", "both", "all", "invrender")
-
-
-def only(fields: dict[str, Any], dim: str) -> dict[str, Any]:
-    """The reward target of an answer that states one dimension: the others are not expected of it."""
-    return {d: (v if d == dim else None) for d, v in fields.items()}
-
-
 def samples_for(example: VaseExample, task: str, zoom: bool = False,
                 views: tuple[str, ...] | list[str] = VIEWS) -> list[ChatSample]:
-    """The chat samples of one vase: its caption (task ``caption``), its QA pairs (``qa``), both (``both``), or both
-    plus each question as multiple choice answered with the option's letter (``all``, to teach the format); or its
-    generator parameters as JSON (``invrender``, synthetic vases: rewarded by ``reward.terms.invrender``)."""
-    from vase.annotate.choices import LETTERS, mc_options, mc_prompt
-
+    """The chat samples of one vase for ``data.task`` (``vase.tasks.DATA_TASKS``: its caption, its QA pairs, both,
+    both plus multiple choice, or its generator parameters), each built by its task's module; ``zoom`` adds the
+    zoom-in tool's samples after the QA pairs."""
     if task not in DATA_TASKS:
         raise ValueError(f"data.task={task!r} must be one of {list(DATA_TASKS)}")
-    rec = example.record
     ctx = example.context  # retrieved neighbours' metadata (retrieval.k), the same in training and evaluation
-    fields = {d: (list(rec.dating) if d == "dating" and rec.dating is not None else getattr(rec, d))
-              for d in DIMENSIONS}
-    out = []
-    if task in ("caption", "both", "all"):
-        out.append(ChatSample(rec.id, example.images, ctx + (rec.prompt or CAPTION_PROMPT), rec.caption, target=fields))
-    if task in ("qa", "both", "all"):
-        # a QA answer states one dimension: the others are not expected of it
-        out += [ChatSample(f"{rec.id}#{q['dimension']}", example.images, ctx + q["question"], q["answer"], q["dimension"],
-                           target=only(fields, q["dimension"]))
-                for q in rec.qa]
-        if zoom:
-            # with the tool offered, the other questions are answered directly (when not to zoom), and the
-            # decoration question goes through the tool
-            out += [ChatSample(f"{rec.id}#{q['dimension']}#tool", example.images, ctx + q["question"] + TOOL_NOTE,
-                               q["answer"], q["dimension"],
-                               target=only(fields, q["dimension"]))
-                    for q in rec.qa if q["dimension"] != "decoration"]
-            out += zoom_samples(example, ctx, fields, views)
-    if task == "invrender":  # answer with the generator's parameters as JSON (vase.tasks.invrender)
-        params = asdict(VaseParams.of_record(rec))
-        out.append(ChatSample(f"{rec.id}#invrender", example.images, ctx + INVRENDER_PROMPT, json.dumps(params), "invrender",
-                              target={**{d: None for d in fields}, "invrender": params}))
-    if task == "all":
-        for q in rec.qa:
-            options, answer = mc_options(rec, q["dimension"])
-            out.append(ChatSample(f"{rec.id}#mc#{q['dimension']}", example.images, ctx + mc_prompt(q["question"], options),
-                                  LETTERS[answer], q["dimension"], target={d: None for d in fields}))
+    out: list[ChatSample] = []
+    for name in DATA_TASKS[task]:
+        out += SAMPLES[name](example, ctx)
+        if name == "qa" and zoom:
+            out += zoom_task.samples(example, ctx, views, _frieze_band, views_are_images=isinstance(
+                example.images, list) and not isinstance(example.images, VideoFrames))
     return out
 
 
-def zoom_samples(example: VaseExample, ctx: str, fields: dict[str, Any],
-                 views: tuple[str, ...] | list[str]) -> list[ChatSample]:
-    """The zoom-in tool taught on the decoration question (vase.eval.zoom): one sample whose answer is the call on
-    the front view's frieze (where the synthetic generator paints it), one that answers after seeing the crop.
-    Records whose shape the generator does not know, or runs without a front view, get none."""
-    from vase.data.synthetic import SHAPE_SPECS
-
-    rec = example.record
-    q = next((q for q in rec.qa if q["dimension"] == "decoration"), None)
-    if q is None or rec.shape not in SHAPE_SPECS or "front" not in views:
-        return []
-    i = list(views).index("front")
-    have = isinstance(example.images, list) and len(example.images) > i and not isinstance(example.images,
-                                                                                          VideoFrames)
-    box = decoration_box(example.images[i], SHAPE_SPECS[rec.shape].band) if have else (0.0, 0.0, 1.0, 1.0)
-    call = zoom_call("front", box)
-    target = only(fields, "decoration")
-    zoomed = [*example.images, crop(example.images[i], box)] if have else example.images
-    return [ChatSample(f"{rec.id}#zoom-call", example.images, ctx + q["question"] + TOOL_NOTE, call, "zoom",
-                       target={d: None for d in fields}),
-            ChatSample(f"{rec.id}#zoom-answer", zoomed, ctx + followup(q["question"], call), q["answer"],
-                       "decoration", target=target)]
+def _frieze_band(shape: str) -> tuple[float, float] | None:
+    """Where the synthetic generator paints a shape's frieze (None for a shape it does not know)."""
+    spec = SHAPE_SPECS.get(shape)
+    return spec.band if spec is not None else None
 
 
 def build_messages(visuals: Any, prompt: str) -> list[dict[str, Any]]:
@@ -266,7 +203,6 @@ class VaseDataModule(pl.LightningDataModule):
     def render_root(self) -> Path:
         """Where views vase renders go: the root when vase owns it (or ``render.write_to_root``), else a cache
         folder keyed by the dataset, so a user's dataset is only ever read."""
-        from vase.layout import render_cache_root
 
         if self.owns_root or self.render.get("write_to_root", False):
             return self.root
@@ -293,8 +229,6 @@ class VaseDataModule(pl.LightningDataModule):
         :meth:`render_root`. With ``render.on_error=skip`` a GLB that fails is recorded with its reason
         (``images/render_failures.json`` beside the renders) and its vase is left out of training and evaluation.
         """
-        from vase.io import file_lock
-
         lock = self._lock_path()
         if lock is None:
             self._prepare()
@@ -308,17 +242,11 @@ class VaseDataModule(pl.LightningDataModule):
         if not self.owns_root:
             return None
         if self.render.get("cache_dir"):
-            from vase.layout import path_key
-
             return Path(self.render["cache_dir"]) / "locks" / f"{path_key(self.root)}.lock"
         return self.root.parent / f".{self.root.name}.lock"
 
     def _prepare(self) -> None:
-        from vase.data.dataset import models_to_render
-
         if self.synthetic:
-            from vase.data.synthetic import generate
-
             generate(self.root, num=int(self.synthetic["num_vases"]), seed=int(self.synthetic["seed"]),
                      val_fraction=float(self.synthetic["val_fraction"]))
         if not self.render.get("enabled", False):
@@ -328,8 +256,6 @@ class VaseDataModule(pl.LightningDataModule):
         orbit = int(self.render.get("orbit_frames", 0) or 0)
         records = None
         if self.layout_name != "vase":
-            from vase.data.layouts import read_records
-
             records = [r for recs in read_records(self.root, self.layout_name).values() for r in recs]
         # a root vase owns is rendered whole (its cache re-renders changed GLBs); a user's only where views lack
         pairs = models_to_render(self.root, self.views, orbit, only_missing=not self.owns_root, records=records)
@@ -421,7 +347,6 @@ class VaseDataModule(pl.LightningDataModule):
         encoder = build_clip_encoder(OmegaConf.create(dict(clip_cfg)) if isinstance(clip_cfg, dict) else clip_cfg)
         where = index_dir(r.get("index_dir"), self.root, self.owns_root, self.split.get("cache_dir")
                           or self.render.get("cache_dir"))
-        from vase.io import file_lock
 
         # a local index is one process's at a time (Qdrant locks its folder): jobs of a sweep take turns
         with file_lock(where.parent / f"{where.name}.lock"):

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from vase.annotate.vocab import terms
+from vase.tasks.base import ChatSample, fields_of, none_of
 
 TECHNIQUES = ("black-figure", "red-figure", "white-ground", "black-glaze")
 RANGE = (0.5, 1.5)
@@ -93,3 +94,11 @@ def frame_of(parts: list) -> tuple[tuple[float, float, float], float]:
     allv = np.concatenate([p.vertices for p in parts])
     lo, hi = allv.min(0), allv.max(0)
     return tuple(((lo + hi) / 2).tolist()), float(np.linalg.norm(hi - lo) / 2)
+
+
+def samples(example: Any, ctx: str) -> list[ChatSample]:
+    """One sample: the generator's parameters of a synthetic vase as JSON, rewarded by the ``InvRender`` term."""
+    rec = example.record
+    params = asdict(VaseParams.of_record(rec))
+    return [ChatSample(f"{rec.id}#invrender", example.images, ctx + PROMPT, json.dumps(params), "invrender",
+                       target={**none_of(fields_of(rec)), "invrender": params})]

@@ -15,12 +15,15 @@ where the frieze lies; evaluation (``vqa.zoom=true``) answers every open questio
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from PIL import Image
 
 from vase.images import foreground_mask
 from vase.layout import VIEWS
+from vase.tasks.base import ChatSample, fields_of, none_of, only
 
 TOOL_NOTE = ('\nYou may look closer first: reply <zoom view="front" box="x0,y0,x1,y1"/> (a view name and fractions '
              "of the image) to see that part at full resolution.")
@@ -86,3 +89,29 @@ def decoration_box(image: Image.Image, band: tuple[float, float], margin: float 
 
 def view_index(views: tuple[str, ...] | list[str], view: str) -> int | None:
     return list(views).index(view) if view in views else None
+
+
+def samples(example: Any, ctx: str, views: tuple[str, ...] | list[str], band_of: Callable[[str], Any],
+            views_are_images: bool) -> list[ChatSample]:
+    """With the tool offered, the questions other than decoration are answered directly (when not to zoom), and the
+    decoration question goes through the tool: one sample whose answer is the call on the front view's frieze
+    (``band_of(shape)``: where the generator paints it, None for a shape it does not know), one that answers after
+    seeing the crop. Records of unknown shape, or runs without a front view, get no tool samples."""
+    rec = example.record
+    fields = fields_of(rec)
+    out = [ChatSample(f"{rec.id}#{q['dimension']}#tool", example.images, ctx + q["question"] + TOOL_NOTE,
+                      q["answer"], q["dimension"], target=only(fields, q["dimension"]))
+           for q in rec.qa if q["dimension"] != "decoration"]
+    q = next((q for q in rec.qa if q["dimension"] == "decoration"), None)
+    band = band_of(rec.shape)
+    if q is None or band is None or "front" not in views:
+        return out
+    i = list(views).index("front")
+    have = views_are_images and len(example.images) > i
+    box = decoration_box(example.images[i], band) if have else (0.0, 0.0, 1.0, 1.0)
+    call = zoom_call("front", box)
+    zoomed = [*example.images, crop(example.images[i], box)] if have else example.images
+    return out + [ChatSample(f"{rec.id}#zoom-call", example.images, ctx + q["question"] + TOOL_NOTE, call, "zoom",
+                             target=none_of(fields)),
+                  ChatSample(f"{rec.id}#zoom-answer", zoomed, ctx + followup(q["question"], call), q["answer"],
+                             "decoration", target=only(fields, "decoration"))]
