@@ -9,7 +9,7 @@ from tests.conftest import compose_cfg
 
 
 def test_six_head_baseline_beats_the_majority_class(tmp_path: Path, session_dirs: dict) -> None:
-    from vase.eval.tasks import run_evaluation
+    from vase.pipeline.evaluate import run_evaluation
 
     out = tmp_path / "attributes.json"
     cfg = compose_cfg("evaluate", ["task=attributes", "logger=none", "data.synthetic.num_vases=96",

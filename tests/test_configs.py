@@ -137,8 +137,8 @@ def test_every_experiment_runs_one_step_on_the_tiny_model(name: str, tmp_path: P
                                                           tiny_model_dir: Path) -> None:
     """Each recipe, with model=tiny on synthetic data: one training step (or, for a zero-shot baseline, one
     caption scored) through its own stage, modality and module settings."""
-    from vase.eval.tasks import run_evaluation
     from vase.pipeline import run_training
+    from vase.pipeline.evaluate import run_evaluation
 
     tiny = ["model=tiny", f"model.name_or_path={tiny_model_dir}", "model.dtype=float32", "data=synthetic",
             "data.synthetic.num_vases=8", "render.resolution=64", "logger=none", "metrics=hf_tiny",

@@ -176,7 +176,7 @@ def test_score_vqa_by_hand() -> None:
 
 def test_vqa_task_end_to_end(tmp_path: Path, session_dirs: dict, synthetic_root: Path) -> None:
     from tests.conftest import compose_cfg
-    from vase.eval.tasks import run_evaluation
+    from vase.pipeline.evaluate import run_evaluation
 
     cfg = compose_cfg("evaluate", ["task=vqa", "logger=none", "data.synthetic.num_vases=8", "render.resolution=64",
                                    "vqa.max_new_tokens=4", f"output={tmp_path / 'vqa.json'}"], tmp_path, session_dirs)
@@ -235,7 +235,7 @@ def test_multiple_choice_by_option_likelihood_is_the_answers_log_probability(tmp
 
 
 def test_leaderboard_from_files_and_wandb_runs(tmp_path: Path, session_dirs: dict) -> None:
-    from vase.eval.leaderboard import PAPER_TABLE3, build_leaderboard, write_leaderboard
+    from vase.reports.leaderboard import PAPER_TABLE3, build_leaderboard, write_leaderboard
 
     a = tmp_path / "a.json"
     a.write_text(json.dumps({"name": "mine", "clip_score": 0.8, "fid_score": 0.3, "r_at_1": 0.1, "r_at_5": 0.2,
@@ -355,7 +355,7 @@ def test_paper_keying_rule_and_counts(tmp_path: Path) -> None:
 def test_score_several_files_in_one_run_equals_each_alone(tmp_path: Path, session_dirs: dict,
                                                           tiny_clip_dir: Path) -> None:
     from tests.conftest import compose_cfg
-    from vase.eval.tasks import run_evaluation
+    from vase.pipeline.evaluate import run_evaluation
 
     ids = [f"v{i}_{i}" for i in range(len(CAPS))]
     gt = tmp_path / "gt.json"

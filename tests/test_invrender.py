@@ -42,7 +42,7 @@ def test_a_proportion_change_lowers_the_score_in_proportion(synthetic_root: Path
 
 
 def test_model_answers_are_parsed_and_unparseable_ones_counted(tmp_path: Path, session_dirs: dict) -> None:
-    from vase.eval.tasks import run_evaluation
+    from vase.pipeline.evaluate import run_evaluation
 
     out = tmp_path / "inv.json"
     data = [o for o in TINY_TRAIN if o.startswith(("data.", "render."))]

@@ -17,8 +17,8 @@ from vase.data.dataset import load_media, load_views
 from vase.data.export import export_paper_eval, export_release, export_swift
 from vase.data.layouts import detect_layout, load_split, read_records
 from vase.errors import DataError
-from vase.layout import VIEWS
 from vase.prompts import CAPTION_PROMPT
+from vase.views import VIEWS
 
 DIMS = ("fabric", "technique", "shape", "dating", "decoration", "attribution")
 

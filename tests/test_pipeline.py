@@ -172,9 +172,9 @@ def test_export_writes_a_merged_checkpoint_that_loads_without_peft(train_cfg, tm
     from tests.conftest import compose_cfg
     from vase.data.datamodule import SFTCollator, samples_for
     from vase.data.dataset import VaseDataset
-    from vase.eval.tasks import run_evaluation
     from vase.models.loading import apply_adapter, load_model, load_processor
     from vase.pipeline import run_training
+    from vase.pipeline.evaluate import run_evaluation
 
     cfg = train_cfg(["stage.module.optimizer.lr=1e-2", "stage.module.warmup_ratio=0.0"])
     run_training(cfg)

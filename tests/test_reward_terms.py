@@ -101,8 +101,8 @@ def test_grpo_sanity_passes_and_fails_when_the_learner_is_broken(tmp_path: Path)
 def test_the_effective_weights_are_written_where_runs_are_compared(train_cfg) -> None:
     from omegaconf import OmegaConf
 
-    from vase.eval.sweep_summary import job_row
     from vase.pipeline import run_training
+    from vase.reports.sweep_summary import job_row
 
     cfg = train_cfg(["stage=grpo", "stage.batch_size=2", "stage.grad_accum=1", "trainer.max_steps=1",
                      "stage.module.max_completion_length=4", "reward.weights.shape=0.6",

@@ -52,7 +52,7 @@ def test_tau_sweep_runs_grpo_jobs_from_one_shared_sft_adapter(tmp_path: Path) ->
         assert {"reward", "reward/shape", "vqa/open/shape", "vqa/open/mean", "overall_score"} <= set(r)
     assert (sweep / "summary.csv").read_text().startswith("job,overrides,status")
     # the leaderboard reads the multirun directory: the paper's 19 rows and one row per job
-    from vase.eval.leaderboard import build_leaderboard
+    from vase.reports.leaderboard import build_leaderboard
 
     rows = build_leaderboard([str(sweep)])
     assert sum("(paper," in k for k in rows) == 19 and sum("reward.tau=" in k for k in rows) == 2
@@ -111,7 +111,7 @@ def _fake_job(sweep: Path, n: int, shape_w: float, seed: int, shape_acc: float, 
 
 def test_ablation_report_states_whether_the_targets_held(tmp_path: Path) -> None:
     from vase.annotate.vocab import DIMENSIONS
-    from vase.eval.sweep_summary import write_ablation_report, write_sweep_summary
+    from vase.reports.sweep_summary import write_ablation_report, write_sweep_summary
 
     sft = tmp_path / "sft"
     sft.mkdir()
@@ -202,7 +202,7 @@ def test_reward_weights_sweep_as_the_readme_shows_it(tmp_path: Path) -> None:
 def test_every_sweep_plots_its_swept_key_against_reward_and_accuracy(tmp_path: Path) -> None:
     from PIL import Image
 
-    from vase.eval.sweep_summary import sweep_plot, wilson_interval, write_sweep_summary
+    from vase.reports.sweep_summary import sweep_plot, wilson_interval, write_sweep_summary
 
     sft = tmp_path / "sft"
     sft.mkdir()
@@ -229,7 +229,7 @@ def test_the_ablation_targets_are_decided_on_paired_intervals_when_answers_are_k
     8 of 24 does on both. Where the jobs also scored by option likelihood (ll), the decision is on those (the open
     answers then say the opposite, and must be ignored)."""
     from vase.annotate.vocab import DIMENSIONS
-    from vase.eval.sweep_summary import write_ablation_report
+    from vase.reports.sweep_summary import write_ablation_report
 
     def block(shape_right: int, p: str) -> dict:
         items = {d: {f"v{i}#{p}#{d}": float(i < (shape_right if d == "shape" else 12)) for i in range(24)}
@@ -278,7 +278,7 @@ def test_a_failed_sweep_job_is_reported_when_it_fails(capsys) -> None:
     from hydra.core.utils import JobReturn, JobStatus
     from omegaconf import OmegaConf
 
-    from vase.eval.sweep_summary import SweepSummary
+    from vase.reports.sweep_summary import SweepSummary
 
     cfg = OmegaConf.create({"hydra": {"job": {"num": 3}, "runtime": {"output_dir": "/runs/x/3"},
                                       "overrides": {"task": ["reward.weights.shape=0.6", "seed=2"]}}})

@@ -82,7 +82,7 @@ def test_a_retrieval_index_never_goes_into_a_users_folder(tmp_path: Path) -> Non
 
 def test_score_never_replaces_a_users_file_beside_its_output(tmp_path: Path, session_dirs: dict,
                                                                tiny_clip_dir: Path) -> None:
-    from vase.eval.tasks import run_evaluation
+    from vase.pipeline.evaluate import run_evaluation
 
     gt, gen = tmp_path / "gt.json", tmp_path / "gen.json"
     caps = ["an amphora", "a black-figure hydria", "a kylix"]

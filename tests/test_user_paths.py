@@ -167,7 +167,7 @@ def test_shipped_views_are_read_not_rerendered(synthetic_root: Path, tmp_path: P
 
 def test_missing_views_render_to_the_cache_or_only_missing_files_to_the_root(synthetic_root: Path,
                                                                               tmp_path: Path) -> None:
-    from vase.layout import VIEWS, render_cache_root, view_path
+    from vase.views import VIEWS, render_cache_root, view_path
 
     root = _user_dataset(synthetic_root, tmp_path / "user", views=False)
     before = tree_hash(root)
@@ -270,8 +270,8 @@ def user_world(tmp_path: Path, session_dirs: dict, synthetic_root: Path, tiny_mo
 
 def test_every_entry_point_leaves_every_user_path_untouched(user_world: dict, tmp_path: Path,
                                                             session_dirs: dict) -> None:
-    from vase.eval.tasks import run_evaluation
     from vase.pipeline import run_training
+    from vase.pipeline.evaluate import run_evaluation
 
     w = user_world
     before = tree_hash(w["ckpt"].parent)

@@ -163,7 +163,7 @@ def test_lpips_from_a_local_backbone_file(world: dict[str, Path], tmp_path: Path
 
 def test_evaluate_task_vaseeval_writes_json_table_and_sheet(world: dict[str, Path], tmp_path: Path,
                                                            session_dirs: dict) -> None:
-    from vase.eval.tasks import run_evaluation
+    from vase.pipeline.evaluate import run_evaluation
 
     caps = tmp_path / "captions.json"
     caps.write_text(json.dumps({p.stem: "an Athenian amphora" for p in world["gt"].glob("*.glb")}))
@@ -184,7 +184,7 @@ def test_evaluate_task_vaseeval_writes_json_table_and_sheet(world: dict[str, Pat
 def test_vaseeval_refuses_to_write_into_the_meshes_it_reads(world: dict[str, Path], tmp_path: Path,
                                                           session_dirs: dict) -> None:
     from vase.errors import ConfigError
-    from vase.eval.tasks import run_evaluation
+    from vase.pipeline.evaluate import run_evaluation
 
     before = sorted(p.name for p in world["exact"].iterdir())
     cfg = compose_cfg("evaluate", ["task=vaseeval", f"gt_dir={world['gt']}", "logger=none",

@@ -86,8 +86,8 @@ def test_a_call_round_trip_gives_the_crop_back(synthetic_root: Path, monkeypatch
 def test_sft_with_zoom_data_and_vqa_with_the_tool_run(train_cfg, tmp_path: Path, session_dirs: dict) -> None:
     import json
 
-    from vase.eval.tasks import run_evaluation
     from vase.pipeline import run_training
+    from vase.pipeline.evaluate import run_evaluation
 
     cfg = train_cfg(["data.task=both", "data.zoom=true"])
     run_training(cfg)

@@ -230,7 +230,7 @@ class DataSchema:
     zoom: bool = False
 
     def __post_init__(self) -> None:
-        from vase.layout import VIEWS
+        from vase.views import VIEWS
 
         _check(self.layout in ("auto", "vase", "release", "paper_eval", "swift"), "data.layout", self.layout,
                "must be auto, vase, release, paper_eval or swift")
@@ -687,7 +687,7 @@ def register_resolvers() -> None:
     if not OmegaConf.has_resolver("vase.cwd"):
         OmegaConf.register_new_resolver("vase.cwd", launch_dir)
     if not OmegaConf.has_resolver("vase.input_key"):
-        from vase.layout import path_key
+        from vase.views import path_key
 
         OmegaConf.register_new_resolver("vase.input_key", path_key)
     if not OmegaConf.has_resolver("vase.tiny_key"):

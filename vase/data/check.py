@@ -21,7 +21,7 @@ from typing import Any
 from vase.data.layouts import detect_layout, read_records
 from vase.errors import DataError
 from vase.io import atomic_write_json, is_within
-from vase.layout import VIEWS, find_view, render_cache_root, view_path
+from vase.views import VIEWS, find_view, render_cache_root, view_path
 
 KINDS = {
     "unreadable_file": "annotation file that cannot be read",
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache-dir", default=".cache",
                     help="vase's cache (paths.cache_dir): views rendered there for the dataset count as present")
     a = ap.parse_args(argv)
-    from vase.layout import path_key
+    from vase.views import path_key
 
     report_path = Path(a.report or f"check-{path_key(a.path)}.json").resolve()
     if is_within(report_path, Path(a.path).resolve()):

@@ -16,10 +16,10 @@ from vase.data.loader import ResumableLoader, ResumableSampler
 from vase.data.synthetic import SHAPE_SPECS, generate
 from vase.errors import DataError
 from vase.io import atomic_write_json, file_lock, read_json
-from vase.layout import path_key, render_cache_root
 from vase.tasks import DATA_TASKS, SAMPLES
 from vase.tasks import zoom as zoom_task
 from vase.tasks.base import ChatSample
+from vase.views import path_key, render_cache_root
 
 log = logging.getLogger("vase")
 FAILURES_FILE = "render_failures.json"

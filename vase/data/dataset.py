@@ -10,7 +10,7 @@ from PIL import Image, UnidentifiedImageError
 from vase.annotate import VaseRecord
 from vase.errors import DataError
 from vase.io import read_json
-from vase.layout import VIEWS, find_orbit, find_view, orbit_dir, view_path
+from vase.views import VIEWS, find_orbit, find_view, orbit_dir, view_path
 
 __all__ = ["VIEWS", "VaseDataset", "VaseExample", "VideoFrames", "load_annotations", "load_media", "load_orbit",
            "load_video", "load_views", "models_to_render", "orbit_dir", "read_rgb", "view_path"]

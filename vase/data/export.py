@@ -18,8 +18,8 @@ from vase.annotate.records import VaseRecord, raw_metadata
 from vase.data.dataset import load_views
 from vase.errors import DataError, VaseError
 from vase.io import atomic_write_text, is_within
-from vase.layout import VIEWS
 from vase.prompts import CAPTION_PROMPT
+from vase.views import VIEWS
 
 
 def _fresh(out: Path) -> None:

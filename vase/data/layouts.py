@@ -32,7 +32,7 @@ from vase.annotate.records import VaseRecord, make_caption, make_qa, parse_raw_m
 from vase.annotate.vocab import DIMENSIONS, QUESTIONS
 from vase.errors import DataError
 from vase.io import atomic_write_json, read_json
-from vase.layout import VIEWS
+from vase.views import VIEWS
 
 LAYOUTS = ("vase", "release", "paper_eval", "swift")
 ID_KEYS = ("id", "vase_id", "model_id", "object_id", "uuid", "image_id", "image", "image_name", "images", "file_name",
@@ -413,7 +413,7 @@ def load_split(root: str | Path, split: str, layout: str = "auto", seed: int = 0
     else:
         split_ids_ = split_ids(ids, seed, val_fraction)
         if cache_dir:
-            from vase.layout import path_key
+            from vase.views import path_key
 
             saved = Path(cache_dir) / "splits" / f"{path_key(root)}-s{seed}-v{val_fraction}.json"
             if not saved.is_file() or read_json(saved).get("ids") != sorted(ids):

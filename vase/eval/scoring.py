@@ -127,7 +127,7 @@ def match(generated: CaptionFile, reference: CaptionFile, duplicates: str = "las
 
 def write_results(path: str | Path, name: str, scores: dict[str, Any], extra: dict[str, Any] | None = None) -> Path:
     """Results JSON plus a markdown table beside it (same stem, ``.md``)."""
-    from vase.eval.report import markdown_table
+    from vase.metrics.caption import markdown_table
 
     path = Path(path)
     atomic_write_json(path, {**scores, **(extra or {})})

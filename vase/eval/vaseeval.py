@@ -35,8 +35,8 @@ import torch
 from PIL import Image, ImageDraw
 
 from vase.errors import ConfigError, DataError
-from vase.layout import VIEWS
 from vase.render.renderer import load_scene
+from vase.views import VIEWS
 
 METRICS = ("chamfer_distance", "normal_consistency", "f_score", "psnr", "ssim", "lpips", "clip_i", "clip_t")
 HIGHER_IS_BETTER = {"chamfer_distance": False, "lpips": False}

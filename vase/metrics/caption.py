@@ -287,3 +287,22 @@ class CaptionScorer:
     def reset(self) -> None:
         for m in self._metrics:
             m.reset()
+
+
+def _fmt(key: str, v: Any) -> str:
+    if v is None:
+        return "–"
+    if key.startswith("r_at_"):
+        return f"{100 * float(v):.2f} %"
+    return f"{float(v):.3f}"
+
+
+def markdown_table(rows: dict[str, dict[str, Any]]) -> str:
+    """One row per model, columns in the paper's order (FID, CLIP, R@10, R@5, R@1, Lexical) plus Overall and N."""
+    head = "| Model | " + " | ".join(title for _, title in TABLE_COLUMNS) + " | N |"
+    sep = "|---|" + "---|" * (len(TABLE_COLUMNS) + 1)
+    lines = [head, sep]
+    for name, m in rows.items():
+        cells = [_fmt(k, m.get(k)) for k, _ in TABLE_COLUMNS]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {m.get('n_pairs', '–')} |")
+    return "\n".join(lines) + "\n"

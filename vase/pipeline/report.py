@@ -9,9 +9,10 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from vase.eval.report import markdown_table, write_report
 from vase.io import atomic_write_json
 from vase.loggers import log_results_table
+from vase.metrics.caption import markdown_table
+from vase.reports.report import write_report
 
 log = logging.getLogger("vase")
 

@@ -15,10 +15,10 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 import vase.config  # noqa: F401  (registers the config resolvers, e.g. vase.wandb_offline)
 from vase import runs
 from vase.errors import ConfigError
-from vase.eval.tasks import evaluate_captions
 from vase.io import atomic_write_json, atomic_write_text
 from vase.loggers import build_loggers, log_eval_rows
 from vase.pipeline.build import build_callbacks, build_datamodule, build_stage_module, build_trainer
+from vase.pipeline.evaluate import evaluate_captions
 from vase.pipeline.report import write_run_report
 from vase.pipeline.sft_cache import shared_sft_adapter
 from vase.rewards.reward import effective_weights

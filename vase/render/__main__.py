@@ -17,8 +17,8 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     from vase.data.dataset import models_to_render
     from vase.errors import VaseError
-    from vase.layout import VIEWS, render_cache_root
     from vase.render.renderer import RenderSettings, render_dataset
+    from vase.views import VIEWS, render_cache_root
 
     ap = argparse.ArgumentParser(prog="python -m vase.render", description=__doc__.splitlines()[0])
     ap.add_argument("--root", required=True, help="dataset root (models/, annotations/)")

@@ -21,7 +21,7 @@ from PIL import Image
 
 from vase.errors import DataError
 from vase.io import atomic_write_bytes, atomic_write_json
-from vase.layout import RENDER_CACHE_FILE, VIEWS, orbit_dir, view_path
+from vase.views import RENDER_CACHE_FILE, VIEWS, orbit_dir, view_path
 
 _VERTEX = """
 #version 330

@@ -22,8 +22,8 @@ import numpy as np
 from PIL import Image
 
 from vase.images import foreground_mask
-from vase.layout import VIEWS
 from vase.tasks.base import ChatSample, fields_of, none_of, only
+from vase.views import VIEWS
 
 TOOL_NOTE = ('\nYou may look closer first: reply <zoom view="front" box="x0,y0,x1,y1"/> (a view name and fractions '
              "of the image) to see that part at full resolution.")

@@ -1,4 +1,4 @@
-"""The on-disk layout of a VaseVQA-3D dataset, in one low module that data, render, config and eval all import.
+"""View names and where views and renders of a dataset live, in one low module that data, render, config and eval import.
 
     <root>/models/<id>.glb
     <root>/annotations/{train,val}.json

@@ -159,8 +159,8 @@ def bar_chart(rows: dict[str, dict[str, Any]], path: str | Path) -> Path:
 
 def write_leaderboard(rows: dict[str, dict[str, Any]], out_dir: str | Path) -> dict[str, Path]:
     """``leaderboard.md`` (Table 3 layout + our columns, and a VQA table where runs have one), ``.json``, ``.png``."""
-    from vase.eval.report import markdown_table
     from vase.eval.vqa import vqa_table
+    from vase.metrics.caption import markdown_table
 
     out = Path(out_dir)
     md = ["# Leaderboard\n", "Rows marked (paper) are the paper's Table 3, scored with its encoders; compare them with "

@@ -3,7 +3,7 @@ and caption metrics, written next to the jobs as ``summary.json``, ``summary.csv
 ends (a Hydra callback, registered in ``conf/hydra/default.yaml``), and logged as a W&B table in the sweep's group.
 
     python train.py -m sweep=reward_weights          # logs/train/multiruns/<time>/summary.md
-    python -m vase.eval.sweep_summary logs/train/multiruns/<time>    # (re)write it by hand, e.g. after a crash
+    python -m vase.reports.sweep_summary logs/train/multiruns/<time>    # (re)write it by hand, e.g. after a crash
     python evaluate.py task=leaderboard runs=[logs/train/multiruns/<time>]
 """
 
@@ -130,7 +130,8 @@ def wilson_interval(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
 def sweep_plot(path: Path, rows: list[dict[str, Any]], overrides: dict[str, dict[str, str]]) -> Path | None:
     """One row of panels per swept key (seeds aside): the key's values against the training reward of each term
     (mean of the jobs at that value, bars: their range over seeds and other keys) and, when VQA ran, held-out
-    accuracy per dimension (bars: 95 % Wilson interval over the pooled items). None when nothing was swept."""
+    accuracy per dimension (bars: 95 % Wilson interval over the pooled items). None when nothing was swept or
+    there is nothing to plot."""
     keys = sorted(k for k in {k for o in overrides.values() for k in o}
                   if k != "seed" and len({o.get(k) for o in overrides.values()}) > 1)
     rows = [r for r in rows if r.get("status") == "done"]
@@ -145,6 +146,8 @@ def sweep_plot(path: Path, rows: list[dict[str, Any]], overrides: dict[str, dict
     proto = next((p for p in ("ll", "open", "mc") if any(f"vqa/{p}/mean" in r for r in rows)), "open")
     dims = [d for d in DIMENSIONS if any(f"vqa/{proto}/{d}" in r for r in rows)]
     panels = [p for p, show in (("reward", terms), ("vqa", dims)) if show]
+    if not panels:  # e.g. a sweep of SFT runs without VQA: no reward, no accuracy to plot
+        return None
     fig, axes = plt.subplots(len(keys), len(panels), figsize=(6.5 * len(panels), 3.8 * len(keys)), dpi=110,
                              squeeze=False)
     for i, key in enumerate(keys):
@@ -456,7 +459,7 @@ class SweepSummary(Callback):
 
 def _main(argv: list[str]) -> int:
     if len(argv) != 1 or not Path(argv[0]).is_dir():
-        print("usage: python -m vase.eval.sweep_summary <multirun directory>", file=sys.stderr)
+        print("usage: python -m vase.reports.sweep_summary <multirun directory>", file=sys.stderr)
         return 2
     print(write_sweep_summary(argv[0])["md"])
     if write_ablation_report(argv[0]) is not None:

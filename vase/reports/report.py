@@ -1,4 +1,4 @@
-"""Human-readable results: the markdown table in the paper's Table 3 order, a loss curve, a contact sheet, a report."""
+"""A run's report: the caption table (``vase.metrics.caption.markdown_table``), the training curves, a contact sheet."""
 
 from __future__ import annotations
 
@@ -8,26 +8,7 @@ from typing import Any
 from PIL import Image, ImageDraw, ImageFont
 
 from vase.io import atomic_write_bytes, atomic_write_text, save_figure
-from vase.metrics.caption import TABLE_COLUMNS
-
-
-def _fmt(key: str, v: Any) -> str:
-    if v is None:
-        return "–"
-    if key.startswith("r_at_"):
-        return f"{100 * float(v):.2f} %"
-    return f"{float(v):.3f}"
-
-
-def markdown_table(rows: dict[str, dict[str, Any]]) -> str:
-    """One row per model, columns in the paper's order (FID, CLIP, R@10, R@5, R@1, Lexical) plus Overall and N."""
-    head = "| Model | " + " | ".join(title for _, title in TABLE_COLUMNS) + " | N |"
-    sep = "|---|" + "---|" * (len(TABLE_COLUMNS) + 1)
-    lines = [head, sep]
-    for name, m in rows.items():
-        cells = [_fmt(k, m.get(k)) for k, _ in TABLE_COLUMNS]
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {m.get('n_pairs', '–')} |")
-    return "\n".join(lines) + "\n"
+from vase.metrics.caption import markdown_table
 
 
 def training_curves_png(histories: dict[str, list[dict[str, float]]], path: str | Path) -> Path:

@@ -114,8 +114,8 @@ def _dataset_and_model(cfg: DictConfig) -> tuple[Any, Any, Any]:
 
 
 def _eval_generate(cfg: DictConfig) -> dict[str, Any]:
-    from vase.eval.report import markdown_table
     from vase.eval.scoring import build_scorer, write_results
+    from vase.metrics.caption import markdown_table
 
     out = Path(cfg.output)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -134,8 +134,8 @@ def _eval_score(cfg: DictConfig) -> dict[str, Any]:
     JSONL). The encoders load once; with ``metrics.embedding_cache`` the references are encoded once ever."""
 
     from vase.errors import DataError
-    from vase.eval.report import markdown_table
     from vase.eval.scoring import build_scorer, load_captions, match, write_results
+    from vase.metrics.caption import markdown_table
 
     if not cfg.get("generated") or not cfg.get("ground_truth"):
         raise DataError("task=score needs generated=<file> (or generated=[a,b,...]) and ground_truth=<file>")
@@ -215,8 +215,8 @@ def _eval_vqa(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _eval_leaderboard(cfg: DictConfig) -> dict[str, Any]:
-    from vase.eval.leaderboard import build_leaderboard, write_leaderboard
-    from vase.eval.report import markdown_table
+    from vase.metrics.caption import markdown_table
+    from vase.reports.leaderboard import build_leaderboard, write_leaderboard
 
     rows = build_leaderboard([str(r) for r in cfg.get("runs") or []], bool(cfg.leaderboard.include_paper))
     paths = write_leaderboard(rows, Path(cfg.output).parent)
