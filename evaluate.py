@@ -24,7 +24,7 @@ CONF_DIR = Path(__file__).resolve().parent / "conf"
 @hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")
 def main(cfg: DictConfig) -> None:
     or_exit(validate, cfg)
-    from vase.eval.tasks import run_evaluation
+    from vase.pipeline.evaluate import run_evaluation
 
     try:
         out = or_exit(run_evaluation, cfg)  # a bad input is one line and exit 2

@@ -18,7 +18,7 @@ from vase.annotate.vocab import DIMENSIONS, QUESTIONS
 from vase.choices import PROTOCOL_LABELS, VQA_PROTOCOLS
 from vase.eval.generate import GenerationItem, prompt_context, visuals_of
 from vase.eval.stats import bootstrap_ci
-from vase.rewards.reward import sequence_ratio
+from vase.rewards.similarity import sequence_ratio
 
 
 def parse_choice(answer: str, options: list[str]) -> int | None:

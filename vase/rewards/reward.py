@@ -22,11 +22,7 @@ from typing import Any
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.rewards.extract import extract_fields
-from vase.rewards.similarity import sequence_ratio, vocabulary_similarity, year_iou
-from vase.rewards.terms import RewardTerm, Similarity, repeated_ngram_fraction
-
-__all__ = ["RewardOutput", "VaseReward", "effective_weights", "normalized_weights", "repeated_ngram_fraction",
-           "reward_from_config", "sequence_ratio", "vocabulary_similarity", "year_iou"]
+from vase.rewards.terms import RewardTerm, Similarity
 
 
 def _text(completion: Any) -> str:
