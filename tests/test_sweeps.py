@@ -252,6 +252,7 @@ def test_the_ablation_targets_are_decided_on_paired_intervals_when_answers_are_k
             (sweep / str(n) / "vqa_grpo.json").write_text(json.dumps({"vqa": vqa(right)}))
         v = write_ablation_report(sweep)
         assert v["i_rule"].startswith("paired") and v["protocol"] == protocol
+        assert "\n## " not in v["table"] and "**Target (i)**" in v["table"] and v["machine"]["cpus"]
         d = v["i_per_seed"]["1"]["max_minus_0"]
         assert d["n"] == 24 and d["diff"] == pytest.approx((high - low) / 24)
         assert v["i"] is (name == "clear"), (name, d)

@@ -371,7 +371,9 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
     from vase.runs import machine_stamp
 
     verdict["machine"] = machine_stamp()
-    verdict["table"] = "\n".join(lines[1:-1]).strip()  # what make readme-tables puts into the README
+    # what make readme-tables puts into the README (its headings in bold: the README has its own)
+    verdict["table"] = "\n".join(f"**{line[3:].strip()}**" if line.startswith("## ") else line
+                                  for line in "\n".join(lines[1:-1]).splitlines()).strip()
     atomic_write_json(sweep_dir / "ablation.json", verdict)
     _ablation_plot(sweep_dir / "ablation.png", xs, protocols, mean_at, sft, dim)
     return verdict
