@@ -19,3 +19,5 @@ TINY_OPEN_CLIP_NAME = "vase-tiny-clip"
 """The open_clip architecture name of vase's tiny test CLIP (registered with open_clip when it is built)."""
 DATA_TASK_NAMES = ("caption", "qa", "both", "all", "invrender")
 """``data.task``'s values (``vase.tasks.DATA_TASKS`` says which tasks each trains on)."""
+LAYOUTS = ("vase", "release", "paper_eval", "swift")
+"""The dataset layouts ``data.layout`` names (besides ``auto``); their readers are in ``vase.data.layouts``."""

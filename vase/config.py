@@ -21,6 +21,7 @@ from vase.annotate.vocab import DIMENSIONS
 from vase.choices import (
     DATA_TASK_NAMES,
     DTYPES,
+    LAYOUTS,
     LOSS_TYPES,
     NEGATIVE_CONTROLS,
     SCALE_REWARDS,
@@ -232,8 +233,7 @@ class DataSchema:
     def __post_init__(self) -> None:
         from vase.views import VIEWS
 
-        _check(self.layout in ("auto", "vase", "release", "paper_eval", "swift"), "data.layout", self.layout,
-               "must be auto, vase, release, paper_eval or swift")
+        _check(self.layout in ("auto", *LAYOUTS), "data.layout", self.layout, f"must be auto or one of {list(LAYOUTS)}")
 
         bad = [v for v in self.views if v not in VIEWS]
         _check(

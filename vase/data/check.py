@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from vase.choices import LAYOUTS
 from vase.data.layouts import detect_layout, read_records
 from vase.errors import DataError
 from vase.io import atomic_write_json, is_within
@@ -165,7 +166,7 @@ def format_report(report: dict[str, Any], per_kind: int = 20) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("path", help="dataset folder or ms-swift JSONL file")
-    ap.add_argument("--layout", default="auto", choices=["auto", "vase", "release", "paper_eval", "swift"])
+    ap.add_argument("--layout", default="auto", choices=["auto", *LAYOUTS])
     ap.add_argument("--views", nargs="+", default=list(VIEWS))
     ap.add_argument("--no-models", action="store_true", help="do not load every GLB (faster; missing ones still count)")
     ap.add_argument("--report", help="where to write the JSON report (default ./check-<dataset>.json)")

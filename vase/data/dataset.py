@@ -8,30 +8,12 @@ from pathlib import Path
 from PIL import Image, UnidentifiedImageError
 
 from vase.annotate import VaseRecord
+from vase.data.layouts import load_annotations
 from vase.errors import DataError
-from vase.io import read_json
 from vase.views import VIEWS, find_orbit, find_view, orbit_dir, view_path
 
 __all__ = ["VIEWS", "VaseDataset", "VaseExample", "VideoFrames", "load_annotations", "load_media", "load_orbit",
            "load_video", "load_views", "models_to_render", "orbit_dir", "read_rgb", "view_path"]
-
-
-def load_annotations(path: str | Path, problems: list | None = None) -> list[VaseRecord]:
-    """Records of one split file (a JSON list of vase objects); errors name the file and the vase id. With
-    ``problems`` (a list) faults are recorded as ``(kind, id, message)`` and reading goes on."""
-    path = Path(path)
-    data = read_json(path)
-    if not isinstance(data, list):
-        raise DataError(f"{path}: expected a JSON list of vases, got {type(data).__name__}")
-    records = [VaseRecord.from_json(obj, str(path), problems) for obj in data]
-    seen: set[str] = set()
-    for r in records:
-        if r.id in seen:
-            if problems is None:
-                raise DataError(f"{path}: vase id {r.id!r} appears twice")
-            problems.append(("duplicate_id", r.id, f"{path}: vase id {r.id!r} appears twice"))
-        seen.add(r.id)
-    return records
 
 
 def models_to_render(root: str | Path, views: tuple[str, ...] | list[str], orbit_frames: int = 0,

@@ -30,11 +30,11 @@ from typing import Any
 
 from vase.annotate.records import VaseRecord, make_caption, make_qa, parse_raw_metadata
 from vase.annotate.vocab import DIMENSIONS, QUESTIONS
+from vase.choices import LAYOUTS
 from vase.errors import DataError
 from vase.io import atomic_write_json, read_json
 from vase.views import VIEWS
 
-LAYOUTS = ("vase", "release", "paper_eval", "swift")
 ID_KEYS = ("id", "vase_id", "model_id", "object_id", "uuid", "image_id", "image", "image_name", "images", "file_name",
            "filename", "name")
 CAPTION_KEYS = ("caption", "text", "description", "museum_caption")
@@ -44,6 +44,24 @@ _QUESTION_DIM = {q.strip().lower(): d for d, q in QUESTIONS.items()}
 _TAG = re.compile(r"<(image|video)>")
 
 Problems = list  # of (kind, id, message)
+
+
+def load_annotations(path: str | Path, problems: list | None = None) -> list[VaseRecord]:
+    """Records of one split file of the ``vase`` layout (a JSON list of vase objects); errors name the file and the vase id. With
+    ``problems`` (a list) faults are recorded as ``(kind, id, message)`` and reading goes on."""
+    path = Path(path)
+    data = read_json(path)
+    if not isinstance(data, list):
+        raise DataError(f"{path}: expected a JSON list of vases, got {type(data).__name__}")
+    records = [VaseRecord.from_json(obj, str(path), problems) for obj in data]
+    seen: set[str] = set()
+    for r in records:
+        if r.id in seen:
+            if problems is None:
+                raise DataError(f"{path}: vase id {r.id!r} appears twice")
+            problems.append(("duplicate_id", r.id, f"{path}: vase id {r.id!r} appears twice"))
+        seen.add(r.id)
+    return records
 
 
 def paper_key(name: str) -> str:
@@ -370,8 +388,6 @@ def read_records(root: str | Path, layout: str = "auto", problems: Problems | No
     root = Path(root)
     layout = detect_layout(root) if layout == "auto" else layout
     if layout == "vase":
-        from vase.data.dataset import load_annotations
-
         splits = {s: _each_file(problems, load_annotations, root / "annotations" / f"{s}.json")
                   for s in ("train", "val") if (root / "annotations" / f"{s}.json").is_file()}
         return {s: rs for s, rs in splits.items() if rs is not None}

@@ -28,6 +28,7 @@ from PIL import Image, ImageDraw
 from vase.annotate import VaseRecord
 from vase.annotate.sampling import sample_record
 from vase.annotate.vocab import terms
+from vase.data.layouts import load_annotations
 from vase.errors import DataError
 from vase.io import BUILT_MARKER, atomic_directory, atomic_write_bytes, atomic_write_text, built_by_vase
 from vase.tasks.invrender import VaseParams
@@ -337,8 +338,6 @@ def _write_set(root: Path, num: int, seed: int, val_fraction: float, params: dic
 
 
 def load_split_records(root: str | Path) -> dict[str, list[VaseRecord]]:
-    from vase.data.dataset import load_annotations
-
     root = Path(root)
     return {split: load_annotations(root / "annotations" / f"{split}.json") for split in ("train", "val")}
 
