@@ -51,3 +51,17 @@ def test_every_data_task_is_built_by_registered_tasks() -> None:
 
     assert tuple(DATA_TASKS) == DATA_TASK_NAMES
     assert all(name in SAMPLES for names in DATA_TASKS.values() for name in names)
+
+
+def test_every_evaluation_task_has_its_own_config_file() -> None:
+    """conf/task/<name>.yaml for each of evaluate.py's tasks, each opening with its command and naming itself."""
+    from omegaconf import OmegaConf
+
+    from vase.config import EVAL_TASKS
+
+    files = {p.stem: p for p in (ROOT / "conf" / "task").glob("*.yaml")}
+    assert set(files) == set(EVAL_TASKS)
+    for name, path in files.items():
+        text = path.read_text()
+        assert "python evaluate.py" in text.split("\ntask:")[0], name  # its command, before its keys
+        assert OmegaConf.load(path).task == name
