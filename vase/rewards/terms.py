@@ -32,6 +32,7 @@ from collections import Counter
 from typing import Any
 
 from vase.annotate.vocab import DIMENSIONS
+from vase.data.synthetic import build_from_params
 from vase.rewards.extract import canonical_or_none, extract_fields
 from vase.rewards.similarity import PAPER_SIMILARITY, check_kind, sequence_ratio, similarities
 from vase.tasks.invrender import MASK_BG, VaseParams, frame_of, parse_params, silhouette_ious
@@ -190,8 +191,7 @@ class InvRender(RewardTerm):
         return {**self.__dict__, "_renderer": None, "_targets": {}}
 
     def score(self, text: str, true_params: dict) -> float:
-        from vase.data.synthetic import build_from_params
-        from vase.render.renderer import VIEW_DIRECTIONS, Renderer, RenderSettings, parts_from_scene
+        from vase.render.renderer import VIEW_DIRECTIONS, Renderer, RenderSettings, parts_from_scene  # moderngl: lazy
 
         pred = parse_params(text)
         if pred is None:
