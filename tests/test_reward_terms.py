@@ -163,7 +163,7 @@ def test_the_ablation_demo_twice_gives_byte_identical_results(tmp_path: Path) ->
         logs = tmp_path / f"logs{k}"
         p = subprocess.run([sys.executable, "train.py", "-m", "experiment=ablation_demo", "logger=none",
                             "data.synthetic.num_vases=48", "sft.epochs=1", "trainer.max_steps=12",
-                            "hydra.sweeper.params.seed=1", "hydra.sweeper.params.reward.weights.shape=0.0,0.6",
+                            "seed=1", "reward.weights.shape=0.0,0.6",  # command-line sweeps replace the config's
                             f"paths.log_dir={logs}", f"paths.cache_dir={tmp_path / f'cache{k}'}"],
                            cwd=ROOT, capture_output=True, text=True, timeout=1800)
         assert p.returncode == 0, p.stderr[-3000:]
