@@ -30,8 +30,10 @@ from vase.choices import (
     TINY_OPEN_CLIP_NAME,
     VQA_PROTOCOLS,
 )
-from vase.errors import ConfigError
+from vase.errors import ConfigError, VaseError
+from vase.io import is_within
 from vase.runs import check_given_dir, job_overrides, run_dir
+from vase.views import VIEWS, path_key
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 EVAL_TASKS = {
@@ -231,8 +233,6 @@ class DataSchema:
     zoom: bool = False
 
     def __post_init__(self) -> None:
-        from vase.views import VIEWS
-
         _check(self.layout in ("auto", *LAYOUTS), "data.layout", self.layout, f"must be auto or one of {list(LAYOUTS)}")
 
         bad = [v for v in self.views if v not in VIEWS]
@@ -519,8 +519,6 @@ def _validate_owned_paths(cfg: DictConfig) -> None:
     A path the user gives is read, never written: asking to build a random tiny model or synthetic data at any
     other path is an error here, before anything is loaded, rather than a checkpoint or dataset replaced later.
     """
-    from vase.io import is_within
-
     cache = _cache_dir(cfg)
     if cache is None or "paths" not in cfg:
         return
@@ -687,8 +685,6 @@ def register_resolvers() -> None:
     if not OmegaConf.has_resolver("vase.cwd"):
         OmegaConf.register_new_resolver("vase.cwd", launch_dir)
     if not OmegaConf.has_resolver("vase.input_key"):
-        from vase.views import path_key
-
         OmegaConf.register_new_resolver("vase.input_key", path_key)
     if not OmegaConf.has_resolver("vase.tiny_key"):
         OmegaConf.register_new_resolver("vase.tiny_key", tiny_key)
@@ -730,8 +726,6 @@ def or_exit(check: Any, *args: Any) -> Any:
     """Run ``check(*args)`` and return what it returns; on a vase error (a bad config value, a bad input file) print
     its one line to stderr and exit with status 2, the same for every entry point."""
     import sys
-
-    from vase.errors import VaseError
 
     try:
         return check(*args)

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from vase.errors import ConfigError, DataError
+
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     """Write ``data`` to a temporary file beside ``path``, then rename it over ``path``."""
@@ -54,8 +56,6 @@ def save_figure(fig: Any, path: str | Path, dpi: int | None = None) -> Path:
 
 def read_json(path: str | Path) -> Any:
     """Parse a JSON file; a syntax error is raised as a DataError naming the file, line and column."""
-    from vase.errors import DataError
-
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: file not found")
@@ -120,8 +120,6 @@ def own_output_dir(path: str | Path, key: str, inputs: tuple[str | Path, ...] = 
     Raises ConfigError naming ``key``; a user's folder is never written into, and nothing found in it is taken as
     vase's own work (e.g. a GLB of the same name as "already done").
     """
-    from vase.errors import ConfigError
-
     out = Path(path).expanduser().resolve()
     for src in inputs:
         if is_within(out, src) or is_within(src, out):
@@ -164,8 +162,6 @@ def file_lock(path: str | Path) -> Iterator[None]:
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a JSONL file. A torn last line (a run killed mid-write) is dropped; any other bad line raises."""
-    from vase.errors import DataError
-
     path = Path(path)
     if not path.is_file():
         return []

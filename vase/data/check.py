@@ -21,8 +21,9 @@ from typing import Any
 from vase.choices import LAYOUTS
 from vase.data.layouts import detect_layout, read_records
 from vase.errors import DataError
+from vase.images import open_photo
 from vase.io import atomic_write_json, is_within
-from vase.views import VIEWS, find_view, render_cache_root, view_path
+from vase.views import VIEWS, find_view, path_key, render_cache_root, view_path
 
 KINDS = {
     "unreadable_file": "annotation file that cannot be read",
@@ -52,8 +53,6 @@ def _readable(path: Path) -> str | None:
         except DataError as e:
             return str(e)
         return None
-    from vase.images import open_photo
-
     d = open_photo(path, min_side=1)
     return None if d.image is not None else d.reason
 
@@ -173,8 +172,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache-dir", default=".cache",
                     help="vase's cache (paths.cache_dir): views rendered there for the dataset count as present")
     a = ap.parse_args(argv)
-    from vase.views import path_key
-
     report_path = Path(a.report or f"check-{path_key(a.path)}.json").resolve()
     if is_within(report_path, Path(a.path).resolve()):
         print(f"error: {report_path} lies inside the dataset, which is only read; pass --report elsewhere",

@@ -33,7 +33,7 @@ from vase.annotate.vocab import DIMENSIONS, QUESTIONS
 from vase.choices import LAYOUTS
 from vase.errors import DataError
 from vase.io import atomic_write_json, read_json
-from vase.views import VIEWS
+from vase.views import VIEWS, path_key
 
 ID_KEYS = ("id", "vase_id", "model_id", "object_id", "uuid", "image_id", "image", "image_name", "images", "file_name",
            "filename", "name")
@@ -429,8 +429,6 @@ def load_split(root: str | Path, split: str, layout: str = "auto", seed: int = 0
     else:
         split_ids_ = split_ids(ids, seed, val_fraction)
         if cache_dir:
-            from vase.views import path_key
-
             saved = Path(cache_dir) / "splits" / f"{path_key(root)}-s{seed}-v{val_fraction}.json"
             if not saved.is_file() or read_json(saved).get("ids") != sorted(ids):
                 atomic_write_json(saved, {"root": str(Path(root).resolve()), "seed": seed,

@@ -8,7 +8,7 @@ from typing import Any
 
 from vase.data.layouts import paper_key
 from vase.errors import DataError
-from vase.io import atomic_write_json, atomic_write_text, read_json
+from vase.io import atomic_write_json, atomic_write_text, read_json, read_jsonl
 from vase.metrics.caption import CaptionScorer
 
 
@@ -45,8 +45,6 @@ def load_captions(path: str | Path) -> CaptionFile:
     """
     path = Path(path)
     if path.suffix == ".jsonl":
-        from vase.io import read_jsonl
-
         rows = read_jsonl(path)
     else:
         rows = read_json(path)

@@ -35,6 +35,7 @@ import torch
 from PIL import Image, ImageDraw
 
 from vase.errors import ConfigError, DataError
+from vase.io import atomic_write_bytes
 from vase.render.renderer import load_scene
 from vase.views import VIEWS
 
@@ -331,8 +332,6 @@ def markdown_table(result: dict[str, Any]) -> str:
 
 def contact_sheet(result: dict[str, Any], path: Path, items: int = 4) -> Path | None:
     """Front renders: ground truth beside each method, one row per item (the first ``items``)."""
-    from vase.io import atomic_write_bytes
-
     renders = result.get("_renders", {})
     stems = sorted(renders)[:items]
     if not stems:

@@ -18,6 +18,7 @@ from vase.annotate.vocab import DIMENSIONS, QUESTIONS
 from vase.choices import PROTOCOL_LABELS, VQA_PROTOCOLS
 from vase.eval.generate import GenerationItem, prompt_context, visuals_of
 from vase.eval.stats import bootstrap_ci
+from vase.io import atomic_write_json, atomic_write_text
 from vase.rewards.similarity import sequence_ratio
 
 
@@ -144,8 +145,6 @@ def evaluate_vqa(model: Any, processor: Any, dataset: Any, reward: Any, tau: flo
     from pathlib import Path
 
     from vase.eval.generate import generate_rows, option_loglik_rows
-    from vase.io import atomic_write_json, atomic_write_text
-
     out = Path(out)
     items = vqa_items(dataset, protocol, num_choices)
     gen = [it for it in items if it.extra["protocol"] != "ll"]

@@ -18,6 +18,7 @@ import hydra
 from omegaconf import DictConfig, open_dict
 
 from vase.config import or_exit, preflight_overrides
+from vase.errors import ConfigError, VaseError
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
@@ -49,8 +50,6 @@ def run(cfg: DictConfig) -> dict:
             cfg.filter.input = str(root / "photos")
             cfg.filter.output = str(out_dir / "filtered")
     elif cfg.task != "run":
-        from vase.errors import ConfigError
-
         raise ConfigError(f"task={cfg.task!r} must be run, train_quality or synthetic")
     report = run_filter(cfg.filter)
     from vase.filter.runner import report_markdown
@@ -63,8 +62,6 @@ def run(cfg: DictConfig) -> dict:
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="curate")
 def main(cfg: DictConfig) -> None:
     from vase.config import validate
-    from vase.errors import VaseError
-
     or_exit(validate, cfg)
     try:
         run(cfg)

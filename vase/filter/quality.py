@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from vase.errors import ConfigError, DataError
 from vase.images import IMAGE_EXTENSIONS, open_photo
+from vase.io import atomic_write_bytes
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -180,8 +181,6 @@ class QualityExport:
 
 def export_best(ckpt_path: str | Path, out: str | Path, metrics: dict) -> Path:
     """Write the best Lightning checkpoint's network as a small inference file (atomically)."""
-    from vase.io import atomic_write_bytes
-
     ck = torch.load(ckpt_path, map_location="cpu", weights_only=False)
     spec = ck["hyper_parameters"]["spec"]
     state = {k[len("net."):]: v for k, v in ck["state_dict"].items() if k.startswith("net.")}

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageFilter, ImageOps
 
+from vase.annotate.sampling import sample_record
 from vase.errors import DataError
 from vase.io import atomic_write_bytes, atomic_write_text
 
@@ -140,7 +141,6 @@ def generate_photos(root: str | Path, objects: int = 12, photos_per_object: int 
 
     Returns the labels (file name -> {object, kind}). A folder with content but without our manifest is refused.
     """
-    from vase.annotate.sampling import sample_record
     from vase.data.synthetic import build_mesh
     from vase.render.renderer import Renderer, RenderSettings, orbit_direction, parts_from_scene
 

@@ -18,6 +18,8 @@ import torch
 from torch import nn
 
 from vase.annotate.vocab import DIMENSIONS, QUESTIONS, format_dating
+from vase.errors import ConfigError
+from vase.io import atomic_write_bytes
 
 
 def label_of(rec: Any, dim: str) -> str | None:
@@ -163,8 +165,6 @@ def save_heads(model: AttributeHeads, encoder_cfg: dict, path: Any) -> Any:
     """The trained heads with what rebuilds them (classes, sizes) and the encoder that made their features."""
     import io
 
-    from vase.io import atomic_write_bytes
-
     buf = io.BytesIO()
     torch.save({"hparams": dict(model.hparams), "state_dict": model.state_dict(), "encoder": encoder_cfg}, buf)
     return atomic_write_bytes(path, buf.getvalue())
@@ -179,7 +179,6 @@ class AttributePredictor:
 
         from omegaconf import OmegaConf
 
-        from vase.errors import ConfigError
         from vase.metrics.encoders import build_clip_encoder
 
         path = Path(path)

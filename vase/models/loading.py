@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from vase.choices import DTYPES
 from vase.errors import ConfigError
 
 LINEAGE_FILE = "vase_lineage.json"
@@ -22,8 +23,6 @@ def resolve_model_path(cfg: Any) -> str:
 
 def torch_dtype(name: str):
     import torch
-
-    from vase.choices import DTYPES
 
     key = DTYPES.get(str(name).lower())
     if key is None:

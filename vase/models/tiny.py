@@ -16,7 +16,11 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from vase.annotate.records import raw_metadata
+from vase.annotate.sampling import sample_record
+from vase.annotate.vocab import VOCABULARY
 from vase.io import atomic_directory, built_by_vase
+from vase.prompts import CAPTION_PROMPT
 
 SPECIAL_TOKENS = [
     "<|endoftext|>",
@@ -85,11 +89,6 @@ def spec_fingerprint(overrides: dict | None = None) -> str:
 def _corpus(n_records: int = 3000, seed: int = 1234) -> list[str]:
     """Texts the tokenizer learns from: captions, raw metadata, QA and prompts of sampled vases."""
     import numpy as np
-
-    from vase.annotate.records import raw_metadata
-    from vase.annotate.sampling import sample_record
-    from vase.annotate.vocab import VOCABULARY
-    from vase.prompts import CAPTION_PROMPT
 
     rng = np.random.default_rng(seed)
     texts = [CAPTION_PROMPT, "You are a helpful assistant.", "system", "user", "assistant"]

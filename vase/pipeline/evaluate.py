@@ -13,8 +13,8 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 import vase.config  # noqa: F401  (registers the config resolvers)
-from vase.errors import ConfigError
-from vase.io import atomic_write_json, atomic_write_text, is_within
+from vase.errors import ConfigError, DataError
+from vase.io import atomic_directory, atomic_write_json, atomic_write_text, is_within
 from vase.loggers import build_loggers, log_eval_rows, log_results_table
 
 log = logging.getLogger("vase")
@@ -133,7 +133,6 @@ def _eval_score(cfg: DictConfig) -> dict[str, Any]:
     """Score one generated-captions file, or a list of them, against a ground-truth file (the paper's JSON or our
     JSONL). The encoders load once; with ``metrics.embedding_cache`` the references are encoded once ever."""
 
-    from vase.errors import DataError
     from vase.eval.scoring import build_scorer, load_captions, match, write_results
     from vase.metrics.caption import markdown_table
 
@@ -182,8 +181,6 @@ def _score_inputs(cfg: DictConfig) -> list[str]:
     """task=score's generated files; an output that would overwrite one of its inputs is refused (DataError)."""
     from omegaconf import ListConfig
 
-    from vase.errors import DataError
-
     files = [str(f) for f in cfg.generated] if isinstance(cfg.generated, (list, ListConfig)) else [str(cfg.generated)]
     inputs = {Path(f).resolve() for f in [*files, str(cfg.ground_truth)]}
     if Path(cfg.output).resolve() in inputs or Path(cfg.output).with_suffix(".md").resolve() in inputs:
@@ -230,8 +227,6 @@ def _eval_export(cfg: DictConfig) -> dict[str, Any]:
     that transformers loads without peft: ``python evaluate.py task=export adapter=<run>/adapter output=<new dir>``."""
     import json
 
-    from vase.errors import DataError
-    from vase.io import atomic_directory
     from vase.models.loading import LINEAGE_FILE, load_model_and_processor, resolve_model_path
 
     if not cfg.get("adapter"):
@@ -257,8 +252,6 @@ def _eval_export(cfg: DictConfig) -> dict[str, Any]:
 def _eval_check(cfg: DictConfig) -> dict[str, Any]:
     """Check ``data.root`` in its layout (vase.data.check): check.json and check.md in the run directory."""
     from vase.data.check import check_dataset, format_report
-    from vase.io import atomic_write_json, atomic_write_text
-
     report = check_dataset(cfg.data.root, str(cfg.data.get("layout", "auto")), list(cfg.data.views),
                            cache_dir=cfg.render.get("cache_dir") or cfg.paths.cache_dir)
     out_dir = Path(cfg.paths.output_dir)
@@ -272,10 +265,7 @@ def _eval_check(cfg: DictConfig) -> dict[str, Any]:
 def _eval_vaseeval(cfg: DictConfig) -> dict[str, Any]:
     """VaseEval (vase.eval.vaseeval): reconstruction metrics of each method's GLBs against ``gt_dir``; writes the
     JSON to ``output``, a markdown table and a contact sheet beside it."""
-    from vase.errors import ConfigError
     from vase.eval.vaseeval import Settings, contact_sheet, markdown_table, run_vaseeval
-    from vase.io import atomic_write_json, atomic_write_text
-
     v = cfg.vaseeval
     if not cfg.get("gt_dir"):
         raise ConfigError("gt_dir is not set: the folder of ground-truth GLBs (task=vaseeval)")
@@ -296,8 +286,6 @@ def _eval_vaseeval(cfg: DictConfig) -> dict[str, Any]:
         clip = build_clip_encoder(cfg.metrics.clip)
     methods = {str(k): str(p) for k, p in (cfg.methods or {}).items()}
     out = Path(cfg.output)
-    from vase.io import is_within
-
     for src in [cfg.gt_dir, *methods.values()]:  # the meshes compared are only read: results go elsewhere
         if is_within(out.parent, src):
             raise ConfigError(f"output={out} lies inside {src}, a folder of meshes VaseEval only reads; "
@@ -319,7 +307,6 @@ def _eval_attributes(cfg: DictConfig) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     from vase.eval.vqa import score_vqa, vqa_table
-    from vase.io import atomic_write_json, atomic_write_text
     from vase.metrics.attributes import majority_rows, predict_rows, train_attribute_heads, view_features
     from vase.metrics.encoders import build_clip_encoder
 
@@ -359,7 +346,6 @@ def _eval_invrender(cfg: DictConfig) -> dict[str, Any]:
 
     from vase.eval.generate import GenerationItem, generate_rows, visuals_of
     from vase.eval.invrender import run_invrender
-    from vase.io import atomic_write_json, atomic_write_text
     from vase.tasks.invrender import PROMPT, VaseParams
 
     v = cfg.invrender

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from vase.errors import DataError
-from vase.io import atomic_write_json, atomic_write_text, save_figure
+from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 from vase.metrics.caption import TABLE_COLUMNS
 
 # Table 3 of the paper, all 19 rows in its groups (R@k as fractions). Reference rows only: they were scored with
@@ -76,16 +76,12 @@ def load_run(path: str | Path) -> dict[str, dict[str, Any]]:
     """Rows (model name -> metrics) from a results JSON, a run directory, or a W&B offline run directory."""
     p = Path(path)
     if p.is_file():
-        from vase.io import read_json
-
         return _rows_from_json(read_json(p), p.parent.name if p.stem == "results" else p.stem, p)
     if not p.is_dir():
         raise DataError(f"{p}: no such result file or run directory")
     if (p / "results.json").is_file():
         return load_run(p / "results.json")
     if (p / "summary.json").is_file():  # a multirun: one row per job, named by its overrides
-        from vase.io import read_json
-
         return {f"{row['job']}: {row['overrides'] or '(defaults)'}": row["metrics"]
                 for row in read_json(p / "summary.json")["jobs"] if row.get("metrics")}
     if p.name.startswith("offline-run-") or p.name.startswith("run-"):

@@ -25,6 +25,7 @@ from vase.annotate.vocab import DIMENSIONS
 from vase.choices import PROTOCOL_LABELS
 from vase.eval.stats import paired_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
+from vase.runs import machine_stamp
 
 log = logging.getLogger("vase")
 CAPTION_KEYS = ("overall_score", "clip_score", "fid_score", "r_at_1", "r_at_5", "r_at_10", "lexical_similarity")
@@ -368,8 +369,6 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
                      f"{drops}).")
     lines.append("\n![ablation](ablation.png)\n")
     atomic_write_text(sweep_dir / "ablation.md", "\n".join(lines) + "\n")
-    from vase.runs import machine_stamp
-
     verdict["machine"] = machine_stamp()
     # what make readme-tables puts into the README (its headings in bold: the README has its own)
     verdict["table"] = "\n".join(f"**{line[3:].strip()}**" if line.startswith("## ") else line

@@ -22,6 +22,7 @@ import torch
 from vase.annotate.records import VaseRecord, raw_metadata
 from vase.errors import ConfigError
 from vase.io import own_output_dir
+from vase.views import path_key
 
 COLLECTION = "vases"
 
@@ -153,6 +154,4 @@ def index_dir(cfg_dir: str | None, data_root: str | Path, owns_root: bool, cache
         return Path(data_root) / "retrieval"
     if not cache_dir:
         raise ConfigError("retrieval needs retrieval.index_dir or paths.cache_dir (a user's dataset is only read)")
-    from vase.views import path_key
-
     return Path(cache_dir) / "retrieval" / path_key(data_root)
