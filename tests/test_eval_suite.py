@@ -126,7 +126,7 @@ def _record(vid: str = "abc_0"):
 
 def test_multiple_choice_options_are_deterministic_and_valid() -> None:
     from vase.annotate.vocab import DIMENSIONS, canonical, terms
-    from vase.eval.vqa import mc_options
+    from vase.annotate.choices import mc_options
 
     rec = _record()
     for dim in DIMENSIONS:
@@ -142,7 +142,7 @@ def test_multiple_choice_options_are_deterministic_and_valid() -> None:
 @pytest.mark.parametrize("answer, expected", [("B", 1), ("(C) something", 2), ("D. Laconian", 3), ("  a", None),
                                               ("Athenian", 0), ("no idea at all", None), ("", None)])
 def test_parse_choice(answer: str, expected) -> None:
-    from vase.eval.vqa import parse_choice
+    from vase.tasks.mc import parse_choice
 
     assert parse_choice(answer, ["Athenian", "Corinthian", "Boeotian", "Laconian"]) == expected
 

@@ -6,6 +6,7 @@ can never disagree. Each entry has a canonical form (what captions say) and syno
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 
@@ -246,3 +247,12 @@ def dating_iou(a: tuple[int, int], b: tuple[int, int]) -> float:
     inter = max(0, min(a[1], b[1]) - max(a[0], b[0]))
     union = max(a[1], b[1]) - min(a[0], b[0])
     return inter / union if union > 0 else float(a == b)
+
+
+def sequence_ratio(a: str, b: str) -> float:
+    """difflib's ratio of the lower-cased strings.
+
+    >>> sequence_ratio("Athenian", "athenian")
+    1.0
+    """
+    return difflib.SequenceMatcher(None, a.lower().strip(), b.lower().strip()).ratio()

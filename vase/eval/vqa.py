@@ -7,33 +7,17 @@ cheap enough for hundreds of held-out vases, and blind to answer-format luck).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
 
-from vase.annotate.choices import LETTERS, mc_options, mc_prompt
-from vase.annotate.records import answer_phrase
+from vase.annotate.choices import LETTERS
 from vase.annotate.vocab import DIMENSIONS, QUESTIONS
 from vase.choices import PROTOCOL_LABELS, VQA_PROTOCOLS
 from vase.eval.generate import GenerationItem, prompt_context, visuals_of
 from vase.eval.stats import bootstrap_ci
 from vase.io import atomic_write_json, atomic_write_text
-from vase.rewards.similarity import sequence_ratio
-
-
-def parse_choice(answer: str, options: list[str]) -> int | None:
-    """The option an answer picks: a leading letter ("B", "(B)", "B. Athenian"), else the option it best spells."""
-    m = re.match(r"^\s*\(?([A-H])\)?(?:[.):\s]|$)", answer)
-    if m and LETTERS.index(m.group(1)) < len(options):
-        return LETTERS.index(m.group(1))
-    text = answer.strip().lower()
-    if not text:
-        return None
-    scores = [sequence_ratio(text, o) for o in options]
-    best = int(np.argmax(scores))
-    return best if scores[best] >= 0.6 else None
-
+from vase.tasks import mc
 
 PROTOCOLS = VQA_PROTOCOLS
 
@@ -60,19 +44,19 @@ def vqa_items(dataset: Any, protocol: str = "both", num_choices: int = 4) -> lis
         ctx = prompt_context(dataset, i)
         for dim in DIMENSIONS:
             if "ll" in wanted:  # the open question; each option scored as the answer SFT teaches ("Kylix.")
-                options, answer = mc_options(rec, dim, num_choices)
-                items.append(GenerationItem(f"{rec.id}#ll#{dim}", views, ctx + QUESTIONS[dim],
-                                            answer_phrase(options[answer]),
-                                            {"dimension": dim, "protocol": "ll",
-                                             "options": [answer_phrase(o) for o in options], "answer_index": answer}))
+                _, options, answer = mc.question(rec, dim, QUESTIONS[dim], num_choices)
+                answers = mc.as_answers(options)
+                items.append(GenerationItem(f"{rec.id}#ll#{dim}", views, ctx + QUESTIONS[dim], answers[answer],
+                                            {"dimension": dim, "protocol": "ll", "options": answers,
+                                             "answer_index": answer}))
             if "open" in wanted:
                 items.append(GenerationItem(f"{rec.id}#open#{dim}", views, ctx + QUESTIONS[dim], rec.dimension_text(dim),
                                             {"dimension": dim, "protocol": "open"}))
             if "mc" in wanted:
-                options, answer = mc_options(rec, dim, num_choices)
-                items.append(GenerationItem(f"{rec.id}#mc#{dim}", views, ctx + mc_prompt(QUESTIONS[dim], options),
-                                            LETTERS[answer], {"dimension": dim, "protocol": "mc", "options": options,
-                                                              "answer_index": answer}))
+                prompt, options, answer = mc.question(rec, dim, QUESTIONS[dim], num_choices)
+                items.append(GenerationItem(f"{rec.id}#mc#{dim}", views, ctx + prompt, LETTERS[answer],
+                                            {"dimension": dim, "protocol": "mc", "options": options,
+                                             "answer_index": answer}))
     return items
 
 
@@ -96,7 +80,7 @@ def score_vqa(rows: list[dict[str, Any]], reward: Any, tau: float) -> dict[str, 
                 ok = reward.dimension_similarity(r["dimension"], r["caption"].strip().rstrip("."),
                                                  r["reference"].rstrip(".")) >= tau
             else:
-                pick = r["pick"] if protocol == "ll" else parse_choice(r["caption"], r["options"])
+                pick = r["pick"] if protocol == "ll" else mc.parse_choice(r["caption"], r["options"])
                 unparsed[r["dimension"]] += int(pick is None)
                 chance[r["dimension"]].append(1.0 / len(r["options"]))
                 ok = pick == r["answer_index"]

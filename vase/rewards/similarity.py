@@ -9,25 +9,15 @@ the six dimension terms and the learned term share one encoder and nothing heavy
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
-from vase.annotate.vocab import dating_iou, parse_dating
+from vase.annotate.vocab import dating_iou, parse_dating, sequence_ratio
 from vase.choices import SIMILARITIES
 from vase.rewards.extract import canonical_or_none
 
 # each dimension's similarity in the paper's reward (conf/reward/vase6d.yaml states the same per term)
 PAPER_SIMILARITY = {"fabric": "vocabulary", "technique": "vocabulary", "shape": "vocabulary", "dating": "year_iou",
                     "decoration": "embedding", "attribution": "vocabulary"}
-
-
-def sequence_ratio(a: str, b: str) -> float:
-    """difflib's ratio of the lower-cased strings.
-
-    >>> sequence_ratio("Athenian", "athenian")
-    1.0
-    """
-    return difflib.SequenceMatcher(None, a.lower().strip(), b.lower().strip()).ratio()
 
 
 def vocabulary_similarity(dim: str, a: str, b: str) -> float:

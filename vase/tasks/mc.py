@@ -3,17 +3,45 @@ dimension's vocabulary, the same every run), answered with the option's letter (
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from vase.annotate.choices import LETTERS, mc_options, mc_prompt
+from vase.annotate.records import answer_phrase
+from vase.annotate.vocab import sequence_ratio
 from vase.tasks.base import ChatSample, fields_of, none_of
+
+
+def question(rec: Any, dim: str, text: str, n: int = 4) -> tuple[str, list[str], int]:
+    """The question ``text`` about ``dim`` as multiple choice: its prompt (options listed with letters), the options
+    and the answer's index."""
+    options, answer = mc_options(rec, dim, n)
+    return mc_prompt(text, options), options, answer
+
+
+def as_answers(options: list[str]) -> list[str]:
+    """The options in the form an open answer takes ("Kylix."), for scoring each by its likelihood as the answer."""
+    return [answer_phrase(o) for o in options]
+
+
+def parse_choice(answer: str, options: list[str]) -> int | None:
+    """The option an answer picks: a leading letter ("B", "(B)", "B. Athenian"), else the option it best spells."""
+    m = re.match(r"^\s*\(?([A-H])\)?(?:[.):\s]|$)", answer)
+    if m and LETTERS.index(m.group(1)) < len(options):
+        return LETTERS.index(m.group(1))
+    text = answer.strip().lower()
+    if not text:
+        return None
+    scores = [sequence_ratio(text, o) for o in options]
+    best = max(range(len(scores)), key=scores.__getitem__)
+    return best if scores[best] >= 0.6 else None
 
 
 def samples(example: Any, ctx: str) -> list[ChatSample]:
     rec = example.record
     out = []
     for q in rec.qa:
-        options, answer = mc_options(rec, q["dimension"])
-        out.append(ChatSample(f"{rec.id}#mc#{q['dimension']}", example.images, ctx + mc_prompt(q["question"], options),
-                              LETTERS[answer], q["dimension"], target=none_of(fields_of(rec))))
+        prompt, _, answer = question(rec, q["dimension"], q["question"])
+        out.append(ChatSample(f"{rec.id}#mc#{q['dimension']}", example.images, ctx + prompt, LETTERS[answer],
+                              q["dimension"], target=none_of(fields_of(rec))))
     return out
