@@ -125,8 +125,8 @@ def _record(vid: str = "abc_0"):
 
 
 def test_multiple_choice_options_are_deterministic_and_valid() -> None:
-    from vase.annotate.vocab import DIMENSIONS, canonical, terms
     from vase.annotate.choices import mc_options
+    from vase.annotate.vocab import DIMENSIONS, canonical, terms
 
     rec = _record()
     for dim in DIMENSIONS:
