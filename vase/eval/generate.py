@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from vase.data.datamodule import encode_prompts
+from vase.data.datamodule import IGNORE_INDEX, ChatSample, SFTCollator, encode_prompts
 from vase.data.dataset import VaseDataset
 from vase.io import append_jsonl, read_jsonl, repair_jsonl_tail
 from vase.prompts import CAPTION_PROMPT
@@ -116,8 +116,6 @@ def option_loglik_rows(model: Any, processor: Any, items: list[GenerationItem], 
     pass per option, in the very format SFT trains on; the row's ``pick`` is the most likely option. Cheap (no
     generation) and free of answer-format luck, so hundreds of held-out vases can be scored on a CPU. Resumable
     like :func:`generate_rows`."""
-    from vase.data.datamodule import IGNORE_INDEX, ChatSample, SFTCollator
-
     collate = SFTCollator(processor)
     device = next(model.parameters()).device
 

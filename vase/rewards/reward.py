@@ -147,7 +147,8 @@ class VaseReward:
                  normalize_weights: Any = None, embedding_model: str = "packaged:all-MiniLM-L6-v2",
                  embedding_device: str = "cpu", effective_weights: Any = None) -> None:
         self.tau = float(tau)
-        self.embedding_model, self.embedding_device = embedding_model, embedding_device
+        # embedding_model / embedding_device / effective_weights: the YAML's shared keys, which the terms read by
+        # interpolation (``${...embedding_model}``) and the pipeline writes for people; the reward itself needs none
         self.terms = {str(name): _built(name, t) for name, t in (terms or {}).items() if t is not None}
         if not self.terms:
             raise ValueError("reward.terms is empty: the reward needs at least one term")
