@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 
 LINT = Path(sys.executable).with_name("lint-imports")
@@ -51,6 +53,36 @@ def test_every_data_task_is_built_by_registered_tasks() -> None:
 
     assert tuple(DATA_TASKS) == DATA_TASK_NAMES
     assert all(name in SAMPLES for names in DATA_TASKS.values() for name in names)
+
+
+def test_each_vqa_protocol_is_a_tasks_and_the_runner_only_dispatches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """evaluate.vqa's protocols (checked by the config) are the tasks' protocols; the runner holds no task code: a
+    protocol swapped in the registry is what it asks and how it judges."""
+    from types import SimpleNamespace
+
+    from vase.choices import VQA_PROTOCOLS
+    from vase.eval import vqa
+    from vase.tasks import VQA, mc, qa
+    from vase.tasks.base import EvalProtocol
+
+    assert tuple(VQA) == VQA_PROTOCOLS
+    assert (VQA["open"], VQA["mc"], VQA["ll"]) == (qa.OPEN, mc.LETTER, mc.LIKELIHOOD)
+    assert [p.choice for p in VQA.values()] == [False, True, True]
+    runner = (ROOT / "vase" / "eval" / "vqa.py").read_text()
+    assert "parse_choice" not in runner and "QUESTIONS" not in runner and "dimension_similarity(" not in runner
+
+    odd = EvalProtocol("open", lambda rec, dim, n: (f"Say {dim}.", "yes", {}),
+                       judge=lambda row, sim, tau: row["caption"] == "yes")
+    rec = SimpleNamespace(id="v1")
+    ds = SimpleNamespace(records=[rec], views=(), layout="vase")
+    monkeypatch.setitem(VQA, "open", odd)
+    monkeypatch.setattr(vqa, "visuals_of", lambda d, i: None)  # no images needed here
+    monkeypatch.setattr(vqa, "prompt_context", lambda d, i: "")
+    items = vqa.vqa_items(ds, "open")
+    assert [it.prompt for it in items][:2] == ["Say fabric.", "Say technique."] and items[0].reference == "yes"
+    rows = [{"protocol": "open", "dimension": it.extra["dimension"], "caption": c, "reference": it.reference}
+            for it, c in zip(items, ["yes", "no", "yes", "yes", "yes", "yes"])]
+    assert vqa.score_vqa(rows, SimpleNamespace(dimension_similarity=None), 0.5)["open"]["accuracy"]["technique"] == 0
 
 
 def test_every_evaluation_task_has_its_own_config_file() -> None:

@@ -1,7 +1,8 @@
-"""Per-dimension VQA accuracy: open-ended answers scored with the reward's similarity at tau; multiple choice (as
-CiQi-Bench does) with distractors drawn deterministically from each dimension's vocabulary, answered either by
-generating the option's letter (``mc``) or by the likelihood of each option as the answer (``ll``: no generation,
-cheap enough for hundreds of held-out vases, and blind to answer-format luck).
+"""Per-dimension VQA accuracy, the runner. What each protocol asks and how it judges an answer belong to its task
+(``vase.tasks.VQA``): open-ended answers (``qa.OPEN``) pass at the reward's similarity >= tau; multiple choice (as
+CiQi-Bench does, distractors drawn deterministically from each dimension's vocabulary) is answered either by
+generating the option's letter (``mc.LETTER``) or by the likelihood of each option as the answer (``mc.LIKELIHOOD``:
+no generation, cheap enough for hundreds of held-out vases, and blind to answer-format luck).
 
 ``protocol`` is ``open``, ``mc``, ``ll``, ``both`` (open and mc) or several joined by ``+`` (``open+ll``)."""
 
@@ -11,13 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from vase.annotate.choices import LETTERS
-from vase.annotate.vocab import DIMENSIONS, QUESTIONS
+from vase.annotate.vocab import DIMENSIONS
 from vase.choices import PROTOCOL_LABELS, VQA_PROTOCOLS
 from vase.eval.generate import GenerationItem, prompt_context, visuals_of
 from vase.eval.stats import bootstrap_ci
 from vase.io import atomic_write_json, atomic_write_text
-from vase.tasks import mc
+from vase.tasks import VQA
 
 PROTOCOLS = VQA_PROTOCOLS
 
@@ -35,33 +35,29 @@ def protocols_of(protocol: str) -> list[str]:
     return parts
 
 
+ITEM_ORDER = ("ll", "open", "mc")
+"""The order of a dimension's questions (answer files resume by id; batches follow this order)."""
+
+
 def vqa_items(dataset: Any, protocol: str = "both", num_choices: int = 4) -> list[GenerationItem]:
-    """The questions of each protocol, six per vase and protocol."""
+    """The questions of each protocol, six per vase and protocol, asked as the protocol's task asks them
+    (:data:`vase.tasks.VQA`)."""
     wanted = protocols_of(protocol)
     items = []
     for i, rec in enumerate(dataset.records):
         views = visuals_of(dataset, i)
         ctx = prompt_context(dataset, i)
         for dim in DIMENSIONS:
-            if "ll" in wanted:  # the open question; each option scored as the answer SFT teaches ("Kylix.")
-                _, options, answer = mc.question(rec, dim, QUESTIONS[dim], num_choices)
-                answers = mc.as_answers(options)
-                items.append(GenerationItem(f"{rec.id}#ll#{dim}", views, ctx + QUESTIONS[dim], answers[answer],
-                                            {"dimension": dim, "protocol": "ll", "options": answers,
-                                             "answer_index": answer}))
-            if "open" in wanted:
-                items.append(GenerationItem(f"{rec.id}#open#{dim}", views, ctx + QUESTIONS[dim], rec.dimension_text(dim),
-                                            {"dimension": dim, "protocol": "open"}))
-            if "mc" in wanted:
-                prompt, options, answer = mc.question(rec, dim, QUESTIONS[dim], num_choices)
-                items.append(GenerationItem(f"{rec.id}#mc#{dim}", views, ctx + prompt, LETTERS[answer],
-                                            {"dimension": dim, "protocol": "mc", "options": options,
-                                             "answer_index": answer}))
+            for name in (p for p in ITEM_ORDER if p in wanted):
+                prompt, reference, extra = VQA[name].question(rec, dim, num_choices)
+                items.append(GenerationItem(f"{rec.id}#{name}#{dim}", views, ctx + prompt, reference,
+                                            {"dimension": dim, "protocol": name, **extra}))
     return items
 
 
 def score_vqa(rows: list[dict[str, Any]], reward: Any, tau: float) -> dict[str, Any]:
-    """Accuracy per protocol and dimension, and the mean over dimensions; open answers pass at similarity >= tau.
+    """Accuracy per protocol and dimension, and the mean over dimensions, each answer judged by its protocol's task
+    (open answers pass at the reward's similarity >= tau; choices by the option picked).
 
     Multiple choice also reports, per dimension, how many answers named no option (``unparsed``: counted wrong, and
     a sign the model was never taught the format) and the chance level (1 / number of options).
@@ -75,15 +71,12 @@ def score_vqa(rows: list[dict[str, Any]], reward: Any, tau: float) -> dict[str, 
         items: dict[str, dict[str, float]] = {d: {} for d in DIMENSIONS}  # per question: what paired intervals need
         unparsed: dict[str, int] = {d: 0 for d in DIMENSIONS}
         chance: dict[str, list[float]] = {d: [] for d in DIMENSIONS}
+        judged = VQA[protocol]
         for r in sel:
-            if protocol == "open":
-                ok = reward.dimension_similarity(r["dimension"], r["caption"].strip().rstrip("."),
-                                                 r["reference"].rstrip(".")) >= tau
-            else:
-                pick = r["pick"] if protocol == "ll" else mc.parse_choice(r["caption"], r["options"])
-                unparsed[r["dimension"]] += int(pick is None)
+            ok, named_none = judged.correct(r, reward.dimension_similarity, tau)
+            if judged.choice:
+                unparsed[r["dimension"]] += int(named_none)
                 chance[r["dimension"]].append(1.0 / len(r["options"]))
-                ok = pick == r["answer_index"]
             per_dim[r["dimension"]].append(float(ok))
             if "id" in r:  # generated rows always carry it; rows built by hand may not
                 items[r["dimension"]][str(r["id"])] = float(ok)
@@ -91,7 +84,7 @@ def score_vqa(rows: list[dict[str, Any]], reward: Any, tau: float) -> dict[str, 
         out[protocol] = {"accuracy": acc, "mean": float(np.mean(list(acc.values()))), "n": len(sel),
                          "ci": {d: list(bootstrap_ci(v)) for d, v in per_dim.items() if v},
                          "items": {d: v for d, v in items.items() if v}}
-        if protocol in ("mc", "ll"):
+        if judged.choice:
             out[protocol]["unparsed"] = {d: unparsed[d] for d in acc}
             out[protocol]["chance"] = {d: float(np.mean(chance[d])) for d in acc}
     return out
@@ -114,7 +107,7 @@ def vqa_table(scores: dict[str, Any], name: str) -> str:
             cells.append(cell)
         lines.append(f"| {name} | {PROTOCOL_LABELS.get(protocol, protocol)} | " + " | ".join(cells)
                      + f" | {100 * s['mean']:.1f} % | {s['n']} |")
-        if protocol in ("mc", "ll"):
+        if "chance" in s:  # a choice protocol
             ch = [f"{100 * s['chance'][d]:.1f} %" if d in s["chance"] else "–" for d in DIMENSIONS]
             mean = float(np.mean(list(s["chance"].values())))
             lines.append(f"| chance | {PROTOCOL_LABELS[protocol]} | " + " | ".join(ch) + f" | {100 * mean:.1f} % | |")

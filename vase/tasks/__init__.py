@@ -3,6 +3,8 @@ answer is parsed and compared), below data, rewards and evaluation, which all us
 
 ``data.task`` names the tasks a run trains on (:data:`DATA_TASKS`); each task is one module here with a
 ``samples(example, ctx)`` function, listed once in :data:`SAMPLES`. Adding a task: a module and a line in each.
+:data:`VQA` names the ways evaluation asks and judges held-out questions (``evaluate.vqa``), each a task's
+:class:`~vase.tasks.base.EvalProtocol`.
 """
 
 from __future__ import annotations
@@ -16,3 +18,6 @@ SAMPLES = {"caption": caption.samples, "qa": qa.samples, "mc": mc.samples, "invr
 DATA_TASKS = {"caption": ("caption",), "qa": ("qa",), "both": ("caption", "qa"), "all": ("caption", "qa", "mc"),
               "invrender": ("invrender",)}
 """``data.task``: the tasks each setting trains on, in order (``all`` adds multiple choice to teach its format)."""
+
+VQA = {"open": qa.OPEN, "mc": mc.LETTER, "ll": mc.LIKELIHOOD}
+"""``evaluate.vqa``'s protocols: how each asks a question about a dimension and judges the answer."""

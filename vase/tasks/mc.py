@@ -1,5 +1,8 @@
 """The multiple-choice task: each question with four options (the answer and three distractors drawn from the
-dimension's vocabulary, the same every run), answered with the option's letter (``data.task=all`` teaches it)."""
+dimension's vocabulary, the same every run), answered with the option's letter (``data.task=all`` teaches it).
+
+Evaluation asks it two ways: :data:`LETTER` (the model writes the letter) and :data:`LIKELIHOOD` (the open question;
+each option scored by its likelihood as the answer, so no generation and no answer-format luck)."""
 
 from __future__ import annotations
 
@@ -8,8 +11,8 @@ from typing import Any
 
 from vase.annotate.choices import LETTERS, mc_options, mc_prompt
 from vase.annotate.records import answer_phrase
-from vase.annotate.vocab import sequence_ratio
-from vase.tasks.base import ChatSample, fields_of, none_of
+from vase.annotate.vocab import QUESTIONS, sequence_ratio
+from vase.tasks.base import ChatSample, EvalProtocol, fields_of, none_of
 
 
 def question(rec: Any, dim: str, text: str, n: int = 4) -> tuple[str, list[str], int]:
@@ -45,3 +48,20 @@ def samples(example: Any, ctx: str) -> list[ChatSample]:
         out.append(ChatSample(f"{rec.id}#mc#{q['dimension']}", example.images, ctx + prompt, LETTERS[answer],
                               q["dimension"], target=none_of(fields_of(rec))))
     return out
+
+
+def letter_question(rec: Any, dim: str, num_choices: int = 4) -> tuple[str, str, dict[str, Any]]:
+    """The question with lettered options; the reference is the answer's letter."""
+    prompt, options, answer = question(rec, dim, QUESTIONS[dim], num_choices)
+    return prompt, LETTERS[answer], {"options": options, "answer_index": answer}
+
+
+def likelihood_question(rec: Any, dim: str, num_choices: int = 4) -> tuple[str, str, dict[str, Any]]:
+    """The open question; the options in the form SFT teaches ("Kylix."), each to be scored as the answer."""
+    _, options, answer = question(rec, dim, QUESTIONS[dim], num_choices)
+    answers = as_answers(options)
+    return QUESTIONS[dim], answers[answer], {"options": answers, "answer_index": answer}
+
+
+LETTER = EvalProtocol("mc", letter_question, pick=lambda row: parse_choice(row["caption"], row["options"]))
+LIKELIHOOD = EvalProtocol("ll", likelihood_question, pick=lambda row: row["pick"])

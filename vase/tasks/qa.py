@@ -1,11 +1,13 @@
 """The question-answering task: the six "What is the <dimension> of the vase?" pairs, each answered with a short
-phrase ("Kylix."), each rewarded on its own dimension alone."""
+phrase ("Kylix."), each rewarded on its own dimension alone, and judged in evaluation (:data:`OPEN`) by the reward's
+similarity on that dimension at the threshold tau."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from vase.tasks.base import ChatSample, fields_of, only
+from vase.annotate.vocab import QUESTIONS
+from vase.tasks.base import ChatSample, EvalProtocol, Similarity, fields_of, only
 
 
 def samples(example: Any, ctx: str) -> list[ChatSample]:
@@ -13,3 +15,16 @@ def samples(example: Any, ctx: str) -> list[ChatSample]:
     fields = fields_of(rec)
     return [ChatSample(f"{rec.id}#{q['dimension']}", example.images, ctx + q["question"], q["answer"], q["dimension"],
                        target=only(fields, q["dimension"])) for q in rec.qa]
+
+
+def open_question(rec: Any, dim: str, num_choices: int = 4) -> tuple[str, str, dict[str, Any]]:
+    """The open question about ``dim`` and the record's own answer (``num_choices`` is unused: no options)."""
+    return QUESTIONS[dim], rec.dimension_text(dim), {}
+
+
+def open_correct(row: dict[str, Any], similarity: Similarity, tau: float) -> bool:
+    """An open answer is right when its similarity to the reference on the question's dimension reaches ``tau``."""
+    return similarity(row["dimension"], row["caption"].strip().rstrip("."), row["reference"].rstrip(".")) >= tau
+
+
+OPEN = EvalProtocol("open", open_question, judge=open_correct)
