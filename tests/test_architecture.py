@@ -97,3 +97,50 @@ def test_every_evaluation_task_has_its_own_config_file() -> None:
         text = path.read_text()
         assert "python evaluate.py" in text.split("\ntask:")[0], name  # its command, before its keys
         assert OmegaConf.load(path).task == name
+
+
+def test_imports_sit_at_the_top_except_heavy_libraries_which_say_so() -> None:
+    """An import inside a function loads a slow or optional library (directly, or through a part of vase that loads
+    one at its top) that the file does not load already, and a ``# lazy:`` comment says so; everything else (the
+    standard library, light libraries, light parts of vase) is imported at the top, where the import graph shows."""
+    from tests.imports import PACKAGE, ROOT, heavy_at_load, imports_of, is_stdlib, lazy_comment
+
+    problems = []
+    lazy = total = 0
+    for path in sorted(PACKAGE.rglob("*.py")):
+        imps = imports_of(path)
+        lines = path.read_text().splitlines()
+        at_top = frozenset().union(*(heavy_at_load(m) for i in imps if not i.lazy for m in i.modules))
+        for imp in imps:
+            total += 1
+            if not imp.lazy:
+                continue
+            lazy += 1
+            where = f"{path.relative_to(ROOT)}:{imp.line}: {lines[imp.line - 1].strip()}"
+            heavy = frozenset().union(*(heavy_at_load(m) for m in imp.modules)) - at_top
+            if all(is_stdlib(m) for m in imp.modules) or not heavy:
+                problems.append(f"{where} (nothing heavy: import it at the top)")
+            elif not lazy_comment(path, imp, lines):
+                problems.append(f"{where} (lazy for {', '.join(sorted(heavy))}: say so in a '# lazy:' comment)")
+    assert not problems, "\n".join(problems)
+    assert lazy < total / 4, (lazy, total)
+
+
+def test_the_import_rule_catches_a_light_lazy_import_and_an_unexplained_heavy_one(tmp_path: Path,
+                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests import imports
+
+    bad = tmp_path / "vase" / "bad.py"
+    bad.parent.mkdir()
+    bad.write_text("import os\n\n\ndef f():\n    import json\n\n    import torch\n\n    # lazy: trimesh\n"
+                   "    import trimesh\n    return json, torch, trimesh, os\n")
+    monkeypatch.setattr(imports, "ROOT", tmp_path)
+    monkeypatch.setattr(imports, "PACKAGE", tmp_path / "vase")
+    imports._first_party.cache_clear()
+    try:
+        imps = [i for i in imports.imports_of(bad) if i.lazy]
+        assert [i.modules for i in imps] == [("json",), ("torch",), ("trimesh",)]
+        assert imports.is_stdlib("json") and imports.heavy_at_load("torch") == {"torch"}
+        assert [imports.lazy_comment(bad, i) for i in imps] == [False, False, True]
+    finally:
+        imports._first_party.cache_clear()

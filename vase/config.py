@@ -7,13 +7,22 @@ A composed config is checked section by section against these schemas (types thr
 
 from __future__ import annotations
 
+import difflib
+import hashlib
+import inspect
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 from typing import Any
 
+from hydra import compose
 from hydra.core.config_store import ConfigStore
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from hydra.utils import get_object
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -32,6 +41,7 @@ from vase.choices import (
 )
 from vase.errors import ConfigError, VaseError
 from vase.io import is_within
+from vase.models.tiny import spec_fingerprint
 from vase.runs import check_given_dir, job_overrides, run_dir
 from vase.views import VIEWS, path_key
 
@@ -397,8 +407,6 @@ _OPEN_NODES = ("callbacks", "logger", "methods", "hydra", "tags", "reward.terms"
 
 
 def _nearest(word: str, options: Any) -> str:
-    import difflib
-
     close = difflib.get_close_matches(word, [str(o) for o in options], n=1, cutoff=0.5)
     return f"; did you mean {close[0]!r}?" if close else f"; valid keys: {', '.join(sorted(map(str, options)))}"
 
@@ -417,10 +425,6 @@ def _target_nodes(node: Any, path: str = "") -> Iterator[tuple[str, DictConfig]]
 def _validate_targets(cfg: DictConfig) -> None:
     """Every ``_target_`` node's keys are arguments its target takes (a typo fails here, not after the model loads);
     an optimizer's learning rate is positive."""
-    import inspect
-
-    from hydra.utils import get_object
-
     for path, node in _target_nodes(cfg):
         target = str(node._get_node("_target_")._value())
         try:
@@ -448,10 +452,6 @@ def _validate_added_keys(cfg: DictConfig) -> None:
     if not added:
         return
     try:  # the config as composed without the added keys: what the files define
-        from hydra import compose
-        from hydra.core.global_hydra import GlobalHydra
-        from hydra.core.hydra_config import HydraConfig
-
         if not GlobalHydra.instance().is_initialized():
             return
         plain = [o for o in job_overrides() if not o.startswith("+")]
@@ -591,8 +591,6 @@ def wandb_offline() -> bool:
 
 def tiny_key(overrides: Any = None) -> str:
     """``${vase.tiny_key:${model.tiny}}``: the tiny model's cache key, the fingerprint of its spec."""
-    from vase.models.tiny import spec_fingerprint
-
     if overrides is not None and not isinstance(overrides, dict):
         overrides = OmegaConf.to_container(overrides, resolve=True)
     return spec_fingerprint(overrides)
@@ -639,9 +637,6 @@ def name_from_overrides(overrides: list[str], prefix: str = "") -> str:
 def sweep_group() -> str | None:
     """``${vase.sweep_group:}``: in a multirun, the sweep's name and launch time (one W&B group per sweep); else null."""
     try:
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
-
         hc = HydraConfig.get()
     except (ValueError, ImportError):
         return None
@@ -654,8 +649,6 @@ def sweep_group() -> str | None:
 def overrides_hash() -> str:
     """``${vase.overrides_hash:}``: a short hash of the job's overrides (what tells two jobs of a sweep apart; with
     the same code and defaults, equal overrides compose equal configs)."""
-    import hashlib
-
     return hashlib.sha256("\n".join(sorted(job_overrides())).encode()).hexdigest()[:8]
 
 
@@ -663,8 +656,6 @@ def run_tags(tags: Any = None) -> list[str]:
     """``${vase.tags:${tags}}``: the configured tags plus ``experiment:<name>``, ``sweep:<name>`` and ``cfg:<hash>``."""
     out = [str(t) for t in (tags or [])]
     try:
-        from hydra.core.hydra_config import HydraConfig
-
         choices = HydraConfig.get().runtime.choices
     except (ValueError, ImportError):
         choices = {}
@@ -725,8 +716,6 @@ def preflight_overrides(argv: list[str], conf_dir: str | Path) -> None:
 def or_exit(check: Any, *args: Any) -> Any:
     """Run ``check(*args)`` and return what it returns; on a vase error (a bad config value, a bad input file) print
     its one line to stderr and exit with status 2, the same for every entry point."""
-    import sys
-
     try:
         return check(*args)
     except ConfigError as e:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import io
 import json
 import os
 import shutil
@@ -44,8 +46,6 @@ def atomic_write_json(path: str | Path, obj: Any) -> Path:
 
 def save_figure(fig: Any, path: str | Path, dpi: int | None = None) -> Path:
     """Write a matplotlib figure as PNG atomically and close it."""
-    import io
-
     import matplotlib.pyplot as plt  # lazy: matplotlib is heavy and only plots need it
 
     buf = io.BytesIO()
@@ -148,8 +148,6 @@ def is_within(path: str | Path, parent: str | Path) -> bool:
 @contextlib.contextmanager
 def file_lock(path: str | Path) -> Iterator[None]:
     """An exclusive advisory lock on ``path`` (created if missing), held for the block; others wait."""
-    import fcntl
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:

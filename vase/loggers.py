@@ -4,6 +4,8 @@ rows and tables, and closing W&B even when a job fails."""
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from typing import Any
 
 from hydra.utils import instantiate
@@ -14,8 +16,6 @@ log = logging.getLogger("vase")
 
 def finish_wandb() -> None:
     """Close the W&B run even when the job failed, or its offline directory is left half written."""
-    import sys
-
     wandb = sys.modules.get("wandb")  # imported only when a W&B logger was built
     if wandb is not None and wandb.run is not None:
         wandb.finish()
@@ -23,8 +23,6 @@ def finish_wandb() -> None:
 
 def build_loggers(cfg: DictConfig) -> list[Any]:
     """The run's loggers. ``WANDB_MODE=disabled`` drops the W&B logger altogether: no run, online or offline."""
-    import os
-
     nodes = cfg.get("logger")
     if not nodes:
         return []
@@ -53,6 +51,7 @@ def log_eval_rows(loggers: list[Any], name: str, scores: dict[str, Any], rows: l
 
 def log_results_table(loggers: list[Any], results: dict[str, dict[str, Any]]) -> None:
     """The evaluation table (paper's column order) as a W&B table, so runs compare side by side in the UI."""
+    # lazy: torch, torchmetrics: slow to import, and only this path needs them
     from vase.metrics.caption import TABLE_COLUMNS
 
     keys = [k for k, _ in TABLE_COLUMNS] + ["n_pairs"]

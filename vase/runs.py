@@ -18,9 +18,12 @@ import fcntl
 import hashlib
 import json
 import os
+import platform
 import time
 from pathlib import Path
 from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
 
 from vase.errors import ConfigError
 from vase.io import atomic_write_json, file_lock
@@ -39,9 +42,8 @@ _memo: dict[tuple[str, str], str] = {}  # resolver arguments -> the directory ch
 
 def machine_stamp() -> dict[str, Any]:
     """Where and when a result was made, stored with it, so that a table built from it names the machine."""
-    import platform
-
     try:
+        # lazy: torch: slow to import, and only this path needs it
         import torch
 
         torch_version = str(torch.__version__)
@@ -65,8 +67,6 @@ def run_key(overrides: list[str]) -> str:
 def job_overrides() -> list[str]:
     """The command-line (and sweep) overrides of the running Hydra job; [] outside Hydra."""
     try:
-        from hydra.core.hydra_config import HydraConfig
-
         return list(HydraConfig.get().overrides.task)
     except (ValueError, ImportError, AttributeError):
         return []

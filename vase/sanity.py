@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from vase.io import atomic_write_json, atomic_write_text, save_figure
 from vase.runs import machine_stamp, run_dir
 
@@ -61,12 +63,12 @@ def table(v: dict[str, Any]) -> str:
 
 
 def plot(histories: dict[int, list[dict[str, float]]], window: int, path: Path) -> Path:
+    # lazy: matplotlib: slow to import, and only this path needs it
     import matplotlib
 
     matplotlib.use("Agg")
+    # lazy: matplotlib: slow to import, and only this path needs it
     import matplotlib.pyplot as plt
-    import numpy as np
-
     fig, ax = plt.subplots(figsize=(7, 3.8), dpi=120)
     for seed, h in histories.items():
         y = np.array([x["reward"] for x in h], dtype=float)

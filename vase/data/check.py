@@ -18,11 +18,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from vase.choices import LAYOUTS
+from vase.data.dataset import load_video
 from vase.data.layouts import detect_layout, read_records
 from vase.errors import DataError
 from vase.images import open_photo
 from vase.io import atomic_write_json, is_within
+from vase.render.renderer import load_glb
 from vase.views import VIEWS, find_view, path_key, render_cache_root, view_path
 
 KINDS = {
@@ -46,8 +50,6 @@ CARRIES = {"vase": {"models", "dimensions"}, "release": {"models", "dimensions"}
 def _readable(path: Path) -> str | None:
     """None if the image or video decodes, else the reason."""
     if path.suffix.lower() in (".mp4", ".webm", ".mov", ".avi", ".mkv") or path.is_dir():
-        from vase.data.dataset import load_video
-
         try:
             load_video(path, max_frames=1)
         except DataError as e:
@@ -95,8 +97,6 @@ def check_dataset(path: str | Path, layout: str = "auto", views: list[str] | tup
                 problems.append(("missing_dimension", r.id, f"vase {r.id!r} lacks {missing}"))
     it: Any = records
     if progress and records:
-        from tqdm import tqdm
-
         it = tqdm(records, desc="checking vases", unit="vase", file=sys.stderr)
     checked: set[str] = set()
     for r in it:
@@ -127,8 +127,6 @@ def check_dataset(path: str | Path, layout: str = "auto", views: list[str] | tup
             if not glb.is_file():
                 problems.append(("missing_model", r.id, f"{glb}: no GLB model for vase {r.id!r}"))
             elif models:
-                from vase.render.renderer import load_glb
-
                 try:
                     load_glb(glb)
                 except DataError as e:

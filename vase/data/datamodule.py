@@ -8,14 +8,17 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from omegaconf import OmegaConf
 from torch.utils.data import DataLoader, Dataset
 
 from vase.data.dataset import VIEWS, VaseDataset, VaseExample, VideoFrames, models_to_render
-from vase.data.layouts import read_records
+from vase.data.layouts import detect_layout, load_split, read_records
 from vase.data.loader import ResumableLoader, ResumableSampler
 from vase.data.synthetic import SHAPE_SPECS, generate
 from vase.errors import DataError
 from vase.io import atomic_write_json, file_lock, read_json
+from vase.render import RenderSettings, render_dataset
+from vase.retrieval.index import Retriever, VaseIndex, index_dir
 from vase.tasks import DATA_TASKS, SAMPLES
 from vase.tasks import zoom as zoom_task
 from vase.tasks.base import ChatSample
@@ -251,8 +254,6 @@ class VaseDataModule(pl.LightningDataModule):
                      val_fraction=float(self.synthetic["val_fraction"]))
         if not self.render.get("enabled", False):
             return
-        from vase.render import RenderSettings, render_dataset
-
         orbit = int(self.render.get("orbit_frames", 0) or 0)
         records = None
         if self.layout_name != "vase":
@@ -294,8 +295,6 @@ class VaseDataModule(pl.LightningDataModule):
         or ``exclude`` when the caller has read them already, left out)."""
         records = None
         if self.layout_name != "vase":
-            from vase.data.layouts import load_split
-
             records = load_split(self.root, split, self.layout_name, int(self.split.get("seed", 0)),
                                  float(self.split.get("val_fraction", 0.1)), self.split.get("file"),
                                  self.split.get("cache_dir"))
@@ -309,8 +308,6 @@ class VaseDataModule(pl.LightningDataModule):
         if self.synthetic:
             return "vase"
         if self.layout == "auto":
-            from vase.data.layouts import detect_layout
-
             self.layout = detect_layout(self.root)
         return self.layout
 
@@ -335,11 +332,8 @@ class VaseDataModule(pl.LightningDataModule):
         """Index the training vases (incrementally) and give every vase of both splits the prompt context of its
         ``retrieval.k`` nearest training vases: never itself, never a validation vase (only training vases are
         indexed). Contexts are computed here, once, so DataLoader workers need neither the index nor the encoder."""
-        from omegaconf import OmegaConf
-
+        # lazy: torchmetrics: slow to import, and only this path needs it
         from vase.metrics.encoders import build_clip_encoder
-        from vase.retrieval.index import Retriever, VaseIndex, index_dir
-
         r = self.retrieval
         clip_cfg = r.get("clip")
         if clip_cfg is None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from vase.annotate.records import VaseRecord, raw_metadata
 from vase.data.dataset import load_views
+from vase.data.layouts import read_records
 from vase.errors import DataError, VaseError
 from vase.io import atomic_write_text, is_within
 from vase.prompts import CAPTION_PROMPT
@@ -92,8 +93,6 @@ def export_swift(splits: dict[str, list[VaseRecord]], image_roots: list[Path], o
 
 
 def main() -> None:
-    from vase.data.layouts import read_records
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("src")
     ap.add_argument("out")

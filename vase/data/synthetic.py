@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw
+from tqdm import tqdm
 
 from vase.annotate import VaseRecord
 from vase.annotate.sampling import sample_record
@@ -252,6 +253,7 @@ def build_mesh(rec: VaseRecord, rng: np.random.Generator):
 
 def textured_vase(spec: ShapeSpec, texture: Image.Image):
     """The body of revolution of ``spec`` with its handles, one mesh, textured with ``texture``."""
+    # lazy: trimesh: slow to import, and only this path needs it
     import trimesh
 
     parts = [_body(spec)] + [_handle(spec, *h) for h in spec.handles]
@@ -269,6 +271,7 @@ def textured_vase(spec: ShapeSpec, texture: Image.Image):
 
 def mesh_to_glb(mesh) -> bytes:
     """GLB bytes of a mesh, deterministic for the same mesh."""
+    # lazy: trimesh: slow to import, and only this path needs it
     import trimesh
 
     scene = trimesh.Scene(mesh, base_frame="world")
@@ -320,8 +323,6 @@ def _write_set(root: Path, num: int, seed: int, val_fraction: float, params: dic
     records = []
     iterator = range(num)
     if progress:
-        from tqdm import tqdm
-
         iterator = tqdm(iterator, desc="synthesising vases", unit="vase")
     for i in iterator:
         rec = sample_record(rng, i)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from tqdm import tqdm
 
 from vase.data.datamodule import IGNORE_INDEX, ChatSample, SFTCollator, encode_prompts
 from vase.data.dataset import VaseDataset
@@ -64,8 +65,6 @@ def _resumable_rows(model: Any, items: list[GenerationItem], out_path: str | Pat
     model.eval()
     bar = None
     if progress and todo:
-        from tqdm import tqdm
-
         bar = tqdm(total=len(todo), desc=desc, unit="item")
     try:
         for start in range(0, len(todo), batch_size):

@@ -24,6 +24,7 @@ import numpy as np
 
 from vase.data.synthetic import build_from_params
 from vase.errors import ConfigError
+from vase.render.renderer import VIEW_DIRECTIONS, Renderer, RenderSettings, load_glb, load_scene, parts_from_scene
 from vase.tasks.invrender import MASK_BG, VaseParams, frame_of, parse_params, silhouette_ious
 
 
@@ -31,9 +32,8 @@ def score_params(params: VaseParams | None, target_glb: str | Path, renderer: An
                  samples: int = 4000) -> dict[str, Any]:
     """Silhouette IoU per view and mean, Chamfer distance and colour distance of ``params`` against the vase in
     ``target_glb``, both seen by the original's cameras; unparseable (None) scores IoU 0 and no distances."""
+    # lazy: torch: slow to import, and only this path needs it
     from vase.eval.vaseeval import Settings, as_mesh, geometry_metrics, surface_samples
-    from vase.render.renderer import VIEW_DIRECTIONS, load_glb, load_scene, parts_from_scene
-
     target_parts = load_glb(target_glb)
     frame = frame_of(target_parts)
     dirs = [VIEW_DIRECTIONS[v] for v in views]
@@ -73,8 +73,6 @@ def summarize(items: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def run_invrender(dataset: Any, root: Path, predictor: str, views: tuple[str, ...], resolution: int = 128,
                   seed: int = 0, answers: dict[str, str] | None = None) -> dict[str, Any]:
     """Score every vase of ``dataset`` (GLBs under ``root``) with the ``oracle``, ``random`` or ``model`` answers."""
-    from vase.render.renderer import Renderer, RenderSettings
-
     if predictor not in ("oracle", "random", "model"):
         raise ConfigError(f"predictor={predictor!r} must be oracle, random or model")
     rng = np.random.default_rng(seed)

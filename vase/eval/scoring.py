@@ -9,19 +9,17 @@ from typing import Any
 from vase.data.layouts import paper_key
 from vase.errors import DataError
 from vase.io import atomic_write_json, atomic_write_text, read_json, read_jsonl
-from vase.metrics.caption import CaptionScorer
+from vase.metrics.caption import CaptionScorer, markdown_table
+from vase.metrics.embedding_cache import CachedTextEncoder
+from vase.metrics.encoders import build_clip_encoder, cached_sentence_encoder
 
 
 def build_scorer(metrics_cfg: Any) -> CaptionScorer:
     """A CaptionScorer from a ``metrics`` config group (encoders loaded once)."""
-    from vase.metrics.encoders import build_clip_encoder, cached_sentence_encoder
-
     clip = build_clip_encoder(metrics_cfg.clip)
     sent = cached_sentence_encoder(metrics_cfg.text_encoder.model, metrics_cfg.text_encoder.get("device", "cpu"))
     cache = metrics_cfg.get("embedding_cache")
     if cache:  # text embeddings on disk, keyed by the weights: references shared by many runs are encoded once
-        from vase.metrics.embedding_cache import CachedTextEncoder
-
         clip, sent = CachedTextEncoder(clip, cache), CachedTextEncoder(sent, cache)
     weights = {k: float(v) for k, v in (metrics_cfg.get("weights") or {}).items()} or None
     return CaptionScorer(clip, sent, weights)
@@ -125,8 +123,6 @@ def match(generated: CaptionFile, reference: CaptionFile, duplicates: str = "las
 
 def write_results(path: str | Path, name: str, scores: dict[str, Any], extra: dict[str, Any] | None = None) -> Path:
     """Results JSON plus a markdown table beside it (same stem, ``.md``)."""
-    from vase.metrics.caption import markdown_table
-
     path = Path(path)
     atomic_write_json(path, {**scores, **(extra or {})})
     atomic_write_text(path.with_suffix(".md"), markdown_table({name: scores}))

@@ -25,6 +25,7 @@ and, on renders of both from the same cameras by vase's renderer (``views``, ``r
 from __future__ import annotations
 
 import contextlib
+import io
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,10 +34,11 @@ from typing import Any
 import numpy as np
 import torch
 from PIL import Image, ImageDraw
+from tqdm import tqdm
 
 from vase.errors import ConfigError, DataError
 from vase.io import atomic_write_bytes
-from vase.render.renderer import load_scene
+from vase.render.renderer import VIEW_DIRECTIONS, Renderer, RenderSettings, load_scene, parts_from_scene
 from vase.views import VIEWS
 
 METRICS = ("chamfer_distance", "normal_consistency", "f_score", "psnr", "ssim", "lpips", "clip_i", "clip_t")
@@ -70,6 +72,7 @@ class Settings:
 
 def as_mesh(scene):
     """All of a scene's triangles in world coordinates, as one mesh."""
+    # lazy: trimesh: slow to import, and only this path needs it
     import trimesh
 
     meshes = [g for g in scene.dump() if isinstance(g, trimesh.Trimesh) and len(g.faces)]
@@ -89,6 +92,7 @@ def normalising_transform(mesh) -> np.ndarray:
 
 def surface_samples(mesh, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """``n`` area-weighted surface points and their face normals, the same for the same seed."""
+    # lazy: trimesh: slow to import, and only this path needs it
     import trimesh
 
     points, faces = trimesh.sample.sample_surface(mesh, n, seed=seed)
@@ -98,6 +102,7 @@ def surface_samples(mesh, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 def icp(source: np.ndarray, target: np.ndarray, turns: int = 4) -> np.ndarray:
     """Rigid 4x4 aligning ``source`` points to ``target`` by ICP, started from ``turns`` rotations about the vertical
     axis (a vase looks alike from many sides, so one start can settle on the wrong one); the lowest cost wins."""
+    # lazy: trimesh: slow to import, and only this path needs it
     import trimesh
 
     best, best_cost = np.eye(4), np.inf
@@ -113,6 +118,7 @@ def icp(source: np.ndarray, target: np.ndarray, turns: int = 4) -> np.ndarray:
 
 def nearest(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distance from each point of ``a`` to its nearest in ``b``, and that neighbour's index."""
+    # lazy: scipy: slow to import, and only this path needs it
     from scipy.spatial import cKDTree
 
     return cKDTree(b).query(a, k=1)
@@ -148,6 +154,7 @@ def geometry_metrics(pred: tuple[np.ndarray, np.ndarray], gt: tuple[np.ndarray, 
 
 def image_metrics(gt_views: list[Image.Image], pred_views: list[Image.Image], lpips: Any) -> dict[str, float | None]:
     """PSNR and SSIM (and LPIPS where a network is given) of matched renders, averaged over the views."""
+    # lazy: torchmetrics: slow to import, and only this path needs it
     from torchmetrics.functional.image import peak_signal_noise_ratio, structural_similarity_index_measure
 
     def stack(ims: list[Image.Image]) -> torch.Tensor:
@@ -170,6 +177,7 @@ class LPIPS:
     the file is linked, read-only, under a private torch-hub folder with the name torchvision looks for."""
 
     def __init__(self, weights: str | Path, net: str = "alex") -> None:
+        # lazy: torchvision, torchmetrics: slow to import, and only this path needs them
         import torchvision
         from torchmetrics.functional.image.lpips import _LPIPS
 
@@ -202,8 +210,6 @@ def _hub_dir(path: str):
 def render_normalised(renderer: Any, scene, transform: np.ndarray, views: tuple[str, ...]) -> list[Image.Image]:
     """Views of ``scene`` moved by ``transform`` into the normalised frame, framed as the unit sphere (so the
     ground truth and a prediction are seen by the same cameras)."""
-    from vase.render.renderer import VIEW_DIRECTIONS, parts_from_scene
-
     moved = scene.copy()
     moved.apply_transform(transform)
     return renderer.render_parts(parts_from_scene(moved), [VIEW_DIRECTIONS[v] for v in views],
@@ -232,8 +238,6 @@ def match(gt_dir: Path, pred_dir: Path) -> tuple[dict[str, Path], list[str], lis
 def run_vaseeval(gt_dir: str | Path, methods: dict[str, str | Path], s: Settings, clip: Any = None,
                  captions: dict[str, str] | None = None, progress: bool = True) -> dict[str, Any]:
     """Score every method against the ground truth; returns per-method means, per-item values and what failed."""
-    from vase.render.renderer import Renderer, RenderSettings
-
     gt_dir = Path(gt_dir)
     if not gt_dir.is_dir() or not any(gt_dir.glob("*.glb")):
         raise ConfigError(f"gt_dir={gt_dir}: no .glb files to compare against")
@@ -262,8 +266,6 @@ def run_vaseeval(gt_dir: str | Path, methods: dict[str, str | Path], s: Settings
             work += [(name, stem, path) for stem, path in matched.items()]
         it: Any = work
         if progress and work:
-            from tqdm import tqdm
-
             it = tqdm(work, desc="VaseEval", unit="mesh")
         for name, stem, path in it:
             entry = result["methods"][name]
@@ -351,8 +353,6 @@ def contact_sheet(result: dict[str, Any], path: Path, items: int = 4) -> Path | 
                 sheet.paste(im, (c * side, y))
             else:
                 draw.text((c * side + 8, y + side // 2), "failed", fill=(180, 0, 0))
-    import io
-
     buf = io.BytesIO()
     sheet.save(buf, format="PNG")
     return atomic_write_bytes(path, buf.getvalue())

@@ -8,14 +8,16 @@ no generation, cheap enough for hundreds of held-out vases, and blind to answer-
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import PROTOCOL_LABELS, VQA_PROTOCOLS
-from vase.eval.generate import GenerationItem, prompt_context, visuals_of
+from vase.eval.generate import GenerationItem, generate_rows, option_loglik_rows, prompt_context, visuals_of
 from vase.eval.stats import bootstrap_ci
+from vase.eval.zoom import zoom_rows
 from vase.io import atomic_write_json, atomic_write_text
 from vase.tasks import VQA
 
@@ -119,9 +121,6 @@ def evaluate_vqa(model: Any, processor: Any, dataset: Any, reward: Any, tau: flo
                  extra: dict[str, Any] | None = None, zoom: bool = False, zoom_calls: int = 1) -> dict[str, Any]:
     """Ask every vase of ``dataset`` its six questions, score them, and write ``out`` (JSON), a markdown table beside
     it and the answers as resumable JSONL (``answers_<stem>.jsonl``); returns the scores."""
-    from pathlib import Path
-
-    from vase.eval.generate import generate_rows, option_loglik_rows
     out = Path(out)
     items = vqa_items(dataset, protocol, num_choices)
     gen = [it for it in items if it.extra["protocol"] != "ll"]
@@ -135,8 +134,6 @@ def evaluate_vqa(model: Any, processor: Any, dataset: Any, reward: Any, tau: flo
                                    batch_size=max(1, batch_size // num_choices), desc="scoring options")
     scores = score_vqa(rows, reward, tau)
     if zoom:  # the open questions again, now with the zoom-in tool (vase.eval.zoom): accuracy with and without it
-        from vase.eval.zoom import zoom_rows
-
         zrows = zoom_rows(model, processor, vqa_items(dataset, "open", num_choices), tuple(dataset.views), zoom_calls,
                           out.parent / f"answers_{out.stem}_zoom.jsonl", batch_size=batch_size,
                           max_new_tokens=max(max_new_tokens, 64))  # room for a call: ~40 tokens

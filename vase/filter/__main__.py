@@ -15,18 +15,19 @@ import sys
 from pathlib import Path
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
-from vase.config import or_exit, preflight_overrides
+from vase.config import or_exit, preflight_overrides, validate
 from vase.errors import ConfigError, VaseError
+from vase.filter.synthetic import generate_photos
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
 def run(cfg: DictConfig) -> dict:
     """Run ``cfg.task``; returns the retention report (run, synthetic) or the classifier's metrics."""
-    from hydra.core.hydra_config import HydraConfig
-
+    # lazy: torch, pytorch_lightning: slow to import, and only this path needs them
     from vase.filter.quality import train_quality
     from vase.filter.runner import run_filter
 
@@ -36,8 +37,6 @@ def run(cfg: DictConfig) -> dict:
         print(f"quality classifier: {path}")
         return {"checkpoint": str(path)}
     if cfg.task == "synthetic":
-        from vase.filter.synthetic import generate_photos
-
         s = cfg.synthetic
         root = Path(s.root)
         generate_photos(root, int(s.objects), int(s.photos_per_object), int(s.seed),
@@ -52,6 +51,7 @@ def run(cfg: DictConfig) -> dict:
     elif cfg.task != "run":
         raise ConfigError(f"task={cfg.task!r} must be run, train_quality or synthetic")
     report = run_filter(cfg.filter)
+    # lazy: torch: slow to import, and only this path needs it
     from vase.filter.runner import report_markdown
 
     print(report_markdown(report))
@@ -61,7 +61,6 @@ def run(cfg: DictConfig) -> dict:
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="curate")
 def main(cfg: DictConfig) -> None:
-    from vase.config import validate
     or_exit(validate, cfg)
     try:
         run(cfg)

@@ -46,6 +46,7 @@ class ClipScorer:
     """Fragment score and best-view similarity from one image embedding per photo."""
 
     def __init__(self, cfg: Any) -> None:
+        # lazy: torchmetrics: slow to import, and only this path needs it
         from vase.metrics.encoders import build_clip_encoder
 
         good, bad = list(cfg.good_prompts or []), list(cfg.bad_prompts or [])

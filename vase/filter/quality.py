@@ -10,6 +10,7 @@ and ``layers`` shrink it for tests; the default is the paper's ResNet-50.
 
 from __future__ import annotations
 
+import io
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.callbacks import ModelCheckpoint
+from pytorch_lightning.loggers import CSVLogger
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
@@ -38,6 +41,7 @@ class ResNetSpec:
     image_size: int = 224
 
     def build(self, imagenet_weights: str | None = None) -> nn.Module:
+        # lazy: torchvision: slow to import, and only this path needs it
         from torchvision.models.resnet import Bottleneck, ResNet
 
         net = ResNet(Bottleneck, list(self.layers), width_per_group=self.width_per_group)
@@ -59,6 +63,7 @@ class ResNetSpec:
 
 def train_transform(size: int) -> Any:
     """Augmentation as for any photo classifier: crops, flips, light colour jitter."""
+    # lazy: torchvision: slow to import, and only this path needs it
     from torchvision import transforms as T
 
     return T.Compose([T.RandomResizedCrop(size, scale=(0.6, 1.0)), T.RandomHorizontalFlip(),
@@ -66,6 +71,7 @@ def train_transform(size: int) -> Any:
 
 
 def eval_transform(size: int) -> Any:
+    # lazy: torchvision: slow to import, and only this path needs it
     from torchvision import transforms as T
 
     return T.Compose([T.Resize(size, antialias=True), T.CenterCrop(size), T.ToTensor(),
@@ -138,6 +144,7 @@ class QualityClassifier(pl.LightningModule):
     def __init__(self, spec: dict, imagenet_weights: str | None = None, lr: float = 1e-3,
                  weight_decay: float = 1e-4) -> None:
         super().__init__()
+        # lazy: torchmetrics: slow to import, and only this path needs it
         from torchmetrics import MetricCollection
         from torchmetrics.classification import BinaryAccuracy, BinaryAUROC, BinaryPrecision, BinaryRecall
 
@@ -184,8 +191,6 @@ def export_best(ckpt_path: str | Path, out: str | Path, metrics: dict) -> Path:
     ck = torch.load(ckpt_path, map_location="cpu", weights_only=False)
     spec = ck["hyper_parameters"]["spec"]
     state = {k[len("net."):]: v for k, v in ck["state_dict"].items() if k.startswith("net.")}
-    import io
-
     buf = io.BytesIO()
     torch.save(asdict(QualityExport(dict(spec), state, metrics)), buf)
     return atomic_write_bytes(out, buf.getvalue())
@@ -219,9 +224,6 @@ class QualityScorer:
 def train_quality(cfg: Any, out_dir: str | Path) -> Path:
     """Train on ``cfg.train_dir`` (``0/``, ``1/``), keep the best checkpoint by val/auroc, export it to
     ``out_dir/quality_classifier.pt`` and return that path."""
-    from pytorch_lightning.callbacks import ModelCheckpoint
-    from pytorch_lightning.loggers import CSVLogger
-
     if not cfg.get("train_dir"):
         raise ConfigError("filter.quality.train_dir is not set: a folder with 0/ (bad) and 1/ (good) photos")
     out_dir = Path(out_dir)

@@ -30,8 +30,10 @@ from typing import Any
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
+from tqdm import tqdm
 
 from vase.errors import ConfigError, DataError
+from vase.filter.clip_filter import ClipScorer
 from vase.images import iter_files, open_photo
 from vase.io import (
     append_jsonl,
@@ -137,13 +139,12 @@ def score_photos(cfg: Any, input_dir: Path, out: Path, progress: bool = True) ->
     quality = clip = None
     transforms: dict[str, Any] = {}
     if cfg.quality.checkpoint and todo:
+        # lazy: pytorch_lightning: slow to import, and only this path needs it
         from vase.filter.quality import QualityScorer
 
         quality = QualityScorer(cfg.quality.checkpoint, cfg.device)
         transforms["quality"] = quality.transform
     if cfg.clip.enabled and todo:
-        from vase.filter.clip_filter import ClipScorer
-
         clip = ClipScorer(cfg.clip)
         transforms["clip"] = clip.transform
     draft = None
@@ -156,8 +157,6 @@ def score_photos(cfg: Any, input_dir: Path, out: Path, progress: bool = True) ->
                         prefetch_factor=2 if workers else None, persistent_workers=False)
     bar = None
     if progress:
-        from tqdm import tqdm
-
         bar = tqdm(total=len(files), initial=done, desc="filtering photos", unit="img")
     qthr = float(cfg.quality.threshold)
     started = time.perf_counter()
@@ -344,9 +343,11 @@ def report_markdown(report: dict) -> str:
 
 def histogram(scores: np.ndarray, threshold: float, path: Path) -> None:
     """Histogram of the CLIP scores with the threshold marked (written atomically)."""
+    # lazy: matplotlib: slow to import, and only this path needs it
     import matplotlib
 
     matplotlib.use("Agg")
+    # lazy: matplotlib: slow to import, and only this path needs it
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.5))

@@ -28,10 +28,13 @@ from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageFilter, ImageOps
+from tqdm import tqdm
 
 from vase.annotate.sampling import sample_record
+from vase.data.synthetic import build_mesh
 from vase.errors import DataError
 from vase.io import atomic_write_bytes, atomic_write_text
+from vase.render.renderer import Renderer, RenderSettings, orbit_direction, parts_from_scene
 
 KINDS = ("whole", "shard", "blurred", "drawing")
 MANIFEST = "synthetic_photos.json"
@@ -40,6 +43,7 @@ BACKDROPS = ((40, 40, 44), (232, 230, 226), (120, 122, 126), (18, 18, 20), (205,
 
 def _shard(mesh, rng: np.random.Generator):
     """A fragment of ``mesh``: the faces on the positive side of two random planes through the body (with UVs)."""
+    # lazy: trimesh: slow to import, and only this path needs it
     import trimesh
 
     centroids = mesh.triangles_center
@@ -141,9 +145,6 @@ def generate_photos(root: str | Path, objects: int = 12, photos_per_object: int 
 
     Returns the labels (file name -> {object, kind}). A folder with content but without our manifest is refused.
     """
-    from vase.data.synthetic import build_mesh
-    from vase.render.renderer import Renderer, RenderSettings, orbit_direction, parts_from_scene
-
     root = Path(root)
     params = {"objects": objects, "photos_per_object": photos_per_object, "seed": seed, "size": list(size),
               "render_resolution": render_resolution, "classifier_set": classifier_set, "bad_inputs": bad_inputs,
@@ -160,8 +161,6 @@ def generate_photos(root: str | Path, objects: int = 12, photos_per_object: int 
     jobs += [("quality", f"q{i:04d}", 0) for i in range(classifier_set)]
     it = jobs
     if progress:
-        from tqdm import tqdm
-
         it = tqdm(jobs, desc="photographing vases", unit="photo")
     meshes: dict[str, object] = {}
     first_whole: Image.Image | None = None

@@ -11,11 +11,17 @@ rule as the VLMs (``vase.eval.vqa.score_vqa``), so it sits in the same per-dimen
 
 from __future__ import annotations
 
+import io
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from omegaconf import OmegaConf
 from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from tqdm import tqdm
 
 from vase.annotate.vocab import DIMENSIONS, QUESTIONS, format_dating
 from vase.errors import ConfigError
@@ -46,8 +52,6 @@ def view_features(dataset: Any, encoder: Any, progress: bool = True) -> torch.Te
     rows = []
     it: Any = range(len(dataset))
     if progress:
-        from tqdm import tqdm
-
         it = tqdm(it, desc="encoding views", unit="vase")
     for i in it:
         f = encoder.encode_images(dataset[i].images)
@@ -61,6 +65,7 @@ class AttributeHeads(pl.LightningModule):
     def __init__(self, in_dim: int, classes: dict[str, list[str]], hidden: int = 256, dropout: float = 0.2,
                  lr: float = 3e-3, weight_decay: float = 1e-3) -> None:
         super().__init__()
+        # lazy: torchmetrics: slow to import, and only this path needs it
         from torchmetrics.classification import MulticlassAccuracy
 
         self.save_hyperparameters()
@@ -112,8 +117,6 @@ def train_attribute_heads(train_x: torch.Tensor, train_records: list[Any], val_x
                           val_records: list[Any], epochs: int = 60, batch_size: int = 32, seed: int = 0,
                           out_dir: str | None = None, **hparams: Any) -> AttributeHeads:
     """Fit the heads on the training vases (classes from their labels), validating on the val vases."""
-    from torch.utils.data import DataLoader, TensorDataset
-
     pl.seed_everything(seed, workers=True)
     classes = {d: sorted({label_of(r, d) for r in train_records if label_of(r, d) is not None}) for d in DIMENSIONS}
     classes = {d: c for d, c in classes.items() if c}
@@ -145,8 +148,6 @@ def predict_rows(model: AttributeHeads, x: torch.Tensor, records: list[Any]) -> 
 
 def majority_rows(train_records: list[Any], records: list[Any]) -> list[dict[str, Any]]:
     """The same rows from always answering the most frequent training value: the chance level to beat."""
-    from collections import Counter
-
     rows = []
     for d in DIMENSIONS:
         labels = [label_of(r, d) for r in train_records if label_of(r, d) is not None]
@@ -163,8 +164,6 @@ def majority_rows(train_records: list[Any], records: list[Any]) -> list[dict[str
 
 def save_heads(model: AttributeHeads, encoder_cfg: dict, path: Any) -> Any:
     """The trained heads with what rebuilds them (classes, sizes) and the encoder that made their features."""
-    import io
-
     buf = io.BytesIO()
     torch.save({"hparams": dict(model.hparams), "state_dict": model.state_dict(), "encoder": encoder_cfg}, buf)
     return atomic_write_bytes(path, buf.getvalue())
@@ -175,10 +174,7 @@ class AttributePredictor:
     reward term asks a completion to agree with it)."""
 
     def __init__(self, path: Any) -> None:
-        from pathlib import Path
-
-        from omegaconf import OmegaConf
-
+        # lazy: torchmetrics: slow to import, and only this path needs it
         from vase.metrics.encoders import build_clip_encoder
 
         path = Path(path)

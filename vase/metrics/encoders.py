@@ -7,11 +7,13 @@ Every failure raises with the model path in the message: the paper's scorer turn
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from vase.errors import MetricError
+from vase.models.tiny_clip import build_tiny_clip, build_tiny_open_clip, packaged_minilm_path
 
 PACKAGED_PREFIX = "packaged:"
 
@@ -21,8 +23,6 @@ def resolve_encoder_path(name: str) -> str:
     if name.startswith(PACKAGED_PREFIX):
         what = name[len(PACKAGED_PREFIX) :].lower()
         if what in ("all-minilm-l6-v2", "minilm"):
-            from vase.models.tiny_clip import packaged_minilm_path
-
             return str(packaged_minilm_path())
         raise MetricError(f"unknown packaged encoder {name!r}; the only one shipped is packaged:all-MiniLM-L6-v2")
     return name
@@ -34,6 +34,7 @@ class FastBatchTokenizer:
     truncation=True, max_length=...)``; a private copy, so the shared tokenizer's settings are untouched."""
 
     def __init__(self, tokenizer: Any, max_length: int) -> None:
+        # lazy: tokenizers: slow to import, and only this path needs it
         from tokenizers import Tokenizer
 
         self.backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
@@ -70,11 +71,10 @@ class HFCLIPEncoder:
     """CLIP text (and image) embeddings through transformers' ``CLIPModel`` (what the paper's scorer used)."""
 
     def __init__(self, model: str, batch_size: int = 256, device: str = "cpu", build_tiny: bool = False) -> None:
+        # lazy: transformers: slow to import, and only this path needs it
         from transformers import AutoTokenizer, CLIPModel
 
         if build_tiny:
-            from vase.models.tiny_clip import build_tiny_clip
-
             model = str(build_tiny_clip(model))
         self.name = model
         try:
@@ -107,6 +107,7 @@ class HFCLIPEncoder:
     def image_transform(self) -> Any:
         """A picklable PIL -> pixel tensor transform equal in steps to the model's ``CLIPImageProcessor`` (resize the
         shorter side bicubically, centre-crop, rescale, normalise), to run in DataLoader workers."""
+        # lazy: torchvision, transformers: slow to import, and only this path needs them
         from torchvision import transforms as T
         from transformers import CLIPImageProcessor
 
@@ -127,6 +128,7 @@ class HFCLIPEncoder:
     @torch.inference_mode()
     def encode_images(self, images: list[Any]) -> torch.Tensor:
         if self._image_processor is None:
+            # lazy: transformers: slow to import, and only this path needs it
             from transformers import CLIPImageProcessor
 
             try:
@@ -147,13 +149,10 @@ class OpenCLIPEncoder:
 
     def __init__(self, model: str, pretrained: str | None = None, batch_size: int = 256, device: str = "cpu",
                  build_tiny: bool = False) -> None:
-        from pathlib import Path
-
+        # lazy: open_clip: slow to import, and only this path needs it
         import open_clip
 
         if build_tiny:
-            from vase.models.tiny_clip import build_tiny_open_clip
-
             if not pretrained:
                 raise MetricError("metrics.clip.build_tiny needs metrics.clip.pretrained: where to keep the weights")
             pretrained = str(build_tiny_open_clip(Path(pretrained).parent))
@@ -199,6 +198,7 @@ class SentenceEncoder:
     """Sentence embeddings (paper: all-mpnet-base-v2 for FID; default here: the packaged all-MiniLM-L6-v2)."""
 
     def __init__(self, model: str, batch_size: int = 256, device: str = "cpu") -> None:
+        # lazy: sentence_transformers: slow to import, and only this path needs it
         from sentence_transformers import SentenceTransformer
 
         path = resolve_encoder_path(model)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from vase.choices import DTYPES
 from vase.errors import ConfigError
+from vase.models.tiny import TinySpec, build_tiny
 
 LINEAGE_FILE = "vase_lineage.json"
 """Written beside an adapter: the base model and the adapters merged into it before this one was trained."""
@@ -14,14 +16,13 @@ LINEAGE_FILE = "vase_lineage.json"
 def resolve_model_path(cfg: Any) -> str:
     """The path or hub id to load; builds the tiny model first when ``cfg.build_tiny`` is set."""
     if cfg.get("build_tiny", False):
-        from vase.models.tiny import TinySpec, build_tiny
-
         spec = TinySpec(**dict(cfg.get("tiny", {}) or {}))
         return str(build_tiny(cfg.name_or_path, spec))
     return str(cfg.name_or_path)
 
 
 def torch_dtype(name: str):
+    # lazy: torch: slow to import, and only this path needs it
     import torch
 
     key = DTYPES.get(str(name).lower())
@@ -32,6 +33,7 @@ def torch_dtype(name: str):
 
 def load_processor(path: str, min_pixels: int | None = None, max_pixels: int | None = None):
     """The model's processor, with the image size bounds overridden when given (the paper's MAX_PIXELS)."""
+    # lazy: transformers: slow to import, and only this path needs it
     from transformers import AutoProcessor
 
     kwargs: dict[str, Any] = {}
@@ -55,6 +57,7 @@ def load_processor(path: str, min_pixels: int | None = None, max_pixels: int | N
 
 def load_model(path: str, dtype: str = "float32", attn_implementation: str | None = None):
     """A Qwen2.5-VL for conditional generation from a local directory or hub id."""
+    # lazy: transformers: slow to import, and only this path needs it
     from transformers import Qwen2_5_VLForConditionalGeneration
 
     kwargs: dict[str, Any] = {"dtype": torch_dtype(dtype)}
@@ -82,8 +85,7 @@ def load_model_and_processor(cfg: Any, adapter: str | None = None, merge: bool =
 
 def apply_adapter(model: Any, adapter: str, merge: bool = False, is_trainable: bool = False) -> Any:
     """Load a peft adapter onto ``model``; adapters its lineage file lists are merged in first (SFT under GRPO)."""
-    import json
-
+    # lazy: peft: slow to import, and only this path needs it
     from peft import PeftModel
 
     path = Path(adapter)

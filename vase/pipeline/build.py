@@ -48,6 +48,7 @@ def _epochs_to_continue(ckpt: Path | None, max_epochs: int, max_steps: int) -> i
     continued with a larger ``trainer.max_steps``), the epoch cap to train on to ``max_steps`` with: -1 (none)."""
     if ckpt is None or max_steps <= 0 or max_epochs < 0:
         return None
+    # lazy: torch: slow to import, and only this path needs it
     import torch
 
     state = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True)
@@ -77,6 +78,7 @@ def build_trainer(cfg: DictConfig, stage: DictConfig, callbacks: list[Any], logg
         kwargs["max_epochs"] = more
     strategy = cfg.trainer.get("strategy")
     if "deepspeed" not in str(strategy.get("_target_", "") if isinstance(strategy, DictConfig) else strategy).lower():
+        # lazy: torch: slow to import, and only this path needs it
         from vase.training.checkpointing import (
             AtomicCheckpointIO,  # torch and Lightning: loaded when a trainer is built
         )

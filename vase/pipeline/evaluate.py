@@ -5,17 +5,26 @@ adapter into a standalone checkpoint). ``evaluate_captions`` also serves the tra
 
 from __future__ import annotations
 
+import json
 import logging
+import random
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 import vase.config  # noqa: F401  (registers the config resolvers)
+from vase.data.check import check_dataset, format_report
+from vase.data.layouts import read_keyed
 from vase.errors import ConfigError, DataError
+from vase.eval.invrender import run_invrender
 from vase.io import atomic_directory, atomic_write_json, atomic_write_text, is_within
 from vase.loggers import build_loggers, log_eval_rows, log_results_table
+from vase.models.loading import LINEAGE_FILE, load_model_and_processor, resolve_model_path
+from vase.tasks.invrender import PROMPT, VaseParams
 
 log = logging.getLogger("vase")
 
@@ -25,6 +34,7 @@ def evaluate_captions(model: Any, processor: Any, dataset: Any, scorer: Any, out
                       ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Generate (resumable JSONL ``generations_<name>.jsonl``) and score; writes ``results_<name>.json`` unless
     ``write`` is off (the caller writes the scores itself)."""
+    # lazy: torch, torchmetrics, pytorch_lightning: slow to import, and only this path needs them
     from vase.eval.generate import generate_captions
     from vase.eval.scoring import write_results
 
@@ -92,9 +102,7 @@ def refuse_foreign_outputs(files: list[Path], run_dir: str | Path) -> None:
 
 def _seed(seed: int) -> None:
     """Seed python, numpy and torch without importing Lightning (task=score should start fast)."""
-    import random
-
-    import numpy as np
+    # lazy: torch: slow to import, and only this path needs it
     import torch
 
     random.seed(seed)
@@ -103,8 +111,6 @@ def _seed(seed: int) -> None:
 
 
 def _dataset_and_model(cfg: DictConfig) -> tuple[Any, Any, Any]:
-    from vase.models.loading import load_model_and_processor
-
     model, processor = load_model_and_processor(cfg.model, adapter=cfg.get("adapter"),
                                                 merge=bool(cfg.get("merge_adapter")))
     datamodule = instantiate(cfg.data, processor=processor, _convert_="partial")
@@ -114,6 +120,7 @@ def _dataset_and_model(cfg: DictConfig) -> tuple[Any, Any, Any]:
 
 
 def _eval_generate(cfg: DictConfig) -> dict[str, Any]:
+    # lazy: torch, torchmetrics: slow to import, and only this path needs them
     from vase.eval.scoring import build_scorer, write_results
     from vase.metrics.caption import markdown_table
 
@@ -133,6 +140,7 @@ def _eval_score(cfg: DictConfig) -> dict[str, Any]:
     """Score one generated-captions file, or a list of them, against a ground-truth file (the paper's JSON or our
     JSONL). The encoders load once; with ``metrics.embedding_cache`` the references are encoded once ever."""
 
+    # lazy: torch, torchmetrics: slow to import, and only this path needs them
     from vase.eval.scoring import build_scorer, load_captions, match, write_results
     from vase.metrics.caption import markdown_table
 
@@ -179,8 +187,6 @@ def _eval_score(cfg: DictConfig) -> dict[str, Any]:
 
 def _score_inputs(cfg: DictConfig) -> list[str]:
     """task=score's generated files; an output that would overwrite one of its inputs is refused (DataError)."""
-    from omegaconf import ListConfig
-
     files = [str(f) for f in cfg.generated] if isinstance(cfg.generated, (list, ListConfig)) else [str(cfg.generated)]
     inputs = {Path(f).resolve() for f in [*files, str(cfg.ground_truth)]}
     if Path(cfg.output).resolve() in inputs or Path(cfg.output).with_suffix(".md").resolve() in inputs:
@@ -194,6 +200,7 @@ def _first(keys: list[str]) -> str:
 
 def _eval_vqa(cfg: DictConfig) -> dict[str, Any]:
     """Answer each vase's six questions (open-ended and/or multiple choice) and report accuracy per dimension."""
+    # lazy: torch, pytorch_lightning: slow to import, and only this path needs them
     from vase.eval.vqa import evaluate_vqa, vqa_table
 
     out = Path(cfg.output)
@@ -212,6 +219,7 @@ def _eval_vqa(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _eval_leaderboard(cfg: DictConfig) -> dict[str, Any]:
+    # lazy: torch, torchmetrics: slow to import, and only this path needs them
     from vase.metrics.caption import markdown_table
     from vase.reports.leaderboard import build_leaderboard, write_leaderboard
 
@@ -225,10 +233,6 @@ def _eval_leaderboard(cfg: DictConfig) -> dict[str, Any]:
 def _eval_export(cfg: DictConfig) -> dict[str, Any]:
     """A standalone merged Hugging Face checkpoint (base + the adapter and every adapter under it, with the processor)
     that transformers loads without peft: ``python evaluate.py task=export adapter=<run>/adapter output=<new dir>``."""
-    import json
-
-    from vase.models.loading import LINEAGE_FILE, load_model_and_processor, resolve_model_path
-
     if not cfg.get("adapter"):
         raise DataError("task=export needs adapter=<run>/adapter (the adapter to merge into the base model)")
     out = Path(str(cfg.output))
@@ -251,7 +255,6 @@ def _eval_export(cfg: DictConfig) -> dict[str, Any]:
 
 def _eval_check(cfg: DictConfig) -> dict[str, Any]:
     """Check ``data.root`` in its layout (vase.data.check): check.json and check.md in the run directory."""
-    from vase.data.check import check_dataset, format_report
     report = check_dataset(cfg.data.root, str(cfg.data.get("layout", "auto")), list(cfg.data.views),
                            cache_dir=cfg.render.get("cache_dir") or cfg.paths.cache_dir)
     out_dir = Path(cfg.paths.output_dir)
@@ -265,6 +268,7 @@ def _eval_check(cfg: DictConfig) -> dict[str, Any]:
 def _eval_vaseeval(cfg: DictConfig) -> dict[str, Any]:
     """VaseEval (vase.eval.vaseeval): reconstruction metrics of each method's GLBs against ``gt_dir``; writes the
     JSON to ``output``, a markdown table and a contact sheet beside it."""
+    # lazy: torch: slow to import, and only this path needs it
     from vase.eval.vaseeval import Settings, contact_sheet, markdown_table, run_vaseeval
     v = cfg.vaseeval
     if not cfg.get("gt_dir"):
@@ -275,12 +279,11 @@ def _eval_vaseeval(cfg: DictConfig) -> dict[str, Any]:
                         sheet_items=int(v.sheet_items))
     captions = None
     if v.get("captions"):
-        from vase.data.layouts import read_keyed
-
         keyed = read_keyed(Path(v.captions), "a caption")
         captions = {k: (x if isinstance(x, str) else x.get("caption", "")) for k, vals in keyed.items() for x in vals[-1:]}
     clip = None
     if v.get("clip", True):
+        # lazy: torch, torchmetrics: slow to import, and only this path needs them
         from vase.metrics.encoders import build_clip_encoder
 
         clip = build_clip_encoder(cfg.metrics.clip)
@@ -304,8 +307,7 @@ def _eval_vaseeval(cfg: DictConfig) -> dict[str, Any]:
 def _eval_attributes(cfg: DictConfig) -> dict[str, Any]:
     """The six-head attribute baseline (vase.metrics.attributes): frozen CLIP features of the views, heads trained on
     the train split, scored on ``split`` by the open-ended VQA rule; a majority-class row gives the level to beat."""
-    from omegaconf import OmegaConf
-
+    # lazy: torch, torchmetrics, pytorch_lightning: slow to import, and only this path needs them
     from vase.eval.vqa import score_vqa, vqa_table
     from vase.metrics.attributes import majority_rows, predict_rows, train_attribute_heads, view_features
     from vase.metrics.encoders import build_clip_encoder
@@ -324,6 +326,7 @@ def _eval_attributes(cfg: DictConfig) -> dict[str, Any]:
     scores = {"open": score_vqa(predict_rows(model, ex, evald.records), reward, tau)["open"]}
     chance = {"open": score_vqa(majority_rows(train.records, evald.records), reward, tau)["open"]}
     out = Path(cfg.output)
+    # lazy: torch, torchmetrics, pytorch_lightning: slow to import, and only this path needs them
     from vase.metrics.attributes import save_heads
 
     heads = save_heads(model, OmegaConf.to_container(a.encoder, resolve=True), out.with_name("attribute_heads.pt"))
@@ -341,13 +344,8 @@ def _eval_attributes(cfg: DictConfig) -> dict[str, Any]:
 def _eval_invrender(cfg: DictConfig) -> dict[str, Any]:
     """Inverse rendering (vase.eval.invrender): the model (or the oracle / a random predictor) answers generator
     parameters as JSON; vase builds, renders and scores them against each vase of ``split``."""
-    import json as _json
-    from dataclasses import asdict
-
+    # lazy: torch, pytorch_lightning: slow to import, and only this path needs them
     from vase.eval.generate import GenerationItem, generate_rows, visuals_of
-    from vase.eval.invrender import run_invrender
-    from vase.tasks.invrender import PROMPT, VaseParams
-
     v = cfg.invrender
     predictor = str(cfg.predictor)
     out = Path(cfg.output)
@@ -355,7 +353,7 @@ def _eval_invrender(cfg: DictConfig) -> dict[str, Any]:
     if predictor == "model":
         dataset, model, processor = _dataset_and_model(cfg)
         items = [GenerationItem(rec.id, visuals_of(dataset, i), PROMPT,
-                                _json.dumps(asdict(VaseParams.of_record(rec)))) for i, rec in enumerate(dataset.records)]
+                                json.dumps(asdict(VaseParams.of_record(rec)))) for i, rec in enumerate(dataset.records)]
         rows = generate_rows(model, processor, items, out.parent / "answers_invrender.jsonl",
                              batch_size=int(cfg.generation.batch_size), max_new_tokens=int(v.max_new_tokens))
         answers = {r["id"]: r["caption"] for r in rows}

@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from vase.errors import ConfigError
 from vase.eval.vqa import evaluate_vqa, protocols_of
 from vase.io import file_lock, read_json
+from vase.models.loading import load_model_and_processor
 
 log = logging.getLogger("vase")
 
@@ -115,8 +116,6 @@ def _baseline_vqa(cfg: DictConfig, adapter: Path, lock: Path | None = None) -> N
     with file_lock(lock) if lock is not None else contextlib.nullcontext():
         if have():
             return
-        from vase.models.loading import load_model_and_processor  # transformers: loaded when a model is
-
         log.info("evaluating the shared SFT adapter %s once (the baseline of every job's VQA)", adapter)
         model, processor = load_model_and_processor(cfg.model, adapter=str(adapter), merge=True)
         data = instantiate(cfg.data, processor=processor, stage="sft", _convert_="partial")

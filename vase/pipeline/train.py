@@ -9,14 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
+import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 import vase.config  # noqa: F401  (registers the config resolvers, e.g. vase.wandb_offline)
 from vase import runs
 from vase.errors import ConfigError
+from vase.eval.scoring import build_scorer
+from vase.eval.vqa import evaluate_vqa
 from vase.io import atomic_write_json, atomic_write_text
 from vase.loggers import build_loggers, log_eval_rows
+from vase.models.loading import load_model_and_processor
 from vase.pipeline.build import build_callbacks, build_datamodule, build_stage_module, build_trainer
 from vase.pipeline.evaluate import evaluate_captions
 from vase.pipeline.report import write_run_report
@@ -32,8 +36,6 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     With ``followup`` set (a second stage config, e.g. GRPO after SFT), the first stage's adapter is merged and the
     second stage trains a fresh adapter on top, in the same run; its outputs go to ``<run>/<followup name>/``.
     """
-    from vase.models.loading import load_model_and_processor  # transformers: loaded when a model is
-
     out_dir, init_adapter = _start(cfg)
     log.info("loading model %s", cfg.model.name_or_path)
     # an initial adapter (e.g. from SFT) is merged first, as the paper merged LoRA before RL; the new stage's
@@ -112,10 +114,6 @@ class _Evaluation:
         self.vqa: dict[str, dict[str, Any]] = {}
         self.scorer = None
         if self.ev.get("before") or self.ev.get("after"):
-            import torch
-
-            from vase.eval.scoring import build_scorer
-
             # loading encoders initialises modules from the global RNG: keep it off the seeded training stream, so
             # a run trains the same whichever metrics it reports
             with torch.random.fork_rng(devices=[]):
@@ -136,8 +134,6 @@ class _Evaluation:
         """Per-dimension VQA on the validation set (``evaluate.vqa``), written to ``vqa_<stage>.json``."""
         if not self.ev.get("vqa"):
             return
-        from vase.eval.vqa import evaluate_vqa
-
         ev, cfg = self.ev, self.cfg
         reward = instantiate(cfg.reward, _convert_="partial")
         self.vqa[stage] = evaluate_vqa(

@@ -13,19 +13,17 @@ import sys
 from pathlib import Path
 
 import hydra
+from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from vase.config import or_exit, preflight_overrides
+from vase.reconstruct.base import reconstruct_folder
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="generate3d")
 def main(cfg: DictConfig) -> None:
-    from hydra.utils import instantiate
-
-    from vase.reconstruct.base import reconstruct_folder
-
     report = or_exit(reconstruct_folder, instantiate(cfg.reconstruct.generator), cfg.input, cfg.output)
     print(json.dumps({"output": str(cfg.output), **report}, indent=1))
     if report["failed"]:

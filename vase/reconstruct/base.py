@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from vase.errors import ConfigError, VaseError
 from vase.images import IMAGE_EXTENSIONS
 from vase.io import atomic_write_json, own_output_dir
@@ -58,8 +60,6 @@ def reconstruct_folder(generator: Generator, input_dir: str | Path, output_dir: 
     todo = [n for n in objects if n not in done]
     it: Any = todo
     if progress and todo:
-        from tqdm import tqdm
-
         it = tqdm(todo, desc="reconstructing", unit="object")
     for name in it:
         out = output_dir / f"{name}.glb"

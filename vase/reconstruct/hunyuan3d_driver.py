@@ -8,6 +8,8 @@ first when the photo has no alpha. vase calls it through reconstruct=hunyuan3d; 
 
 import argparse
 
+from PIL import Image
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -16,14 +18,14 @@ def main() -> None:
     ap.add_argument("--model", default="tencent/Hunyuan3D-2")
     ap.add_argument("--texture", action="store_true")
     a = ap.parse_args()
+    # lazy: hy3dgen: optional, present only where this path runs
     from hy3dgen.rembg import BackgroundRemover
     from hy3dgen.shapegen import Hunyuan3DDiTFlowMatchingPipeline
-    from PIL import Image
-
     image = Image.open(a.image)
     image = BackgroundRemover()(image.convert("RGB")) if image.mode != "RGBA" else image
     mesh = Hunyuan3DDiTFlowMatchingPipeline.from_pretrained(a.model)(image=image)[0]
     if a.texture:
+        # lazy: hy3dgen: optional, present only where this path runs
         from hy3dgen.texgen import Hunyuan3DPaintPipeline
 
         mesh = Hunyuan3DPaintPipeline.from_pretrained(a.model)(mesh, image=image)

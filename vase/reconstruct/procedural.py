@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from vase.data.synthetic import ShapeSpec, _body, mesh_to_glb
 from vase.images import foreground_mask, open_photo
 from vase.reconstruct.base import GenerationError
 
@@ -43,9 +44,8 @@ class SilhouetteFit:
         return y[::-1], np.maximum(r[::-1], 1e-3), top, bottom, centre, half
 
     def __call__(self, images: list[Path], output: Path) -> None:
+        # lazy: trimesh: slow to import, and only this path needs it
         import trimesh
-
-        from vase.data.synthetic import ShapeSpec, _body, mesh_to_glb
 
         d = open_photo(images[0], min_side=16)
         if d.image is None:

@@ -13,13 +13,13 @@ import json
 import sys
 from pathlib import Path
 
+from vase.data.dataset import models_to_render
 from vase.errors import VaseError
+from vase.render.renderer import RenderSettings, render_dataset
 from vase.views import VIEWS, render_cache_root
 
 
 def main(argv: list[str] | None = None) -> int:
-    from vase.data.dataset import models_to_render
-    from vase.render.renderer import RenderSettings, render_dataset
     ap = argparse.ArgumentParser(prog="python -m vase.render", description=__doc__.splitlines()[0])
     ap.add_argument("--root", required=True, help="dataset root (models/, annotations/)")
     ap.add_argument("--out", help="where the renders go (default: the cache folder train.py reads)")

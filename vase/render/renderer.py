@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageDraw
+from tqdm import tqdm
 
 from vase.errors import DataError
 from vase.io import atomic_write_bytes, atomic_write_json
@@ -132,6 +133,7 @@ class _Part:
 def load_scene(path: str | Path, what: str = "mesh"):
     """A mesh file (GLB, OBJ, ...) as a trimesh Scene with at least one triangle; a DataError naming the file
     otherwise (missing, empty, unreadable, no triangles). The one reader for rendering, VaseEval and reconstruction."""
+    # lazy: trimesh: slow to import, and only this path needs it
     import trimesh
 
     path = Path(path)
@@ -158,6 +160,7 @@ def load_glb(path: str | Path) -> list[_Part]:
 
 def parts_from_scene(scene) -> list[_Part]:
     """World-space parts with their textures from a trimesh Scene (or a single Trimesh)."""
+    # lazy: trimesh: slow to import, and only this path needs it
     import trimesh
 
     if isinstance(scene, trimesh.Trimesh):
@@ -194,7 +197,7 @@ def _load_triton_first() -> None:
     """Import triton (when installed) before Mesa's llvmpipe loads its LLVM: the other order segfaults the process
     as soon as anything (torch._dynamo, torchvision.ops) imports triton after an EGL context exists."""
     try:
-        import triton  # noqa: F401
+        import triton  # noqa: F401  # lazy: optional; imported for its side effect, before EGL
     except Exception:  # not installed, or unusable here: then there is nothing to clash with
         pass
 
@@ -203,6 +206,7 @@ class Renderer:
     """An offscreen EGL context with one shader; render many GLBs through it."""
 
     def __init__(self, settings: RenderSettings | None = None, backend: str = "egl") -> None:
+        # lazy: moderngl: slow to import, and only this path needs it
         import moderngl
 
         _load_triton_first()
@@ -238,6 +242,7 @@ class Renderer:
         """Render ``parts`` from each (direction, up) pair; the camera frames the bounding sphere. ``background``
         (RGB 0-255) overrides the settings' colour for these images; ``frame`` (centre, radius) fixes the framed
         sphere instead, so that two meshes in one coordinate frame are seen by the same cameras."""
+        # lazy: moderngl: slow to import, and only this path needs it
         import moderngl
 
         ctx, s = self.ctx, self.settings
@@ -317,6 +322,7 @@ class Renderer:
 
 def mp4_bytes(frames: list[Image.Image], fps: int = 12, crf: int = 18) -> bytes:
     """An H.264 MP4 of ``frames`` (PyAV's bundled ffmpeg; yuv420p, so any player shows it)."""
+    # lazy: av: slow to import, and only this path needs it
     import av
 
     w, h = frames[0].size
@@ -335,8 +341,6 @@ def mp4_bytes(frames: list[Image.Image], fps: int = 12, crf: int = 18) -> bytes:
 
 def contact_sheet_bytes(images: list[Image.Image], labels: list[Any], columns: int = 6) -> bytes:
     """A JPEG grid of ``images`` with a label under each: one look at a vase's views and orbit."""
-    from PIL import ImageDraw
-
     w, h = images[0].size
     rows = (len(images) + columns - 1) // columns
     sheet = Image.new("RGB", (w * min(columns, len(images)), (h + 14) * rows), (255, 255, 255))
@@ -420,8 +424,6 @@ def render_dataset(
     if todo:
         iterator: Any = todo
         if progress:
-            from tqdm import tqdm
-
             iterator = tqdm(todo, desc="rendering views", unit="vase")
         with Renderer(settings) as r:
             for vid, model, glb, key in iterator:

@@ -8,7 +8,7 @@ from typing import Any
 
 from vase.errors import DataError
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
-from vase.metrics.caption import TABLE_COLUMNS
+from vase.metrics.caption import TABLE_COLUMNS, markdown_table, overall_score
 
 # Table 3 of the paper, all 19 rows in its groups (R@k as fractions). Reference rows only: they were scored with
 # the paper's encoders, so compare them with runs scored with metrics=paper.
@@ -98,8 +98,6 @@ def load_run(path: str | Path) -> dict[str, dict[str, Any]]:
 def build_leaderboard(runs: list[str], include_paper: bool = True) -> dict[str, dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {}
     if include_paper:
-        from vase.metrics.caption import overall_score
-
         # the paper reports the components; its overall score follows from them with its own weights
         rows.update({f"{k} (paper, {v['group']})": {**{m: x for m, x in v.items() if m != "group"},
                                                      "overall_score": overall_score(v)}
@@ -121,9 +119,11 @@ def bar_chart(rows: dict[str, dict[str, Any]], path: str | Path) -> Path:
     """One horizontal panel per metric (CLIP, R@10, R@5, R@1, Lexical, Overall), a bar per model named on its own
     row: the paper's rows grey, grouped as in its Table 3, this leaderboard's runs in colour and on top. Readable
     with 25 rows and more (no legend to hide bars behind, no repeated colours to tell apart)."""
+    # lazy: matplotlib: slow to import, and only this path needs it
     import matplotlib
 
     matplotlib.use("Agg")
+    # lazy: matplotlib: slow to import, and only this path needs it
     import matplotlib.pyplot as plt
 
     cols = [(k, t) for k, t in TABLE_COLUMNS if k not in ("fid_score", "image_clip_score")]
@@ -155,9 +155,8 @@ def bar_chart(rows: dict[str, dict[str, Any]], path: str | Path) -> Path:
 
 def write_leaderboard(rows: dict[str, dict[str, Any]], out_dir: str | Path) -> dict[str, Path]:
     """``leaderboard.md`` (Table 3 layout + our columns, and a VQA table where runs have one), ``.json``, ``.png``."""
+    # lazy: pytorch_lightning: slow to import, and only this path needs it
     from vase.eval.vqa import vqa_table
-    from vase.metrics.caption import markdown_table
-
     out = Path(out_dir)
     md = ["# Leaderboard\n", "Rows marked (paper) are the paper's Table 3, scored with its encoders; compare them with "
           "runs scored with `metrics=paper` only.\n\n", markdown_table(rows)]

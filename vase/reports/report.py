@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from vase.io import atomic_write_bytes, atomic_write_text, save_figure
@@ -13,12 +15,12 @@ from vase.metrics.caption import markdown_table
 
 def training_curves_png(histories: dict[str, list[dict[str, float]]], path: str | Path) -> Path:
     """One panel per stage: the loss (SFT) or the mean reward (GRPO) against the step, with a running mean."""
+    # lazy: matplotlib: slow to import, and only this path needs it
     import matplotlib
 
     matplotlib.use("Agg")
+    # lazy: matplotlib: slow to import, and only this path needs it
     import matplotlib.pyplot as plt
-    import numpy as np
-
     panels = [(stage, key) for stage, h in histories.items() if h
               for key in (("reward",) if "reward" in h[0] else ("loss",))]
     fig, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 3.6), dpi=120, squeeze=False)
@@ -86,8 +88,6 @@ def contact_sheet(items: list[dict[str, Any]], path: str | Path, thumb: int = 12
             ty += line_h
         y += h + 4
         draw.line([(0, y - 2), (width, y - 2)], fill=(200, 195, 185))
-    import io
-
     buf = io.BytesIO()
     sheet.save(buf, format="PNG")
     return atomic_write_bytes(path, buf.getvalue())

@@ -18,11 +18,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import PROTOCOL_LABELS
+from vase.config import wandb_offline
 from vase.eval.stats import paired_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 from vase.runs import machine_stamp
@@ -138,9 +140,11 @@ def sweep_plot(path: Path, rows: list[dict[str, Any]], overrides: dict[str, dict
     rows = [r for r in rows if r.get("status") == "done"]
     if not keys or not rows:
         return None
+    # lazy: matplotlib: slow to import, and only this path needs it
     import matplotlib
 
     matplotlib.use("Agg")
+    # lazy: matplotlib: slow to import, and only this path needs it
     import matplotlib.pyplot as plt
 
     terms = sorted({c for r in rows for c in r if c.startswith("reward/") and c not in ("reward/weighted",)})
@@ -202,9 +206,8 @@ def _log_to_wandb(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]
     node = OmegaConf.select(config, "logger.wandb")
     if node is None or os.environ.get("WANDB_MODE", "").lower() == "disabled":
         return
+    # lazy: wandb: slow to import, and only this path needs it
     import wandb
-
-    from vase.config import wandb_offline
 
     choices = OmegaConf.select(config, "hydra.runtime.choices") or {}
     group = f"{choices.get('sweep') or 'multirun'}-{sweep_dir.name}"
@@ -403,9 +406,11 @@ def _pct(v: float | None) -> str:
 
 
 def _ablation_plot(path: Path, xs: list[float], protocols: list[str], mean_at: Any, sft: Any, dim: str) -> None:
+    # lazy: matplotlib: slow to import, and only this path needs it
     import matplotlib
 
     matplotlib.use("Agg")
+    # lazy: matplotlib: slow to import, and only this path needs it
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(protocols), figsize=(6 * len(protocols), 4), dpi=110, squeeze=False)
@@ -432,8 +437,6 @@ class SweepSummary(Callback):
     and at the end of a multirun, write the sweep's summary and log it to W&B."""
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
-        from hydra.core.utils import JobStatus
-
         if getattr(job_return, "status", None) != JobStatus.FAILED:
             return
         err = job_return._return_value  # the exception; reading .return_value would raise it here

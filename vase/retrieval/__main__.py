@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import hydra
+from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 
 from vase.config import or_exit, preflight_overrides
@@ -24,8 +25,6 @@ CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="train")
 def main(cfg: DictConfig) -> None:
-    from hydra.utils import instantiate
-
     with open_dict(cfg):
         cfg.retrieval.k = max(int(cfg.retrieval.k), 3)
     try:

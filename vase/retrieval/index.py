@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from tqdm import tqdm
 
 from vase.annotate.records import VaseRecord, raw_metadata
 from vase.errors import ConfigError
@@ -40,6 +41,7 @@ class VaseIndex:
     """Embeddings of vases' views with their metadata, in a persistent Qdrant collection."""
 
     def __init__(self, path: str | Path | None, encoder: Any, url: str | None = None) -> None:
+        # lazy: qdrant_client: slow to import, and only this path needs it
         from qdrant_client import QdrantClient
 
         self.encoder = encoder
@@ -64,6 +66,7 @@ class VaseIndex:
         return m / m.norm()
 
     def _ensure(self, dim: int) -> None:
+        # lazy: qdrant_client: slow to import, and only this path needs it
         from qdrant_client import models
 
         if not self.client.collection_exists(COLLECTION):
@@ -83,6 +86,7 @@ class VaseIndex:
     def update(self, dataset: Any, progress: bool = True) -> dict[str, int]:
         """Upsert every vase of ``dataset`` whose record or views changed; delete indexed vases no longer in it.
         Returns counts (added or changed, unchanged, removed)."""
+        # lazy: qdrant_client: slow to import, and only this path needs it
         from qdrant_client import models
 
         stored = self.stored_hashes()
@@ -93,8 +97,6 @@ class VaseIndex:
                 todo.append((i, rec, h))
         it: Any = todo
         if progress and todo:
-            from tqdm import tqdm
-
             it = tqdm(todo, desc="indexing vases", unit="vase")
         points = []
         for i, rec, h in it:
@@ -114,6 +116,7 @@ class VaseIndex:
 
     def search(self, vector: torch.Tensor, k: int, exclude: str | None = None) -> list[dict[str, Any]]:
         """The ``k`` nearest indexed vases (payload plus ``score``), never ``exclude``."""
+        # lazy: qdrant_client: slow to import, and only this path needs it
         from qdrant_client import models
 
         if k <= 0 or not self.client.collection_exists(COLLECTION):

@@ -20,7 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from hydra.utils import get_class, instantiate
+from omegaconf import OmegaConf
+
 from vase.annotate.vocab import DIMENSIONS
+from vase.config import load_option
 from vase.rewards.extract import extract_fields
 from vase.rewards.terms import RewardTerm, Similarity
 
@@ -68,8 +72,6 @@ def _built(name: str, term: Any) -> RewardTerm:
     if isinstance(term, dict) or hasattr(term, "keys"):
         if "_target_" not in term:
             raise ValueError(f"reward.terms.{name} needs a _target_ (a class such as vase.rewards.terms.Keyword)")
-        from hydra.utils import instantiate
-
         term = instantiate(dict(term))
     if not callable(term) or not hasattr(term, "weight"):
         raise ValueError(f"reward.terms.{name}: {type(term).__name__} must be callable and have a weight")
@@ -81,8 +83,6 @@ def _is_dimension_term(node: Any) -> bool:
     if target == "vase.rewards.terms.Similarity":
         return True
     try:
-        from hydra.utils import get_class
-
         return issubclass(get_class(target), Similarity)
     except Exception:  # an unimportable target is reported by the config check, not here
         return False
@@ -100,10 +100,6 @@ def effective_weights(reward_cfg: Any) -> dict[str, float]:
 def reward_from_config(option: str = "vase6d", **overrides: Any) -> VaseReward:
     """The reward that ``conf/reward/<option>.yaml`` defines, with ``overrides`` merged in (nested dicts merge
     key by key, e.g. ``terms={"penalty": {"length": 0.0}}``), for use outside Hydra (tests, benchmarks, notebooks)."""
-    from omegaconf import OmegaConf
-
-    from vase.config import load_option
-
     cfg = OmegaConf.merge(load_option("reward", option), OmegaConf.create(overrides))
     node = OmegaConf.to_container(cfg, resolve=True)
     node.pop("_target_", None)

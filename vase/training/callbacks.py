@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import sys
 from pathlib import Path
@@ -20,8 +21,6 @@ def save_adapter(model: Any, processor: Any, dirpath: str | Path, lineage: dict[
     ``lineage`` records what the adapter sits on: the base model and the adapters merged into it first (an SFT
     adapter under a GRPO one), so that loading the adapter alone rebuilds the right model.
     """
-    import json
-
     dirpath = Path(dirpath)
     with atomic_directory(dirpath, replace=True) as tmp:
         model.save_pretrained(tmp)
@@ -46,6 +45,7 @@ class SaveAdapter(pl.Callback):
         if getattr(trainer.strategy, "zero_stage_3", False):
             # ZeRO-3 keeps each weight partitioned across ranks: gather the adapter's weights on every rank (a
             # collective), so rank 0 writes whole tensors rather than empty shards
+            # lazy: deepspeed: optional, present only where this path runs
             import deepspeed
 
             params = [p for n, p in pl_module.model.named_parameters() if p.requires_grad or "lora_" in n]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 
 from vase.choices import NEGATIVE_CONTROLS
@@ -30,8 +31,6 @@ from vase.training.sft import LoRAStageModule
 def gather_across_ranks(x: torch.Tensor) -> torch.Tensor:
     """``x`` from every process, concatenated in rank order (``x`` itself in a single process). Under DDP (gloo or
     NCCL) every rank calls this at the same point of its rollout."""
-    import torch.distributed as dist
-
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return x
     parts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
@@ -259,6 +258,7 @@ class GRPOModule(LoRAStageModule):
         if "pixel_values" in batch and self._vision_frozen():
             # a frozen vision tower gives the same features to the prefill, the reference and the policy: encode
             # each prompt's images once and hand the features on instead of the pixels
+            # lazy: transformers: slow to import, and only this path needs it
             from transformers.modeling_outputs import BaseModelOutputWithPooling
 
             feats = _core(self.model).get_image_features(batch["pixel_values"], batch["image_grid_thw"],
@@ -289,6 +289,7 @@ class GRPOModule(LoRAStageModule):
                   "mm_token_type_ids": torch.cat([rep["mm_token_type_ids"], torch.zeros_like(completion)], 1),
                   **{k: rep[k] for k in VISUAL_KEYS if k in rep and k != "pixel_values"}}
         if image_feats is not None:
+            # lazy: transformers: slow to import, and only this path needs it
             from transformers.modeling_outputs import BaseModelOutputWithPooling
 
             inputs["mm_encoder_outputs"] = {"image": BaseModelOutputWithPooling(pooler_output=image_feats)}
@@ -374,6 +375,7 @@ class GRPOModule(LoRAStageModule):
         for lg in loggers:
             if not hasattr(lg, "log_table"):
                 continue
+            # lazy: wandb: slow to import, and only this path needs it
             import wandb
 
             dims = [k for k in r.components if not k.endswith(("_sim", "_pass"))]
@@ -403,6 +405,7 @@ def sample_groups(model: Any, inputs: dict[str, torch.Tensor], g: int, *, max_ne
     repeated ``g`` times, and only the decoding runs on all ``B * g`` rows. Returns completion ids (B * g, T),
     padded with ``pad_id`` after each row's end-of-sequence token; rows are grouped by prompt, as ``repeat_batch``.
     """
+    # lazy: transformers: slow to import, and only this path needs it
     from transformers import DynamicCache
 
     out = model(**inputs, cache=DynamicCache(), use_cache=True, logits_to_keep=1)

@@ -9,6 +9,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 
+from vase.training.checkpointing import rng_state, set_rng_state
 from vase.training.lora import apply_lora, count_parameters
 
 
@@ -66,6 +67,7 @@ class LoRAStageModule(TrainableStateMixin, pl.LightningModule):
         super().__init__()
         self.processor = processor
         self.lineage = dict(lineage) if lineage else None
+        # lazy: peft: slow to import, and only this path needs it
         from peft import PeftModel
 
         if full_finetune:
@@ -96,14 +98,10 @@ class LoRAStageModule(TrainableStateMixin, pl.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """A resumed run continues the history and the random streams of the interrupted one."""
-        from vase.training.checkpointing import rng_state
-
         checkpoint["vase_history"] = list(self.history)
         checkpoint["vase_rng"] = rng_state()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        from vase.training.checkpointing import set_rng_state
-
         self.history = list(checkpoint.get("vase_history", []))
         if "vase_rng" in checkpoint:
             set_rng_state(checkpoint["vase_rng"])
