@@ -17,6 +17,7 @@ import hydra
 from omegaconf import DictConfig
 
 from vase.config import or_exit, preflight_overrides, tasks_help, validate
+from vase.loggers import finish_wandb
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 
@@ -24,6 +25,7 @@ CONF_DIR = Path(__file__).resolve().parent / "conf"
 @hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")
 def main(cfg: DictConfig) -> None:
     or_exit(validate, cfg)
+    # lazy: the tasks load torch and Lightning (seconds), which --help and a bad value never need
     from vase.pipeline.evaluate import run_evaluation
 
     try:
@@ -31,8 +33,6 @@ def main(cfg: DictConfig) -> None:
         if "check" in out and not out["check"]["ok"]:
             sys.exit(1)  # task=check: a dataset with problems fails the command, as python -m vase.data.check does
     finally:
-        from vase.loggers import finish_wandb
-
         finish_wandb()
 
 

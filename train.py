@@ -18,6 +18,7 @@ import hydra
 from omegaconf import DictConfig
 
 from vase.config import or_exit, preflight_overrides, validate
+from vase.loggers import finish_wandb
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 
@@ -25,7 +26,8 @@ CONF_DIR = Path(__file__).resolve().parent / "conf"
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
     or_exit(validate, cfg)
-    from vase.pipeline import run_training
+    # lazy: the pipeline loads torch and Lightning (seconds), which --help, --cfg and a bad value never need
+    from vase.pipeline import objective, run_training
     from vase.training.callbacks import TrainingInterrupted
 
     try:
@@ -33,14 +35,10 @@ def main(cfg: DictConfig) -> float | None:
     except TrainingInterrupted as e:  # the checkpoint is saved and its line printed: exit as the signal asks
         sys.exit(128 + e.signum)
     finally:
-        from vase.loggers import finish_wandb
-
         finish_wandb()
     # a sweeper (e.g. optuna) optimises the returned number, the one `optimized_metric` names
     metric = cfg.get("optimized_metric")
     if metric:
-        from vase.pipeline import objective
-
         return objective(out, str(metric))
     return None
 
