@@ -8,6 +8,7 @@ DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16
           "fp16": "float16", "auto": "auto"}
 """``model.dtype`` spellings and the torch dtype each names: the one table the schema and the loader share."""
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo")
+ROLLOUT_ENGINES = ("eager", "static", "compiled")  # stage.module.rollout (vase.training.rollout)
 SCALE_REWARDS = ("group", "batch", "none")
 NEGATIVE_CONTROLS = ("flip_advantages", "shuffle_rewards")
 """``stage.module.negative_control``: ways to break GRPO on purpose, so that a learning check can be seen to fail."""

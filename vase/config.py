@@ -33,6 +33,7 @@ from vase.choices import (
     LAYOUTS,
     LOSS_TYPES,
     NEGATIVE_CONTROLS,
+    ROLLOUT_ENGINES,
     SCALE_REWARDS,
     SIMILARITIES,
     STAGES,
@@ -115,9 +116,11 @@ class GRPOSchema:
     loss_type: str = "grpo"
     scale_rewards: str = "group"
     negative_control: Any = None
+    rollout: str = "eager"
 
     def __post_init__(self) -> None:
         k = "stage.module"
+        _check(self.rollout in ROLLOUT_ENGINES, f"{k}.rollout", self.rollout, f"must be one of {list(ROLLOUT_ENGINES)}")
         _check(self.negative_control in (None, *NEGATIVE_CONTROLS), f"{k}.negative_control",
                self.negative_control, f"must be null or one of {list(NEGATIVE_CONTROLS)}")
         _check(

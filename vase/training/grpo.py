@@ -2,7 +2,8 @@
 
 For each batch of prompts (multi-view images + instruction), the G completions of every prompt come from one batched
 sampling call that prefills each prompt once and shares its KV cache across its G rows (``sample_groups``), rather
-than prefilling (and encoding the images) G times as ``generate`` on repeated prompts does; each completion is
+than prefilling (and encoding the images) G times as ``generate`` on repeated prompts does (``rollout`` picks the
+decoding engine: eager, static cache, or compiled; ``vase.training.rollout``); each completion is
 scored by the reward; advantages are normalised within the prompt's group (``scale_rewards``: group | batch | none);
 the loss is the clipped surrogate (``epsilon_low``, ``epsilon_high``) plus ``beta`` times the k3 estimate of the KL
 to the reference, reduced per ``loss_type`` (grpo | dr_grpo | dapo | bnpo). The reference is the same model with its
@@ -25,6 +26,7 @@ import torch.nn.functional as F
 
 from vase.choices import NEGATIVE_CONTROLS
 from vase.data.datamodule import VISUAL_KEYS
+from vase.training.rollout import core_model, make_decoder, sample_groups
 from vase.training.sft import LoRAStageModule
 
 
@@ -183,7 +185,8 @@ class GRPOModule(LoRAStageModule):
                  loss_type: str = "grpo", scale_rewards: str = "group", grad_accum: int = 1,
                  max_grad_norm: float | None = 1.0, full_finetune: bool = False, log_completions_every: int = 10,
                  min_completion_length: int = 0, lineage: dict[str, Any] | None = None,
-                 negative_control: str | None = None, gradient_checkpointing: bool = False) -> None:
+                 negative_control: str | None = None, gradient_checkpointing: bool = False,
+                 rollout: str = "eager") -> None:
         super().__init__(model, lora=lora, optimizer=optimizer, warmup_ratio=warmup_ratio,
                          full_finetune=full_finetune, processor=processor, lineage=lineage,
                          gradient_checkpointing=gradient_checkpointing)
@@ -222,6 +225,7 @@ class GRPOModule(LoRAStageModule):
                                     if isinstance(i := tok.convert_tokens_to_ids(t), int) and i >= 0
                                     and i != tok.unk_token_id})
         self._buffer: list[Rollout] = []
+        self.decoder = make_decoder(rollout)  # how completions are decoded (vase.training.rollout)
 
     # ------------------------------------------------------------ log-probabilities
 
@@ -261,7 +265,7 @@ class GRPOModule(LoRAStageModule):
             # lazy: transformers: slow to import, and only this path needs it
             from transformers.modeling_outputs import BaseModelOutputWithPooling
 
-            feats = _core(self.model).get_image_features(batch["pixel_values"], batch["image_grid_thw"],
+            feats = core_model(self.model).get_image_features(batch["pixel_values"], batch["image_grid_thw"],
                                                          return_dict=True).pooler_output
             prompts["mm_encoder_outputs"] = {"image": BaseModelOutputWithPooling(pooler_output=tuple(feats))}
             per_sample = [len(x) for x in batch["images"]]
@@ -272,7 +276,7 @@ class GRPOModule(LoRAStageModule):
         completion = sample_groups(self.model, prompts, self.G, max_new_tokens=self.max_completion_length,
                                    eos_ids=self.eos_ids, pad_id=self.pad_id, temperature=self.temperature,
                                    top_p=self.top_p, suppress_ids=self.suppress_ids,
-                                   min_new_tokens=self.min_completion_length)
+                                   min_new_tokens=self.min_completion_length, decoder=self.decoder)
         self.model.train(was_training)
         mask = completion_mask(completion, self.eos_ids)
         completion = torch.where(mask.bool(), completion, torch.full_like(completion, self.pad_id))
@@ -386,63 +390,3 @@ class GRPOModule(LoRAStageModule):
                              float(r.rewards[k]), *[float(r.components[d][k]) for d in dims]])
             lg.log_table(key="train/completions", columns=["step", "id", "view", "completion", "reward", *dims],
                          data=rows)
-
-
-def _core(model: Any) -> Any:
-    """The Qwen2_5_VLModel inside a (peft-wrapped) conditional-generation model; it holds the rope deltas."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return base.model
-
-
-@torch.no_grad()
-def sample_groups(model: Any, inputs: dict[str, torch.Tensor], g: int, *, max_new_tokens: int, eos_ids: list[int],
-                  pad_id: int, temperature: float = 1.0, top_p: float = 1.0, min_new_tokens: int = 0,
-                  suppress_ids: list[int] | None = None, greedy: bool = False) -> torch.Tensor:
-    """``g`` completions per prompt, sharing each prompt's prefill.
-
-    ``generate`` on a batch with every prompt repeated ``g`` times encodes the images and prefills the prompt ``g``
-    times over. Here each prompt (images included) is prefilled once, its KV cache and 3D-position offsets are
-    repeated ``g`` times, and only the decoding runs on all ``B * g`` rows. Returns completion ids (B * g, T),
-    padded with ``pad_id`` after each row's end-of-sequence token; rows are grouped by prompt, as ``repeat_batch``.
-    """
-    # lazy: transformers: slow to import, and only this path needs it
-    from transformers import DynamicCache
-
-    out = model(**inputs, cache=DynamicCache(), use_cache=True, logits_to_keep=1)
-    cache = out.past_key_values
-    cache.batch_repeat_interleave(g)
-    deltas = _core(model).rope_deltas.repeat_interleave(g, 0)  # (B*g, 1): 3D position offset of each prompt
-    logits = out.logits[:, -1].float().repeat_interleave(g, 0)
-    attn = inputs["attention_mask"].repeat_interleave(g, 0)
-    n = attn.shape[0]
-    device = logits.device
-    done = torch.zeros(n, dtype=torch.bool, device=device)
-    eos = torch.tensor(eos_ids, device=device)
-    banned = torch.tensor(sorted(set(suppress_ids or [])), dtype=torch.long, device=device)
-    tokens = []
-    for t in range(max_new_tokens):
-        if len(banned):
-            logits[:, banned] = float("-inf")
-        if t < min_new_tokens:
-            logits[:, eos] = float("-inf")
-        if greedy:
-            nxt = logits.argmax(-1)
-        else:
-            probs = torch.softmax(logits / temperature, dim=-1)
-            if top_p < 1.0:
-                sorted_p, idx = probs.sort(dim=-1, descending=True)
-                drop = sorted_p.cumsum(-1) - sorted_p > top_p  # keep the smallest prefix whose mass reaches top_p
-                sorted_p = sorted_p.masked_fill(drop, 0.0)
-                probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p)
-            nxt = torch.multinomial(probs, 1).squeeze(1)
-        nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)
-        tokens.append(nxt)
-        done |= torch.isin(nxt, eos)
-        if bool(done.all()) or t == max_new_tokens - 1:
-            break
-        attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)  # finished rows see pads, as in generate
-        pos = (attn.sum(1, keepdim=True) - 1 + deltas).unsqueeze(0).expand(3, n, 1)
-        out = model(input_ids=nxt.unsqueeze(1), attention_mask=attn, position_ids=pos, cache=cache, use_cache=True)
-        cache = out.past_key_values
-        logits = out.logits[:, -1].float()
-    return torch.stack(tokens, dim=1)
