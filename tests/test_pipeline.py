@@ -136,6 +136,12 @@ def test_orbit_video_through_sft_grpo_and_evaluation(train_cfg, tmp_path: Path) 
     assert len(frames) == 8 * 8
     assert set(out["histories"]) == {"sft", "grpo"} and len(out["histories"]["sft"]) == 2
     assert list(out["results"]) == ["tiny-qwen2.5-vl (sft)", "tiny-qwen2.5-vl (grpo)"]
+    run = Path(out["output_dir"])
+    for perf, history in ((run / "perf", out["histories"]["sft"]), (run / "grpo" / "perf", out["histories"]["grpo"])):
+        speed = json.loads((perf / "throughput.json").read_text())  # each stage's own, the first step left out
+        assert speed["optimizer_steps_timed"] == len(history) - 1 and speed["device"] == "cpu"
+        assert speed["s_per_step"] > 0 and speed["tokens_per_s"] > 0 and speed["parameters"] > 1e5
+        assert "mfu" not in speed and "peak_memory_gib" not in speed  # GPU-only numbers are absent, never 0.0
     from vase.data.datamodule import PromptCollator, samples_for
     from vase.data.dataset import VaseDataset, VideoFrames
 

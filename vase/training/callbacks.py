@@ -1,4 +1,5 @@
-"""Callbacks: save the LoRA adapter in peft format, atomically, when training ends (and every N epochs)."""
+"""Callbacks: save the LoRA adapter in peft format, atomically, when training ends (and every N epochs); resumable
+checkpoints; throughput (seconds per step, tokens a second, peak memory, MFU)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,13 @@ import contextlib
 import json
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
 
-from vase.io import atomic_directory
+from vase.io import atomic_directory, atomic_write_json
 from vase.models.loading import LINEAGE_FILE
 
 
@@ -167,3 +169,85 @@ class ResumeCheckpoint(pl.Callback):
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         self._restore_handlers()
+
+
+PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10G": 70e12}
+"""Dense bf16 peak FLOP/s by GPU name (the vendors' figures), for model-FLOPs utilisation."""
+
+
+class Throughput(pl.Callback):
+    """How fast a stage trains: seconds per optimizer step, tokens a second, peak accelerator memory and, on a GPU of
+    known peak, the model-FLOPs utilisation (``6 * parameters * tokens`` per step, the usual convention: it counts
+    neither activation recomputation nor the weight gradients LoRA skips). The first ``skip`` optimizer steps
+    (warm-up, compilation) are left out. Logged as ``perf/*`` and written to ``<dirpath>/throughput.json``.
+
+    A module that knows its own token count sets ``tokens_last_batch`` (GRPO: prompts and completions); otherwise the
+    batch's attention mask is counted.
+    """
+
+    def __init__(self, dirpath: str | Path, skip: int = 1) -> None:
+        self.dirpath = Path(dirpath)
+        self.skip = int(skip)
+        self._steps: list[dict[str, float]] = []
+        self._pending = {"seconds": 0.0, "tokens": 0.0}
+
+    @staticmethod
+    def _sync(trainer: pl.Trainer) -> None:
+        # lazy: torch: slow to import, and only this path needs it
+        import torch
+
+        if trainer.strategy.root_device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+                             ) -> None:
+        self._sync(trainer)
+        self._t0 = time.perf_counter()
+        self._step0 = trainer.global_step
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        self._sync(trainer)
+        tokens = getattr(pl_module, "tokens_last_batch", None)
+        if tokens is None and isinstance(batch, dict) and "attention_mask" in batch:
+            tokens = int(batch["attention_mask"].sum())
+        self._pending["seconds"] += time.perf_counter() - self._t0
+        self._pending["tokens"] += float(tokens or 0)
+        if trainer.global_step > self._step0:  # one optimizer step (or mu, for GRPO) ended with this batch
+            self._steps.append({"step": float(trainer.global_step), "optimizer_steps": float(trainer.global_step
+                                - self._step0), **self._pending})
+            self._pending = {"seconds": 0.0, "tokens": 0.0}
+            if len(self._steps) > self.skip:
+                last = self._steps[-1]
+                pl_module.log("perf/s_per_step", last["seconds"] / last["optimizer_steps"], on_step=True, batch_size=1)
+                pl_module.log("perf/tokens_per_s", last["tokens"] / max(last["seconds"], 1e-9), on_step=True,
+                              batch_size=1)
+
+    def summary(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
+        # lazy: torch: slow to import, and only this path needs it
+        import torch
+
+        timed = self._steps[self.skip:]
+        seconds = sum(s["seconds"] for s in timed)
+        tokens = sum(s["tokens"] for s in timed)
+        out: dict[str, Any] = {"optimizer_steps_timed": sum(s["optimizer_steps"] for s in timed),
+                               "skipped": f"the first {self.skip} step(s)", "device": str(trainer.strategy.root_device)}
+        steps = out["optimizer_steps_timed"]
+        if timed:
+            out["s_per_step"] = seconds / steps
+            out["tokens_per_s"] = tokens / seconds if seconds else None
+            out["tokens_per_step"] = tokens / steps
+        params = sum(p.numel() for p in pl_module.parameters())
+        out["parameters"] = params
+        if trainer.strategy.root_device.type == "cuda":
+            name = torch.cuda.get_device_name(trainer.strategy.root_device)
+            out["gpu"] = name
+            out["peak_memory_gib"] = torch.cuda.max_memory_allocated(trainer.strategy.root_device) / 2**30
+            peak = next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
+            if peak and timed and seconds:
+                out["mfu"] = 6 * params * tokens / seconds / peak
+        return out
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.is_global_zero:
+            atomic_write_json(self.dirpath / "throughput.json", self.summary(trainer, pl_module))

@@ -313,6 +313,7 @@ class GRPOModule(LoRAStageModule):
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> None:
         r = self.rollout(batch)
         self._buffer.append(r)
+        self.tokens_last_batch = int(r.inputs["attention_mask"].sum())  # prompts and completions (throughput)
         self._log_rollout(r, batch)
         if len(self._buffer) < self.grad_accum:
             return None
