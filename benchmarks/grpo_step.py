@@ -8,6 +8,8 @@ type. Each contender runs in its own process, so the peak-memory readings do not
     python benchmarks/grpo_step.py                    # CPU, writes the table into benchmarks/RESULTS.md
     python benchmarks/grpo_step.py --device cuda      # on a GPU
     python benchmarks/grpo_step.py --trl-gc off       # TRL without its default gradient checkpointing
+    python benchmarks/grpo_step.py --device cuda --model /tmp/qwen3b --resolution 448 --gc on --rollout compiled
+                                                      # a (random-weight) 3B, vase with checkpointing and compiled decode
 """
 
 from __future__ import annotations
@@ -30,15 +32,15 @@ from benchmarks._results import update_results  # noqa: E402
 G, PROMPTS, TOKENS, BETA, LR = 4, 2, 32, 0.04, 1e-4
 
 
-def _setup(cache: Path) -> tuple[str, list]:
+def _setup(cache: Path, model: str | None = None, resolution: int = 112) -> tuple[str, list]:
     from vase.data.datamodule import VaseDataModule
     from vase.data.dataset import VaseDataset
     from vase.models.tiny import build_tiny
 
-    model_dir = str(build_tiny(cache / "tiny-qwen2_5_vl"))
-    root = cache / "synthetic-n8-s0"
+    model_dir = model or str(build_tiny(cache / "tiny-qwen2_5_vl"))
+    root = cache / f"synthetic-n8-s0-{resolution}px"
     VaseDataModule(str(root), synthetic={"num_vases": 8, "seed": 0, "val_fraction": 0.25},
-                   render={"enabled": True, "resolution": 112, "fov_deg": 35.0}).prepare_data()
+                   render={"enabled": True, "resolution": resolution, "fov_deg": 35.0}).prepare_data()
     ds = VaseDataset(root, "train")
     return model_dir, [ds[0], ds[1]]
 
@@ -59,7 +61,8 @@ def _peak_memory(device: str) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux -> MiB
 
 
-def run_ours(cache: Path, steps: int, warmup: int, device: str, loss_type: str) -> dict:
+def run_ours(cache: Path, steps: int, warmup: int, device: str, loss_type: str, model_path: str | None = None,
+             resolution: int = 112, gc: bool = False, rollout: str = "eager") -> dict:
     from functools import partial
 
     import pytorch_lightning as pl
@@ -70,7 +73,7 @@ def run_ours(cache: Path, steps: int, warmup: int, device: str, loss_type: str) 
     from vase.models.loading import load_model, load_processor
     from vase.training.grpo import GRPOModule
 
-    model_dir, examples = _setup(cache)
+    model_dir, examples = _setup(cache, model_path, resolution)
     torch.manual_seed(0)
     processor = load_processor(model_dir)
     model = load_model(model_dir)
@@ -78,7 +81,7 @@ def run_ours(cache: Path, steps: int, warmup: int, device: str, loss_type: str) 
                         lora={"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": "all-linear", "freeze_vision": True},
                         optimizer=partial(torch.optim.AdamW, lr=LR), warmup_ratio=0.0, num_generations=G,
                         max_completion_length=TOKENS, beta=BETA, loss_type=loss_type, log_completions_every=0,
-                        min_completion_length=TOKENS)
+                        min_completion_length=TOKENS, gradient_checkpointing=gc, rollout=rollout)
     samples = [samples_for(ex, "caption")[0] for ex in examples] * (steps + warmup)
     loader = DataLoader(samples, batch_size=PROMPTS, shuffle=False, collate_fn=PromptCollator(processor))
     times: list[float] = []
@@ -103,7 +106,8 @@ def run_ours(cache: Path, steps: int, warmup: int, device: str, loss_type: str) 
     return {"times": times[warmup:], "peak_mib": _peak_memory(device), "steps": len(times), "rewards": lengths}
 
 
-def run_trl(cache: Path, steps: int, warmup: int, device: str, loss_type: str, gc: bool) -> dict:
+def run_trl(cache: Path, steps: int, warmup: int, device: str, loss_type: str, gc: bool, model_path: str | None = None,
+            resolution: int = 112) -> dict:
     import torch
     import trl
     from datasets import Dataset
@@ -115,7 +119,7 @@ def run_trl(cache: Path, steps: int, warmup: int, device: str, loss_type: str, g
     from vase.prompts import CAPTION_PROMPT
     from vase.training.lora import VISION_PATTERN
 
-    model_dir, examples = _setup(cache)
+    model_dir, examples = _setup(cache, model_path, resolution)
     torch.manual_seed(0)
     processor = load_processor(model_dir)
     processor.tokenizer.padding_side = "left"
@@ -163,9 +167,11 @@ def run_trl(cache: Path, steps: int, warmup: int, device: str, loss_type: str, g
 def _child(args: argparse.Namespace) -> None:
     cache = Path(args.cache)
     if args.only == "ours":
-        res = run_ours(cache, args.steps, args.warmup, args.device, args.loss_type)
+        res = run_ours(cache, args.steps, args.warmup, args.device, args.loss_type, args.model, args.resolution,
+                       args.gc == "on", args.rollout)
     else:
-        res = run_trl(cache, args.steps, args.warmup, args.device, args.loss_type, args.trl_gc == "on")
+        res = run_trl(cache, args.steps, args.warmup, args.device, args.loss_type, args.trl_gc == "on", args.model,
+                      args.resolution)
     Path(args.result).write_text(json.dumps(res))
 
 
@@ -182,6 +188,10 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--loss-type", default="dapo", help="the same for both (TRL's default is dapo)")
     ap.add_argument("--trl-gc", default="on", choices=["on", "off"], help="TRL's gradient checkpointing (default on)")
+    ap.add_argument("--gc", default="off", choices=["on", "off"], help="vase's gradient checkpointing")
+    ap.add_argument("--rollout", default="eager", help="vase's rollout engine (eager, static, compiled)")
+    ap.add_argument("--model", help="a Qwen2.5-VL folder for both (default: the tiny model, built here)")
+    ap.add_argument("--resolution", type=int, default=112, help="rendered view size in pixels")
     ap.add_argument("--cache", default=str(ROOT / ".cache" / "bench"))
     ap.add_argument("--results", default=str(ROOT / "benchmarks" / "RESULTS.md"))
     ap.add_argument("--only", choices=["ours", "trl"], help=argparse.SUPPRESS)
@@ -196,7 +206,8 @@ def main() -> None:
             res_path = f.name
         cmd = [sys.executable, __file__, "--only", who, "--result", res_path, "--steps", str(args.steps),
                "--warmup", str(args.warmup), "--device", args.device, "--loss-type", args.loss_type,
-               "--trl-gc", args.trl_gc, "--cache", args.cache]
+               "--trl-gc", args.trl_gc, "--cache", args.cache, "--gc", args.gc, "--rollout", args.rollout,
+               "--resolution", str(args.resolution)] + (["--model", args.model] if args.model else [])
         print(f"running {who} ...", flush=True)
         subprocess.run(cmd, check=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "disabled"})
         out[who] = json.loads(Path(res_path).read_text())
@@ -211,8 +222,10 @@ def main() -> None:
     when = time.strftime("%Y-%m-%d")
     table = (
         f"### GRPO step: vase vs TRL {out['trl']['trl_version']} ({args.device}, {machine}, {when})\n\n"
-        f"Tiny Qwen2.5-VL, 2 prompts x G=4, six 112-px views per prompt, 32 forced completion tokens, beta {BETA}, "
-        f"LoRA r 8, loss {args.loss_type}; TRL gradient checkpointing {args.trl_gc}; median of {args.steps} steps "
+        f"{'`' + Path(args.model).name + '`' if args.model else 'Tiny Qwen2.5-VL'}, 2 prompts x G=4, six "
+        f"{args.resolution}-px views per prompt, {TOKENS} forced completion tokens, beta {BETA}, LoRA r 8, loss "
+        f"{args.loss_type}; TRL gradient checkpointing {args.trl_gc}; vase gradient checkpointing {args.gc}, rollout "
+        f"{args.rollout}; median of {args.steps} steps "
         f"after {args.warmup} warm-up steps.\n\n"
         "| | s / optimizer step (median ± sd) | peak memory (MiB) |\n|---|---|---|\n"
         f"| vase GRPOModule | {o_med:.3f} ± {o_sd:.3f} | {out['ours']['peak_mib']:.0f} |\n"
@@ -221,7 +234,8 @@ def main() -> None:
         f"Peak memory is {'torch.cuda.max_memory_allocated' if args.device == 'cuda' else 'the process maximum RSS'}.\n"
     )
     print(table)
-    update_results(args.results, f"grpo_step {args.device} trl-gc-{args.trl_gc}", table)
+    marker = f"grpo_step {args.device} trl-gc-{args.trl_gc}" + (f" {Path(args.model).name}" if args.model else "")
+    update_results(args.results, marker, table)
 
 
 if __name__ == "__main__":

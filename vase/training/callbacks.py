@@ -230,7 +230,7 @@ class Throughput(pl.Callback):
         timed = self._steps[self.skip:]
         seconds = sum(s["seconds"] for s in timed)
         tokens = sum(s["tokens"] for s in timed)
-        out: dict[str, Any] = {"optimizer_steps_timed": sum(s["optimizer_steps"] for s in timed),
+        out: dict[str, Any] = {"optimizer_steps_timed": int(sum(s["optimizer_steps"] for s in timed)),
                                "skipped": f"the first {self.skip} step(s)", "device": str(trainer.strategy.root_device)}
         steps = out["optimizer_steps_timed"]
         if timed:
