@@ -12,14 +12,18 @@ mkdir -p .whl
 if [ "${SKIP_WHEELS:-0}" != 1 ]; then
 version() { "$PY" -c "import importlib.metadata as m; print(m.version('$1'))"; }
 # the GPU image has torch, lightning, torchmetrics, tokenizers, safetensors, sentence-transformers, accelerate, numpy
-for pkg in transformers peft trl datasets hydra-core omegaconf antlr4-python3-runtime dill xxhash multiprocess \
-           trimesh open-clip-torch ftfy hjson py-cpuinfo ninja; do
-  v=$(version "$pkg" 2>/dev/null) || { echo "skip $pkg (not in this venv)"; continue; }
-  ls .whl | grep -qi "^${pkg//-/_}-$v-" && continue
+# the GPU image has torch, lightning, torchmetrics, tokenizers, safetensors, sentence-transformers, accelerate, numpy;
+# a package this venv lacks (deepspeed's own needs) is fetched at its newest version
+for pkg in transformers peft trl datasets hydra-core omegaconf dill xxhash multiprocess trimesh open-clip-torch ftfy \
+           hjson py-cpuinfo ninja msgpack; do
+  v=$(version "$pkg" 2>/dev/null) && spec="$pkg==$v" || spec=$pkg
+  ls .whl | grep -qi "^${pkg//-/_}-" && continue
   "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-    -d .whl "$pkg==$v" || echo "no wheel for $pkg==$v"
+    -d .whl "$spec" || echo "no wheel for $spec"
 done
+ls .whl | grep -q '^antlr4' || "$PY" -m pip wheel -q --no-deps -w .whl \
+  "antlr4-python3-runtime==$(version antlr4-python3-runtime)"  # hydra's pin has only a source distribution
 if ! ls .whl | grep -q '^deepspeed-'; then  # PyPI has only its source: build a pure-Python wheel (ops JIT-built there)
   DS_BUILD_OPS=0 "$PY" -m pip wheel -q --no-deps -w .whl "deepspeed==$(version deepspeed 2>/dev/null || echo 0.19.8)"
 fi
