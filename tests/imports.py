@@ -24,6 +24,12 @@ HEAVY = frozenset({
 """Third-party libraries slow to import (or optional): the only ones a function may import lazily, directly or through
 a vase module that imports one at its top."""
 
+LOADS = {"pytorch_lightning": {"torch", "torchmetrics"}, "lightning": {"torch", "torchmetrics"},
+         "torchmetrics": {"torch"}, "torchvision": {"torch"}, "peft": {"torch", "transformers"},
+         "open_clip": {"torch"}, "sentence_transformers": {"torch", "transformers"}, "deepspeed": {"torch"},
+         "vllm": {"torch", "transformers"}}
+"""What importing a heavy library loads besides itself (so a file that has one at its top has the others too)."""
+
 
 @dataclass(frozen=True)
 class Import:
@@ -98,7 +104,7 @@ def heavy_at_load(module: str) -> frozenset[str]:
         name = todo.pop()
         top = name.split(".")[0]
         if top != "vase":
-            heavy |= {top} & HEAVY
+            heavy |= ({top} | LOADS.get(top, set())) & HEAVY
             continue
         for part in _parents(name):
             if part not in seen:

@@ -88,7 +88,7 @@ def test_static_cache_grows_when_a_longer_rollout_comes(chaotic) -> None:
     assert long.shape == (6, 40) and torch.equal(long, want)
 
 
-def test_grpo_trains_with_the_compiled_rollout(tiny_model_dir: Path, synthetic_root: Path) -> None:
+def test_grpo_rolls_out_through_the_engine_it_is_given(tiny_model_dir: Path, synthetic_root: Path) -> None:
     from tests.test_grpo import LengthReward
     from vase.data.datamodule import ChatDataset, PromptCollator
     from vase.data.dataset import VaseDataset

@@ -17,6 +17,7 @@ from vase.data.loader import ResumableLoader, ResumableSampler
 from vase.data.synthetic import SHAPE_SPECS, generate
 from vase.errors import DataError
 from vase.io import atomic_write_json, file_lock, read_json
+from vase.metrics.encoders import build_clip_encoder
 from vase.render import RenderSettings, render_dataset
 from vase.retrieval.index import Retriever, VaseIndex, index_dir
 from vase.tasks import DATA_TASKS, SAMPLES
@@ -332,8 +333,6 @@ class VaseDataModule(pl.LightningDataModule):
         """Index the training vases (incrementally) and give every vase of both splits the prompt context of its
         ``retrieval.k`` nearest training vases: never itself, never a validation vase (only training vases are
         indexed). Contexts are computed here, once, so DataLoader workers need neither the index nor the encoder."""
-        # lazy: torchmetrics: slow to import, and only this path needs it
-        from vase.metrics.encoders import build_clip_encoder
         r = self.retrieval
         clip_cfg = r.get("clip")
         if clip_cfg is None:

@@ -22,6 +22,8 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
+from torchmetrics import MetricCollection
+from torchmetrics.classification import BinaryAccuracy, BinaryAUROC, BinaryPrecision, BinaryRecall
 
 from vase.errors import ConfigError, DataError
 from vase.images import IMAGE_EXTENSIONS, open_photo
@@ -144,10 +146,6 @@ class QualityClassifier(pl.LightningModule):
     def __init__(self, spec: dict, imagenet_weights: str | None = None, lr: float = 1e-3,
                  weight_decay: float = 1e-4) -> None:
         super().__init__()
-        # lazy: torchmetrics: slow to import, and only this path needs it
-        from torchmetrics import MetricCollection
-        from torchmetrics.classification import BinaryAccuracy, BinaryAUROC, BinaryPrecision, BinaryRecall
-
         self.save_hyperparameters()
         self.spec = ResNetSpec(**{**spec, "layers": tuple(spec.get("layers", RESNET50_LAYERS))})
         self.net = self.spec.build(imagenet_weights)

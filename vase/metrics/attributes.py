@@ -21,11 +21,13 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
+from torchmetrics.classification import MulticlassAccuracy
 from tqdm import tqdm
 
 from vase.annotate.vocab import DIMENSIONS, QUESTIONS, format_dating
 from vase.errors import ConfigError
 from vase.io import atomic_write_bytes
+from vase.metrics.encoders import build_clip_encoder
 
 
 def label_of(rec: Any, dim: str) -> str | None:
@@ -65,9 +67,6 @@ class AttributeHeads(pl.LightningModule):
     def __init__(self, in_dim: int, classes: dict[str, list[str]], hidden: int = 256, dropout: float = 0.2,
                  lr: float = 3e-3, weight_decay: float = 1e-3) -> None:
         super().__init__()
-        # lazy: torchmetrics: slow to import, and only this path needs it
-        from torchmetrics.classification import MulticlassAccuracy
-
         self.save_hyperparameters()
         self.classes = classes
         self.trunk = nn.Sequential(nn.LayerNorm(in_dim), nn.Linear(in_dim, hidden), nn.GELU(), nn.Dropout(dropout))
@@ -174,9 +173,6 @@ class AttributePredictor:
     reward term asks a completion to agree with it)."""
 
     def __init__(self, path: Any) -> None:
-        # lazy: torchmetrics: slow to import, and only this path needs it
-        from vase.metrics.encoders import build_clip_encoder
-
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"reward.terms.learned.checkpoint={path}: no such file (python evaluate.py task=attributes "

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
+import torch
 
 from vase.io import atomic_directory, atomic_write_json
 from vase.models.loading import LINEAGE_FILE
@@ -193,9 +194,6 @@ class Throughput(pl.Callback):
 
     @staticmethod
     def _sync(trainer: pl.Trainer) -> None:
-        # lazy: torch: slow to import, and only this path needs it
-        import torch
-
         if trainer.strategy.root_device.type == "cuda":
             torch.cuda.synchronize()
 
@@ -224,9 +222,6 @@ class Throughput(pl.Callback):
                               batch_size=1)
 
     def summary(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
-        # lazy: torch: slow to import, and only this path needs it
-        import torch
-
         timed = self._steps[self.skip:]
         seconds = sum(s["seconds"] for s in timed)
         tokens = sum(s["tokens"] for s in timed)

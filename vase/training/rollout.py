@@ -50,7 +50,7 @@ class EagerDecoder:
 
         out = model(**inputs, cache=DynamicCache(), use_cache=True, logits_to_keep=1)
         self.model = model
-        self.cache = out.past_key_values
+        self.cache = out.cache
         if self.repeat_cache:
             self.cache.batch_repeat_interleave(g)
         self.deltas = core_model(model).rope_deltas.repeat_interleave(g, 0)  # (B*g, 1): 3D position offset of each prompt
@@ -62,7 +62,7 @@ class EagerDecoder:
         self.attn = torch.cat([self.attn, torch.ones_like(self.attn[:, :1])], dim=1)  # finished rows see pads too
         out = self.model(input_ids=nxt.unsqueeze(1), attention_mask=self.attn,
                          position_ids=_positions(self.attn, self.deltas), cache=self.cache, use_cache=True)
-        self.cache = out.past_key_values
+        self.cache = out.cache
         return out.logits[:, -1].float()
 
     def release(self) -> None:
@@ -117,8 +117,8 @@ class StaticDecoder(EagerDecoder):
         capacity = self.bucket * math.ceil((length + max_new_tokens) / self.bucket)
         keys = dynamic.layers[0].keys
         key = (id(model), n, keys.dtype, keys.device)
-        if self._key != key or capacity > self._mask.shape[1]:
-            self._allocate(model, dynamic, n, max(capacity, self._mask.shape[1] if self._key == key else 0))
+        if self._key != key or capacity > self._mask.shape[1]:  # first use, another model or batch size, or too small
+            self._allocate(model, dynamic, n, capacity)
             self._key = key
         for layer, filled in zip(self._static.layers, dynamic.layers, strict=True):
             for mine, theirs in ((layer.keys, filled.keys), (layer.values, filled.values)):
