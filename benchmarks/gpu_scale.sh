@@ -68,7 +68,9 @@ if has grpo; then
   train grpo_eager_ckpt "${MODEL_ARGS[@]}" "${GRPO[@]}" stage.module.gradient_checkpointing=true stage.module.rollout=eager
   train grpo_compiled_ckpt "${MODEL_ARGS[@]}" "${GRPO[@]}" stage.module.gradient_checkpointing=true stage.module.rollout=compiled
 fi
-if has trl; then
+if has trl && ! "$PY" -c "import trl, datasets" > "$OUT/trl.log" 2>&1; then
+  echo "=== trl skipped: TRL or datasets (pyarrow) does not import here; carry their wheels (see $OUT/trl.log)"
+elif has trl; then
   part trl
   timeout $TIMEOUT "$PY" benchmarks/grpo_step.py --device "$DEVICE" ${MODEL3:+--model $MODEL3} --resolution 448 \
     --steps 3 --warmup 1 --gc on --rollout compiled --cache .devdata/bench --results "$OUT/RESULTS_gpu.md" \
