@@ -69,6 +69,7 @@ def plot(histories: dict[int, list[dict[str, float]]], window: int, path: Path) 
     matplotlib.use("Agg")
     # lazy: matplotlib: slow to import, and only this path needs it
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(7, 3.8), dpi=120)
     for seed, h in histories.items():
         y = np.array([x["reward"] for x in h], dtype=float)

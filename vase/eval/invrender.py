@@ -34,6 +34,7 @@ def score_params(params: VaseParams | None, target_glb: str | Path, renderer: An
     ``target_glb``, both seen by the original's cameras; unparseable (None) scores IoU 0 and no distances."""
     # lazy: torch: slow to import, and only this path needs it
     from vase.eval.vaseeval import Settings, as_mesh, geometry_metrics, surface_samples
+
     target_parts = load_glb(target_glb)
     frame = frame_of(target_parts)
     dirs = [VIEW_DIRECTIONS[v] for v in views]

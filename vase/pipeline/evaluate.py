@@ -270,6 +270,7 @@ def _eval_vaseeval(cfg: DictConfig) -> dict[str, Any]:
     JSON to ``output``, a markdown table and a contact sheet beside it."""
     # lazy: torch: slow to import, and only this path needs it
     from vase.eval.vaseeval import Settings, contact_sheet, markdown_table, run_vaseeval
+
     v = cfg.vaseeval
     if not cfg.get("gt_dir"):
         raise ConfigError("gt_dir is not set: the folder of ground-truth GLBs (task=vaseeval)")
@@ -346,6 +347,7 @@ def _eval_invrender(cfg: DictConfig) -> dict[str, Any]:
     parameters as JSON; vase builds, renders and scores them against each vase of ``split``."""
     # lazy: torch, pytorch_lightning: slow to import, and only this path needs them
     from vase.eval.generate import GenerationItem, generate_rows, visuals_of
+
     v = cfg.invrender
     predictor = str(cfg.predictor)
     out = Path(cfg.output)

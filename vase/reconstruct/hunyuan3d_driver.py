@@ -21,6 +21,7 @@ def main() -> None:
     # lazy: hy3dgen: optional, present only where this path runs
     from hy3dgen.rembg import BackgroundRemover
     from hy3dgen.shapegen import Hunyuan3DDiTFlowMatchingPipeline
+
     image = Image.open(a.image)
     image = BackgroundRemover()(image.convert("RGB")) if image.mode != "RGBA" else image
     mesh = Hunyuan3DDiTFlowMatchingPipeline.from_pretrained(a.model)(image=image)[0]

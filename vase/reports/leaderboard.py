@@ -157,6 +157,7 @@ def write_leaderboard(rows: dict[str, dict[str, Any]], out_dir: str | Path) -> d
     """``leaderboard.md`` (Table 3 layout + our columns, and a VQA table where runs have one), ``.json``, ``.png``."""
     # lazy: pytorch_lightning: slow to import, and only this path needs it
     from vase.eval.vqa import vqa_table
+
     out = Path(out_dir)
     md = ["# Leaderboard\n", "Rows marked (paper) are the paper's Table 3, scored with its encoders; compare them with "
           "runs scored with `metrics=paper` only.\n\n", markdown_table(rows)]

@@ -21,6 +21,7 @@ def training_curves_png(histories: dict[str, list[dict[str, float]]], path: str 
     matplotlib.use("Agg")
     # lazy: matplotlib: slow to import, and only this path needs it
     import matplotlib.pyplot as plt
+
     panels = [(stage, key) for stage, h in histories.items() if h
               for key in (("reward",) if "reward" in h[0] else ("loss",))]
     fig, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 3.6), dpi=120, squeeze=False)
