@@ -1,8 +1,19 @@
-"""Write one benchmark's block into benchmarks/RESULTS.md, replacing that benchmark's earlier block."""
+"""Write one benchmark's block into benchmarks/RESULTS.md, replacing that benchmark's earlier block; name the machine."""
 
 from __future__ import annotations
 
+import os
+import platform
 from pathlib import Path
+
+
+def machine(device: str) -> str:
+    """The GPU's name on ``cuda``, else the processor and its core count."""
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name(0)
+    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
 
 
 def update_results(path: str | Path, marker: str, table: str) -> None:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -26,24 +24,21 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks._results import update_results  # noqa: E402
+from benchmarks._results import machine, update_results  # noqa: E402
+from benchmarks.grpo_step import bench_model, bench_root  # noqa: E402
 
 
-def _prompt(processor, root: Path, resolution: int, device: str):
-    from vase.data.datamodule import PromptCollator, VaseDataModule, samples_for
+def _prompt(processor, root: Path, device: str):
+    from vase.data.datamodule import PromptCollator, samples_for
     from vase.data.dataset import VaseDataset
 
-    if not (root / "annotations").exists():
-        VaseDataModule(str(root), synthetic={"num_vases": 4, "seed": 0, "val_fraction": 0.25},
-                       render={"enabled": True, "resolution": resolution, "fov_deg": 35.0}).prepare_data()
     ds = VaseDataset(root, "train", views=("front",))
     batch = PromptCollator(processor)([samples_for(ds[0], "caption")[0]])
     keys = ("input_ids", "attention_mask", "mm_token_type_ids", "pixel_values", "image_grid_thw")
     return {k: batch[k].to(device) for k in keys}
 
 
-def run(model_dir: str, device: str, g: int, tokens: int, repeats: int, root: Path, resolution: int,
-        engines: list[str]) -> dict:
+def run(model_dir: str, device: str, g: int, tokens: int, repeats: int, root: Path, engines: list[str]) -> dict:
     import torch
 
     from vase.models.loading import load_model, load_processor
@@ -52,7 +47,7 @@ def run(model_dir: str, device: str, g: int, tokens: int, repeats: int, root: Pa
 
     processor = load_processor(model_dir)
     model = load_model(model_dir, dtype="bfloat16" if device == "cuda" else "float32").to(device).eval()
-    inputs = _prompt(processor, root, resolution, device)
+    inputs = _prompt(processor, root, device)
     tok = processor.tokenizer
     eos = sorted({tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")})
     pad = tok.pad_token_id
@@ -91,8 +86,7 @@ def run(model_dir: str, device: str, g: int, tokens: int, repeats: int, root: Pa
         ms, times = timed(lambda d=decoder: sample_groups(model, inputs, g, max_new_tokens=tokens, eos_ids=eos,
                                                           pad_id=pad, min_new_tokens=tokens, decoder=d))
         results[f"vase {engine}"] = {"ms_per_token": ms, "times": times}
-    name = torch.cuda.get_device_name(0) if device == "cuda" else f"{platform.machine()}, {os.cpu_count()} cores"
-    return {"results": results, "machine": name, "prompt_tokens": int(inputs["input_ids"].shape[1]),
+    return {"results": results, "machine": machine(device), "prompt_tokens": int(inputs["input_ids"].shape[1]),
             "torch": torch.__version__, "parameters": sum(p.numel() for p in model.parameters())}
 
 
@@ -127,14 +121,9 @@ def main() -> None:
     ap.add_argument("--json", help="also write the raw numbers here")
     args = ap.parse_args()
     cache = Path(args.cache)
-    if args.model:
-        model_dir, args.model_label = args.model, Path(args.model).name
-    else:
-        from vase.models.tiny import build_tiny
-
-        model_dir, args.model_label = str(build_tiny(cache / "tiny-qwen2_5_vl")), "tiny Qwen2.5-VL"
-    res = run(model_dir, args.device, args.g, args.tokens, args.repeats, cache / f"decode-views-{args.resolution}",
-              args.resolution, [e.strip() for e in args.engines.split(",") if e.strip()])
+    args.model_label = Path(args.model).name if args.model else "tiny Qwen2.5-VL"
+    res = run(bench_model(cache, args.model), args.device, args.g, args.tokens, args.repeats,
+              bench_root(cache, args.resolution), [e.strip() for e in args.engines.split(",") if e.strip()])
     text = table(res, args)
     print(text)
     if args.json:

@@ -35,9 +35,8 @@ from vase.data.datamodule import VaseDataModule
 # what train.py reads with paths.cache_dir=.devdata/cache data.synthetic.num_vases=8 render.resolution=448
 VaseDataModule(".devdata/cache/data/synthetic-n8-s0", synthetic={"num_vases": 8, "seed": 0, "val_fraction": 0.25},
                render={"enabled": True, "resolution": 448, "fov_deg": 35.0, "orbit_frames": 16}).prepare_data()
-for root, n in ((".devdata/bench/synthetic-n8-s0-448px", 8), (".devdata/bench/decode-views-448", 4)):
-    VaseDataModule(root, synthetic={"num_vases": n, "seed": 0, "val_fraction": 0.25},
-                   render={"enabled": True, "resolution": 448, "fov_deg": 35.0}).prepare_data()
+from benchmarks.grpo_step import bench_root
+bench_root(Path(".devdata/bench"), 448)  # decode_speed.py and grpo_step.py read it
 print("rendered", sum(1 for _ in Path(".devdata").rglob("*.png")), "images")
 PY
 du -sh .devdata

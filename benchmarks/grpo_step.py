@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -27,22 +26,35 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._results import machine as describe_machine  # noqa: E402
 from benchmarks._results import update_results  # noqa: E402
 
 G, PROMPTS, TOKENS, BETA, LR = 4, 2, 32, 0.04, 1e-4
 
 
-def _setup(cache: Path, model: str | None = None, resolution: int = 112) -> tuple[str, list]:
-    from vase.data.datamodule import VaseDataModule
-    from vase.data.dataset import VaseDataset
+def bench_model(cache: Path, model: str | None = None) -> str:
+    """``model`` (a Qwen2.5-VL folder), or the tiny model built under ``cache``."""
     from vase.models.tiny import build_tiny
 
-    model_dir = model or str(build_tiny(cache / "tiny-qwen2_5_vl"))
+    return model or str(build_tiny(cache / "tiny-qwen2_5_vl"))
+
+
+def bench_root(cache: Path, resolution: int = 112) -> Path:
+    """8 synthetic vases rendered at ``resolution`` under ``cache`` (the benchmarks' data; benchmarks/gpu_prep.sh
+    renders it ahead for a GPU machine)."""
+    from vase.data.datamodule import VaseDataModule
+
     root = cache / f"synthetic-n8-s0-{resolution}px"
     VaseDataModule(str(root), synthetic={"num_vases": 8, "seed": 0, "val_fraction": 0.25},
                    render={"enabled": True, "resolution": resolution, "fov_deg": 35.0}).prepare_data()
-    ds = VaseDataset(root, "train")
-    return model_dir, [ds[0], ds[1]]
+    return root
+
+
+def _setup(cache: Path, model: str | None = None, resolution: int = 112) -> tuple[str, list]:
+    from vase.data.dataset import VaseDataset
+
+    ds = VaseDataset(bench_root(cache, resolution), "train")
+    return bench_model(cache, model), [ds[0], ds[1]]
 
 
 def _reward():
@@ -215,10 +227,8 @@ def main() -> None:
     t_med, t_sd = _stats(out["trl"]["times"])
     ratio = o_med / t_med
     mem_ratio = out["ours"]["peak_mib"] / out["trl"]["peak_mib"]
-    import torch
 
-    machine = (torch.cuda.get_device_name(0) if args.device == "cuda" else
-               f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores")
+    machine = describe_machine(args.device)
     when = time.strftime("%Y-%m-%d")
     table = (
         f"### GRPO step: vase vs TRL {out['trl']['trl_version']} ({args.device}, {machine}, {when})\n\n"
