@@ -459,7 +459,7 @@ def _validate_added_keys(cfg: DictConfig) -> None:
             return
         plain = [o for o in job_overrides() if not o.startswith("+")]
         base = compose(config_name=HydraConfig.get().job.config_name, overrides=plain)
-    except (ValueError, ImportError, OmegaConfBaseException):
+    except (ValueError, OmegaConfBaseException):
         return
     for key in added:
         node, parts = base, key.split(".")
@@ -641,7 +641,7 @@ def sweep_group() -> str | None:
     """``${vase.sweep_group:}``: in a multirun, the sweep's name and launch time (one W&B group per sweep); else null."""
     try:
         hc = HydraConfig.get()
-    except (ValueError, ImportError):
+    except ValueError:  # not inside a Hydra job
         return None
     if hc.mode != RunMode.MULTIRUN:
         return None
@@ -660,7 +660,7 @@ def run_tags(tags: Any = None) -> list[str]:
     out = [str(t) for t in (tags or [])]
     try:
         choices = HydraConfig.get().runtime.choices
-    except (ValueError, ImportError):
+    except ValueError:  # not inside a Hydra job
         choices = {}
     for group in ("experiment", "sweep"):
         if choices.get(group):

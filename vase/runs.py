@@ -68,7 +68,7 @@ def job_overrides() -> list[str]:
     """The command-line (and sweep) overrides of the running Hydra job; [] outside Hydra."""
     try:
         return list(HydraConfig.get().overrides.task)
-    except (ValueError, ImportError, AttributeError):
+    except (ValueError, AttributeError):
         return []
 
 
