@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -134,6 +136,96 @@ def own_output_dir(path: str | Path, key: str, inputs: tuple[str | Path, ...] = 
     if not built_by_vase(out):
         (out / BUILT_MARKER).write_text("written by vase; a later run of the same command may add to it\n")
     return out
+
+
+MAX_NAME_BYTES = 200
+"""Longest id used as a file name as it is (a view adds ``.png``; most file systems stop at 255 bytes)."""
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def name_problem(name: object) -> str | None:
+    """Why ``name`` (an id or any other name read from data) cannot be a file name as it is; None when it can.
+
+    Ids are data, never paths: a name with a separator, ``.``/``..``, NUL or control characters, a drive letter,
+    a leading dot (a hidden file) or over :data:`MAX_NAME_BYTES` bytes would steer or break a write.
+
+    >>> name_problem("3f2a9c_7"), name_problem("vase 12")
+    (None, None)
+    >>> name_problem("../../escaped_by_id")
+    "contains a path separator ('/')"
+    >>> name_problem(".."), name_problem("C:evil")
+    ('is a relative folder reference (..)', 'starts with a drive letter (C:)')
+    """
+    if not isinstance(name, str) or not name:
+        return "is empty" if name == "" else f"is a {type(name).__name__}, not a string"
+    if name in (".", ".."):
+        return f"is a relative folder reference ({name})"
+    for sep in ("/", "\\"):
+        if sep in name:
+            return f"contains a path separator ({sep!r})"
+    if "\x00" in name:
+        return "contains a NUL byte"
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return "contains a control character"
+    if _DRIVE.match(name):
+        return f"starts with a drive letter ({name[:2]})"
+    if name.startswith("."):
+        return "starts with '.' (a hidden file name)"
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        return f"is longer than {MAX_NAME_BYTES} bytes"
+    return None
+
+
+def safe_name(name: str) -> str:
+    """The file name vase gives what ``name`` identifies: ``name`` itself when it is a plain file name
+    (:func:`name_problem`), else a cleaned stem plus a hash of the whole name, which is never a path. Records keep
+    the original id; only file names are mapped, the same way for reading and writing.
+
+    >>> safe_name("3f2a9c_7")
+    '3f2a9c_7'
+    >>> safe_name("../../escaped_by_id")
+    'escaped_by_id-4a54db92adc84078'
+    >>> "/" in safe_name("/etc/passwd") or safe_name("..").startswith(".")
+    False
+    """
+    if name_problem(name) is None:
+        return name
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "_", str(name)).strip("_")[:48] or "id"
+    return f"{stem}-{hashlib.sha256(str(name).encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
+
+
+def relpath_problem(rel: str) -> str | None:
+    """Why a relative path read from data (a record's ``model`` field) would reach outside its folder; None if not.
+
+    >>> relpath_problem("models/v0001.glb"), relpath_problem("../../etc/x.glb"), relpath_problem("/etc/x.glb")
+    (None, "has a '..' part", 'is absolute')
+    """
+    if "\x00" in rel or any(ord(c) < 32 for c in rel):
+        return "contains a NUL byte or a control character"
+    if rel.startswith(("/", "\\")) or _DRIVE.match(rel):
+        return "is absolute"
+    if ".." in re.split(r"[/\\]", rel):
+        return "has a '..' part"
+    return None
+
+
+def inside(folder: str | Path, *parts: str) -> Path:
+    """``folder / parts``, refused (DataError) when it would lie outside ``folder``: every writer that builds a path
+    from names in data checks its final path with this before it opens it. The check is on the names (``..``, an
+    absolute part), not on links the folder's owner made inside it.
+
+    >>> inside("/out", "images", "front", "a.png").as_posix()
+    '/out/images/front/a.png'
+    >>> inside("/out", "images", "../../x.png")
+    Traceback (most recent call last):
+    vase.errors.DataError: /out/images/../../x.png: refusing to write outside /out (a name from the data steered the path: 'images/../../x.png')
+    """
+    path = Path(folder).joinpath(*parts)
+    top = os.path.normpath(os.path.abspath(folder))
+    if os.path.commonpath([top, os.path.normpath(os.path.abspath(path))]) != top:
+        raise DataError(f"{path}: refusing to write outside {folder} (a name from the data steered the path: "
+                        f"{'/'.join(parts)!r})")
+    return path
 
 
 def is_within(path: str | Path, parent: str | Path) -> bool:

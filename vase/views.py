@@ -5,6 +5,10 @@
     <root>/images/<view>/<id>.png          # views a dataset ships, or that vase rendered into a root it owns
     <root>/images/orbit/<id>/NNN.png       # 360-degree orbit frames
 
+An id is data, never a path: every file name here is :func:`vase.io.safe_name` of the id (the id itself when it is
+a plain file name, else a cleaned stem plus a hash), for reading and writing alike, and a record's ``model`` field
+is read only when it stays inside the dataset (:func:`model_file`).
+
 Views that vase renders for a dataset it does not own go to a cache folder with the same ``images/`` layout
 (:func:`render_cache_root`); readers search the dataset first and the cache second (:func:`find_view`).
 """
@@ -15,18 +19,45 @@ import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
+from vase.errors import DataError
+from vase.io import relpath_problem, safe_name
+
 VIEWS: tuple[str, ...] = ("front", "back", "left", "right", "top", "bottom")
 RENDER_CACHE_FILE = "render_cache.json"
 
 
 def view_path(root: str | Path, view: str, vase_id: str) -> Path:
     """Where the ``view`` of a vase lives under one image root: ``images/<view>/<id>.png``."""
-    return Path(root) / "images" / view / f"{vase_id}.png"
+    return Path(root) / "images" / view / f"{safe_name(vase_id)}.png"
 
 
 def orbit_dir(root: str | Path, vase_id: str) -> Path:
     """Where the orbit frames of a vase live under one image root: ``images/orbit/<id>/NNN.png``."""
-    return Path(root) / "images" / "orbit" / vase_id
+    return Path(root) / "images" / "orbit" / safe_name(vase_id)
+
+
+def sheet_path(root: str | Path, vase_id: str) -> Path:
+    """Where the contact sheet of a vase lives under one image root: ``images/sheets/<id>.jpg``."""
+    return Path(root) / "images" / "sheets" / f"{safe_name(vase_id)}.jpg"
+
+
+def default_model(vase_id: str) -> str:
+    """The GLB of a vase whose record names none, relative to the dataset root: ``models/<id>.glb``."""
+    return f"models/{safe_name(vase_id)}.glb"
+
+
+def model_file(root: str | Path, model: str, vase_id: str) -> Path:
+    """The GLB a record names (``model``, relative to the dataset root); a DataError naming the vase when the field
+    would reach outside the dataset (absolute, or with a ``..`` part).
+
+    >>> model_file("/data/v", "models/a.glb", "a").as_posix()
+    '/data/v/models/a.glb'
+    """
+    why = relpath_problem(model)
+    if why is not None:
+        raise DataError(f"vase {vase_id!r}: its model field {model!r} {why}; a dataset's model paths must stay "
+                        f"inside the dataset ({root})")
+    return Path(root) / model
 
 
 def find_view(roots: Sequence[str | Path], view: str, vase_id: str) -> Path | None:

@@ -6,7 +6,8 @@
 
 Finds: unreadable annotation files or lines, duplicate ids, records without a model (layouts that carry models) or
 without one of the six dimensions (layouts that carry them), dates it cannot parse, missing or unreadable views and
-listed media, corrupt GLBs, and ids in both train and val. Prints a summary and each problem; writes the same as JSON
+listed media, corrupt GLBs, ids in both train and val, and ids or model fields that are paths rather than names
+(``..``, separators, absolute, NUL or control characters, drive letters, over 200 bytes). Prints a summary and each problem; writes the same as JSON
 (``--report``, default ``./check-<dataset>.json``, never inside the dataset); exits 1 when anything is wrong.
 """
 
@@ -25,9 +26,9 @@ from vase.data.dataset import load_video
 from vase.data.layouts import detect_layout, read_records
 from vase.errors import DataError
 from vase.images import open_photo
-from vase.io import atomic_write_json, is_within
+from vase.io import atomic_write_json, is_within, name_problem, relpath_problem, safe_name
 from vase.render.renderer import load_glb
-from vase.views import VIEWS, find_view, path_key, render_cache_root, view_path
+from vase.views import VIEWS, default_model, find_view, path_key, render_cache_root, view_path
 
 KINDS = {
     "unreadable_file": "annotation file that cannot be read",
@@ -43,6 +44,7 @@ KINDS = {
     "missing_view": "view or listed media file that is missing",
     "unreadable_view": "view or listed media file that cannot be decoded",
     "split_overlap": "id in both train and val",
+    "path_like_id": "id or model field that is a path, not a name (files are named by a hash of it)",
 }
 CARRIES = {"vase": {"models", "dimensions"}, "release": {"models", "dimensions"}, "paper_eval": set(), "swift": set()}
 
@@ -83,6 +85,13 @@ def check_dataset(path: str | Path, layout: str = "auto", views: list[str] | tup
             if r.id in seen and seen[r.id] != split:
                 problems.append(("split_overlap", r.id, f"vase {r.id!r} is in both {seen[r.id]} and {split}"))
             seen.setdefault(r.id, split)
+    for r in {r.id: r for r in records}.values():
+        if (why := name_problem(r.id)) is not None:
+            problems.append(("path_like_id", r.id, f"vase id {r.id!r} {why}: an id is a name, not a path; vase names "
+                                                   f"its files {safe_name(r.id)!r} instead"))
+        if r.model and (why := relpath_problem(r.model)) is not None:
+            problems.append(("path_like_id", r.id, f"vase {r.id!r}: its model field {r.model!r} {why}; it must "
+                                                   f"stay inside the dataset"))
     carries = set(CARRIES[layout])
     if layout == "swift" and any(r.has_dimensions for r in records):
         carries.add("dimensions")  # some lines carry metadata: then every vase should
@@ -123,8 +132,10 @@ def check_dataset(path: str | Path, layout: str = "auto", views: list[str] | tup
                 elif (why := _readable(p)) is not None:
                     problems.append(("unreadable_view", r.id, f"{p}: {why}"))
         if "models" in carries:
-            glb = root / (r.model or f"models/{r.id}.glb")
-            if not glb.is_file():
+            glb = root / (r.model or default_model(r.id))
+            if r.model and relpath_problem(r.model) is not None:
+                pass  # reported above as path_like_id; never read outside the dataset
+            elif not glb.is_file():
                 problems.append(("missing_model", r.id, f"{glb}: no GLB model for vase {r.id!r}"))
             elif models:
                 try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from vase.data.layouts import detect_layout, load_split, read_records
 from vase.data.loader import ResumableLoader, ResumableSampler
 from vase.data.synthetic import SHAPE_SPECS, generate
 from vase.errors import DataError
-from vase.io import atomic_write_json, file_lock, read_json
+from vase.io import atomic_write_json, file_lock, own_output_dir, read_json
 from vase.metrics.encoders import build_clip_encoder
 from vase.render import RenderSettings, render_dataset
 from vase.retrieval.index import Retriever, VaseIndex, index_dir
@@ -341,8 +342,11 @@ class VaseDataModule(pl.LightningDataModule):
         where = index_dir(r.get("index_dir"), self.root, self.owns_root, self.split.get("cache_dir")
                           or self.render.get("cache_dir"))
 
-        # a local index is one process's at a time (Qdrant locks its folder): jobs of a sweep take turns
-        with file_lock(where.parent / f"{where.name}.lock"):
+        # a local index is one process's at a time (Qdrant locks its folder): jobs of a sweep take turns. The folder
+        # is checked to be vase's own first, and the lock lives inside it: nothing is left beside a user's folder
+        if not r.get("url"):
+            own_output_dir(where, "retrieval.index_dir")
+        with file_lock(where / ".vase-index.lock") if not r.get("url") else contextlib.nullcontext():
             index = VaseIndex(where, encoder, r.get("url"))
             try:
                 counts = index.update(self.train_set)

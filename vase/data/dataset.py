@@ -10,7 +10,7 @@ from PIL import Image, UnidentifiedImageError
 from vase.annotate import VaseRecord
 from vase.data.layouts import load_annotations
 from vase.errors import DataError
-from vase.views import VIEWS, find_orbit, find_view, orbit_dir, view_path
+from vase.views import VIEWS, default_model, find_orbit, find_view, orbit_dir, view_path
 
 __all__ = ["VIEWS", "VaseDataset", "VaseExample", "VideoFrames", "load_annotations", "load_media", "load_orbit",
            "load_video", "load_views", "models_to_render", "orbit_dir", "read_rgb", "view_path"]
@@ -31,7 +31,7 @@ def models_to_render(root: str | Path, views: tuple[str, ...] | list[str], orbit
             ann = root / "annotations" / f"{split}.json"
             if missing_splits_ok and not ann.is_file():
                 continue
-            records += [r if r.model else replace(r, model=f"models/{r.id}.glb") for r in load_annotations(ann)]
+            records += [r if r.model else replace(r, model=default_model(r.id)) for r in load_annotations(ann)]
     pairs = [(r.id, r.model) for r in records if r.model and not (r.images or r.videos)]
     if not only_missing:
         return pairs

@@ -13,14 +13,15 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 from vase.annotate.records import VaseRecord, raw_metadata
 from vase.data.dataset import load_views
 from vase.data.layouts import read_records
 from vase.errors import DataError, VaseError
-from vase.io import atomic_write_text, is_within
+from vase.io import atomic_directory, atomic_write_text, inside, is_within, safe_name
 from vase.prompts import CAPTION_PROMPT
-from vase.views import VIEWS
+from vase.views import VIEWS, model_file
 
 
 def _fresh(out: Path) -> None:
@@ -36,23 +37,36 @@ def check_output(src: Path, out: Path) -> None:
                         f"export to a folder outside it")
 
 
+def _save(img: Any, out: Path, *parts: str, **kw: Any) -> str:
+    """Save ``img`` at ``out/parts`` (refused outside ``out``: names come from the data); returns the relative path."""
+    target = inside(out, *parts)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    img.save(target, **kw)
+    return "/".join(parts)
+
+
 def export_release(splits: dict[str, list[VaseRecord]], image_roots: list[Path], src: Path, out: Path) -> Path:
-    """The release's documented layout; captions as a list of objects, QA as a mapping, metadata as raw lines."""
+    """The release's documented layout; captions as a list of objects, QA as a mapping, metadata as raw lines.
+    The release names its files by vase id, so each vase's id there is its safe file name (:func:`safe_name`):
+    the id itself unless it was path-like."""
     _fresh(out)
     recs = [r for rs in splits.values() for r in rs]
     for r in recs:
+        name = safe_name(r.id)
         for view, img in zip(VIEWS, load_views(image_roots, r.id, VIEWS)):
-            (out / "images" / view).mkdir(parents=True, exist_ok=True)
-            img.save(out / "images" / view / f"{r.id}.png")
+            _save(img, out, "images", view, f"{name}.png")
         if r.model:
-            (out / "models").mkdir(exist_ok=True)
-            shutil.copy2(src / r.model, out / "models" / f"{r.id}.glb")
+            glb = inside(out, "models", f"{name}.glb")
+            glb.parent.mkdir(exist_ok=True)
+            shutil.copy2(model_file(src, r.model, r.id), glb)
     ann = out / "annotations"
-    atomic_write_text(ann / "captions.json", json.dumps([{"image": f"{r.id}.png", "caption": r.caption} for r in recs],
-                                                        indent=1, ensure_ascii=False))
-    atomic_write_text(ann / "qa_pairs.json", json.dumps({r.id: r.qa for r in recs}, indent=1, ensure_ascii=False))
-    atomic_write_text(ann / "metadata.json", json.dumps([{"model_id": r.id, "metadata": raw_metadata(r)} for r in recs
-                                                         if r.has_dimensions], indent=1, ensure_ascii=False))
+    atomic_write_text(ann / "captions.json", json.dumps([{"image": f"{safe_name(r.id)}.png", "caption": r.caption}
+                                                         for r in recs], indent=1, ensure_ascii=False))
+    atomic_write_text(ann / "qa_pairs.json", json.dumps({safe_name(r.id): r.qa for r in recs}, indent=1,
+                                                        ensure_ascii=False))
+    atomic_write_text(ann / "metadata.json", json.dumps([{"model_id": safe_name(r.id), "metadata": raw_metadata(r)}
+                                                         for r in recs if r.has_dimensions], indent=1,
+                                                        ensure_ascii=False))
     return out
 
 
@@ -62,10 +76,9 @@ def export_paper_eval(splits: dict[str, list[VaseRecord]], image_roots: list[Pat
     _fresh(out)
     recs = splits[split] if split in splits else [r for rs in splits.values() for r in rs]
     for r in recs:
-        (out / r.id).mkdir()
         for view, img in zip(VIEWS, load_views(image_roots, r.id, VIEWS)):
-            img.save(out / r.id / f"{view}.jpg", quality=95)
-    atomic_write_text(out / "groundTruth.json", json.dumps([{"images": [f"{r.id}.jpg"], "caption": r.caption}
+            _save(img, out, safe_name(r.id), f"{view}.jpg", quality=95)
+    atomic_write_text(out / "groundTruth.json", json.dumps([{"images": [f"{safe_name(r.id)}.jpg"], "caption": r.caption}
                                                             for r in recs], indent=1, ensure_ascii=False))
     return out
 
@@ -77,11 +90,8 @@ def export_swift(splits: dict[str, list[VaseRecord]], image_roots: list[Path], o
     for split, recs in splits.items():
         lines = []
         for r in recs:
-            paths = []
-            for view, img in zip(VIEWS, load_views(image_roots, r.id, VIEWS)):
-                (out / "images" / view).mkdir(parents=True, exist_ok=True)
-                img.save(out / "images" / view / f"{r.id}.png")
-                paths.append(f"images/{view}/{r.id}.png")
+            paths = [_save(img, out, "images", view, f"{safe_name(r.id)}.png")
+                     for view, img in zip(VIEWS, load_views(image_roots, r.id, VIEWS))]
             extra = {"id": r.id, **({"metadata": raw_metadata(r)} if r.has_dimensions else {})}
             tags = "<image>" * len(paths)
             turns = [(r.prompt or CAPTION_PROMPT, r.caption)] + [(q["question"], q["answer"]) for q in r.qa]
@@ -103,12 +113,15 @@ def main() -> None:
     try:
         check_output(src, out)
         splits = read_records(src, a.from_layout)
-        if a.to == "release":
-            export_release(splits, [src], src, out)
-        elif a.to == "paper_eval":
-            export_paper_eval(splits, [src], out)
-        else:
-            export_swift(splits, [src], out)
+        _fresh(out)
+        out.rmdir()  # new or empty (checked): the export is built beside it and appears whole, or not at all
+        with atomic_directory(out) as tmp:
+            if a.to == "release":
+                export_release(splits, [src], src, tmp)
+            elif a.to == "paper_eval":
+                export_paper_eval(splits, [src], tmp)
+            else:
+                export_swift(splits, [src], tmp)
     except VaseError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

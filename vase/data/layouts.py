@@ -32,8 +32,8 @@ from vase.annotate.records import VaseRecord, make_caption, make_qa, parse_raw_m
 from vase.annotate.vocab import DIMENSIONS, QUESTIONS
 from vase.choices import LAYOUTS
 from vase.errors import DataError
-from vase.io import atomic_write_json, read_json
-from vase.views import VIEWS, path_key
+from vase.io import atomic_write_json, read_json, safe_name
+from vase.views import VIEWS, default_model, path_key
 
 ID_KEYS = ("id", "vase_id", "model_id", "object_id", "uuid", "image_id", "image", "image_name", "images", "file_name",
            "filename", "name")
@@ -213,10 +213,11 @@ def _record_from_metadata(value: Any, path: Path, vid: str, problems: Problems |
 
 
 def _model_for(root: Path, vid: str) -> str:
-    exact = root / "models" / f"{vid}.glb"
-    if exact.is_file():
-        return f"models/{vid}.glb"
-    found = sorted((root / "models").glob(f"{glob_escape(vid)}*.glb")) if (root / "models").is_dir() else []
+    exact = default_model(vid)
+    if (root / exact).is_file():
+        return exact
+    stem = safe_name(vid)
+    found = sorted((root / "models").glob(f"{glob_escape(stem)}*.glb")) if (root / "models").is_dir() else []
     return f"models/{found[0].name}" if found else ""
 
 

@@ -26,6 +26,7 @@ from vase.data.synthetic import build_from_params
 from vase.errors import ConfigError
 from vase.render.renderer import VIEW_DIRECTIONS, Renderer, RenderSettings, load_glb, load_scene, parts_from_scene
 from vase.tasks.invrender import MASK_BG, VaseParams, frame_of, parse_params, silhouette_ious
+from vase.views import model_file
 
 
 def score_params(params: VaseParams | None, target_glb: str | Path, renderer: Any, views: tuple[str, ...],
@@ -87,7 +88,7 @@ def run_invrender(dataset: Any, root: Path, predictor: str, views: tuple[str, ..
             else:
                 raw = (answers or {}).get(rec.id, "")
                 params = parse_params(raw)
-            scored = score_params(params, root / rec.model, r, views)
+            scored = score_params(params, model_file(root, rec.model, rec.id), r, views)
             scored["params"] = asdict(params) if params else None
             if raw is not None:
                 scored["answer"] = raw

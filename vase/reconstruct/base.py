@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from vase.errors import ConfigError, VaseError
 from vase.images import IMAGE_EXTENSIONS
-from vase.io import atomic_write_json, own_output_dir
+from vase.io import atomic_write_json, inside, own_output_dir, safe_name
 from vase.render.renderer import load_scene
 
 Generator = Callable[[list[Path], Path], None]
@@ -55,15 +55,19 @@ def reconstruct_folder(generator: Generator, input_dir: str | Path, output_dir: 
     objects = objects_in(input_dir)
     if not objects:
         raise ConfigError(f"reconstruct.input={input_dir}: no images (or folders of images) in it")
-    done = {name for name in objects if (output_dir / f"{name}.glb").is_file()}
+
+    def glb(name: str, prefix: str = "", suffix: str = "") -> Path:
+        # an object's name comes from a file name in the input: used only as a safe name, inside the output folder
+        return inside(output_dir, f"{prefix}{safe_name(name)}{suffix}.glb")
+
+    done = {name for name in objects if glb(name).is_file()}
     failures: dict[str, str] = {}
     todo = [n for n in objects if n not in done]
     it: Any = todo
     if progress and todo:
         it = tqdm(todo, desc="reconstructing", unit="object")
     for name in it:
-        out = output_dir / f"{name}.glb"
-        tmp = output_dir / f".{name}.partial-{os.getpid()}.glb"
+        out, tmp = glb(name), glb(name, ".", f".partial-{os.getpid()}")
         try:
             generator(objects[name], tmp)
             load_scene(tmp)  # a file that is not a readable mesh is a failure, not a result

@@ -21,8 +21,8 @@ from PIL import Image, ImageDraw
 from tqdm import tqdm
 
 from vase.errors import DataError
-from vase.io import atomic_write_bytes, atomic_write_json
-from vase.views import RENDER_CACHE_FILE, VIEWS, orbit_dir, view_path
+from vase.io import atomic_write_bytes, atomic_write_json, inside
+from vase.views import RENDER_CACHE_FILE, VIEWS, model_file, orbit_dir, sheet_path, view_path
 
 _VERTEX = """
 #version 330
@@ -407,7 +407,11 @@ def render_dataset(
         failed.append({"id": vid, "model": model, "reason": reason})
 
     for vid, model in ids_and_models:
-        glb = root / model
+        try:
+            glb = model_file(root, model, vid)
+        except DataError as e:
+            fail(vid, model, str(e), e)
+            continue
         if keep_existing and all(view_path(out_root, v, vid).is_file() for v in views) and (
                 not orbit_frames or any(orbit_dir(out_root, vid).glob("*.png"))):
             cached += 1
@@ -428,22 +432,23 @@ def render_dataset(
         with Renderer(settings) as r:
             for vid, model, glb, key in iterator:
                 try:
-                    images = {f"images/{view}/{vid}.png": img for view, img in r.render_views(glb, views).items()}
-                    if orbit_frames:
-                        images.update({f"images/orbit/{vid}/{k:03d}.png": img
-                                       for k, img in enumerate(r.render_orbit(glb, orbit_frames))})
+                    shots = r.render_views(glb, views)
+                    frames = r.render_orbit(glb, orbit_frames) if orbit_frames else []
                 except Exception as e:  # noqa: BLE001 - every failure is either raised or recorded with its reason
                     fail(vid, model, f"{glb}: vase {vid!r} could not be rendered: {e}", e)
                     continue
-                frames = [images[f"images/orbit/{vid}/{k:03d}.png"] for k in range(orbit_frames)]
-                blobs = {rel: _png_bytes(img) for rel, img in images.items()}
+                # file names come from views.py (the id mapped to a safe name), and each is checked to stay inside
+                # out_root before it is written: an id from the data never steers a write
+                blobs = {view_path(out_root, v, vid): _png_bytes(img) for v, img in shots.items()}
+                blobs.update({orbit_dir(out_root, vid) / f"{k:03d}.png": _png_bytes(img)
+                              for k, img in enumerate(frames)})
                 if orbit_video and frames:
-                    blobs[f"images/orbit/{vid}.mp4"] = mp4_bytes(frames)
+                    blobs[orbit_dir(out_root, vid).with_suffix(".mp4")] = mp4_bytes(frames)
                 if sheets:
-                    blobs[f"images/sheets/{vid}.jpg"] = contact_sheet_bytes(
-                        [images[f"images/{v}/{vid}.png"] for v in views] + frames, [*views, *range(len(frames))])
-                for rel, data in blobs.items():
-                    target = out_root / rel
+                    blobs[sheet_path(out_root, vid)] = contact_sheet_bytes([shots[v] for v in views] + frames,
+                                                                           [*views, *range(len(frames))])
+                for target, data in blobs.items():
+                    target = inside(out_root, str(target.relative_to(out_root)))
                     if keep_existing and target.exists():
                         continue  # never overwrite a view the dataset ships
                     atomic_write_bytes(target, data)
