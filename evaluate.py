@@ -16,7 +16,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from vase.config import or_exit, preflight_overrides, tasks_help, validate
+from vase.config import EVAL_TASKS, or_exit, preflight_overrides, tasks_help, validated
 from vase.loggers import finish_wandb
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
@@ -24,7 +24,8 @@ CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")
 def main(cfg: DictConfig) -> None:
-    or_exit(validate, cfg)
+    if not validated(cfg):
+        return
     # lazy: the tasks load torch and Lightning (seconds), which --help and a bad value never need
     from vase.pipeline.evaluate import run_evaluation
 
@@ -39,5 +40,5 @@ def main(cfg: DictConfig) -> None:
 if __name__ == "__main__":
     if "--help" in sys.argv or "-h" in sys.argv:
         print(tasks_help())  # then Hydra's own help: the config groups and the composed config
-    or_exit(preflight_overrides, sys.argv[1:], CONF_DIR)
+    or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "evaluate", EVAL_TASKS)
     main()

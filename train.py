@@ -17,7 +17,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from vase.config import or_exit, preflight_overrides, validate
+from vase.config import or_exit, preflight_overrides, validated
 from vase.loggers import finish_wandb
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
@@ -25,7 +25,8 @@ CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
-    or_exit(validate, cfg)
+    if not validated(cfg):
+        return None
     # lazy: the pipeline loads torch and Lightning (seconds), which --help, --cfg and a bad value never need
     from vase.pipeline import objective, run_training
     from vase.training.callbacks import TrainingInterrupted
@@ -44,5 +45,5 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
-    or_exit(preflight_overrides, sys.argv[1:], CONF_DIR)
+    or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "train")
     main()

@@ -85,17 +85,18 @@ def test_each_vqa_protocol_is_a_tasks_and_the_runner_only_dispatches(monkeypatch
     assert vqa.score_vqa(rows, SimpleNamespace(dimension_similarity=None), 0.5)["open"]["accuracy"]["technique"] == 0
 
 
-def test_every_evaluation_task_has_its_own_config_file() -> None:
-    """conf/task/<name>.yaml for each of evaluate.py's tasks, each opening with its command and naming itself."""
+def test_every_task_has_its_own_config_file() -> None:
+    """conf/task/<name>.yaml for each of evaluate.py's and the photo filter's tasks, each opening with its own entry
+    point's command and naming itself; no name belongs to both."""
     from omegaconf import OmegaConf
 
-    from vase.config import EVAL_TASKS
+    from vase.config import EVAL_TASKS, FILTER_TASKS
 
     files = {p.stem: p for p in (ROOT / "conf" / "task").glob("*.yaml")}
-    assert set(files) == set(EVAL_TASKS)
+    assert set(files) == set(EVAL_TASKS) | set(FILTER_TASKS) and not set(EVAL_TASKS) & set(FILTER_TASKS)
     for name, path in files.items():
-        text = path.read_text()
-        assert "python evaluate.py" in text.split("\ntask:")[0], name  # its command, before its keys
+        command = "python evaluate.py" if name in EVAL_TASKS else "python -m vase.filter"
+        assert command in path.read_text().split("\ntask:")[0], name  # its command, before its keys
         assert OmegaConf.load(path).task == name
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import inspect
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 from typing import Any
 
-from hydra import compose
+from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
@@ -43,7 +44,7 @@ from vase.choices import (
 from vase.errors import ConfigError, VaseError
 from vase.io import is_within
 from vase.models.tiny import spec_fingerprint
-from vase.runs import check_given_dir, job_overrides, run_dir
+from vase.runs import check_given_dir, job_overrides, run_dir, set_status_held
 from vase.views import VIEWS, path_key
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
@@ -59,13 +60,19 @@ EVAL_TASKS = {
     "invrender": "inverse rendering: predictor=model|oracle|random answers generator parameters, rendered and scored",
 }
 """``evaluate.py task=...``: each task with its one line (``python evaluate.py --help`` lists them)."""
+FILTER_TASKS = {
+    "run": "filter a photo folder: quality classifier (if given), CLIP fragment filter, best view (the default)",
+    "train_quality": "train the ResNet-50 good/bad classifier on a labelled folder (0/ bad, 1/ good)",
+    "synthetic": "make synthetic museum photos, train the classifier on them, filter them",
+}
+"""``python -m vase.filter task=...``: the curation tasks. conf/task holds every entry point's task files; each entry
+point takes only its own names (:func:`preflight_overrides`)."""
 
 
-def tasks_help() -> str:
-    """The evaluation tasks, one line each."""
-    width = max(map(len, EVAL_TASKS))
-    return "Tasks (python evaluate.py task=<name>):\n" + "".join(
-        f"  {name:<{width}}  {what}\n" for name, what in EVAL_TASKS.items())
+def tasks_help(tasks: dict[str, str] = EVAL_TASKS, command: str = "python evaluate.py") -> str:
+    """An entry point's tasks, one line each."""
+    width = max(map(len, tasks))
+    return f"Tasks ({command} task=<name>):\n" + "".join(f"  {name:<{width}}  {what}\n" for name, what in tasks.items())
 
 
 def _check(cond: bool, key: str, value: Any, why: str) -> None:
@@ -262,6 +269,11 @@ class DataSchema:
         _check(self.modality != "orbit" or frames > 0, "data.modality", self.modality,
                "needs orbit frames: set render.orbit_frames (e.g. 16)")
         _check(self.batch_size >= 1, "data.batch_size", self.batch_size, "must be at least 1")
+        # 0 would train on nothing and still mark the run finished: "no limit" is null
+        _check(self.limit_train is None or self.limit_train >= 1, "data.limit_train", self.limit_train,
+               "must be at least 1, or null for no limit")
+        _check(self.limit_val is None or self.limit_val >= 0, "data.limit_val", self.limit_val,
+               "must be non-negative (0 only when nothing is evaluated), or null for no limit")
         _check(self.max_length >= 32, "data.max_length", self.max_length, "must be at least 32")
 
 
@@ -374,6 +386,9 @@ def _resolved(cfg: DictConfig, key: str) -> DictConfig:
 
 def validate(cfg: DictConfig) -> None:
     """Check every section present in ``cfg``; raise ConfigError naming the first bad key."""
+    if cfg.get("task_name") == "filter" and cfg.get("task") not in FILTER_TASKS:
+        raise ConfigError(f"task={cfg.get('task')!r} is not a curation task; choose one of {', '.join(FILTER_TASKS)} "
+                          f"(python -m vase.filter --help says what each does)")
     if cfg.get("task_name") == "evaluate" and cfg.get("task") not in EVAL_TASKS:
         raise ConfigError(f"task={cfg.get('task')!r} is not an evaluation task; choose one of {', '.join(EVAL_TASKS)} "
                           f"(python evaluate.py --help says what each does)")
@@ -398,6 +413,7 @@ def validate(cfg: DictConfig) -> None:
             parts = ["open", "mc"] if v == "both" else str(v).split("+")
             _check(all(p in VQA_PROTOCOLS for p in parts), key, v,
                    "must be open, mc, ll, both, or several joined by '+' (open+ll)")
+    _validate_limits(cfg)
     _validate_owned_paths(cfg)
     _validate_reward_use(cfg)
     _validate_targets(cfg)
@@ -412,6 +428,18 @@ _OPEN_NODES = ("callbacks", "logger", "methods", "hydra", "tags", "reward.terms"
 def _nearest(word: str, options: Any) -> str:
     close = difflib.get_close_matches(word, [str(o) for o in options], n=1, cutoff=0.5)
     return f"; did you mean {close[0]!r}?" if close else f"; valid keys: {', '.join(sorted(map(str, options)))}"
+
+
+def _import_target(target: str) -> Any:
+    """The object a ``_target_`` names (Hydra's own lookup, without the ERROR line it logs before raising: vase
+    reports the failure itself, in one line)."""
+    logger = logging.getLogger("hydra.utils")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        return get_object(target)
+    finally:
+        logger.setLevel(level)
 
 
 def _target_nodes(node: Any, path: str = "") -> Iterator[tuple[str, DictConfig]]:
@@ -431,9 +459,14 @@ def _validate_targets(cfg: DictConfig) -> None:
     for path, node in _target_nodes(cfg):
         target = str(node._get_node("_target_")._value())
         try:
-            fn = get_object(target)
+            fn = _import_target(target)
+        except Exception as e:  # noqa: BLE001 - any import failure is the user's to see, before a model loads
+            cause = e.__cause__ or e.__context__ or e
+            raise ConfigError(f"{path}._target_={target!r} cannot be imported: {type(cause).__name__}: "
+                              f"{str(cause).splitlines()[0] if str(cause) else ''}") from None
+        try:
             params = inspect.signature(fn).parameters
-        except Exception:  # noqa: BLE001 - unimportable or no signature: instantiate will say why
+        except (TypeError, ValueError):  # no signature to check the keys against (a builtin)
             continue
         if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
             continue
@@ -462,15 +495,46 @@ def _validate_added_keys(cfg: DictConfig) -> None:
     except (ValueError, OmegaConfBaseException):
         return
     for key in added:
-        node, parts = base, key.split(".")
-        for i, part in enumerate(parts):
-            if not isinstance(node, DictConfig) or "_target_" in node:
-                break  # a _target_'s arguments are checked against its signature
-            if part not in node:
-                where = ".".join(parts[:i]) or "the config"
-                raise ConfigError(f"+{key}: {where} has no key {part!r}, so nothing would read it"
-                                  f"{_nearest(part, list(node.keys()))}")
-            node = node[part] if isinstance(node._get_node(part), DictConfig) else None
+        why = _unknown_key(base, key, targets=False)
+        if why:
+            raise ConfigError(f"+{why}")
+
+
+def _unknown_key(base: DictConfig, key: str, targets: bool = True) -> str | None:
+    """Why the dotted ``key`` names nothing in ``base`` (one line, with the nearest key), or None if it does. Below a
+    ``_target_`` node the key must be an argument of the target (with ``targets``; else it is not checked here)."""
+    node, parts = base, key.split(".")
+    for i, part in enumerate(parts):
+        if not isinstance(node, DictConfig):
+            return None
+        where = ".".join(parts[:i]) or "the config"
+        if "_target_" in node and part not in node:
+            if not targets:
+                return None
+            target = str(node._get_node("_target_")._value())
+            try:
+                params = inspect.signature(_import_target(target)).parameters
+            except Exception:  # noqa: BLE001 - validate() names an unimportable target once the config composes
+                return None
+            if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()) or part in params:
+                return None
+            return (f"{key}: {target.rsplit('.', 1)[-1]} takes no argument {part!r}, so nothing would read it"
+                    f"{_nearest(part, [p for p in params if p != 'self'])}")
+        if part not in node:
+            return f"{key}: {where} has no key {part!r}, so nothing would read it{_nearest(part, list(node.keys()))}"
+        node = node[part] if isinstance(node._get_node(part), DictConfig) else None
+    return None
+
+
+def _validate_limits(cfg: DictConfig) -> None:
+    """``data.limit_val=0`` leaves nothing to evaluate on: refused where evaluation is asked for; ``sft.limit_train``
+    (the shared SFT's own limit) is at least 1 like ``data.limit_train``."""
+    ev = cfg.get("evaluate") or {}
+    asked = cfg.get("task_name") == "evaluate" or any(ev.get(k) for k in ("before", "after"))
+    _check(OmegaConf.select(cfg, "data.limit_val", default=None) != 0 or not asked, "data.limit_val", 0,
+           "leaves no vase to evaluate (evaluate.before/after are on); give at least 1, or null for no limit")
+    sft_limit = OmegaConf.select(cfg, "sft.limit_train", default=None)
+    _check(sft_limit is None or sft_limit >= 1, "sft.limit_train", sft_limit, "must be at least 1, or null for no limit")
 
 
 def _validate_reward_use(cfg: DictConfig) -> None:
@@ -691,39 +755,105 @@ register_resolvers()
 register_configs()
 
 
-def preflight_overrides(argv: list[str], conf_dir: str | Path) -> None:
-    """Check ``group=option`` overrides against the files in ``conf_dir`` before Hydra composes.
+def preflight_overrides(argv: list[str], conf_dir: str | Path, config_name: str = "train",
+                        tasks: dict[str, str] | None = None) -> None:
+    """Check the overrides before Hydra composes: ``group=option`` against the files in ``conf_dir`` (``task=``
+    against this entry point's own ``tasks``), and ``a.b=value`` against the keys the config has.
 
-    Hydra's own message for an unknown option spans many lines; this raises ConfigError with one line naming the
-    group and the options there are.
+    Hydra's own messages for an unknown option or key span many lines; this raises ConfigError with one line naming
+    the group and the options there are, or the key and the nearest one (the same line ``+a.b=value`` gets).
     """
     conf_dir = Path(conf_dir)
+    resume = next((a.split("=", 1)[1] for a in argv if a.lstrip("+").startswith("resume=")), None)
     for arg in argv:
         if arg.startswith("-") or "=" not in arg:
             continue
         key, value = arg.split("=", 1)
         key = key.lstrip("+~")
         if key in ("hydra.run.dir", "hydra.sweep.dir"):
-            check_given_dir(value, key)  # before Hydra writes its .hydra/ folder there
+            check_given_dir(value, key, resume if key == "hydra.run.dir" else None)  # before Hydra writes there
         if "." in key or "@" in key or "/" in key or key.startswith("hydra"):
             continue
         group = conf_dir / key
         if not group.is_dir() or value in ("null", ""):
             continue
         options = sorted(p.stem for p in group.glob("*.yaml"))
+        if key == "task" and tasks is not None:
+            options = [t for t in options if t in tasks]  # conf/task holds every entry point's tasks
         for v in value.split(","):  # a multirun sweep lists several
             if v not in options:
                 raise ConfigError(f"{key}={v!r} is not a known option; choose one of {options} (files in {group})")
+    _check_override_keys(argv, conf_dir, config_name)
+
+
+def _check_override_keys(argv: list[str], conf_dir: Path, config_name: str) -> None:
+    """``a.b=value`` (no ``+``) for a key the composed config lacks: one line naming the nearest key, before Hydra's
+    multi-line "not in struct" error. The config is composed from the group overrides alone (first option of a
+    sweep list); anything this cannot compose is left for Hydra to report."""
+    pairs = [a.split("=", 1) for a in argv if not a.startswith("-") and "=" in a]
+    dotted = [k for k, _ in pairs if "." in k and not k.startswith(("+", "~", "hydra.")) and "@" not in k
+              and "/" not in k]
+    if not dotted:
+        return
+    groups = []
+    for k, v in pairs:
+        if "." in k.lstrip("+") or k.lstrip("+~").startswith("hydra") or "(" in v:
+            continue
+        groups.append(f"{k}={v.split(',')[0]}")
+    try:
+        with initialize_config_dir(config_dir=str(Path(conf_dir).resolve()), version_base="1.3"):
+            base = compose(config_name=config_name, overrides=groups)
+    except Exception:  # noqa: BLE001 - Hydra reports what it cannot compose itself
+        return
+    finally:
+        GlobalHydra.instance().clear()
+    for key in dotted:
+        why = _unknown_key(base, key)
+        if why:
+            add = f" (a new entry is added with +{key}=...)" if key.startswith(_OPEN_NODES) else ""
+            raise ConfigError(why + add)
+
+
+CHECK_ONLY_ENV = "VASE_CHECK_CONFIG"
+"""With ``VASE_CHECK_CONFIG=1`` an entry point composes and validates its config, says so and stops: how the tests
+run every command of the README without training anything."""
+
+
+def validated(cfg: DictConfig) -> bool:
+    """Validate ``cfg`` (a bad value: one line and exit 2); True when the command should go on, False when
+    ``VASE_CHECK_CONFIG=1`` asked only for the check (the run directory is marked ``checked``)."""
+    or_exit(validate, cfg)
+    if os.environ.get(CHECK_ONLY_ENV) != "1":
+        return True
+    set_status_held("checked")
+    print(f"config ok: {' '.join(job_overrides())}")
+    return False
+
+
+def one_line(e: BaseException) -> str:
+    """The message of a vase error as one line: an error raised in a DataLoader worker comes back wrapped in the
+    worker's traceback ("Caught DataError in DataLoader worker process 0. Original Traceback ..."), whose last line
+    is the original message.
+
+    >>> one_line(ValueError("Caught DataError in DataLoader worker process 0.\\nOriginal Traceback (most recent "
+    ...                     "call last):\\n  File x\\nvase.errors.DataError: /d/a.png: too large"))
+    '/d/a.png: too large'
+    """
+    msg = str(e)
+    if "\nOriginal Traceback" not in msg:
+        return msg
+    last = [x for x in msg.splitlines() if x.strip()][-1]
+    head, _, rest = last.partition(": ")
+    return rest if rest and " " not in head else last
 
 
 def or_exit(check: Any, *args: Any) -> Any:
     """Run ``check(*args)`` and return what it returns; on a vase error (a bad config value, a bad input file) print
-    its one line to stderr and exit with status 2, the same for every entry point."""
+    its one line to stderr, mark the run directories this process holds as failed, and exit with status 2, the same
+    for every entry point."""
     try:
         return check(*args)
-    except ConfigError as e:
-        print(f"config error: {e}", file=sys.stderr)
-        sys.exit(2)
     except VaseError as e:
-        print(f"error: {e}", file=sys.stderr)
+        set_status_held("failed")
+        print(f"{'config error' if isinstance(e, ConfigError) else 'error'}: {one_line(e)}", file=sys.stderr)
         sys.exit(2)

@@ -62,6 +62,21 @@ def _to_rgb(im: Image.Image) -> Image.Image:
     return im.convert("RGB")
 
 
+def link_problem(path: Path) -> str | None:
+    """Why a symbolic link cannot be read as a photo (a loop, a dangling link, a link to a folder); None if it can."""
+    try:
+        target = path.resolve(strict=True)
+    except FileNotFoundError:
+        return f"dangling symbolic link (its target {os.readlink(path)!r} does not exist)"
+    except (RuntimeError, OSError):  # RuntimeError up to Python 3.12, OSError (ELOOP) after
+        return "symbolic link loop (links that lead back to each other); not followed"
+    if target.is_dir():
+        if path.parent.resolve().is_relative_to(target):
+            return "symbolic link loop (a link to a folder that holds it); not followed"
+        return "symbolic link to a folder, not to an image file"
+    return None
+
+
 def open_photo(path: str | Path, min_side: int = 64, unusual_modes: str = "convert",
                draft_size: int | None = None) -> Decoded:
     """Decode one photo to RGB, or say why not.
@@ -74,6 +89,8 @@ def open_photo(path: str | Path, min_side: int = 64, unusual_modes: str = "conve
             large photos whose model input is small); None decodes at full size.
     """
     path = Path(path)
+    if path.is_symlink() and (why := link_problem(path)) is not None:
+        return Decoded(None, why)
     if path.suffix.lower() not in IMAGE_EXTENSIONS:
         return Decoded(None, f"not an image file (extension {path.suffix or 'none'!r})")
     try:

@@ -110,15 +110,12 @@ def claim(path: str | Path, resume: str = "auto") -> Path:
     path.mkdir(parents=True, exist_ok=True)
     fd = _try_lock(path)
     status = read_status(path)
-    if fd is None:
-        raise ConfigError(f"run directory {path} is in use by another running process (pid {status.get('pid', '?')});"
-                          f" wait for it, or choose another folder (hydra.run.dir=...)")
-    earlier = status.get("status")
-    if earlier == "finished" or (earlier and resume == "never"):
-        os.close(fd)
-        how = "" if earlier == "finished" else "; resume=auto continues it"
-        raise ConfigError(f"run directory {path} holds an earlier {'finished' if earlier == 'finished' else 'interrupted'}"
-                          f" run, which this one would overwrite{how}; choose a new folder (hydra.run.dir=...)")
+    try:
+        _refuse_earlier(path, status, fd is None, resume)
+    except ConfigError:
+        if fd is not None:
+            os.close(fd)
+        raise
     _held[path] = fd
     overrides = job_overrides()
     record = {**status, "pid": os.getpid(), "status": "running", "key": status.get("key") or run_key(overrides),
@@ -127,11 +124,32 @@ def claim(path: str | Path, resume: str = "auto") -> Path:
     return path
 
 
+def _refuse_earlier(path: Path, status: dict[str, Any], live: bool, resume: str | None) -> None:
+    """Refuse a run directory that another live process holds, or whose earlier run this one would overwrite (a
+    finished run; an interrupted one with ``resume=never``)."""
+    if live:
+        raise ConfigError(f"run directory {path} is in use by another running process (pid {status.get('pid', '?')});"
+                          f" wait for it, or choose another folder (hydra.run.dir=...)")
+    earlier = status.get("status")
+    if earlier == "finished" or (earlier and resume == "never"):
+        how = "" if earlier == "finished" else "; resume=auto continues it"
+        raise ConfigError(f"run directory {path} holds an earlier {'finished' if earlier == 'finished' else 'interrupted'}"
+                          f" run, which this one would overwrite{how}; choose a new folder (hydra.run.dir=...)")
+
+
 def set_status(path: str | Path, status: str) -> None:
     """Record ``status`` (``running``, ``finished``, ``interrupted``) for a run directory this process holds."""
     path = Path(path).resolve()
     if path in _held:
         atomic_write_json(path / RUN_FILE, {**read_status(path), "status": status})
+
+
+def set_status_held(status: str) -> None:
+    """Record ``status`` for every run directory this process holds: ``failed`` when a config or input error stopped
+    it (neither ``resume=auto`` nor a reader takes it for live; one that had saved a checkpoint is still resumed),
+    ``checked`` when only its config was checked."""
+    for path in list(_held):
+        set_status(path, status)
 
 
 def release(path: str | Path) -> None:
@@ -198,12 +216,21 @@ def resume_checkpoint(out_dir: str | Path, stage_dir: str | Path, resume: str) -
     return ckpt
 
 
-def check_given_dir(path: str | Path, key: str = "hydra.run.dir") -> None:
-    """A run directory given on the command line must be new, empty, or an earlier vase run: never a user's folder.
+def check_given_dir(path: str | Path, key: str = "hydra.run.dir", resume: str | None = None) -> None:
+    """A run directory given on the command line must be new, empty, or an earlier vase run that this one may take
+    up: never a user's folder, a finished run or a live one.
 
-    Called before Hydra writes anything there (Hydra's own ``.hydra/`` and ``*.log`` files do not count)."""
+    Called before Hydra writes anything there (Hydra's own ``.hydra/`` and ``*.log`` files do not count), so a
+    refused command leaves the folder as it was: Hydra's files there still describe the run that made them."""
     path = Path(path)
-    if not path.is_dir() or read_status(path):
+    if not path.is_dir():
+        return
+    status = read_status(path)
+    if status:
+        fd = _try_lock(path)
+        if fd is not None:
+            os.close(fd)
+        _refuse_earlier(path.resolve(), status, fd is None, resume)
         return
     foreign = sorted(p.name for p in path.iterdir() if p.name not in _HYDRA_FILES and not p.name.endswith(".log"))
     if foreign:

@@ -66,6 +66,9 @@ def read_rgb(path: Path, what: str) -> Image.Image:
     try:
         with Image.open(path) as im:
             return im.convert("RGB")
+    except Image.DecompressionBombError as e:  # not an OSError: PIL's guard against images that would fill memory
+        raise DataError(f"{path}: {what} is too large to decode safely (over PIL's limit of "
+                        f"{2 * (Image.MAX_IMAGE_PIXELS or 0):,} pixels); shrink it or replace it") from e
     except (UnidentifiedImageError, OSError) as e:
         raise DataError(f"{path}: {what} is not a readable image ({e})") from e
 

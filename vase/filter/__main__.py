@@ -18,8 +18,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
-from vase.config import or_exit, preflight_overrides, validate
-from vase.errors import ConfigError, VaseError
+from vase.config import FILTER_TASKS, or_exit, preflight_overrides, tasks_help, validated
+from vase.errors import VaseError
 from vase.filter.synthetic import generate_photos
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -48,8 +48,6 @@ def run(cfg: DictConfig) -> dict:
                 cfg.filter.quality.checkpoint = str(train_quality(cfg.filter.quality, out_dir))
             cfg.filter.input = str(root / "photos")
             cfg.filter.output = str(out_dir / "filtered")
-    elif cfg.task != "run":
-        raise ConfigError(f"task={cfg.task!r} must be run, train_quality or synthetic")
     report = run_filter(cfg.filter)
     # lazy: torch: slow to import, and only this path needs it
     from vase.filter.runner import report_markdown
@@ -61,7 +59,8 @@ def run(cfg: DictConfig) -> dict:
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="curate")
 def main(cfg: DictConfig) -> None:
-    or_exit(validate, cfg)
+    if not validated(cfg):
+        return
     try:
         run(cfg)
     except VaseError as e:  # bad input or settings: one line naming the file or key, exit 2 (nothing lost)
@@ -70,5 +69,7 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    or_exit(preflight_overrides, sys.argv[1:], CONF_DIR)
+    if "--help" in sys.argv or "-h" in sys.argv:
+        print(tasks_help(FILTER_TASKS, "python -m vase.filter"))  # then Hydra's own help
+    or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "curate", FILTER_TASKS)
     main()

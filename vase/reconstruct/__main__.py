@@ -16,7 +16,7 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from vase.config import or_exit, preflight_overrides
+from vase.config import or_exit, preflight_overrides, validated
 from vase.reconstruct.base import reconstruct_folder
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -24,6 +24,8 @@ CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="generate3d")
 def main(cfg: DictConfig) -> None:
+    if not validated(cfg):
+        return
     report = or_exit(reconstruct_folder, instantiate(cfg.reconstruct.generator), cfg.input, cfg.output)
     print(json.dumps({"output": str(cfg.output), **report}, indent=1))
     if report["failed"]:
@@ -31,5 +33,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    or_exit(preflight_overrides, sys.argv[1:], CONF_DIR)
+    or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "generate3d")
     main()

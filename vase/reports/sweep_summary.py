@@ -20,6 +20,7 @@ from typing import Any
 
 from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from vase.annotate.vocab import DIMENSIONS
@@ -439,6 +440,8 @@ class SweepSummary(Callback):
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         if getattr(job_return, "status", None) != JobStatus.FAILED:
             return
+        if OmegaConf.select(config, "hydra.mode", default=None) != RunMode.MULTIRUN:
+            return  # a single run says its own error; it is no sweep's job
         err = job_return._return_value  # the exception; reading .return_value would raise it here
         job = OmegaConf.select(config, "hydra.job.num", default="?")
         where = OmegaConf.select(config, "hydra.runtime.output_dir", default="")

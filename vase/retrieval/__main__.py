@@ -17,7 +17,7 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 
-from vase.config import or_exit, preflight_overrides
+from vase.config import or_exit, preflight_overrides, validated
 from vase.errors import VaseError
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -25,6 +25,8 @@ CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="train")
 def main(cfg: DictConfig) -> None:
+    if not validated(cfg):
+        return
     with open_dict(cfg):
         cfg.retrieval.k = max(int(cfg.retrieval.k), 3)
     try:
@@ -44,5 +46,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    or_exit(preflight_overrides, sys.argv[1:], CONF_DIR)
+    or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "train")
     main()
