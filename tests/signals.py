@@ -1,7 +1,8 @@
 """A callback that signals its own process at a given optimizer step, so kill tests stop a run at a known place.
 
 Configured by the environment, so the command line (which decides which run a rerun resumes) stays the same:
-``VASE_TEST_SIGNAL_AT=<step>:<signal number>``; unset, it does nothing.
+``VASE_TEST_SIGNAL_AT=<step>:<signal number>``; unset, it does nothing. In a sweep, ``VASE_TEST_SIGNAL_JOB=<n>``
+limits it to job ``n`` (the jobs of the basic launcher share one process).
 """
 
 from __future__ import annotations
@@ -10,12 +11,16 @@ import os
 from typing import Any
 
 import pytorch_lightning as pl
+from hydra.core.hydra_config import HydraConfig
 
 
 class SignalAt(pl.Callback):
     def __init__(self) -> None:
         step, _, signum = os.environ.get("VASE_TEST_SIGNAL_AT", "").partition(":")
         self.step, self.signum = (int(step), int(signum)) if step else (None, None)
+        job = os.environ.get("VASE_TEST_SIGNAL_JOB")
+        if job is not None and str(HydraConfig.get().job.num) != job:
+            self.step = None
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:

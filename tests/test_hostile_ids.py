@@ -17,9 +17,9 @@ from tests.test_user_paths import _user_dataset, tree_hash
 from vase.errors import ConfigError, DataError
 from vase.io import MAX_NAME_BYTES, inside, name_problem, safe_name
 
-HOSTILE = ["../../../escaped_by_id", "a/b", "/tmp/abs_evil", "..", "C:evil", "tab\there", "nul\x00byte",
-           "x" * (MAX_NAME_BYTES + 1)]
-"""One per record of the 8-vase synthetic set (6 train, 2 val)."""
+HOSTILE = ["a/b", "..", "C:evil", "tab\there", "nul\x00byte", "x" * (MAX_NAME_BYTES + 1), "../../../escaped_by_id",
+           "/tmp/abs_evil"]
+"""One per record of the 8-vase synthetic set (6 train, then 2 val: the escapes, which evaluation reads)."""
 ALSO = ["back\\slash", ".hidden", ".", "", "line\nbreak"]
 
 
@@ -66,7 +66,7 @@ def test_the_render_command_writes_only_inside_its_cache_folder(hostile: Path, t
         out = Path(json.loads(p.stdout)["out"])
         new = _files(tmp_path) - everything
         assert new and all(Path(tmp_path / f).is_relative_to(out) for f in new), sorted(new)[:5]
-        assert (out / "images" / "front" / f"{safe_name(HOSTILE[0])}.png").is_file()
+        assert (out / "images" / "front" / f"{safe_name('../../../escaped_by_id')}.png").is_file()
         everything |= new
     # the first run left the dataset alone; the second added only missing views under its images/ folder
     after = tree_hash(hostile)
@@ -197,3 +197,25 @@ def test_a_retrieval_index_refused_leaves_no_lock_beside_the_users_folder(synthe
         dm.setup()
     assert sorted(p.name for p in tmp_path.iterdir()) == listing  # no mine.lock beside it
     assert tree_hash(mine) == before
+
+
+@pytest.mark.parametrize("task", ["generate", "vqa"])
+def test_evaluation_outputs_stay_in_the_run_folder(hostile: Path, tmp_path: Path, session_dirs: dict,
+                                                   task: str) -> None:
+    from tests.conftest import compose_cfg
+    from vase.config import validate
+    from vase.pipeline.evaluate import run_evaluation
+
+    before, everything = tree_hash(hostile), _files(tmp_path)
+    cfg = compose_cfg("evaluate", [f"task={task}", "logger=none", "data=vasevqa3d", f"data.root={hostile}",
+                                   "data.num_workers=0", "render.resolution=32", "metrics=hf_tiny",
+                                   "generation.max_new_tokens=4",
+                                   *(["vqa.max_new_tokens=4", "vqa.protocol=open"] if task == "vqa" else [])],
+                      tmp_path / "run", session_dirs)
+    validate(cfg)
+    run_evaluation(cfg)
+    new = _files(tmp_path) - everything
+    assert new and all(f.startswith("run/") for f in new), sorted(f for f in new if not f.startswith("run/"))[:5]
+    assert tree_hash(hostile) == before
+    rows = [json.loads(x) for f in (tmp_path / "run").glob("*.jsonl") for x in f.read_text().splitlines()]
+    assert {"../../../escaped_by_id", "/tmp/abs_evil"} <= {r["id"].split("#")[0] for r in rows}  # under their ids

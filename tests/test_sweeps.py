@@ -281,9 +281,12 @@ def test_a_failed_sweep_job_is_reported_when_it_fails(capsys) -> None:
 
     from vase.reports.sweep_summary import SweepSummary
 
-    cfg = OmegaConf.create({"hydra": {"job": {"num": 3}, "runtime": {"output_dir": "/runs/x/3"},
+    cfg = OmegaConf.create({"hydra": {"job": {"num": 3}, "runtime": {"output_dir": "/runs/x/3"}, "mode": "MULTIRUN",
                                       "overrides": {"task": ["reward.weights.shape=0.6", "seed=2"]}}})
     SweepSummary().on_job_end(cfg, JobReturn(status=JobStatus.COMPLETED, _return_value=1.0))
+    assert capsys.readouterr().err == ""
+    single = OmegaConf.merge(cfg, {"hydra": {"mode": "RUN"}})  # a single run's error is its own, not a sweep job's
+    SweepSummary().on_job_end(single, JobReturn(status=JobStatus.FAILED, _return_value=RuntimeError("boom")))
     assert capsys.readouterr().err == ""
     SweepSummary().on_job_end(cfg, JobReturn(status=JobStatus.FAILED, _return_value=RuntimeError("boom")))
     err = capsys.readouterr().err

@@ -165,3 +165,36 @@ def test_the_filter_names_symlink_loops_and_dangling_links(tmp_path: Path) -> No
     assert open_photo(d / "dangling.jpg").reason == "dangling symbolic link (its target 'nowhere.jpg' does not exist)"
     assert open_photo(d / "sub" / "loop").reason.startswith("symbolic link loop (a link to a folder that holds it)")
     assert open_photo(d / "folder").reason == "symbolic link to a folder, not to an image file"
+
+
+# ------------------------------------------------------------------ a killed sweep resumes by rerunning
+
+
+def test_a_killed_sweep_resumes_by_rerunning_it(tmp_path: Path, session_dirs: dict) -> None:
+    """A grid sweep killed (SIGKILL) in its second job, rerun as it was: the same sweep folder, the finished job kept
+    byte for byte and not retrained, the killed one resumed from its checkpoint, the summary over both."""
+    logs = tmp_path / "logs"
+    cmd = [sys.executable, "train.py", "-m", "stage.module.lora.r=4,8", "debug=fast", "trainer.max_steps=4",
+           "callbacks.checkpoint.every_n_train_steps=2", "logger=none", "evaluate.before=false",
+           "evaluate.after=false", "report=false", "render.resolution=64", "+callbacks.signal._target_=tests.signals.SignalAt",
+           f"paths.log_dir={logs}", f"paths.cache_dir={session_dirs['cache']}"]
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
+                           env={**env, "VASE_TEST_SIGNAL_AT": "3:9", "VASE_TEST_SIGNAL_JOB": "1"})
+    assert first.returncode == -9, first.stderr[-2000:]
+    (sweep,) = list((logs / "train" / "multiruns").iterdir())
+    status = {j: json.loads((sweep / j / ".vase-run.json").read_text())["status"] for j in ("0", "1")}
+    assert status == {"0": "finished", "1": "running"} and (sweep / "1" / "checkpoints" / "last.ckpt").is_file()
+    kept = {k: v for k, v in tree_hash(sweep / "0").items() if not k.endswith((".lock", ".vase-run.json"))}
+
+    second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert list((logs / "train" / "multiruns").iterdir()) == [sweep]
+    assert f"keeping the finished sweep job {sweep / '0'}" in second.stdout
+    assert "resuming sft from" in second.stdout and second.stdout.count("resuming sft from") == 1
+    assert {k: v for k, v in tree_hash(sweep / "0").items() if not k.endswith((".lock", ".vase-run.json"))} == kept
+    history = json.loads((sweep / "1" / "train_history.json").read_text())
+    assert [int(h["step"]) for h in history] == [0, 1, 2, 3]  # each step once: none lost, none repeated
+    assert json.loads((sweep / "1" / ".vase-run.json").read_text())["status"] == "finished"
+    assert json.loads((sweep / ".vase-run.json").read_text())["status"] == "finished"
+    assert len(json.loads((sweep / "summary.json").read_text())["jobs"]) == 2

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 
 from vase.errors import ConfigError
 from vase.io import atomic_write_json, file_lock
@@ -37,7 +38,8 @@ _HYDRA_FILES = {".hydra", RUN_FILE, LOCK_FILE}
 _NOT_IDENTITY = ("resume", "ckpt_path", "hydra.", "paths.output_dir")
 
 _held: dict[Path, int] = {}  # run directories this process holds, with the locked file descriptor
-_memo: dict[tuple[str, str], str] = {}  # resolver arguments -> the directory chosen, stable within a process
+_memo: dict[tuple[str, ...], str] = {}  # resolver arguments -> the directory chosen, stable within a process
+_multirun: dict[str, Any] = {}  # the running multirun's overrides and sweeper (note_multirun)
 
 
 def machine_stamp() -> dict[str, Any]:
@@ -97,7 +99,7 @@ def _try_lock(path: Path) -> int | None:
     return fd
 
 
-def claim(path: str | Path, resume: str = "auto") -> Path:
+def claim(path: str | Path, resume: str = "auto", overrides: list[str] | None = None) -> Path:
     """Hold ``path`` as this process's run directory for as long as the process lives.
 
     Raises ConfigError when another live process holds it, or when it holds an earlier run that this one would
@@ -117,7 +119,7 @@ def claim(path: str | Path, resume: str = "auto") -> Path:
             os.close(fd)
         raise
     _held[path] = fd
-    overrides = job_overrides()
+    overrides = job_overrides() if overrides is None else overrides
     record = {**status, "pid": os.getpid(), "status": "running", "key": status.get("key") or run_key(overrides),
               "overrides": status.get("overrides", overrides), "started": status.get("started", time.time())}
     atomic_write_json(path / RUN_FILE, record)
@@ -159,13 +161,14 @@ def release(path: str | Path) -> None:
         os.close(fd)
 
 
-def _resumable(base: Path, key: str) -> Path | None:
+def _resumable(base: Path, key: str, sweep: bool = False) -> Path | None:
     """The newest run under ``base`` started with overrides hashing to ``key`` that was interrupted with a
-    checkpoint and that no live process holds; it is claimed before it is returned."""
+    checkpoint (a sweep: with any job begun) and that no live process holds; it is claimed before it is returned."""
     candidates = []
     for d in base.iterdir() if base.is_dir() else []:
         st = read_status(d)
-        if st.get("key") == key and st.get("status") != "finished" and any(d.glob(f"**/{CHECKPOINT}")):
+        begun = any(d.glob(f"*/{RUN_FILE}")) if sweep else any(d.glob(f"**/{CHECKPOINT}"))
+        if st.get("key") == key and st.get("status") not in ("finished", "checked") and begun:
             candidates.append((st.get("started", 0), d))
     for _, d in sorted(candidates, reverse=True):
         fd = _try_lock(d)
@@ -175,9 +178,12 @@ def _resumable(base: Path, key: str) -> Path | None:
     return None
 
 
-def run_dir(base: str, resume: str = "never") -> str:
-    """``${vase.run_dir:<base>,<resume>}``: this process's run directory under ``base`` (see the module docstring)."""
-    memo_key = (str(base), str(resume))
+def run_dir(base: str, resume: str = "never", kind: str = "run") -> str:
+    """``${vase.run_dir:<base>,<resume>[,sweep]}``: this process's run directory under ``base``, or with ``sweep``
+    its multirun's folder (see the module docstring). A sweep rerun with ``resume=auto`` takes up the newest
+    unfinished sweep of the same command when its sweeper sends the same jobs again (the grid sweeper; an optuna
+    search starts a new folder)."""
+    memo_key = (str(base), str(resume), str(kind))
     if memo_key in _memo:
         return _memo[memo_key]
     if str(resume) not in ("auto", "never"):
@@ -187,8 +193,12 @@ def run_dir(base: str, resume: str = "never") -> str:
     # one claim at a time, so two reruns never take one killed run (the lock file sits beside the folder of runs)
     with file_lock(root.parent / f".{root.name}.lock"):
         chosen = None
+        # a multirun's folder is chosen before Hydra sets a config for its jobs: the multirun noted its own
+        overrides = list(_multirun.get("overrides", [])) if kind == "sweep" else job_overrides()
+        if kind == "sweep" and not str(_multirun.get("sweeper", "")).endswith("BasicSweeper"):
+            resume = "never"  # only the grid sweeper sends the same jobs, in the same order, each time
         if resume == "auto" and _rank() == 0:
-            chosen = _resumable(root, run_key(job_overrides()))
+            chosen = _resumable(root, run_key(overrides), sweep=kind == "sweep")
             if chosen is not None:
                 print(f"resuming the interrupted run {chosen} (same command; resume=never starts afresh)")
         if chosen is None:
@@ -199,12 +209,44 @@ def run_dir(base: str, resume: str = "never") -> str:
                     candidate.mkdir()
                 except FileExistsError:
                     continue
-                chosen = claim(candidate)
+                chosen = claim(candidate, overrides=overrides)
                 break
             else:
                 raise ConfigError(f"{root}: could not create a new run directory for {stamp}")
     _memo[memo_key] = str(chosen)
     return str(chosen)
+
+
+def note_multirun(overrides: list[str], sweeper: str) -> None:
+    """What a multirun was started with (its command-line overrides and its sweeper's class), noted when it starts
+    (``SweepSummary.on_multirun_start``), before Hydra resolves its folder: a rerun of the same grid sweep with
+    ``resume=auto`` takes up its unfinished folder."""
+    _multirun.update(overrides=list(overrides), sweeper=str(sweeper))
+
+
+def finished_sweep_job(path: str | Path, resume: str) -> bool:
+    """In a sweep taken up again (``resume=auto``): whether this job's folder holds its finished run, which is kept
+    and not trained again. A folder holding another job's run (the sweep changed since) is refused."""
+    try:
+        multirun = HydraConfig.get().mode == RunMode.MULTIRUN
+    except ValueError:
+        return False
+    status = read_status(path)
+    if resume != "auto" or not multirun or not status:
+        return False
+    if status.get("key") != run_key(job_overrides()):
+        raise ConfigError(f"sweep job folder {path} holds a run of other overrides ({' '.join(status.get('overrides', []))}"
+                          f"); the sweep changed since it was started: rerun with resume=never for a new sweep")
+    return status.get("status") == "finished"
+
+
+def finish_sweep(sweep_dir: str | Path) -> bool:
+    """Mark a sweep ``finished`` when every job in it finished; otherwise it stays open, and the same command with
+    ``resume=auto`` takes it up again. Returns whether it finished."""
+    jobs = [read_status(d) for d in Path(sweep_dir).iterdir() if (d / RUN_FILE).is_file()]
+    done = bool(jobs) and all(j.get("status") == "finished" for j in jobs)
+    set_status(sweep_dir, "finished" if done else "interrupted")
+    return done
 
 
 def resume_checkpoint(out_dir: str | Path, stage_dir: str | Path, resume: str) -> Path | None:
@@ -227,10 +269,11 @@ def check_given_dir(path: str | Path, key: str = "hydra.run.dir", resume: str | 
         return
     status = read_status(path)
     if status:
-        fd = _try_lock(path)
-        if fd is not None:
-            os.close(fd)
-        _refuse_earlier(path.resolve(), status, fd is None, resume)
+        if _rank() == 0:  # another rank of the same run (DDP, a SLURM task) joins rank 0's folder
+            fd = _try_lock(path)
+            if fd is not None:
+                os.close(fd)
+            _refuse_earlier(path.resolve(), status, fd is None, resume)
         return
     foreign = sorted(p.name for p in path.iterdir() if p.name not in _HYDRA_FILES and not p.name.endswith(".log"))
     if foreign:

@@ -18,7 +18,7 @@ from vase import runs
 from vase.errors import ConfigError
 from vase.eval.scoring import build_scorer
 from vase.eval.vqa import evaluate_vqa
-from vase.io import atomic_write_json, atomic_write_text
+from vase.io import atomic_write_json, atomic_write_text, read_json
 from vase.loggers import build_loggers, log_eval_rows
 from vase.models.loading import load_model_and_processor
 from vase.pipeline.build import build_callbacks, build_datamodule, build_stage_module, build_trainer
@@ -36,6 +36,8 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     With ``followup`` set (a second stage config, e.g. GRPO after SFT), the first stage's adapter is merged and the
     second stage trains a fresh adapter on top, in the same run; its outputs go to ``<run>/<followup name>/``.
     """
+    if runs.finished_sweep_job(cfg.paths.output_dir, str(cfg.get("resume") or "never")):
+        return _kept(Path(cfg.paths.output_dir))
     out_dir, init_adapter = _start(cfg)
     log.info("loading model %s", cfg.model.name_or_path)
     # an initial adapter (e.g. from SFT) is merged first, as the paper merged LoRA before RL; the new stage's
@@ -80,6 +82,18 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     runs.set_status(out_dir, "finished")
     return {"results": ev.results, "history": ev.histories.get(str(cfg.stage.name), []), "histories": ev.histories,
             "vqa": ev.vqa, "output_dir": str(out_dir), "module": module}
+
+
+def _kept(out_dir: Path) -> dict[str, Any]:
+    """A finished job of a sweep taken up again: kept as it is, its results read back from its folder (what a
+    sweeper's objective and the sweep summary read)."""
+    print(f"keeping the finished sweep job {out_dir} (resume=auto; its results stand)")
+    histories = {p.stem.removeprefix("train_history").lstrip("_") or "first": read_json(p)
+                 for p in sorted(out_dir.glob("train_history*.json"))}
+    results = out_dir / "results.json"
+    return {"results": read_json(results) if results.is_file() else {}, "history": histories.get("first", []),
+            "histories": histories, "vqa": {p.stem.removeprefix("vqa_"): read_json(p) for p in out_dir.glob("vqa_*.json")},
+            "output_dir": str(out_dir), "module": None, "kept": True}
 
 
 def _start(cfg: DictConfig) -> tuple[Path, str | None]:

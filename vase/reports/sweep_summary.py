@@ -28,7 +28,7 @@ from vase.choices import PROTOCOL_LABELS
 from vase.config import wandb_offline
 from vase.eval.stats import paired_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
-from vase.runs import machine_stamp
+from vase.runs import finish_sweep, machine_stamp, note_multirun
 
 log = logging.getLogger("vase")
 CAPTION_KEYS = ("overall_score", "clip_score", "fid_score", "r_at_1", "r_at_5", "r_at_10", "lexical_similarity")
@@ -437,10 +437,13 @@ class SweepSummary(Callback):
     """Hydra callback: say at once when a sweep's job fails (Hydra itself keeps the error until every job has run),
     and at the end of a multirun, write the sweep's summary and log it to W&B."""
 
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        note_multirun(list(config.hydra.overrides.task), str(config.hydra.sweeper.get("_target_", "")))
+
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         if getattr(job_return, "status", None) != JobStatus.FAILED:
             return
-        if OmegaConf.select(config, "hydra.mode", default=None) != RunMode.MULTIRUN:
+        if str(OmegaConf.select(config, "hydra.mode", default="")).rsplit(".", 1)[-1] != RunMode.MULTIRUN.name:
             return  # a single run says its own error; it is no sweep's job
         err = job_return._return_value  # the exception; reading .return_value would raise it here
         job = OmegaConf.select(config, "hydra.job.num", default="?")
@@ -453,6 +456,9 @@ class SweepSummary(Callback):
         sweep_dir = Path(str(config.hydra.sweep.dir))
         if not sweep_dir.is_dir():
             return
+        if not finish_sweep(sweep_dir):
+            print(f"the sweep in {sweep_dir} is not complete; the same command (resume=auto) takes it up again: "
+                  f"finished jobs are kept, the others resume or run", file=sys.stderr)
         paths = write_sweep_summary(sweep_dir)
         if write_ablation_report(sweep_dir) is not None:
             print(f"ablation report: {sweep_dir / 'ablation.md'}")
