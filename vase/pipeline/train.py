@@ -4,6 +4,7 @@ then report. Everything takes a plain DictConfig, so tests drive it with Hydra's
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,10 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 import vase.config  # noqa: F401  (registers the config resolvers, e.g. vase.wandb_offline)
 from vase import runs
 from vase.errors import ConfigError
+from vase.eval.heldout import heldout_reward
 from vase.eval.scoring import build_scorer
 from vase.eval.vqa import evaluate_vqa
-from vase.io import atomic_write_json, atomic_write_text, read_json
+from vase.io import atomic_write_json, atomic_write_text, file_lock, read_json
 from vase.loggers import build_loggers, log_eval_rows
 from vase.models.loading import load_model_and_processor
 from vase.pipeline.build import build_callbacks, build_datamodule, build_stage_module, build_trainer
@@ -44,6 +46,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     # adapter then trains on top and its reference (adapter off) is the merged model
     model, processor = load_model_and_processor(cfg.model, adapter=init_adapter, merge=True)
     merged = [str(init_adapter)] if init_adapter else []
+    shared_sft = None if cfg.get("init_adapter") or not init_adapter else Path(init_adapter)  # vase's cache: writable
     datamodule = build_datamodule(cfg, processor, cfg.stage.name)
     loggers = build_loggers(cfg)
     for lg in loggers:
@@ -75,6 +78,10 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
                           module.history)
         if trainer.is_global_zero:
             ev.vqa_after(module, datamodule, str(stage.name))
+            # the held-out reward of this stage and of where it started (its adapter off: the merged model it
+            # trained on top of), on the task it trained; a shared SFT's answers are cached beside it
+            ev.heldout_after(module, datamodule, stage, "" if i == 0 else f"_{stage.name}", bool(merged),
+                             shared_sft if i == 0 else None)
             ev.captions(module, datamodule, str(stage.name), before=False)
 
     if trainer is not None and trainer.is_global_zero and ev.results:
@@ -126,6 +133,7 @@ class _Evaluation:
         self.generations: dict[str, list[dict[str, Any]]] = {}
         self.histories: dict[str, list[dict[str, float]]] = {}
         self.vqa: dict[str, dict[str, Any]] = {}
+        self.heldout: dict[str, dict[str, Any]] = {}
         self.scorer = None
         if self.ev.get("before") or self.ev.get("after"):
             # loading encoders initialises modules from the global RNG: keep it off the seeded training stream, so
@@ -143,6 +151,36 @@ class _Evaluation:
             module.model, self.processor, datamodule.val_set, self.scorer, self.out_dir, tag,
             int(ev.max_new_tokens), int(ev.batch_size), bool(self.cfg.metrics.get("image_score", True)))
         log_eval_rows(self.loggers, tag, self.results[name], self.generations[name])
+
+    def heldout_after(self, module: Any, datamodule: Any, stage: DictConfig, suffix: str, merged: bool,
+                      shared_sft: Path | None) -> None:
+        """``evaluate.heldout``: the stage's own task answered for every validation vase and scored by the run's
+        reward terms (``heldout_reward<suffix>.json``), and, for a stage trained on top of merged adapters, the same
+        for its starting point (``heldout_reward_start<suffix>.json``): the paired baseline of every comparison."""
+        if not self.ev.get("heldout"):
+            return
+        ev = self.ev
+        reward = instantiate(self.cfg.reward, _convert_="partial")
+        task = str(datamodule.task)
+        tokens = int(ev.get("heldout_max_new_tokens") or stage.module.get("max_completion_length")
+                     or ev.max_new_tokens)
+        self.heldout[str(stage.name)] = heldout_reward(
+            module.model, self.processor, datamodule.val_set, reward, task, self.out_dir / f"heldout_reward{suffix}.json",
+            f"{self.label} ({stage.name})", int(ev.batch_size), tokens)
+        if merged and hasattr(module.model, "disable_adapter"):
+            answers = None
+            if shared_sft is not None:  # every job of a sweep starts from this SFT: its answers are made once
+                answers = shared_sft.parent / f"heldout_start_{task}_t{tokens}.jsonl"
+            with file_lock(answers.with_suffix(".lock")) if answers else contextlib.nullcontext(), \
+                    module.model.disable_adapter():
+                heldout_reward(module.model, self.processor, datamodule.val_set, reward, task,
+                               self.out_dir / f"heldout_reward_start{suffix}.json", f"{self.label} (start)",
+                               int(ev.batch_size), tokens, answers=answers)
+        res = self.heldout[str(stage.name)]
+        for lg in self.loggers:
+            lg.log_metrics({**{f"val/{stage.name}/heldout/{d}_right": s["mean"] for d, s in res["pass"].items()},
+                            **{f"val/{stage.name}/heldout/{n}": s["mean"] for n, s in res["terms"].items()},
+                            f"val/{stage.name}/heldout/reward": res["total"]["mean"]})
 
     def vqa_after(self, module: Any, datamodule: Any, stage: str) -> None:
         """Per-dimension VQA on the validation set (``evaluate.vqa``), written to ``vqa_<stage>.json``."""

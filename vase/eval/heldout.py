@@ -1,0 +1,140 @@
+"""Held-out reward: what the reward asks, measured on vases the model never saw.
+
+After a stage, the model answers the prompts of the task it trained (``data.task``: captions, QA pairs, or both;
+the same prompts, targets and ids as training, from ``vase.tasks``) for every held-out vase, greedily, and the run's
+own reward terms score the answers: each term's mean value, the share of answers that get each dimension right
+(its similarity reaches tau: the term's ``<name>_pass``), the weighted total, each with a bootstrap 95 % interval,
+and every answer's values by id, so that two runs on the same vases compare by paired intervals
+(:func:`heldout_difference`). Term values are kept before their weights: a run with other weights (a sweep) scores
+the same answers by its own weights (:func:`rescore`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from vase.annotate.vocab import DIMENSIONS
+from vase.errors import DataError
+from vase.eval.generate import GenerationItem, generate_rows, prompt_context, visuals_of
+from vase.eval.stats import bootstrap_ci, paired_difference
+from vase.io import atomic_write_json, atomic_write_text
+from vase.rewards.terms import Similarity
+from vase.tasks import DATA_TASKS, SAMPLES
+
+SCORE_CHUNK = 32  # answers scored at once (their views are loaded for terms that read them)
+
+
+def heldout_items(dataset: Any, data_task: str) -> tuple[list[GenerationItem], dict[str, dict[str, Any]]]:
+    """The prompts of ``data_task`` for every held-out vase that states its six dimensions, and each prompt's
+    reward target by id; samples whose target expects no dimension (a letter, generator parameters) are left out."""
+    if data_task not in DATA_TASKS:
+        raise DataError(f"data.task={data_task!r} must be one of {list(DATA_TASKS)}")
+    items, targets = [], {}
+    for i, rec in enumerate(dataset.records):
+        if not rec.has_dimensions:
+            continue
+        ctx = prompt_context(dataset, i)
+        for name in DATA_TASKS[data_task]:
+            # the task's own samples (prompt, target, id), built without reading the views: they are loaded when
+            # the item is answered
+            for s in SAMPLES[name](SimpleNamespace(record=rec, images=None, context=ctx), ctx):
+                if s.target is None or all(v is None for v in s.target.values()):
+                    continue
+                items.append(GenerationItem(s.id, visuals_of(dataset, i), s.prompt, s.answer, {"task": name}))
+                targets[s.id] = s.target
+    return items, targets
+
+
+def score_answers(rows: list[dict[str, Any]], targets: dict[str, dict[str, Any]], reward: Any,
+                  images: dict[str, Any] | None = None) -> dict[str, dict[str, float]]:
+    """Each answer's value of every term (before its weight), its ``<term>_pass`` for the dimension terms and its
+    weighted ``total``, by id. ``images``: id -> a loader of the item's views, for terms that read them."""
+    out: dict[str, dict[str, float]] = {}
+    dims = {name for name, t in reward.terms.items() if isinstance(t, Similarity)}
+    for start in range(0, len(rows), SCORE_CHUNK):
+        chunk = rows[start: start + SCORE_CHUNK]
+        ids = [r["id"] for r in chunk]
+        got = reward.compute([r["caption"] for r in chunk], targets=[targets[i] for i in ids], ids=ids,
+                             images=[images[i]() for i in ids] if images else None)
+        for k, i in enumerate(ids):
+            row = {name: got.components[name][k] for name in reward.terms}
+            row.update({f"{name}_pass": got.components[f"{name}_pass"][k] for name in dims})
+            row["total"] = got.total[k]
+            out[i] = row
+    return out
+
+
+def summarize(items: dict[str, dict[str, float]], reward: Any) -> dict[str, Any]:
+    """Means with bootstrap 95 % intervals: every term, the total, and each dimension term's pass rate."""
+    def stat(key: str) -> dict[str, float]:
+        vals = [v[key] for v in items.values() if key in v]
+        lo, hi = bootstrap_ci(vals)
+        return {"mean": sum(vals) / len(vals) if vals else float("nan"), "lo": lo, "hi": hi, "n": len(vals)}
+
+    dim_terms = {name: t.dimension for name, t in reward.terms.items() if isinstance(t, Similarity)}
+    return {"terms": {name: stat(name) for name in reward.terms}, "total": stat("total"),
+            "pass": {dim: stat(f"{name}_pass") for name, dim in dim_terms.items()},
+            "term_of_dimension": {dim: name for name, dim in dim_terms.items()},
+            "weights": {name: float(t.weight) for name, t in reward.terms.items()}}
+
+
+def rescore(result: dict[str, Any], reward: Any) -> dict[str, Any]:
+    """A held-out result's answers summed again with ``reward``'s weights (the values before weights stand: the same
+    answers, another run's weighting), e.g. a shared SFT's answers scored by each job's reward."""
+    items = {i: {**v, "total": sum(float(t.weight) * v.get(name, 0.0) for name, t in reward.terms.items())}
+             for i, v in result["items"].items()}
+    return {**result, **summarize(items, reward), "items": items}
+
+
+def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_task: str, out: str | Path,
+                   label: str, batch_size: int = 8, max_new_tokens: int = 64,
+                   answers: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
+    """Answer ``data_task``'s prompts for every vase of ``dataset`` (greedy; resumable through ``answers``, default
+    ``heldout_<out stem>.jsonl`` beside ``out``), score them with ``reward``'s terms and write ``out`` (JSON) with a
+    markdown table beside it; returns the result."""
+    out = Path(out)
+    items, targets = heldout_items(dataset, data_task)
+    if not items:
+        raise DataError(f"no held-out vase states its six dimensions (data.task={data_task}): the held-out reward "
+                        f"has nothing to score (evaluate.heldout=false turns it off)")
+    answers = Path(answers) if answers is not None else out.with_name(f"heldout_{out.stem}.jsonl")
+    rows = generate_rows(model, processor, items, answers, batch_size=batch_size, max_new_tokens=max_new_tokens,
+                         progress=progress, desc="held-out answers")
+    scored = score_answers(rows, targets, reward, {it.id: it.images for it in items}
+                           if any(_reads_images(t) for t in reward.terms.values()) else None)
+    result = {"label": label, "task": data_task, "n": len(scored), "vases": len(dataset.records),
+              "max_new_tokens": max_new_tokens, **summarize(scored, reward), "items": scored}
+    atomic_write_json(out, result)
+    atomic_write_text(out.with_suffix(".md"), format_heldout({label: result}))
+    return result
+
+
+def _reads_images(term: Any) -> bool:
+    """A term that scores against the vase's views (the learned verifier) and carries weight."""
+    return float(getattr(term, "weight", 0.0)) != 0.0 and getattr(term, "checkpoint", None) is not None
+
+
+def heldout_difference(a: dict[str, Any], b: dict[str, Any], key: str) -> dict[str, float]:
+    """``a - b`` on one key of the answers both scored (``total``, a term, or ``<term>_pass``), with its paired
+    bootstrap interval."""
+    return paired_difference({i: v[key] for i, v in a["items"].items() if key in v},
+                             {i: v[key] for i, v in b["items"].items() if key in v})
+
+
+def format_heldout(results: dict[str, dict[str, Any]]) -> str:
+    """A markdown table: per run, each dimension's held-out pass rate and the weighted total, with 95 % intervals."""
+    def cell(s: dict[str, float] | None, pct: bool) -> str:
+        if not s:
+            return "–"
+        f = 100.0 if pct else 1.0
+        return f"{f * s['mean']:.1f} [{f * s['lo']:.1f}, {f * s['hi']:.1f}]" if pct else \
+            f"{s['mean']:.3f} [{s['lo']:.3f}, {s['hi']:.3f}]"
+
+    dims = [d for d in DIMENSIONS if any(d in r.get("pass", {}) for r in results.values())]
+    lines = ["| run | answers | " + " | ".join(f"{d.capitalize()} right, %" for d in dims) + " | reward |",
+             "|---|---:|" + "---|" * (len(dims) + 1)]
+    for label, r in results.items():
+        lines.append(f"| {label} | {r.get('n', '')} | " + " | ".join(cell(r["pass"].get(d), True) for d in dims)
+                     + f" | {cell(r.get('total'), False)} |")
+    return "\n".join(lines) + "\n"

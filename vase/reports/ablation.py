@@ -1,0 +1,347 @@
+"""A reward-weight ablation's verdict: does a weight move what it rewards, on vases the model never saw?
+
+For a sweep over one ``reward.weights.<dim>`` (and seeds, and data draws ``data.synthetic.seed``), ``ablation.md``,
+``ablation.json`` and ``ablation.png``, decided on each job's **held-out reward** (``evaluate.heldout``: the task the
+stage trained, answered on the held-out vases and scored by the run's own terms) against its starting point (the
+same model with its adapter off, on the same answers' ids):
+
+(i)  on every draw and seed, the share of held-out answers that get ``<dim>`` right at the largest weight is above
+     that at weight 0 and above the start: both paired 95 % bootstrap intervals exclude 0;
+(ii) at the paper's weights (``<dim>`` 0.15), no dimension's held-out rate lies below the start beyond its paired
+     interval.
+
+Multiple choice by option likelihood (``evaluate.vqa=ll``), where the jobs ran it, is reported beside it as
+**transfer to QA**, with its own intervals: never the verdict. A sweep without held-out reward (older runs) is
+decided on its VQA as before, and says so. The dose-response on the training prompts (the dimension's own training
+reward over the last steps, largest weight against weight 0) is reported per draw and seed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from vase.annotate.vocab import DIMENSIONS
+from vase.choices import PROTOCOL_LABELS
+from vase.eval.heldout import heldout_difference
+from vase.eval.stats import paired_difference
+from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
+from vase.reports.jobs import LAST_STEPS, _heldout, _job_dirs, _overrides, _sft_vqa, job_row
+from vase.runs import machine_stamp
+
+PAPER_WEIGHT = 0.15  # the paper's weight of shape and dating; the others are then the paper's too
+DRAW_KEY = "data.synthetic.seed"
+
+
+def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
+    """Write ``ablation.md``, ``ablation.json`` and ``ablation.png`` for a sweep over one reward weight and return
+    the verdicts; None when the sweep is not such an ablation (or has nothing held-out to decide on)."""
+    sweep_dir = Path(sweep_dir)
+    jobs = [j for j in _job_dirs(sweep_dir) if _heldout(j)[0] or sorted(j.glob("vqa_*.json"))]
+    if not jobs:
+        return None
+    ov = {j: _overrides(j) for j in jobs}
+    swept = sorted({k for o in ov.values() for k in o if k.startswith("reward.weights.")})
+    if len(swept) != 1:
+        return None
+    key = swept[0]
+    dim = key.rsplit(".", 1)[-1]
+    xs = sorted({float(o[key]) for o in ov.values()})
+    draws = sorted({o.get(DRAW_KEY, "-") for o in ov.values()})
+
+    def group(j: Path) -> str:  # one seed on one draw of the data
+        seed = ov[j].get("seed", "-")
+        return seed if len(draws) == 1 else f"draw {ov[j].get(DRAW_KEY, '-')}, seed {seed}"
+
+    groups: dict[str, dict[float, Path]] = {}
+    for j in jobs:
+        groups.setdefault(group(j), {})[float(ov[j][key])] = j
+    verdict: dict[str, Any] = {"swept": key, "weights": xs, "draws": draws, "groups": sorted(groups),
+                               "seeds": sorted({o.get("seed", "-") for o in ov.values()})}
+    held = {j: _heldout(j) for j in jobs}
+    lines = [f"# Reward ablation: `{key}` on held-out vases\n"]
+    if all(h[0] is not None and h[1] is not None for h in held.values()):
+        verdict["basis"] = "held-out reward"
+        lines += _heldout_verdict(verdict, dim, xs, groups, held, draws, ov)
+        transfer = _vqa_verdict(dim, xs, groups, jobs, ov, targets=False)
+        if transfer is not None:
+            verdict["transfer"] = transfer["verdict"]
+            lines += ["", f"## Transfer to QA: {PROTOCOL_LABELS[transfer['verdict']['protocol']]}", "",
+                      "Reported beside the verdict, never as it: GRPO trained on the stage's task; these are "
+                      "questions it did not train on.", *transfer["lines"]]
+    else:
+        got = _vqa_verdict(dim, xs, groups, jobs, ov, targets=True)
+        if got is None:
+            return None
+        verdict["basis"] = "held-out VQA (no held-out reward in these jobs: evaluate.heldout=true adds it)"
+        verdict.update(got["verdict"])
+        lines += got["lines"]
+    dose = _dose_response(dim, xs, groups)
+    if dose:
+        verdict["dose_response"] = all(v["at_max"] > v["at_0"] for v in dose.values())
+        verdict["dose_response_per_seed"] = dose
+        lines.append(f"\n**Dose-response** on the training prompts, {dim} reward over the last {LAST_STEPS} steps at "
+                     f"weight {max(xs):g} above weight {min(xs):g} on every seed: "
+                     f"**{'held' if verdict['dose_response'] else 'not held'}** ("
+                     + "; ".join(f"{_who(g)}: {v['at_max']:.3f} vs {v['at_0']:.3f}" for g, v in dose.items()) + ").")
+    lines.append("\n![ablation](ablation.png)\n")
+    atomic_write_text(sweep_dir / "ablation.md", "\n".join(lines) + "\n")
+    verdict["machine"] = machine_stamp()
+    # what make readme-tables puts into the README (its headings in bold: the README has its own)
+    verdict["table"] = "\n".join(f"**{line[3:].strip()}**" if line.startswith("## ") else line
+                                 for line in "\n".join(lines[1:-1]).splitlines()).strip()
+    atomic_write_json(sweep_dir / "ablation.json", verdict)
+    _plot(sweep_dir / "ablation.png", dim, xs, groups, held, jobs, ov)
+    return verdict
+
+
+def _who(group: str) -> str:
+    return f"seed {group}" if "draw" not in group else group
+
+
+def _rate(result: dict[str, Any], d: str) -> float | None:
+    s = result["pass"].get(d)
+    return None if s is None else s["mean"]
+
+
+def _pass_key(result: dict[str, Any], d: str) -> str:
+    return f"{result['term_of_dimension'][d]}_pass"
+
+
+def _heldout_verdict(verdict: dict[str, Any], dim: str, xs: list[float], groups: dict[str, dict[float, Path]],
+                     held: dict[Path, tuple[Any, Any]], draws: list[str], ov: dict[Path, dict[str, str]]) -> list[str]:
+    """Targets (i) and (ii) on the held-out reward, per draw and seed; the tables per draw."""
+    lo_w, hi_w = min(xs), max(xs)
+    per_group = {}
+    for g, at in groups.items():
+        if hi_w not in at or lo_w not in at:
+            continue
+        (hmax, start), (h0, _) = held[at[hi_w]], held[at[lo_w]]
+        key = _pass_key(hmax, dim)
+        per_group[g] = {"at_max": _rate(hmax, dim), "at_0": _rate(h0, dim), "sft": _rate(start, dim),
+                        "max_minus_0": heldout_difference(hmax, h0, key),
+                        "max_minus_sft": heldout_difference(hmax, start, key)}
+    verdict["i"] = bool(per_group) and all(v["max_minus_0"]["lo"] > 0 and v["max_minus_sft"]["lo"] > 0
+                                           for v in per_group.values())
+    verdict["i_rule"] = "paired 95 % bootstrap intervals exclude 0"
+    verdict["i_per_seed"] = per_group
+    verdict["protocol"] = "heldout"
+    if PAPER_WEIGHT in xs:
+        worst: dict[str, float] = {}
+        fell: dict[str, bool] = {}
+        for at in groups.values():
+            if PAPER_WEIGHT not in at:
+                continue
+            h, start = held[at[PAPER_WEIGHT]]
+            for d in DIMENSIONS:
+                if d in h["pass"] and d in start["pass"]:
+                    c = heldout_difference(h, start, _pass_key(h, d))
+                    worst[d] = min(worst.get(d, 1.0), c["diff"])
+                    fell[d] = fell.get(d, False) or c["hi"] < 0
+        verdict["ii"] = not any(fell.values())
+        verdict["ii_rule"] = "no dimension's paired 95 % interval lies wholly below the start (SFT)"
+        verdict["ii_worst_drop"] = worst
+        verdict["ii_fell"] = sorted(d for d, f in fell.items() if f)
+    # tables: one per draw (its own SFT start), a row per job
+    lines = []
+    any_h = next(iter(held.values()))[0]
+    dims = [d for d in DIMENSIONS if d in any_h["pass"]]
+    for draw in draws:
+        members = [(g, at) for g, at in groups.items() if all(ov[j].get(DRAW_KEY, "-") == draw for j in at.values())]
+        if not members:
+            continue
+        title = "" if len(draws) == 1 else f", data draw {draw}"
+        lines += ["", f"## Held-out {any_h['task']}s, each dimension right (similarity >= tau), %{title}", "",
+                  f"{any_h['n']} answers on {any_h['vases']} held-out vases, greedy, scored by each run's own "
+                  f"terms; the start is the SFT (each job's adapter off), on the same vases.", "",
+                  "| run | " + " | ".join(d.capitalize() for d in dims) + " | reward |",
+                  "|---|" + "---|" * (len(dims) + 1)]
+        start = held[next(iter(members[0][1].values()))][1]
+        lines.append("| SFT (start) | " + " | ".join(_pct(_rate(start, d)) for d in dims) + " | – |")
+        for g, at in members:
+            for x in sorted(at):
+                h = held[at[x]][0]
+                lines.append(f"| GRPO, {dim} weight {x:g} ({_who(g)}) | " + " | ".join(_pct(_rate(h, d)) for d in dims)
+                             + f" | {h['total']['mean']:.3f} |")
+    lines.append(f"\n**Target (i)**, held-out {any_h['task']}s: {dim} right at weight {hi_w:g} above weight {lo_w:g} "
+                 f"and above SFT on every draw and seed, decided on {verdict['i_rule']}: "
+                 f"**{'held' if verdict['i'] else 'not held'}** ("
+                 + "; ".join(f"{_who(g)}: {_pct(v['at_max'])} vs {_pct(v['at_0'])} and SFT {_pct(v['sft'])}" + _diffs(v)
+                             for g, v in per_group.items()) + ").")
+    if "ii" in verdict:
+        drops = ", ".join(f"{d} {100 * v:+.1f}" for d, v in verdict["ii_worst_drop"].items())
+        lines.append(f"\n**Target (ii)**, at the paper's weights: {verdict['ii_rule']}: "
+                     f"**{'held' if verdict['ii'] else 'not held'}** (worst change per dimension, points: {drops}"
+                     + (f"; below: {', '.join(verdict['ii_fell'])}" if verdict["ii_fell"] else "") + ").")
+    return lines
+
+
+def _vqa_verdict(dim: str, xs: list[float], groups: dict[str, dict[float, Path]], jobs: list[Path],
+                 ov: dict[Path, dict[str, str]], targets: bool) -> dict[str, Any] | None:
+    """Targets (i) and (ii) on held-out VQA (option likelihood where the jobs have it, else open answers), and its
+    table: the verdict of sweeps without held-out reward, and the transfer-to-QA report of those with it."""
+    jobs = [j for j in jobs if sorted(j.glob("vqa_*.json"))]
+    if not jobs:
+        return None
+    vqa = {j: read_json(sorted(j.glob("vqa_*.json"))[-1])["vqa"] for j in jobs}
+    sft_of = {j: _sft_vqa(j) for j in jobs}  # each job's own SFT (one shared by all, or one per seed or draw)
+    distinct = [v for k, v in enumerate(sft_of.values()) if v and v not in list(sft_of.values())[:k]]
+    sft = _mean_vqa(distinct) if distinct else None
+    protocols = [p for p in ("ll", "open", "mc") if any(p in v for v in vqa.values())]
+    decide = "ll" if "ll" in protocols else "open"
+
+    def acc(j: Path | None, protocol: str, d: str) -> float | None:
+        return None if j is None or j not in vqa else vqa[j].get(protocol, {}).get("accuracy", {}).get(d)
+
+    def items(v: dict[str, Any] | None, d: str) -> dict[str, float] | None:
+        return ((v or {}).get(decide) or {}).get("items", {}).get(d)
+
+    n_items = max((v.get(decide, {}).get("n", 0) for v in vqa.values()), default=0) // max(1, len(DIMENSIONS))
+    verdict: dict[str, Any] = {"protocol": decide}
+    lines = []
+    for protocol in protocols:
+        lines += ["", f"## {PROTOCOL_LABELS[protocol]}", "",
+                  "| run | " + " | ".join(d.capitalize() for d in DIMENSIONS) + " | Mean |", "|---|" + "---|" * (len(DIMENSIONS) + 1)]
+        if sft and protocol in sft:
+            a = sft[protocol]["accuracy"]
+            lines.append("| SFT | " + " | ".join(f"{100 * a[d]:.1f} %" for d in DIMENSIONS if d in a)
+                         + f" | {100 * sft[protocol]['mean']:.1f} % |")
+        for x in xs:
+            vals = []
+            for d in DIMENSIONS:
+                got = [a for j in jobs if float(ov[j][next(k for k in ov[j] if k.startswith("reward.weights."))]) == x
+                       and (a := acc(j, protocol, d)) is not None]
+                vals.append(sum(got) / len(got) if got else None)
+            ok = [v for v in vals if v is not None]
+            lines.append(f"| GRPO, {dim} weight {x:g} | " + " | ".join(_pct(v) for v in vals)
+                         + f" | {100 * sum(ok) / max(1, len(ok)):.1f} % |")
+    if sft and decide in sft:
+        per_group = {}
+        for g, at in groups.items():
+            jmax, j0 = at.get(max(xs)), at.get(min(xs))
+            own = next((sft_of[j] for j in at.values() if sft_of.get(j)), sft)
+            row = {"at_max": acc(jmax, decide, dim), "at_0": acc(j0, decide, dim), "sft": own[decide]["accuracy"].get(dim)}
+            a, b, c = (items(vqa.get(jmax), dim), items(vqa.get(j0), dim), items(own, dim))
+            if a and b and c:  # item-level answers: decide on paired intervals, not on points
+                row["max_minus_0"] = paired_difference(a, b)
+                row["max_minus_sft"] = paired_difference(a, c)
+            per_group[g] = row
+
+        def held(v: dict[str, Any]) -> bool:
+            if "max_minus_0" in v:
+                return v["max_minus_0"]["lo"] > 0 and v["max_minus_sft"]["lo"] > 0
+            return (v["at_max"] is not None and v["at_0"] is not None and v["at_max"] > v["at_0"]
+                    and v["at_max"] > v["sft"])
+
+        verdict["i"] = all(held(v) for v in per_group.values())
+        verdict["i_rule"] = ("paired 95 % bootstrap intervals exclude 0" if all("max_minus_0" in v for v in
+                             per_group.values()) else "point estimates (no item-level answers to pair)")
+        verdict["i_per_seed"] = per_group
+        name = "Target (i)" if targets else f"Transfer: {dim} accuracy"
+        lines.append(f"\n**{name}**, {PROTOCOL_LABELS[decide]}: {dim} accuracy at weight {max(xs):g} above weight "
+                     f"{min(xs):g} and above SFT on every seed, on {verdict['i_rule']}: "
+                     f"**{'held' if verdict['i'] else 'not held'}** ("
+                     + "; ".join(f"{_who(g)}: {_pct(v['at_max'])} vs {_pct(v['at_0'])} and SFT {_pct(v['sft'])}"
+                                 + _diffs(v) for g, v in per_group.items()) + ").")
+        if PAPER_WEIGHT in xs and n_items:
+            worst: dict[str, float] = {}
+            fell: dict[str, bool] = {}
+            for at in groups.values():
+                j = at.get(PAPER_WEIGHT)
+                if j is None or j not in vqa:
+                    continue
+                base = sft_of[j] or sft
+                for d in DIMENSIONS:
+                    a, b = acc(j, decide, d), base[decide]["accuracy"].get(d)
+                    if a is not None and b is not None:
+                        worst[d] = min(worst.get(d, 1.0), a - b)
+                    ia, ib = items(vqa[j], d), items(base, d)
+                    if ia and ib:  # fell below SFT by more than its interval: the whole interval under 0
+                        fell[d] = fell.get(d, False) or paired_difference(ia, ib)["hi"] < 0
+            verdict["ii"] = (not any(fell.values()) if fell else
+                             all(v >= -1.0 / n_items - 1e-9 for v in worst.values()))
+            verdict["ii_rule"] = ("no dimension's paired 95 % interval lies wholly below SFT" if fell
+                                  else "no dimension below SFT by more than one held-out item")
+            verdict["ii_worst_drop"] = worst
+            drops = ", ".join(f"{d} {100 * v:+.1f}" for d, v in worst.items())
+            name = "Target (ii)" if targets else "Transfer at the paper's weights"
+            lines.append(f"\n**{name}**, at the paper's weights: {verdict['ii_rule']} ({100 / n_items:.1f} points an item): "
+                         f"**{'held' if verdict['ii'] else 'not held'}** (worst change per dimension, points: {drops}).")
+    return {"verdict": verdict, "lines": lines}
+
+
+def _dose_response(dim: str, xs: list[float], groups: dict[str, dict[float, Path]]) -> dict[str, dict[str, float]]:
+    """Per draw and seed: the dimension's own training reward over the last steps at the largest weight and at 0."""
+    dose = {}
+    for g, at in groups.items():
+        got = {x: job_row(j).get(f"reward/{dim}") for x, j in at.items()}
+        if got.get(max(xs)) is not None and got.get(min(xs)) is not None:
+            dose[g] = {"at_max": got[max(xs)], "at_0": got[min(xs)]}
+    return dose
+
+
+def _mean_vqa(scores: list[dict[str, Any]]) -> dict[str, Any]:
+    """The mean of several VQA score dicts (several SFT baselines, one per seed), per protocol and dimension."""
+    out: dict[str, Any] = {}
+    for protocol in {p for s in scores for p in s}:
+        sel = [s[protocol] for s in scores if protocol in s]
+        dims = {d for s in sel for d in s["accuracy"]}
+        acc = {d: sum(s["accuracy"][d] for s in sel if d in s["accuracy"]) / sum(d in s["accuracy"] for s in sel)
+               for d in dims}
+        out[protocol] = {"accuracy": acc, "mean": sum(acc.values()) / max(1, len(acc))}
+    return out
+
+
+def _diffs(v: dict[str, Any]) -> str:
+    if "max_minus_0" not in v:
+        return ""
+    a, b = v["max_minus_0"], v["max_minus_sft"]
+    return (f" (differences, points, 95 % CI: {100 * a['diff']:+.1f} [{100 * a['lo']:+.1f}, {100 * a['hi']:+.1f}] "
+            f"and {100 * b['diff']:+.1f} [{100 * b['lo']:+.1f}, {100 * b['hi']:+.1f}], {a['n']} items)")
+
+
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{100 * v:.1f} %"
+
+
+def _plot(path: Path, dim: str, xs: list[float], groups: dict[str, dict[float, Path]],
+          held: dict[Path, tuple[Any, Any]], jobs: list[Path], ov: dict[Path, dict[str, str]]) -> None:
+    """Held-out rate per dimension against the weight (one line per draw and seed; dashed: the start), and, where
+    the jobs ran it, the VQA transfer (mean over seeds and draws)."""
+    # lazy: matplotlib: slow to import, and only this path needs it
+    import matplotlib
+
+    matplotlib.use("Agg")
+    # lazy: matplotlib: slow to import, and only this path needs it
+    import matplotlib.pyplot as plt
+
+    has_held = all(h[0] is not None for h in held.values())
+    vqa = {j: read_json(sorted(j.glob("vqa_*.json"))[-1])["vqa"] for j in jobs if sorted(j.glob("vqa_*.json"))}
+    proto = next((p for p in ("ll", "open", "mc") if any(p in v for v in vqa.values())), None)
+    panels = (["heldout"] if has_held else []) + ([proto] if proto else [])
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.2), dpi=110, squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        for k, d in enumerate(DIMENSIONS):
+            color = f"C{k}"
+            for n, (_, at) in enumerate(sorted(groups.items())):
+                if panel == "heldout":
+                    ys = [_rate(held[at[x]][0], d) if x in at else None for x in xs]
+                    start = held[next(iter(at.values()))][1]
+                    base = _rate(start, d)
+                else:
+                    ys = [vqa.get(at.get(x), {}).get(panel, {}).get("accuracy", {}).get(d) for x in xs]
+                    sft = _sft_vqa(next(iter(at.values())))
+                    base = (sft or {}).get(panel, {}).get("accuracy", {}).get(d)
+                ax.plot(xs, [100 * y if y is not None else float("nan") for y in ys], "-", color=color,
+                        linewidth=2.5 if d == dim else 1.0, alpha=1.0 if d == dim else 0.6,
+                        label=d if n == 0 else None, marker="os^v"[n % 4])
+                if base is not None and n == 0:
+                    ax.axhline(100 * base, color=color, linestyle="--", linewidth=0.8)
+        ax.set_xlabel(f"{dim} weight (others rescaled)")
+        ax.set_ylabel("held-out answers right (%)" if panel == "heldout" else "held-out accuracy (%)")
+        ax.set_ylim(0, 100)
+        ax.set_title("held-out reward (the verdict)" if panel == "heldout" else f"transfer: {PROTOCOL_LABELS[panel]}")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7, title="dashed: start (SFT); markers: draw/seed")
+    fig.tight_layout()
+    save_figure(fig, path)

@@ -1,0 +1,112 @@
+"""What a sweep's job folders hold, read back: overrides, the last stage's history, VQA, held-out reward, caption
+metrics (one row per job), for the sweep summary and the ablation report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from vase.annotate.vocab import DIMENSIONS
+from vase.eval.heldout import heldout_difference
+from vase.io import read_json
+
+CAPTION_KEYS = ("overall_score", "clip_score", "fid_score", "r_at_1", "r_at_5", "r_at_10", "lexical_similarity")
+LAST_STEPS = 20  # the reward of a job: the mean over its last steps (where training has got to)
+
+
+def _job_dirs(sweep_dir: Path) -> list[Path]:
+    jobs = [d for d in sweep_dir.iterdir() if d.is_dir() and (d / ".hydra" / "overrides.yaml").is_file()]
+    return sorted(jobs, key=lambda d: (not d.name.isdigit(), int(d.name) if d.name.isdigit() else 0, d.name))
+
+
+def _last_history(job: Path) -> tuple[str | None, list[dict[str, float]]]:
+    """The history of the job's last stage (a GRPO follow-up's if it had one)."""
+    follow = sorted(job.glob("train_history_*.json"))
+    path = follow[-1] if follow else job / "train_history.json"
+    if not path.is_file():
+        return None, []
+    stage = path.stem.removeprefix("train_history_") if follow else None
+    return stage, read_json(path)
+
+
+def job_row(job: Path) -> dict[str, Any]:
+    """One job's row: overrides, status, mean reward (overall and per dimension), VQA accuracy, caption metrics."""
+    overrides = [str(o) for o in OmegaConf.load(job / ".hydra" / "overrides.yaml")]
+    row: dict[str, Any] = {"job": job.name, "overrides": " ".join(overrides), "status": "done", "metrics": {}}
+    stage, hist = _last_history(job)
+    if not hist:
+        row["status"] = "no history (failed or still running)"
+    rewards = [h for h in hist if "reward" in h][-LAST_STEPS:]
+    config = job / "config.yaml"
+    weights = OmegaConf.select(OmegaConf.load(config), "reward.effective_weights") if config.is_file() else None
+    for d, w in (weights or {}).items():  # the weights the reward used (after reward.normalize_weights)
+        row[f"w/{d}"] = float(w)
+    if rewards:
+        row["reward"] = sum(h["reward"] for h in rewards) / len(rewards)
+        # every part of the reward the history kept (dimensions, configured terms) and how often groups tied
+        names = [k for k in rewards[-1] if k.startswith("reward/") or k == "frac_reward_zero_std"]
+        for name in names:
+            vals = [h[name] for h in rewards if name in h]
+            row[name] = sum(vals) / len(vals)
+    vqa_files = sorted(job.glob("vqa_*.json"))
+    if vqa_files:
+        vqa = read_json(vqa_files[-1]).get("vqa", {})  # the last stage's
+        for protocol, s in vqa.items():
+            for d, acc in s.get("accuracy", {}).items():
+                row[f"vqa/{protocol}/{d}"] = acc
+            row[f"vqa/{protocol}/mean"] = s.get("mean")
+            if s.get("n"):  # items asked per dimension: what an interval of the accuracy needs
+                row[f"vqa/{protocol}/n_per_dimension"] = int(s["n"]) // len(DIMENSIONS)
+    held, start = _heldout(job)
+    if held:
+        row["heldout/reward"] = held["total"]["mean"]
+        for d, st in held["pass"].items():
+            row[f"heldout/{d}_right"] = st["mean"]
+            if start and d in start["pass"]:  # the change from where the stage started, on the same answers' ids
+                row[f"heldout/{d}_right_vs_start"] = heldout_difference(held, start, f"{held['term_of_dimension'][d]}_pass")["diff"]
+        for name, st in held["terms"].items():
+            if name not in held["term_of_dimension"].values():
+                row[f"heldout/{name}"] = st["mean"]
+        row["heldout/n"] = held["n"]
+    if (job / "results.json").is_file():
+        results = read_json(job / "results.json")
+        if results:
+            last = list(results.values())[-1]
+            row["metrics"] = {k: last[k] for k in (*CAPTION_KEYS, "n_pairs") if k in last}
+            row.update({k: last[k] for k in CAPTION_KEYS if k in last})
+    return row
+
+
+def _heldout(job: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The held-out reward of a job's last stage and of where that stage started (``evaluate.heldout``)."""
+    def last(prefix: str) -> dict[str, Any] | None:
+        files = sorted(job.glob(f"{prefix}*.json"), key=lambda f: (f.stem != prefix, f.stem))
+        if prefix == "heldout_reward":
+            files = [f for f in files if not f.stem.startswith("heldout_reward_start")]
+        return read_json(files[-1]) if files else None
+
+    return last("heldout_reward"), last("heldout_reward_start")
+
+
+def _overrides(job: Path) -> dict[str, str]:
+    out = {}
+    for o in OmegaConf.load(job / ".hydra" / "overrides.yaml"):
+        k, _, v = str(o).partition("=")
+        out[k.lstrip("+~")] = v
+    return out
+
+
+def _sft_vqa(job: Path) -> dict[str, Any] | None:
+    """The held-out VQA of the SFT adapter this job started from (written beside the shared adapter)."""
+    lineage = job / "adapter" / "vase_lineage.json"
+    if not lineage.is_file():
+        return None
+    for adapter in read_json(lineage).get("merged_adapters", []):
+        f = Path(adapter).parent / "vqa_sft.json"
+        if f.is_file():
+            return read_json(f).get("vqa")
+    return None
+
+
