@@ -49,16 +49,19 @@ def sanity_table(log_dir: Path) -> str | None:
             by_kind[kind] = path
     if "" not in by_kind:
         return None
-    rows = ["| run | reward, first 20 steps | last 20 | rise | groups with no spread | verdict |",
-            "|---|---:|---:|---:|---:|---|"]
+    rows = ["| run | reward, first 20 steps | last 20 | rise | groups with no spread | held-out reward, before -> "
+            "after | held-out rise (95 % CI) | verdict |", "|---|---:|---:|---:|---:|---:|---:|---|"]
     machines = []
     for kind in ["", *sorted(k for k in by_kind if k)]:
         v = read_json(by_kind[kind])
         machines.append(_machine(v.get("machine")))
         for seed, s in v["seeds"].items():
             label = f"seed {seed}" + (f", `{kind}`" if kind else "")
+            h = s.get("heldout")
+            held = (f"{h['start']:.3f} -> {h['end']:.3f} | {h['rise']['diff']:+.3f} [{h['rise']['lo']:+.3f}, "
+                    f"{h['rise']['hi']:+.3f}]" if h else "– | –")
             rows.append(f"| {label} | {s['first']:.3f} | {s['last']:.3f} | {s['rise']:+.3f} | "
-                        f"{100 * s['frac_reward_zero_std']:.0f} % | {'PASS' if s['passed'] else 'FAIL'} |")
+                        f"{100 * s['frac_reward_zero_std']:.0f} % | {held} | {'PASS' if s['passed'] else 'FAIL'} |")
     src = ", ".join(f"`{by_kind[k].parent.relative_to(log_dir.parent)}`" for k in ["", *sorted(k for k in by_kind if k)])
     return "\n".join(rows) + f"\n\nFrom {src} ({'; '.join(sorted(set(machines)))}).\n"
 

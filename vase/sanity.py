@@ -7,7 +7,9 @@
 For each seed it runs ``python train.py experiment=grpo_sanity seed=<s>`` (from the demo's SFT, GRPO with one binary
 term: does the caption name the vase's true shape) and compares the mean training reward of the last ``--window``
 steps with that of the first: PASS when it rose by at least ``--min-rise`` on every seed. It also reports how many
-groups had nothing to learn from (``frac_reward_zero_std``). Writes ``sanity.json``, ``sanity.md`` and ``sanity.png``
+groups had nothing to learn from (``frac_reward_zero_std``), and beside the training rise the held-out one: the same
+reward on captions of the 24 validation vases, greedy, before GRPO (its adapter off) and after, with a paired 95 %
+interval (the verdict stays on the training rise). Writes ``sanity.json``, ``sanity.md`` and ``sanity.png``
 (reward per step and its running mean, per seed) under ``logs/grpo_sanity/<time>/``; each seed's run is beside them.
 """
 
@@ -23,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from vase.io import atomic_write_json, atomic_write_text, save_figure
+from vase.eval.heldout import heldout_difference
+from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 from vase.runs import machine_stamp, run_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,14 +53,29 @@ def verdict(histories: dict[int, list[dict[str, float]]], window: int, min_rise:
             "seeds": seeds}
 
 
+def heldout_rise(run: Path) -> dict[str, Any] | None:
+    """The reward on held-out captions before GRPO (the start: adapter off) and after, and the paired difference."""
+    end, start = run / "heldout_reward.json", run / "heldout_reward_start.json"
+    if not (end.is_file() and start.is_file()):
+        return None
+    a, b = read_json(end), read_json(start)
+    return {"start": b["total"]["mean"], "end": a["total"]["mean"], "n": a["n"],
+            "rise": heldout_difference(a, b, "total")}
+
+
 def table(v: dict[str, Any]) -> str:
     """The verdict as markdown, one row per seed."""
     w = v["window"]
-    rows = [f"| seed | steps | reward, first {w} | reward, last {w} | rise | groups with no spread | verdict |",
-            "|---|---:|---:|---:|---:|---:|---|"]
+    held = any(s.get("heldout") for s in v["seeds"].values())
+    rows = [f"| seed | steps | reward, first {w} | reward, last {w} | rise | groups with no spread | "
+            + ("held-out reward, before -> after (rise, 95 % CI) | " if held else "") + "verdict |",
+            "|---|---:|---:|---:|---:|---:|" + ("---|" if held else "") + "---|"]
     for seed, s in v["seeds"].items():
+        h = s.get("heldout")
+        cell = (f"{h['start']:.3f} -> {h['end']:.3f} ({h['rise']['diff']:+.3f} [{h['rise']['lo']:+.3f}, "
+                f"{h['rise']['hi']:+.3f}], {h['n']} vases) | " if h else "– | ") if held else ""
         rows.append(f"| {seed} | {s['steps']} | {s['first']:.3f} | {s['last']:.3f} | {s['rise']:+.3f} | "
-                    f"{100 * s['frac_reward_zero_std']:.0f} % | {'PASS' if s['passed'] else 'FAIL'} |")
+                    f"{100 * s['frac_reward_zero_std']:.0f} % | {cell}{'PASS' if s['passed'] else 'FAIL'} |")
     return "\n".join(rows) + f"\n\nPASS needs a rise of at least {v['min_rise']} on every seed: " \
                              f"**{'PASS' if v['passed'] else 'FAIL'}**\n"
 
@@ -116,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         histories[seed] = json.loads((run / "train_history.json").read_text())
     v = verdict(histories, a.window, a.min_rise)
+    for seed in a.seeds:  # reported beside the training rise; the verdict stays on that
+        v["seeds"][seed]["heldout"] = heldout_rise(out / f"seed-{seed}")
     v["overrides"] = extra
     v["negative_control"] = a.negative_control
     v["machine"] = machine_stamp()

@@ -154,14 +154,15 @@ class _Evaluation:
 
     def heldout_after(self, module: Any, datamodule: Any, stage: DictConfig, suffix: str, merged: bool,
                       shared_sft: Path | None) -> None:
-        """``evaluate.heldout``: the stage's own task answered for every validation vase and scored by the run's
-        reward terms (``heldout_reward<suffix>.json``), and, for a stage trained on top of merged adapters, the same
-        for its starting point (``heldout_reward_start<suffix>.json``): the paired baseline of every comparison."""
+        """``evaluate.heldout``: the stage's own task (or ``evaluate.heldout_task``) answered for every validation vase
+        and scored by the run's reward terms (``heldout_reward<suffix>.json``), and, for a stage trained on top of
+        merged adapters, the same for its starting point (``heldout_reward_start<suffix>.json``): the paired baseline
+        of every comparison."""
         if not self.ev.get("heldout"):
             return
         ev = self.ev
         reward = instantiate(self.cfg.reward, _convert_="partial")
-        task = str(datamodule.task)
+        task = str(ev.get("heldout_task") or datamodule.task)
         tokens = int(ev.get("heldout_max_new_tokens") or stage.module.get("max_completion_length")
                      or ev.max_new_tokens)
         self.heldout[str(stage.name)] = heldout_reward(
