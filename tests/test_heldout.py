@@ -189,3 +189,20 @@ def _target_of(cfg, sample_id: str) -> dict:
     from vase.annotate import VaseRecord
 
     return fields_of(VaseRecord.from_json(rec, "val.json"))
+
+
+def test_the_learning_check_reports_the_heldout_rise_beside_the_training_one(tmp_path: Path) -> None:
+    from vase.sanity import heldout_rise, table, verdict
+
+    run = tmp_path / "seed-1"
+    run.mkdir()
+    (run / "heldout_reward_start.json").write_text(json.dumps(_result({"shape": 6}, n=24)))
+    (run / "heldout_reward.json").write_text(json.dumps(_result({"shape": 18}, n=24)))
+    h = heldout_rise(run)
+    assert h["n"] == 24 and h["end"] > h["start"] and h["rise"]["lo"] > 0
+    hist = [{"reward": 0.1, "frac_reward_zero_std": 0.5}] * 20 + [{"reward": 0.5, "frac_reward_zero_std": 0.2}] * 20
+    v = verdict({1: hist}, 20, 0.3)
+    v["seeds"][1]["heldout"] = h
+    md = table(v)
+    assert "held-out reward, before -> after" in md and f"{h['start']:.3f} -> {h['end']:.3f}" in md and "PASS" in md
+    assert heldout_rise(tmp_path / "none") is None
