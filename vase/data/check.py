@@ -61,6 +61,31 @@ def _readable(path: Path) -> str | None:
     return None if d.image is not None else d.reason
 
 
+def _split_overlaps(splits: dict[str, list[Any]]) -> list[tuple[str, str, str]]:
+    """Ids in more than one split (kind split_overlap)."""
+    seen: dict[str, str] = {}
+    out = []
+    for split, rs in splits.items():
+        for r in rs:
+            if r.id in seen and seen[r.id] != split:
+                out.append(("split_overlap", r.id, f"vase {r.id!r} is in both {seen[r.id]} and {split}"))
+            seen.setdefault(r.id, split)
+    return out
+
+
+def _path_like(records: list[Any]) -> list[tuple[str, str, str]]:
+    """Ids that are paths rather than names, and model fields that reach outside the dataset (kind path_like_id)."""
+    out = []
+    for r in {r.id: r for r in records}.values():
+        if (why := name_problem(r.id)) is not None:
+            out.append(("path_like_id", r.id, f"vase id {r.id!r} {why}: an id is a name, not a path; vase names its "
+                                              f"files {safe_name(r.id)!r} instead"))
+        if r.model and (why := relpath_problem(r.model)) is not None:
+            out.append(("path_like_id", r.id, f"vase {r.id!r}: its model field {r.model!r} {why}; it must stay "
+                                              f"inside the dataset"))
+    return out
+
+
 def check_dataset(path: str | Path, layout: str = "auto", views: list[str] | tuple[str, ...] = VIEWS,
                   models: bool = True, progress: bool = True, cache_dir: str | Path | None = None) -> dict[str, Any]:
     """Every problem of the dataset at ``path`` as a report dict (``problems``: kind, id, message). Views that vase
@@ -79,19 +104,8 @@ def check_dataset(path: str | Path, layout: str = "auto", views: list[str] | tup
         problems.append(("unreadable_file", "-", str(e)))
         splits = {}
     records = [r for rs in splits.values() for r in rs]
-    seen: dict[str, str] = {}
-    for split, rs in splits.items():
-        for r in rs:
-            if r.id in seen and seen[r.id] != split:
-                problems.append(("split_overlap", r.id, f"vase {r.id!r} is in both {seen[r.id]} and {split}"))
-            seen.setdefault(r.id, split)
-    for r in {r.id: r for r in records}.values():
-        if (why := name_problem(r.id)) is not None:
-            problems.append(("path_like_id", r.id, f"vase id {r.id!r} {why}: an id is a name, not a path; vase names "
-                                                   f"its files {safe_name(r.id)!r} instead"))
-        if r.model and (why := relpath_problem(r.model)) is not None:
-            problems.append(("path_like_id", r.id, f"vase {r.id!r}: its model field {r.model!r} {why}; it must "
-                                                   f"stay inside the dataset"))
+    problems += _split_overlaps(splits)
+    problems += _path_like(records)
     carries = set(CARRIES[layout])
     if layout == "swift" and any(r.has_dimensions for r in records):
         carries.add("dimensions")  # some lines carry metadata: then every vase should

@@ -360,6 +360,21 @@ def _png_bytes(img: Image.Image) -> bytes:
     return buf.getvalue()
 
 
+def _vase_files(out_root: Path, vid: str, views: Any, shots: dict[str, Image.Image], frames: list[Image.Image],
+                orbit_video: bool, sheets: bool) -> dict[Path, bytes]:
+    """What one rendered vase writes, by path: its views, orbit frames, MP4 and contact sheet. File names come from
+    vase.views (the id mapped to a safe name), and each is checked to stay inside ``out_root`` before it is
+    written: an id from the data never steers a write."""
+    blobs = {view_path(out_root, v, vid): _png_bytes(img) for v, img in shots.items()}
+    blobs.update({orbit_dir(out_root, vid) / f"{k:03d}.png": _png_bytes(img) for k, img in enumerate(frames)})
+    if orbit_video and frames:
+        blobs[orbit_dir(out_root, vid).with_suffix(".mp4")] = mp4_bytes(frames)
+    if sheets:
+        blobs[sheet_path(out_root, vid)] = contact_sheet_bytes([shots[v] for v in views] + frames,
+                                                               [*views, *range(len(frames))])
+    return {inside(out_root, str(path.relative_to(out_root))): data for path, data in blobs.items()}
+
+
 def render_dataset(
     root: str | Path,
     ids_and_models: list[tuple[str, str]],
@@ -437,18 +452,7 @@ def render_dataset(
                 except Exception as e:  # noqa: BLE001 - every failure is either raised or recorded with its reason
                     fail(vid, model, f"{glb}: vase {vid!r} could not be rendered: {e}", e)
                     continue
-                # file names come from views.py (the id mapped to a safe name), and each is checked to stay inside
-                # out_root before it is written: an id from the data never steers a write
-                blobs = {view_path(out_root, v, vid): _png_bytes(img) for v, img in shots.items()}
-                blobs.update({orbit_dir(out_root, vid) / f"{k:03d}.png": _png_bytes(img)
-                              for k, img in enumerate(frames)})
-                if orbit_video and frames:
-                    blobs[orbit_dir(out_root, vid).with_suffix(".mp4")] = mp4_bytes(frames)
-                if sheets:
-                    blobs[sheet_path(out_root, vid)] = contact_sheet_bytes([shots[v] for v in views] + frames,
-                                                                           [*views, *range(len(frames))])
-                for target, data in blobs.items():
-                    target = inside(out_root, str(target.relative_to(out_root)))
+                for target, data in _vase_files(out_root, vid, views, shots, frames, orbit_video, sheets).items():
                     if keep_existing and target.exists():
                         continue  # never overwrite a view the dataset ships
                     atomic_write_bytes(target, data)

@@ -198,23 +198,8 @@ def _vqa_verdict(dim: str, xs: list[float], groups: dict[str, dict[float, Path]]
 
     n_items = max((v.get(decide, {}).get("n", 0) for v in vqa.values()), default=0) // max(1, len(DIMENSIONS))
     verdict: dict[str, Any] = {"protocol": decide}
-    lines = []
-    for protocol in protocols:
-        lines += ["", f"## {PROTOCOL_LABELS[protocol]}", "",
-                  "| run | " + " | ".join(d.capitalize() for d in DIMENSIONS) + " | Mean |", "|---|" + "---|" * (len(DIMENSIONS) + 1)]
-        if sft and protocol in sft:
-            a = sft[protocol]["accuracy"]
-            lines.append("| SFT | " + " | ".join(f"{100 * a[d]:.1f} %" for d in DIMENSIONS if d in a)
-                         + f" | {100 * sft[protocol]['mean']:.1f} % |")
-        for x in xs:
-            vals = []
-            for d in DIMENSIONS:
-                got = [a for j in jobs if float(ov[j][next(k for k in ov[j] if k.startswith("reward.weights."))]) == x
-                       and (a := acc(j, protocol, d)) is not None]
-                vals.append(sum(got) / len(got) if got else None)
-            ok = [v for v in vals if v is not None]
-            lines.append(f"| GRPO, {dim} weight {x:g} | " + " | ".join(_pct(v) for v in vals)
-                         + f" | {100 * sum(ok) / max(1, len(ok)):.1f} % |")
+    lines = _vqa_table(dim, xs, protocols, sft, {j: {p: {d: acc(j, p, d) for d in DIMENSIONS} for p in protocols}
+                                                 for j in jobs}, ov)
     if sft and decide in sft:
         per_group = {}
         for g, at in groups.items():
@@ -268,6 +253,30 @@ def _vqa_verdict(dim: str, xs: list[float], groups: dict[str, dict[float, Path]]
             lines.append(f"\n**{name}**, at the paper's weights: {verdict['ii_rule']} ({100 / n_items:.1f} points an item): "
                          f"**{'held' if verdict['ii'] else 'not held'}** (worst change per dimension, points: {drops}).")
     return {"verdict": verdict, "lines": lines}
+
+
+def _vqa_table(dim: str, xs: list[float], protocols: list[str], sft: dict[str, Any] | None,
+               acc: dict[Path, dict[str, dict[str, float | None]]], ov: dict[Path, dict[str, str]]) -> list[str]:
+    """A table per protocol: SFT's accuracy per dimension, then GRPO's at each weight (mean over seeds and draws)."""
+    weight = {j: float(next(v for k, v in ov[j].items() if k.startswith("reward.weights."))) for j in acc}
+    lines = []
+    for protocol in protocols:
+        lines += ["", f"## {PROTOCOL_LABELS[protocol]}", "",
+                  "| run | " + " | ".join(d.capitalize() for d in DIMENSIONS) + " | Mean |",
+                  "|---|" + "---|" * (len(DIMENSIONS) + 1)]
+        if sft and protocol in sft:
+            a = sft[protocol]["accuracy"]
+            lines.append("| SFT | " + " | ".join(f"{100 * a[d]:.1f} %" for d in DIMENSIONS if d in a)
+                         + f" | {100 * sft[protocol]['mean']:.1f} % |")
+        for x in xs:
+            vals = []
+            for d in DIMENSIONS:
+                got = [v for j in acc if weight[j] == x and (v := acc[j][protocol][d]) is not None]
+                vals.append(sum(got) / len(got) if got else None)
+            ok = [v for v in vals if v is not None]
+            lines.append(f"| GRPO, {dim} weight {x:g} | " + " | ".join(_pct(v) for v in vals)
+                         + f" | {100 * sum(ok) / max(1, len(ok)):.1f} % |")
+    return lines
 
 
 def _dose_response(dim: str, xs: list[float], groups: dict[str, dict[float, Path]]) -> dict[str, dict[str, float]]:
