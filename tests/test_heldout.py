@@ -52,6 +52,13 @@ def test_heldout_scores_equal_the_reward_by_hand() -> None:
     d = heldout_difference({"items": scored}, {"items": {**scored, "v2": {**scored["v2"], "shape_pass": 1.0}}},
                            "shape_pass")
     assert d["n"] == 3 and d["diff"] == pytest.approx(-1 / 3)
+    # a QA answer is asked one dimension: it counts toward that dimension's share right, not the others'
+    qa = score_answers([{"id": "v1#shape", "caption": "Kylix."}, {"id": "v2#fabric", "caption": "Corinthian."}],
+                       {"v1#shape": {**dict.fromkeys(TARGET), "shape": "kylix"},
+                        "v2#fabric": {**dict.fromkeys(TARGET), "fabric": "Athenian"}}, reward)
+    assert "fabric_pass" not in qa["v1#shape"] and qa["v1#shape"]["shape_pass"] == 1.0
+    s2 = summarize(qa, reward)
+    assert s2["pass"]["shape"]["mean"] == 1.0 and s2["pass"]["shape"]["n"] == 1 and s2["pass"]["fabric"]["mean"] == 0.0
 
 
 def _result(right: dict[str, int], n: int = 40, reward=None) -> dict:

@@ -48,10 +48,10 @@ def heldout_items(dataset: Any, data_task: str) -> tuple[list[GenerationItem], d
 
 def score_answers(rows: list[dict[str, Any]], targets: dict[str, dict[str, Any]], reward: Any,
                   images: dict[str, Any] | None = None) -> dict[str, dict[str, float]]:
-    """Each answer's value of every term (before its weight), its ``<term>_pass`` for the dimension terms and its
-    weighted ``total``, by id. ``images``: id -> a loader of the item's views, for terms that read them."""
+    """Each answer's value of every term (before its weight), its ``<term>_pass`` for the dimension terms its target
+    states and its weighted ``total``, by id. ``images``: id -> a loader of the item's views, for terms that read them."""
     out: dict[str, dict[str, float]] = {}
-    dims = {name for name, t in reward.terms.items() if isinstance(t, Similarity)}
+    dims = {name: t.dimension for name, t in reward.terms.items() if isinstance(t, Similarity)}
     for start in range(0, len(rows), SCORE_CHUNK):
         chunk = rows[start: start + SCORE_CHUNK]
         ids = [r["id"] for r in chunk]
@@ -59,7 +59,9 @@ def score_answers(rows: list[dict[str, Any]], targets: dict[str, dict[str, Any]]
                              images=[images[i]() for i in ids] if images else None)
         for k, i in enumerate(ids):
             row = {name: got.components[name][k] for name in reward.terms}
-            row.update({f"{name}_pass": got.components[f"{name}_pass"][k] for name in dims})
+            # a dimension's share right counts the answers asked for it (a QA answer states one dimension)
+            row.update({f"{name}_pass": got.components[f"{name}_pass"][k] for name, d in dims.items()
+                        if targets[i].get(d) is not None})
             row["total"] = got.total[k]
             out[i] = row
     return out
