@@ -174,6 +174,7 @@ def test_grpo_stage_runs_through_train_and_logs(train_cfg) -> None:
     hist = out["history"]
     # grad_accum 2 batches buffered, then mu = 2 passes: two optimizer steps (max_steps counts optimizer steps)
     assert [h["step"] for h in hist] == [1.0, 2.0] and all("reward" in h for h in hist)
+    assert all(h["kl"] >= 0 for h in hist)  # the KL to the reference, kept in the history (sweeps and reports read it)
     import csv
     from pathlib import Path
 

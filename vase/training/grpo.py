@@ -349,7 +349,7 @@ class GRPOModule(LoRAStageModule):
             self.log("train/lr", opt.param_groups[0]["lr"], on_step=True, batch_size=1)
             rewards = torch.cat([x.rewards for x in self._buffer])
             entry = {"step": float(self.global_step), "loss": step_loss, "reward": float(rewards.mean()),
-                     **group_spread(rewards, self.G)}
+                     **group_spread(rewards, self.G), **({"kl": sum(kl) / len(kl)} if kl else {})}
             names = [k for k in self._buffer[0].components if not k.endswith(("_sim", "_pass"))]
             for name in names:  # each part of the reward (dimensions and configured terms), for summaries and reports
                 vals = [v for x in self._buffer for v in x.components.get(name, [])]
