@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from vase.annotate.vocab import DIMENSIONS
-from vase.eval.heldout import heldout_difference, rescore, score_answers, summarize
+from vase.eval.heldout import rescore, score_answers, summarize
+from vase.eval.stats import heldout_difference
 from vase.rewards.reward import reward_from_config
 
 TARGET = {"fabric": "Athenian", "technique": "red-figure", "shape": "kylix", "dating": [-480, -470],

@@ -198,3 +198,14 @@ def test_a_killed_sweep_resumes_by_rerunning_it(tmp_path: Path, session_dirs: di
     assert json.loads((sweep / "1" / ".vase-run.json").read_text())["status"] == "finished"
     assert json.loads((sweep / ".vase-run.json").read_text())["status"] == "finished"
     assert len(json.loads((sweep / "summary.json").read_text())["jobs"]) == 2
+
+
+def test_a_config_error_loads_no_torch(tmp_path: Path) -> None:
+    """A bad value is refused in about a second: nothing on that path (the Hydra callbacks every run loads, the
+    preflight checks) imports torch or Lightning."""
+    p = subprocess.run([sys.executable, "-X", "importtime", "train.py", "reward.tau=1.7",
+                        f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "config error: reward.tau=1.7" in p.stderr
+    heavy = sorted({ln.split("|")[-1].strip() for ln in p.stderr.splitlines() if "import time:" in ln
+                    and ln.split("|")[-1].strip().split(".")[0] in ("torch", "pytorch_lightning", "transformers")})
+    assert not heavy, heavy[:5]

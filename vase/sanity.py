@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from vase.eval.heldout import heldout_difference
+from vase.eval.stats import heldout_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 from vase.runs import machine_stamp, run_dir
 

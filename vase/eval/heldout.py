@@ -14,10 +14,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from vase.annotate.vocab import DIMENSIONS
 from vase.errors import DataError
 from vase.eval.generate import GenerationItem, generate_rows, prompt_context, visuals_of
-from vase.eval.stats import bootstrap_ci, paired_difference
+from vase.eval.stats import bootstrap_ci, format_heldout
 from vase.io import atomic_write_json, atomic_write_text
 from vase.rewards.terms import Similarity
 from vase.tasks import DATA_TASKS, SAMPLES
@@ -115,28 +114,3 @@ def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_t
 def _reads_images(term: Any) -> bool:
     """A term that scores against the vase's views (the learned verifier) and carries weight."""
     return float(getattr(term, "weight", 0.0)) != 0.0 and getattr(term, "checkpoint", None) is not None
-
-
-def heldout_difference(a: dict[str, Any], b: dict[str, Any], key: str) -> dict[str, float]:
-    """``a - b`` on one key of the answers both scored (``total``, a term, or ``<term>_pass``), with its paired
-    bootstrap interval."""
-    return paired_difference({i: v[key] for i, v in a["items"].items() if key in v},
-                             {i: v[key] for i, v in b["items"].items() if key in v})
-
-
-def format_heldout(results: dict[str, dict[str, Any]]) -> str:
-    """A markdown table: per run, each dimension's held-out pass rate and the weighted total, with 95 % intervals."""
-    def cell(s: dict[str, float] | None, pct: bool) -> str:
-        if not s:
-            return "–"
-        f = 100.0 if pct else 1.0
-        return f"{f * s['mean']:.1f} [{f * s['lo']:.1f}, {f * s['hi']:.1f}]" if pct else \
-            f"{s['mean']:.3f} [{s['lo']:.3f}, {s['hi']:.3f}]"
-
-    dims = [d for d in DIMENSIONS if any(d in r.get("pass", {}) for r in results.values())]
-    lines = ["| run | answers | " + " | ".join(f"{d.capitalize()} right, %" for d in dims) + " | reward |",
-             "|---|---:|" + "---|" * (len(dims) + 1)]
-    for label, r in results.items():
-        lines.append(f"| {label} | {r.get('n', '')} | " + " | ".join(cell(r["pass"].get(d), True) for d in dims)
-                     + f" | {cell(r.get('total'), False)} |")
-    return "\n".join(lines) + "\n"

@@ -1,8 +1,13 @@
-"""Intervals for held-out accuracies: how sure a difference between two runs is, on the items both answered."""
+"""Intervals for held-out results: how sure a difference between two runs is, on the items both answered; and the held-out
+reward's table (light: the sweep summary, loaded by every run's Hydra callback, imports it)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+
+from vase.annotate.vocab import DIMENSIONS
 
 
 def bootstrap_ci(values: list[float], n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
@@ -35,3 +40,28 @@ def paired_difference(a: dict[str, float], b: dict[str, float], n_boot: int = 20
     diffs = [float(a[k]) - float(b[k]) for k in common]
     lo, hi = bootstrap_ci(diffs, n_boot, seed, level)
     return {"diff": float(np.mean(diffs)) if diffs else float("nan"), "lo": lo, "hi": hi, "n": len(common)}
+
+
+def heldout_difference(a: dict[str, Any], b: dict[str, Any], key: str) -> dict[str, float]:
+    """``a - b`` on one key of the answers both scored (``total``, a term, or ``<term>_pass``), with its paired
+    bootstrap interval."""
+    return paired_difference({i: v[key] for i, v in a["items"].items() if key in v},
+                             {i: v[key] for i, v in b["items"].items() if key in v})
+
+
+def format_heldout(results: dict[str, dict[str, Any]]) -> str:
+    """A markdown table: per run, each dimension's held-out pass rate and the weighted total, with 95 % intervals."""
+    def cell(s: dict[str, float] | None, pct: bool) -> str:
+        if not s:
+            return "–"
+        f = 100.0 if pct else 1.0
+        return f"{f * s['mean']:.1f} [{f * s['lo']:.1f}, {f * s['hi']:.1f}]" if pct else \
+            f"{s['mean']:.3f} [{s['lo']:.3f}, {s['hi']:.3f}]"
+
+    dims = [d for d in DIMENSIONS if any(d in r.get("pass", {}) for r in results.values())]
+    lines = ["| run | answers | " + " | ".join(f"{d.capitalize()} right, %" for d in dims) + " | reward |",
+             "|---|---:|" + "---|" * (len(dims) + 1)]
+    for label, r in results.items():
+        lines.append(f"| {label} | {r.get('n', '')} | " + " | ".join(cell(r["pass"].get(d), True) for d in dims)
+                     + f" | {cell(r.get('total'), False)} |")
+    return "\n".join(lines) + "\n"

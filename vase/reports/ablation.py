@@ -23,8 +23,7 @@ from typing import Any
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import PROTOCOL_LABELS
-from vase.eval.heldout import heldout_difference
-from vase.eval.stats import paired_difference
+from vase.eval.stats import heldout_difference, paired_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 from vase.reports.jobs import LAST_STEPS, _heldout, _job_dirs, _overrides, _sft_vqa, job_row
 from vase.runs import machine_stamp

@@ -9,7 +9,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from vase.annotate.vocab import DIMENSIONS
-from vase.eval.heldout import heldout_difference
+from vase.eval.stats import heldout_difference
 from vase.io import read_json
 
 CAPTION_KEYS = ("overall_score", "clip_score", "fid_score", "r_at_1", "r_at_5", "r_at_10", "lexical_similarity")

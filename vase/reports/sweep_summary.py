@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import PROTOCOL_LABELS
 from vase.config import wandb_offline
-from vase.eval.heldout import format_heldout, heldout_difference
+from vase.eval.stats import format_heldout, heldout_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 from vase.reports.ablation import write_ablation_report
 from vase.reports.jobs import _heldout, _job_dirs, _overrides, job_row
