@@ -82,7 +82,8 @@ def shared_sft_adapter(cfg: DictConfig, train: Callable[[DictConfig], Any]) -> P
                 sub.report = False
                 sub.logger = None
                 # no caption scoring, but VQA if the run asks for it: a sweep's report compares with SFT's accuracy
-                sub.evaluate = {**OmegaConf.to_container(cfg.evaluate), "before": False, "after": False}
+                # (its held-out reward is each GRPO job's start, on the job's task: answered once, cached beside it)
+                sub.evaluate = {**OmegaConf.to_container(cfg.evaluate), "before": False, "after": False, "heldout": False}
                 sub.paths.output_dir = str(tmp)
                 if cfg.sft.get("data_task"):  # e.g. SFT on captions and QA, GRPO on captions
                     sub.data.task = cfg.sft.data_task
