@@ -375,6 +375,14 @@ def _vase_files(out_root: Path, vid: str, views: Any, shots: dict[str, Image.Ima
     return {inside(out_root, str(path.relative_to(out_root))): data for path, data in blobs.items()}
 
 
+def _read_cache(path: Path) -> dict[str, str]:
+    """The render cache (id -> hash of its GLB and settings); empty when missing or unreadable (all re-rendered)."""
+    try:
+        return json.loads(path.read_text()) if path.is_file() else {}
+    except json.JSONDecodeError:
+        return {}
+
+
 def render_dataset(
     root: str | Path,
     ids_and_models: list[tuple[str, str]],
@@ -406,12 +414,7 @@ def render_dataset(
     out_root = Path(out_root) if out_root is not None else root
     settings = settings or RenderSettings()
     cache_path = out_root / "images" / RENDER_CACHE_FILE
-    cache: dict[str, str] = {}
-    if cache_path.is_file() and not force:
-        try:
-            cache = json.loads(cache_path.read_text())
-        except json.JSONDecodeError:
-            cache = {}
+    cache = {} if force else _read_cache(cache_path)
     todo, cached, failed = [], 0, []
     view_key = settings.key() + ":" + ",".join(views) + f":orbit{orbit_frames}" + (":mp4" if orbit_video else "") + (
         ":sheet" if sheets else "")
