@@ -65,9 +65,8 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
         transfer = _vqa_verdict(dim, xs, groups, jobs, ov, targets=False)
         if transfer is not None:
             verdict["transfer"] = transfer["verdict"]
-            lines += ["", f"## Transfer to QA: {PROTOCOL_LABELS[transfer['verdict']['protocol']]}", "",
-                      "Reported beside the verdict, never as it: GRPO trained on the stage's task; these are "
-                      "questions it did not train on.", *transfer["lines"]]
+            lines += ["", "**Transfer to QA**, reported beside the verdict, never as it: GRPO trained on the stage's "
+                          "task; these are questions it did not train on.", *transfer["lines"]]
     else:
         got = _vqa_verdict(dim, xs, groups, jobs, ov, targets=True)
         if got is None:
@@ -248,8 +247,8 @@ def _vqa_verdict(dim: str, xs: list[float], groups: dict[str, dict[float, Path]]
                                   else "no dimension below SFT by more than one held-out item")
             verdict["ii_worst_drop"] = worst
             drops = ", ".join(f"{d} {100 * v:+.1f}" for d, v in worst.items())
-            name = "Target (ii)" if targets else "Transfer at the paper's weights"
-            lines.append(f"\n**{name}**, at the paper's weights: {verdict['ii_rule']} ({100 / n_items:.1f} points an item): "
+            name = "Target (ii)**, at the paper's weights" if targets else "Transfer at the paper's weights**"
+            lines.append(f"\n**{name}: {verdict['ii_rule']} ({100 / n_items:.1f} points an item): "
                          f"**{'held' if verdict['ii'] else 'not held'}** (worst change per dimension, points: {drops}).")
     return {"verdict": verdict, "lines": lines}
 
