@@ -128,7 +128,7 @@ def test_the_ablation_verdict_is_decided_on_the_heldout_reward(tmp_path: Path, c
     assert d["n"] == 40 and d["diff"] == pytest.approx((32 - 12) / 40 if case != "noise" else 2 / 40)
     assert v["transfer"]["i"] is False  # the QA transfer went down here, and is reported as such
     md = (sweep / "ablation.md").read_text()
-    assert "**Target (i)**, held-out captions" in md and "## Transfer to QA" in md and "data draw 5" in md
+    assert "**Target (i)**, held-out captions" in md and "**Transfer to QA**" in md and "data draw 5" in md
     assert "**Transfer: shape accuracy**" in md and "| SFT (start) |" in md
 
 
