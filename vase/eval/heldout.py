@@ -5,8 +5,8 @@ the same prompts, targets and ids as training, from ``vase.tasks``) for every he
 own reward terms score the answers: each term's mean value, the share of answers that get each dimension right
 (its similarity reaches tau: the term's ``<name>_pass``), the weighted total, each with a bootstrap 95 % interval,
 and every answer's values by id, so that two runs on the same vases compare by paired intervals
-(:func:`heldout_difference`). Term values are kept before their weights: a run with other weights (a sweep) scores
-the same answers by its own weights (:func:`rescore`)."""
+(:func:`heldout_difference`). Term values are kept before their weights; a sweep's shared start (the SFT) is
+answered once and each job scores those answers with its own terms and weights."""
 
 from __future__ import annotations
 
@@ -78,14 +78,6 @@ def summarize(items: dict[str, dict[str, float]], reward: Any) -> dict[str, Any]
             "pass": {dim: stat(f"{name}_pass") for name, dim in dim_terms.items()},
             "term_of_dimension": {dim: name for name, dim in dim_terms.items()},
             "weights": {name: float(t.weight) for name, t in reward.terms.items()}}
-
-
-def rescore(result: dict[str, Any], reward: Any) -> dict[str, Any]:
-    """A held-out result's answers summed again with ``reward``'s weights (the values before weights stand: the same
-    answers, another run's weighting), e.g. a shared SFT's answers scored by each job's reward."""
-    items = {i: {**v, "total": sum(float(t.weight) * v.get(name, 0.0) for name, t in reward.terms.items())}
-             for i, v in result["items"].items()}
-    return {**result, **summarize(items, reward), "items": items}
 
 
 def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_task: str, out: str | Path,
