@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,44 @@ def test_tiny_builders_refuse_a_users_directory(tmp_path: Path) -> None:
         with pytest.raises(FileExistsError, match=build.__name__):
             build(d)
         assert tree_hash(d) == before
+
+
+def test_builders_of_one_cache_entry_take_turns(tmp_path: Path) -> None:
+    """A parallel sweep's jobs (submitit's local or SLURM executor) build the same tiny model in the shared cache at
+    once; the second's final rename failed ("Directory not empty", seen in make test-slow). Builders of one output
+    take turns, so the second finds the first's result; builders of different outputs do not wait for each other."""
+    import threading
+
+    from vase.data.synthetic import generate
+    from vase.io import one_builder_at_a_time
+    from vase.models.tiny import build_tiny
+    from vase.models.tiny_clip import build_tiny_clip, build_tiny_open_clip, build_tiny_sentence_encoder
+
+    events: list[tuple[str, str]] = []
+
+    @one_builder_at_a_time
+    def build(out: Path, name: str) -> None:
+        events.append(("in", name))
+        time.sleep(0.3)
+        events.append(("out", name))
+
+    same = [threading.Thread(target=build, args=(tmp_path / "a", n)) for n in ("x", "y", "z")]
+    for t in same:
+        t.start()
+    for t in same:
+        t.join()
+    assert [e for e, _ in events] == ["in", "out"] * 3  # never two inside at once
+    events.clear()
+    other = [threading.Thread(target=build, args=(tmp_path / n, n)) for n in ("b", "c")]
+    for t in other:
+        t.start()
+    for t in other:
+        t.join()
+    assert [e for e, _ in events][:2] == ["in", "in"]  # different outputs build side by side
+    # every cache builder a sweep's jobs share is one of them
+    for f in (build_tiny, build_tiny_clip, build_tiny_open_clip, build_tiny_sentence_encoder, generate):
+        assert getattr(f, "__wrapped__", None) is not None, f.__name__
+    assert not list(tmp_path.glob("*.lock"))  # the locks live in the temp folder, never beside the output
 
 
 # ------------------------------------------------------------------ config errors before anything is written

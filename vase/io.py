@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import io
 import json
@@ -11,7 +12,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -248,6 +249,19 @@ def file_lock(path: str | Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def one_builder_at_a_time(build: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate ``build(out, ...)``, a builder that returns early when ``out`` already holds what it would build:
+    processes building the same ``out`` (jobs of a parallel sweep filling one cache entry) take turns, so the second
+    finds the first's result instead of racing it to the final rename. The lock lives in the temp folder, keyed by
+    ``out``'s resolved path: nothing is ever left beside a path a user named."""
+    @functools.wraps(build)
+    def locked(out: str | Path, *args: Any, **kwargs: Any) -> Any:
+        key = hashlib.sha256(str(Path(out).resolve()).encode()).hexdigest()[:16]
+        with file_lock(Path(tempfile.gettempdir()) / "vase-locks" / f"build-{key}.lock"):
+            return build(out, *args, **kwargs)
+    return locked
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:

@@ -31,7 +31,14 @@ from vase.annotate.sampling import sample_record
 from vase.annotate.vocab import terms
 from vase.data.layouts import load_annotations
 from vase.errors import DataError
-from vase.io import BUILT_MARKER, atomic_directory, atomic_write_bytes, atomic_write_text, built_by_vase
+from vase.io import (
+    BUILT_MARKER,
+    atomic_directory,
+    atomic_write_bytes,
+    atomic_write_text,
+    built_by_vase,
+    one_builder_at_a_time,
+)
 from vase.tasks.invrender import VaseParams
 
 # ---------------------------------------------------------------- shapes
@@ -281,6 +288,7 @@ def mesh_to_glb(mesh) -> bytes:
 # ---------------------------------------------------------------- the dataset
 
 
+@one_builder_at_a_time
 def generate(root: str | Path, num: int = 32, seed: int = 0, val_fraction: float = 0.25,
              overwrite: bool = False, progress: bool = True) -> dict[str, list[VaseRecord]]:
     """Write ``num`` procedural vases under ``root``; byte-identical output for the same (num, seed, val_fraction).

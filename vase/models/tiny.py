@@ -21,7 +21,7 @@ import numpy as np
 from vase.annotate.records import raw_metadata
 from vase.annotate.sampling import sample_record
 from vase.annotate.vocab import VOCABULARY
-from vase.io import atomic_directory, built_by_vase
+from vase.io import atomic_directory, built_by_vase, one_builder_at_a_time
 from vase.prompts import CAPTION_PROMPT
 
 SPECIAL_TOKENS = [
@@ -234,6 +234,7 @@ def check_special_tokens(path: str | Path) -> None:
         raise RuntimeError(f"{path}: vocab_size {tc.vocab_size} != tokenizer size {len(tok)}")
 
 
+@one_builder_at_a_time
 def build_tiny(out: str | Path, spec: TinySpec | None = None, overwrite: bool = False) -> Path:
     """Build, save and verify the tiny model under ``out``; reuse it if ``out`` already holds this spec.
 

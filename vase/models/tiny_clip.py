@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from vase.choices import TINY_OPEN_CLIP_NAME
-from vase.io import atomic_directory
+from vase.io import atomic_directory, one_builder_at_a_time
 
 
 def packaged_minilm_path() -> Path:
@@ -40,6 +40,7 @@ TINY_CLIP = {
 }
 
 
+@one_builder_at_a_time
 def build_tiny_clip(out: str | Path, overwrite: bool = False) -> Path:
     """Build and save the tiny CLIP under ``out`` (reused when it exists with the same settings)."""
     # lazy: torch, transformers: slow to import, and only this path needs them
@@ -98,6 +99,7 @@ TINY_OPEN_CLIP = {
 }
 
 
+@one_builder_at_a_time
 def build_tiny_open_clip(out: str | Path, overwrite: bool = False) -> Path:
     """A tiny random open_clip model: its architecture JSON (``vase-tiny-clip.json``, registered with open_clip) and
     its weights (``open_clip_model.pt``) under ``out``; returns the weights' path, to pass as ``pretrained``.
@@ -132,6 +134,7 @@ TINY_SENTENCE = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads
                  "max_position_embeddings": 128, "seed": 0}
 
 
+@one_builder_at_a_time
 def build_tiny_sentence_encoder(out: str | Path, overwrite: bool = False) -> Path:
     """A tiny random sentence-transformers model (BERT, mean pooling, normalisation) with MiniLM's real vocabulary,
     saved in sentence-transformers format under ``out`` and loaded by path like any real one."""
@@ -184,6 +187,7 @@ def save_clip_tokenizer(out: str | Path) -> Path:
     return out
 
 
+@one_builder_at_a_time
 def build_vit_b32_clip(out: str | Path, seed: int = 0) -> Path:
     """A randomly initialised CLIP with openai/clip-vit-base-patch32's architecture, tokenizer and image processor
     (transformers format): what benchmarks time when the real weights cannot be downloaded. Reused when present."""
