@@ -68,6 +68,16 @@ def test_every_readme_command_composes_and_validates(tmp_path: Path) -> None:
     assert checked >= len([c for c in cmds if "--cfg" not in c and "--info" not in c])
 
 
+def test_ci_runs_lint_the_default_suite_and_the_slow_suite() -> None:
+    """A README command that rots is caught by make test; what only the slow suite exercises (the curation end to end,
+    sweeps, the learning check) is caught because CI runs it too, stopping at the first failure."""
+    lines = [ln.split("#")[0].strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert "set -euo pipefail" in lines
+    assert [ln for ln in lines if ln.startswith("make ")] == ["make lint", "make test", "make test-slow"]
+    make = (ROOT / "Makefile").read_text()
+    assert '-m pytest -m "not slow"' in make and "-m pytest -m slow" in make  # pytest exits 5 when nothing ran
+
+
 def test_the_filter_and_evaluate_each_take_their_own_task_names(tmp_path: Path, session_dirs: dict) -> None:
     from vase.config import EVAL_TASKS, FILTER_TASKS
 
