@@ -128,6 +128,10 @@ def test_the_ablation_verdict_is_decided_on_the_heldout_reward(tmp_path: Path, c
     md = (sweep / "ablation.md").read_text()
     assert "**Target (i)**, held-out captions" in md and "**Transfer to QA**" in md and "data draw 5" in md
     assert "**Transfer: shape accuracy**" in md and "| SFT (start) |" in md
+    # the transfer table per draw, each against its own SFT, and a fall below SFT names its dimension and draw
+    assert all(f"## multiple choice (option likelihood), data draw {d}" in md for d in ("0", "5"))
+    assert v["transfer"]["ii"] is False and any(f.startswith("shape on draw 5, seed 1: -25.0")
+                                                for f in v["transfer"]["ii_fell"])
 
 
 def test_a_sweep_over_any_key_gets_the_heldout_table(tmp_path: Path) -> None:
