@@ -26,10 +26,14 @@ def test_tables_are_rebuilt_from_the_newest_results_and_check_says_when_stale(tm
     _sanity(logs, "2026-11-25_10-00-00", {"1": 0.1, "2": 0.1}, None)      # older: not used
     _sanity(logs, "2026-11-26_10-00-00", {"1": 0.42, "2": 0.33}, None)
     _sanity(logs, "2026-11-26_11-00-00", {"1": -0.2}, "flip_advantages")
-    abl = logs / "ablation_demo" / "multiruns" / "2026-11-26_12-00-00"
-    abl.mkdir(parents=True)
-    (abl / "ablation.json").write_text(json.dumps({"table": "| run | Shape |\n|---|---|\n| SFT | 72.1 % |",
-                                                   "machine": MACHINE}))
+    for name, overrides, shape in (("2026-11-26_12-00-00", ["experiment=ablation_demo"], "72.1"),
+                                   # newer, but a probe with its own settings: never the README's table
+                                   ("2026-11-26_13-00-00", ["experiment=ablation_demo", "stage.module.beta=0.2"], "99.9")):
+        abl = logs / "ablation_demo" / "multiruns" / name
+        abl.mkdir(parents=True)
+        (abl / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n" + "".join(f"    - {o}\n" for o in overrides))
+        (abl / "ablation.json").write_text(json.dumps({"table": f"| run | Shape |\n|---|---|\n| SFT | {shape} % |",
+                                                       "machine": MACHINE}))
     readme = tmp_path / "README.md"
     readme.write_text("intro\n<!-- vase:table sanity -->\nold numbers\n<!-- vase:end -->\nmiddle\n"
                       "<!-- vase:table ablation -->\n<!-- vase:end -->\nend\n")
@@ -40,7 +44,7 @@ def test_tables_are_rebuilt_from_the_newest_results_and_check_says_when_stale(tm
     assert "| seed 1 | 0.400 | 0.820 | +0.420 | 50 % | – | – | PASS |" in text  # no held-out reward recorded
     assert "| seed 2 | 0.400 | 0.730 | +0.330 | 50 % | – | – | PASS |" in text and "+0.100" not in text
     assert "| seed 1, `flip_advantages` | 0.400 | 0.200 | -0.200 | 50 % | – | – | FAIL |" in text
-    assert "| SFT | 72.1 % |" in text and "2 CPU cores, Linux 6, torch 2.14.1, 2026-11-26" in text
+    assert "| SFT | 72.1 % |" in text and "99.9" not in text and "2 CPU cores, Linux 6, torch 2.14.1, 2026-11-26" in text
     assert main(["--readme", str(readme), "--logs", str(logs), "--check"]) == 0  # up to date now
     # a table with no results is left as it is
     readme.write_text("<!-- vase:table sanity -->\nkeep\n<!-- vase:end -->\n")

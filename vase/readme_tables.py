@@ -21,6 +21,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from yaml import YAMLError
+
 from vase.io import atomic_write_text, read_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,14 +71,24 @@ def sanity_table(log_dir: Path) -> str | None:
 
 
 def ablation_table(log_dir: Path) -> str | None:
-    """The newest ablation demo's tables and verdicts, as its own ``ablation.md`` states them."""
-    path = _newest(sorted(log_dir.glob("ablation_demo/multiruns/*/ablation.json")))
+    """The newest ablation demo's tables and verdicts, as its own ``ablation.md`` states them: a run of
+    ``make ablation-demo`` as it ships (no override but the experiment), never a probe run with other settings."""
+    path = _newest([p for p in sorted(log_dir.glob("ablation_demo/multiruns/*/ablation.json"))
+                    if _command_overrides(p.parent) == ["experiment=ablation_demo"]])
     if path is None:
         return None
     v = read_json(path)
     if "table" not in v:
         return None
     return v["table"] + f"\n\nFrom `{path.parent.relative_to(log_dir.parent)}` ({_machine(v.get('machine'))}).\n"
+
+
+def _command_overrides(sweep: Path) -> list[str] | None:
+    """The overrides a sweep's command line gave (Hydra's ``multirun.yaml``), or None when it cannot be read."""
+    try:
+        return list(OmegaConf.load(sweep / "multirun.yaml").hydra.overrides.task)
+    except (OSError, YAMLError, OmegaConfBaseException):  # missing or torn: not a run to take a table from
+        return None
 
 
 TABLES = {"sanity": sanity_table, "ablation": ablation_table}
