@@ -68,7 +68,7 @@ def test_tiny_builders_refuse_a_users_directory(tmp_path: Path) -> None:
         assert tree_hash(d) == before
 
 
-def test_builders_of_one_cache_entry_take_turns(tmp_path: Path) -> None:
+def test_builders_of_one_cache_entry_take_turns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A parallel sweep's jobs (submitit's local or SLURM executor) build the same tiny model in the shared cache at
     once; the second's final rename failed ("Directory not empty", seen in make test-slow). Builders of one output
     take turns, so the second finds the first's result; builders of different outputs do not wait for each other."""
@@ -104,6 +104,23 @@ def test_builders_of_one_cache_entry_take_turns(tmp_path: Path) -> None:
     for f in (build_tiny, build_tiny_clip, build_tiny_open_clip, build_tiny_sentence_encoder, generate):
         assert getattr(f, "__wrapped__", None) is not None, f.__name__
     assert not list(tmp_path.glob("*.lock"))  # the locks live in the temp folder, never beside the output
+    # a process the lock cannot see (another machine) moves the same build into place first: its build is kept
+    from vase.io import BUILT_MARKER, atomic_directory
+
+    out = tmp_path / "shared" / "model"
+    rename = Path.rename
+
+    def theirs_first(self: Path, target: Path) -> Path:  # theirs lands between our check and our rename
+        if Path(target) == out and not out.exists():
+            out.mkdir()
+            (out / "weights").write_text("theirs")
+            (out / BUILT_MARKER).write_text("built by vase")
+        return rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", theirs_first)
+    with atomic_directory(out, replace=True) as tmp:
+        (tmp / "weights").write_text("mine")
+    assert (out / "weights").read_text() == "theirs" and [p.name for p in out.parent.iterdir()] == ["model"]
 
 
 # ------------------------------------------------------------------ config errors before anything is written

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import functools
 import hashlib
@@ -111,7 +112,13 @@ def atomic_directory(path: str | Path, replace: bool = False) -> Iterator[Path]:
             tmp.rename(path)
             shutil.rmtree(old, ignore_errors=True)
         else:
-            tmp.rename(path)
+            try:
+                tmp.rename(path)
+            except OSError as e:
+                # another process (a sweep's job on another machine) moved the same build into place meanwhile:
+                # keep theirs, whole, rather than swap it away under a reader
+                if e.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not (replace and built_by_vase(path)):
+                    raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -254,12 +261,13 @@ def file_lock(path: str | Path) -> Iterator[None]:
 def one_builder_at_a_time(build: Callable[..., Any]) -> Callable[..., Any]:
     """Decorate ``build(out, ...)``, a builder that returns early when ``out`` already holds what it would build:
     processes building the same ``out`` (jobs of a parallel sweep filling one cache entry) take turns, so the second
-    finds the first's result instead of racing it to the final rename. The lock lives in the temp folder, keyed by
-    ``out``'s resolved path: nothing is ever left beside a path a user named."""
+    finds the first's result instead of racing it to the final rename. The lock lives in the user's temp folder,
+    keyed by ``out``'s resolved path: nothing is ever left beside a path a user named. (Processes on other machines
+    do not see it; for them :func:`atomic_directory` keeps a build that another moved into place first.)"""
     @functools.wraps(build)
     def locked(out: str | Path, *args: Any, **kwargs: Any) -> Any:
         key = hashlib.sha256(str(Path(out).resolve()).encode()).hexdigest()[:16]
-        with file_lock(Path(tempfile.gettempdir()) / "vase-locks" / f"build-{key}.lock"):
+        with file_lock(Path(tempfile.gettempdir()) / f"vase-locks-{os.getuid()}" / f"build-{key}.lock"):
             return build(out, *args, **kwargs)
     return locked
 
