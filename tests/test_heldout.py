@@ -60,6 +60,24 @@ def test_heldout_scores_equal_the_reward_by_hand() -> None:
     assert s2["pass"]["shape"]["mean"] == 1.0 and s2["pass"]["shape"]["n"] == 1 and s2["pass"]["fabric"]["mean"] == 0.0
 
 
+def test_a_start_that_names_one_value_for_most_vases_is_flagged() -> None:
+    """The weak SFT of README's "Why the QA transfer went down" named "skyphos" for 60 % of vases; that is reported
+    (its share against the commonest true value's), and an even spread is not."""
+    from vase.eval.heldout import collapsed, named_values
+
+    truth = ["kylix", "skyphos", "amphora", "krater"] * 5  # 20 vases, each true shape 25 %
+    targets = {f"v{i}": {**dict.fromkeys(TARGET), "shape": s} for i, s in enumerate(truth)}
+    even = [{"id": f"v{i}", "caption": f"An Athenian {s}."} for i, s in enumerate(truth)]
+    mostly = [{"id": f"v{i}", "caption": "An Athenian skyphos." if i < 12 else f"An Athenian {s}."}
+              for i, s in enumerate(truth)]
+    got = named_values(mostly, targets)["shape"]
+    assert (got["top"], got["top_share"], got["true_top_share"], got["n"]) == ("skyphos", 0.7, 0.25, 20)  # 12 said + 2 true skyphoi of the rest
+    assert got["distinct"] == 4 and got["true_distinct"] == 4
+    assert [line.split(":")[0] for line in collapsed(named_values(mostly, targets))] == ["shape"]
+    assert collapsed(named_values(even, targets)) == []
+    assert "fabric" not in named_values(even, targets)  # no target states it: nothing to compare
+
+
 def _result(right: dict[str, int], n: int = 40, reward=None) -> dict:
     """A held-out result whose first ``right[d]`` of ``n`` answers get dimension d right."""
     reward = reward or _reward()

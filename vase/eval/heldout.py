@@ -10,18 +10,25 @@ answered once and each job scores those answers with its own terms and weights."
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from vase.annotate.vocab import VOCABULARY
 from vase.errors import DataError
 from vase.eval.generate import GenerationItem, generate_rows, prompt_context, visuals_of
 from vase.eval.stats import bootstrap_ci, format_heldout
 from vase.io import atomic_write_json, atomic_write_text
+from vase.rewards.extract import find_term
 from vase.rewards.terms import Similarity
 from vase.tasks import DATA_TASKS, SAMPLES
 
 SCORE_CHUNK = 32  # answers scored at once (their views are loaded for terms that read them)
+COLLAPSED = 2.0   # a value named this many times more often than the commonest true value: a collapsed model
+
+log = logging.getLogger("vase")
 
 
 def heldout_items(dataset: Any, data_task: str) -> tuple[list[GenerationItem], dict[str, dict[str, Any]]]:
@@ -80,6 +87,33 @@ def summarize(items: dict[str, dict[str, float]], reward: Any) -> dict[str, Any]
             "weights": {name: float(t.weight) for name, t in reward.terms.items()}}
 
 
+def named_values(rows: list[dict[str, Any]], targets: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per categorical dimension, which values the answers name and how often, beside the truth: ``top`` (the value
+    named most) and its ``top_share`` of the answers asked for that dimension, ``distinct`` values named, and
+    ``true_top_share`` (the commonest true value's share). A model that names one value for most vases (``top_share``
+    over :data:`COLLAPSED` times ``true_top_share``) is a weak start for GRPO: its reward teaches it to say that value
+    less, everywhere, rather than to read the views (README, "Why the QA transfer went down")."""
+    out: dict[str, dict[str, Any]] = {}
+    for dim in VOCABULARY:
+        asked = [r for r in rows if targets[r["id"]].get(dim) is not None]
+        if not asked:
+            continue
+        named = Counter(find_term(dim, r["caption"] or "") for r in asked)
+        named.pop(None, None)
+        truth = Counter(str(targets[r["id"]][dim]) for r in asked)
+        top, count = named.most_common(1)[0] if named else (None, 0)
+        out[dim] = {"top": top, "top_share": count / len(asked), "distinct": len(named), "n": len(asked),
+                    "true_top_share": truth.most_common(1)[0][1] / len(asked), "true_distinct": len(truth)}
+    return out
+
+
+def collapsed(named: dict[str, dict[str, Any]]) -> list[str]:
+    """The dimensions whose answers collapsed onto one value, each as a sentence."""
+    return [f"{dim}: {100 * v['top_share']:.0f} % of answers name {v['top']!r} (the commonest true value: "
+            f"{100 * v['true_top_share']:.0f} %; {v['distinct']} values named of {v['true_distinct']} true)"
+            for dim, v in named.items() if v["top"] is not None and v["top_share"] > COLLAPSED * v["true_top_share"]]
+
+
 def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_task: str, out: str | Path,
                    label: str, batch_size: int = 8, max_new_tokens: int = 64,
                    answers: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
@@ -96,10 +130,15 @@ def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_t
                          progress=progress, desc="held-out answers")
     scored = score_answers(rows, targets, reward, {it.id: it.images for it in items}
                            if any(_reads_images(t) for t in reward.terms.values()) else None)
+    named = named_values(rows, targets)
     result = {"label": label, "task": data_task, "n": len(scored), "vases": len(dataset.records),
-              "max_new_tokens": max_new_tokens, **summarize(scored, reward), "items": scored}
+              "max_new_tokens": max_new_tokens, **summarize(scored, reward), "named": named, "items": scored}
     atomic_write_json(out, result)
-    atomic_write_text(out.with_suffix(".md"), format_heldout({label: result}))
+    warn = collapsed(named)
+    for line in warn:
+        log.warning("held-out answers of %s collapsed onto one value: %s", label, line)
+    atomic_write_text(out.with_suffix(".md"), format_heldout({label: result})
+                      + "".join(f"\nCollapsed onto one value: {line}.\n" for line in warn))
     return result
 
 
