@@ -18,6 +18,7 @@ reward over the last steps, largest weight against weight 0) is reported per dra
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -234,38 +235,48 @@ def _vqa_verdict(dim: str, xs: list[float], groups: dict[str, dict[float, Path]]
                      + "; ".join(f"{_who(g)}: {_pct(v['at_max'])} vs {_pct(v['at_0'])} and SFT {_pct(v['sft'])}"
                                  + _diffs(v) for g, v in per_group.items()) + ").")
         if PAPER_WEIGHT in xs and n_items:
-            worst: dict[str, float] = {}
-            fell: dict[str, bool] = {}
-            fell_where: list[str] = []
-            for g, at in groups.items():
-                j = at.get(PAPER_WEIGHT)
-                if j is None or j not in vqa:
-                    continue
-                base = sft_of[j] or sft
-                for d in DIMENSIONS:
-                    a, b = acc(j, decide, d), base[decide]["accuracy"].get(d)
-                    if a is not None and b is not None:
-                        worst[d] = min(worst.get(d, 1.0), a - b)
-                    ia, ib = items(vqa[j], d), items(base, d)
-                    if ia and ib:  # fell below SFT by more than its interval: the whole interval under 0
-                        diff = paired_difference(ia, ib)
-                        fell[d] = fell.get(d, False) or diff["hi"] < 0
-                        if diff["hi"] < 0:
-                            fell_where.append(f"{d} on {_who(g)}: {100 * diff['diff']:+.1f} "
-                                              f"[{100 * diff['lo']:+.1f}, {100 * diff['hi']:+.1f}]")
-            verdict["ii"] = (not any(fell.values()) if fell else
-                             all(v >= -1.0 / n_items - 1e-9 for v in worst.values()))
-            verdict["ii_rule"] = ("no dimension's paired 95 % interval lies wholly below SFT" if fell
-                                  else "no dimension below SFT by more than one held-out item")
-            verdict["ii_worst_drop"] = worst
-            verdict["ii_fell"] = fell_where
-            drops = ", ".join(f"{d} {100 * v:+.1f}" for d, v in worst.items())
-            if fell_where:
-                drops += "; below SFT beyond the interval: " + "; ".join(fell_where)
-            name = "Target (ii)**, at the paper's weights" if targets else "Transfer at the paper's weights**"
-            lines.append(f"\n**{name}: {verdict['ii_rule']} ({100 / n_items:.1f} points an item): "
-                         f"**{'held' if verdict['ii'] else 'not held'}** (worst change per dimension, points: {drops}).")
+            ii, line = _vqa_at_paper_weights(groups, vqa, {j: sft_of[j] or sft for j in jobs}, decide, n_items,
+                                             targets, items)
+            verdict.update(ii)
+            lines.append(line)
     return {"verdict": verdict, "lines": lines}
+
+
+def _vqa_at_paper_weights(groups: dict[str, dict[float, Path]], vqa: dict[Path, Any], base_of: dict[Path, Any],
+                          decide: str, n_items: int, targets: bool,
+                          items: Callable[[dict[str, Any] | None, str], dict[str, float] | None]
+                          ) -> tuple[dict[str, Any], str]:
+    """Target (ii) on VQA, or the transfer at the paper's weights: no dimension below each job's own SFT beyond its
+    paired interval (where the answers have items; else by more than one item). The verdict's keys and its line."""
+    worst: dict[str, float] = {}
+    fell: dict[str, bool] = {}
+    fell_where: list[str] = []
+    for g, at in groups.items():
+        j = at.get(PAPER_WEIGHT)
+        if j is None or j not in vqa:
+            continue
+        base = base_of[j]
+        for d in DIMENSIONS:
+            a, b = vqa[j].get(decide, {}).get("accuracy", {}).get(d), base[decide]["accuracy"].get(d)
+            if a is not None and b is not None:
+                worst[d] = min(worst.get(d, 1.0), a - b)
+            ia, ib = items(vqa[j], d), items(base, d)
+            if ia and ib:  # fell below SFT by more than its interval: the whole interval under 0
+                diff = paired_difference(ia, ib)
+                fell[d] = fell.get(d, False) or diff["hi"] < 0
+                if diff["hi"] < 0:
+                    fell_where.append(f"{d} on {_who(g)}: {100 * diff['diff']:+.1f} "
+                                      f"[{100 * diff['lo']:+.1f}, {100 * diff['hi']:+.1f}]")
+    held = not any(fell.values()) if fell else all(v >= -1.0 / n_items - 1e-9 for v in worst.values())
+    rule = ("no dimension's paired 95 % interval lies wholly below SFT" if fell
+            else "no dimension below SFT by more than one held-out item")
+    drops = ", ".join(f"{d} {100 * v:+.1f}" for d, v in worst.items())
+    if fell_where:
+        drops += "; below SFT beyond the interval: " + "; ".join(fell_where)
+    name = "Target (ii)**, at the paper's weights" if targets else "Transfer at the paper's weights**"
+    line = (f"\n**{name}: {rule} ({100 / n_items:.1f} points an item): **{'held' if held else 'not held'}** "
+            f"(worst change per dimension, points: {drops}).")
+    return {"ii": held, "ii_rule": rule, "ii_worst_drop": worst, "ii_fell": fell_where}, line
 
 
 def _vqa_table(dim: str, xs: list[float], protocols: list[str], sft: dict[str, Any] | None,
