@@ -184,8 +184,7 @@ def _vqa_verdict(dim: str, xs: list[float], groups: dict[str, dict[float, Path]]
         return None
     vqa = {j: read_json(sorted(j.glob("vqa_*.json"))[-1])["vqa"] for j in jobs}
     sft_of = {j: _sft_vqa(j) for j in jobs}  # each job's own SFT (one shared by all, or one per seed or draw)
-    distinct = [v for k, v in enumerate(sft_of.values()) if v and v not in list(sft_of.values())[:k]]
-    sft = _mean_vqa(distinct) if distinct else None
+    sft = _mean_sft_vqa([sft_of[j] for j in jobs])
     protocols = [p for p in ("ll", "open", "mc") if any(p in v for v in vqa.values())]
     decide = "ll" if "ll" in protocols else "open"
 
@@ -202,8 +201,7 @@ def _vqa_verdict(dim: str, xs: list[float], groups: dict[str, dict[float, Path]]
     lines = []
     for draw in draws:
         mine = [j for j in jobs if ov[j].get(DRAW_KEY, "-") == draw]
-        own = [v for k, v in enumerate(sft_of[j] for j in mine) if v and v not in [sft_of[i] for i in mine[:k]]]
-        lines += _vqa_table(dim, xs, protocols, _mean_vqa(own) if own else None,
+        lines += _vqa_table(dim, xs, protocols, _mean_sft_vqa([sft_of[j] for j in mine]),
                             {j: {p: {d: acc(j, p, d) for d in DIMENSIONS} for p in protocols} for j in mine}, ov,
                             "" if len(draws) == 1 else f", data draw {draw}")
     if sft and decide in sft:
@@ -312,6 +310,12 @@ def _dose_response(dim: str, xs: list[float], groups: dict[str, dict[float, Path
         if got.get(max(xs)) is not None and got.get(min(xs)) is not None:
             dose[g] = {"at_max": got[max(xs)], "at_0": got[min(xs)]}
     return dose
+
+
+def _mean_sft_vqa(sfts: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The mean of the distinct SFT baselines among ``sfts`` (jobs sharing one SFT count it once); None if none."""
+    distinct = [v for k, v in enumerate(sfts) if v and v not in sfts[:k]]
+    return _mean_vqa(distinct) if distinct else None
 
 
 def _mean_vqa(scores: list[dict[str, Any]]) -> dict[str, Any]:
