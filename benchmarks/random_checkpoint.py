@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from vase.io import atomic_directory  # noqa: E402
-from vase.models.tiny import TinySpec, build_processor, build_tokenizer  # noqa: E402
+from vase.models.tiny import FIRST_SPECIAL_ID, PUBLIC_SPECIAL_TOKENS, TinySpec, build_processor, build_tokenizer  # noqa: E402,F401
 
 VISION = dict(depth=32, hidden_size=1280, intermediate_size=3420, num_heads=16, in_chans=3, patch_size=14,
               spatial_merge_size=2, temporal_patch_size=2, window_size=112, fullatt_block_indexes=[7, 15, 23, 31],
@@ -37,35 +38,12 @@ ARCHS: dict[str, dict[str, Any]] = {
     "7b": dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
                num_key_value_heads=4, vocab_size=152064, tie_word_embeddings=False, max_window_layers=28),
 }
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-           "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>",
-           "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]
-FIRST_SPECIAL_ID = 151643  # <|endoftext|> in the public tokenizer; the rest follow in SPECIAL's order
+SPECIAL = PUBLIC_SPECIAL_TOKENS
 
 
 def padded_tokenizer(spec: TinySpec | None = None):
-    """The tiny BPE renumbered below 151643 and padded with filler tokens up to it, then the public special tokens at
-    their public ids."""
-    # lazy: transformers: slow to import, and only this path needs it
-    from transformers import Qwen2Tokenizer
-
-    from vase.models.tiny import CHAT_TEMPLATE
-
-    base = build_tokenizer(spec or TinySpec())
-    model = json.loads(base.backend_tokenizer.to_str())["model"]
-    learned = [t for t, _ in sorted(model["vocab"].items(), key=lambda kv: kv[1]) if not t.startswith("<|")]
-    vocab = {t: i for i, t in enumerate(learned)}
-    for i in range(len(vocab), FIRST_SPECIAL_ID):
-        vocab[f"zzfill{i}"] = i  # never produced by encoding (no merges reach it); decodes to its own text
-    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
-    tok = Qwen2Tokenizer(vocab=vocab, merges=merges, unk_token=None, bos_token=None)
-    tok.add_special_tokens({"additional_special_tokens": SPECIAL})
-    tok.eos_token, tok.pad_token = "<|im_end|>", "<|endoftext|>"
-    tok.chat_template = CHAT_TEMPLATE
-    ids = [tok.convert_tokens_to_ids(t) for t in SPECIAL]
-    if ids != list(range(FIRST_SPECIAL_ID, FIRST_SPECIAL_ID + len(SPECIAL))):
-        raise RuntimeError(f"special tokens landed at {ids}, not at the public ids")
-    return tok
+    """The tiny BPE with every special token at its public id (:func:`vase.models.tiny.pad_to_public_ids`)."""
+    return build_tokenizer(replace(spec or TinySpec(), public_token_ids=True))
 
 
 def public_config(arch: str, **overrides: Any):

@@ -119,9 +119,11 @@ def test_every_export_writes_only_into_its_output(hostile: Path, tmp_path: Path,
 
 def test_an_export_that_fails_leaves_no_partial_output(hostile: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    p = subprocess.run([sys.executable, "-m", "vase.data.export", str(hostile), str(out), "--to", "swift"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)  # no views anywhere: it must fail
-    assert p.returncode == 2 and "Traceback" not in p.stderr and "is missing" in p.stderr, p.stderr[-2000:]
+    broken = sorted((hostile / "models").glob("*.glb"))[-1]
+    broken.write_bytes(b"not a GLB")  # its views are missing and cannot be rendered: the export must fail
+    p = subprocess.run([sys.executable, "-m", "vase.data.export", str(hostile), str(out), "--to", "swift",
+                        "--cache-dir", str(tmp_path / "cache")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "Traceback" not in p.stderr and broken.name in p.stderr, p.stderr[-2000:]
     assert not out.exists() and not [q for q in tmp_path.iterdir() if q.name.startswith(".out")]
 
 

@@ -17,7 +17,8 @@ class VaseRecord:
     dataset does not state is None (an ms-swift caption file, the paper's evaluation folder): such records train
     captions; rewards and per-dimension questions need the dimensions and say so.
     ``images`` / ``videos`` are explicit media files (layouts that list them); otherwise the views are looked up
-    by id under ``images/<view>/``. ``prompt`` is the dataset's own caption instruction, when it has one.
+    by id under ``images/<view>/``. ``prompt`` is the dataset's own caption instruction, when it has one; ``system``
+    its system prompt (every sample of the vase is asked under it).
     """
 
     id: str
@@ -33,6 +34,7 @@ class VaseRecord:
     prompt: str = ""
     images: list[str] = field(default_factory=list)
     videos: list[str] = field(default_factory=list)
+    system: str = ""  # the dataset's own system prompt (an ms-swift conversation's system message), when it has one
 
     def missing_dimensions(self) -> list[str]:
         return [d for d in DIMENSIONS if getattr(self, d) is None]
@@ -54,7 +56,7 @@ class VaseRecord:
         """A JSON-ready dict; ``metadata`` holds the raw museum line as the real dataset has it."""
         d = asdict(self)
         d["dating"] = list(self.dating) if self.dating is not None else None
-        for k in ("prompt", "images", "videos"):
+        for k in ("prompt", "images", "videos", "system"):
             if not d[k]:
                 del d[k]
         if self.has_dimensions:
@@ -102,7 +104,7 @@ class VaseRecord:
                 values[k] = None
         rec = cls(id=vid, **values, model=str(obj.get("model", "")), qa=list(obj.get("qa") or []),
                   prompt=str(obj.get("prompt") or ""), images=list(obj.get("images") or []),
-                  videos=list(obj.get("videos") or []))
+                  videos=list(obj.get("videos") or []), system=str(obj.get("system") or ""))
         # a record without a caption gets the museum-style one its six dimensions make
         rec.caption = str(obj.get("caption") or (make_caption(rec) if rec.has_dimensions else ""))
         return rec

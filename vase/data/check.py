@@ -21,6 +21,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from vase.annotate.vocab import DIMENSIONS
 from vase.choices import LAYOUTS
 from vase.data.dataset import load_video
 from vase.data.layouts import detect_layout, read_records
@@ -86,10 +87,38 @@ def _path_like(records: list[Any]) -> list[tuple[str, str, str]]:
     return out
 
 
+def _dimension_problems(records: list[Any], layout: str, stage: str, problems: list[tuple[str, str, str]],
+                        info: list[str]) -> list[tuple[str, str, str]]:
+    """Vases without some of the six dimensions, in layouts that carry them (kind missing_dimension). A vase with no
+    dimensions at all (an ms-swift line without metadata, the paper's evaluation folder) trains captions: a note
+    says what it cannot train, unless ``stage`` is ``grpo``, whose reward scores the six dimensions."""
+    carries = "dimensions" in CARRIES[layout]
+    bare = [r for r in records if len(r.missing_dimensions()) == len(DIMENSIONS)]
+    captions_only = (not carries or layout == "swift") and stage != "grpo"  # bare vases are a note, not a fault
+    if bare and captions_only:
+        whole = "its records" if len(bare) == len(records) else f"{len(bare)} of its {len(records)} vases"
+        info.append(f"{whole} state no six dimensions ({layout} layout without metadata): they train captions and "
+                    f"their own QA; GRPO on the six dimensions and the per-dimension questions need them "
+                    f"(python -m vase.data.check ... --stage grpo)")
+    reported = {(k, i) for k, i, _ in problems}
+    out = []
+    for r in records:
+        missing = r.missing_dimensions()
+        if not missing or ("missing_dimension", r.id) in reported or ("bad_date", r.id) in reported:
+            continue
+        if captions_only and len(missing) == len(DIMENSIONS):
+            continue
+        why = " (GRPO's reward scores all six)" if stage == "grpo" else ""
+        out.append(("missing_dimension", r.id, f"vase {r.id!r} lacks {missing}{why}"))
+    return out
+
+
 def check_dataset(path: str | Path, layout: str = "auto", views: list[str] | tuple[str, ...] = VIEWS,
-                  models: bool = True, progress: bool = True, cache_dir: str | Path | None = None) -> dict[str, Any]:
+                  models: bool = True, progress: bool = True, cache_dir: str | Path | None = None,
+                  stage: str = "sft") -> dict[str, Any]:
     """Every problem of the dataset at ``path`` as a report dict (``problems``: kind, id, message). Views that vase
-    rendered for it into ``cache_dir`` (``python -m vase.render --root``) count as present."""
+    rendered for it into ``cache_dir`` (``python -m vase.render --root``) count as present. ``stage`` is what the
+    data should train: ``sft`` (captions and QA) or ``grpo`` (the six-dimension reward: every vase needs them)."""
     root = Path(path)
     rendered = render_cache_root(cache_dir, root) if cache_dir else None
     from_cache: set[str] = set()
@@ -106,18 +135,7 @@ def check_dataset(path: str | Path, layout: str = "auto", views: list[str] | tup
     records = [r for rs in splits.values() for r in rs]
     problems += _split_overlaps(splits)
     problems += _path_like(records)
-    carries = set(CARRIES[layout])
-    if layout == "swift" and any(r.has_dimensions for r in records):
-        carries.add("dimensions")  # some lines carry metadata: then every vase should
-    if "dimensions" not in carries and records:
-        info.append(f"the {layout} layout states no six dimensions: its records train captions only "
-                    f"(GRPO and per-dimension questions need them)")
-    if "dimensions" in carries:
-        reported = {(k, i) for k, i, _ in problems}
-        for r in records:
-            missing = r.missing_dimensions()
-            if missing and ("missing_dimension", r.id) not in reported and ("bad_date", r.id) not in reported:
-                problems.append(("missing_dimension", r.id, f"vase {r.id!r} lacks {missing}"))
+    problems += _dimension_problems(records, layout, stage, problems, info)
     it: Any = records
     if progress and records:
         it = tqdm(records, desc="checking vases", unit="vase", file=sys.stderr)
@@ -145,7 +163,7 @@ def check_dataset(path: str | Path, layout: str = "auto", views: list[str] | tup
                                                            f"{r.id!r} is missing{hint}"))
                 elif (why := _readable(p)) is not None:
                     problems.append(("unreadable_view", r.id, f"{p}: {why}"))
-        if "models" in carries:
+        if "models" in CARRIES[layout]:
             glb = root / (r.model or default_model(r.id))
             if r.model and relpath_problem(r.model) is not None:
                 pass  # reported above as path_like_id; never read outside the dataset
@@ -191,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layout", default="auto", choices=["auto", *LAYOUTS])
     ap.add_argument("--views", nargs="+", default=list(VIEWS))
     ap.add_argument("--no-models", action="store_true", help="do not load every GLB (faster; missing ones still count)")
+    ap.add_argument("--stage", choices=["sft", "grpo"], default="sft",
+                    help="what the data should train: grpo needs the six dimensions of every vase")
     ap.add_argument("--report", help="where to write the JSON report (default ./check-<dataset>.json)")
     ap.add_argument("--cache-dir", default=".cache",
                     help="vase's cache (paths.cache_dir): views rendered there for the dataset count as present")
@@ -201,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     try:
-        report = check_dataset(a.path, a.layout, a.views, models=not a.no_models, cache_dir=a.cache_dir)
+        report = check_dataset(a.path, a.layout, a.views, models=not a.no_models, cache_dir=a.cache_dir,
+                               stage=a.stage)
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -46,6 +46,8 @@ def samples_for(example: VaseExample, task: str, zoom: bool = False,
         if name == "qa" and zoom:
             out += zoom_task.samples(example, ctx, views, _frieze_band, views_are_images=isinstance(
                 example.images, list) and not isinstance(example.images, VideoFrames))
+    for s in out:  # every sample of a vase is asked under the dataset's own system prompt, where it has one
+        s.system = example.record.system
     return out
 
 
@@ -55,30 +57,35 @@ def _frieze_band(shape: str) -> tuple[float, float] | None:
     return spec.band if spec is not None else None
 
 
-def build_messages(visuals: Any, prompt: str) -> list[dict[str, Any]]:
+def build_messages(visuals: Any, prompt: str, system: str = "") -> list[dict[str, Any]]:
     """A user turn with the visuals (``VideoFrames``: one video; a list of views: one image each, or a count of
-    images) followed by the prompt, in the processor's chat format."""
+    images) followed by the prompt, in the processor's chat format; after ``system`` (the dataset's own system
+    prompt) where there is one, else the template's default."""
     if isinstance(visuals, VideoFrames):
         parts = [{"type": "video"}]
     else:
         n = visuals if isinstance(visuals, int) else len(visuals)
         parts = [{"type": "image"} for _ in range(n)]
-    return [{"role": "user", "content": parts + [{"type": "text", "text": prompt}]}]
+    head = [{"role": "system", "content": [{"type": "text", "text": system}]}] if system else []
+    return head + [{"role": "user", "content": parts + [{"type": "text", "text": prompt}]}]
 
 
-def prompt_text(processor: Any, visuals: Any, prompt: str) -> str:
-    return processor.apply_chat_template(build_messages(visuals, prompt), add_generation_prompt=True, tokenize=False)
+def prompt_text(processor: Any, visuals: Any, prompt: str, system: str = "") -> str:
+    return processor.apply_chat_template(build_messages(visuals, prompt, system), add_generation_prompt=True,
+                                         tokenize=False)
 
 
 VISUAL_KEYS = ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw", "second_per_grid_ts")
 
 
-def encode_prompts(processor: Any, prompts: list[str], visuals: list[Any], padding_side: str) -> Any:
-    """Tokenise chat prompts with their views (as images) or orbit frames (as one video each)."""
+def encode_prompts(processor: Any, prompts: list[str], visuals: list[Any], padding_side: str,
+                   systems: list[str] | None = None) -> Any:
+    """Tokenise chat prompts (each after its system prompt, where ``systems`` gives one) with their views (as
+    images) or orbit frames (as one video each)."""
     videos = [isinstance(v, VideoFrames) for v in visuals]
     if any(videos) and not all(videos):
         raise ValueError("a batch mixes orbit videos and multi-view images; use one data.modality per run")
-    texts = [prompt_text(processor, v, p) for v, p in zip(visuals, prompts)]
+    texts = [prompt_text(processor, v, p, sy) for v, p, sy in zip(visuals, prompts, systems or [""] * len(prompts))]
     if videos and all(videos):
         return processor(text=texts, videos=[list(v) for v in visuals], do_sample_frames=False, return_tensors="pt",
                          padding=True, padding_side=padding_side)
@@ -118,7 +125,8 @@ class SFTCollator:
         self.pad_id = tok.pad_token_id
 
     def __call__(self, batch: list[ChatSample]) -> dict[str, torch.Tensor]:
-        enc = encode_prompts(self.processor, [s.prompt for s in batch], [s.images for s in batch], "right")
+        enc = encode_prompts(self.processor, [s.prompt for s in batch], [s.images for s in batch], "right",
+                             [s.system for s in batch])
         rows, labels, types = [], [], []
         for b, s in enumerate(batch):
             n = int(enc["attention_mask"][b].sum())
@@ -158,7 +166,8 @@ class PromptCollator:
         self.processor = processor
 
     def __call__(self, batch: list[ChatSample]) -> dict[str, Any]:
-        enc = encode_prompts(self.processor, [s.prompt for s in batch], [s.images for s in batch], "left")
+        enc = encode_prompts(self.processor, [s.prompt for s in batch], [s.images for s in batch], "left",
+                             [s.system for s in batch])
         return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
                 "mm_token_type_ids": enc["mm_token_type_ids"], **{k: enc[k] for k in VISUAL_KEYS if k in enc},
                 "targets": [s.target for s in batch], "reference": [s.answer for s in batch],

@@ -13,8 +13,10 @@
                   ["<uuid>_<n>_ac001001.jpg"], "caption": ...}]``), keyed as its scorer keys them.
 * ``swift``       ms-swift JSONL: one conversation per line (``messages`` + ``images`` or ``videos``), a file or a
                   folder with ``train.jsonl`` / ``val.jsonl``. Lines of one vase (an ``id`` key, else the same media)
-                  merge: a line asking one of vase's six questions is a QA pair, any other is the caption with its
-                  own instruction kept. An optional ``metadata`` column (raw museum line) gives the dimensions.
+                  merge; each user/assistant pair is a sample: one of vase's six questions is a QA pair, the first
+                  other one the caption with its own instruction kept, later ones free-form QA; a system message is
+                  kept as the vase's system prompt; GRPO lines (user turn + ``solution``) are read. An optional
+                  ``metadata`` column (raw museum line), or the six dimension columns, gives the dimensions.
 
 Readers raise a DataError naming the file and what it expected; given a ``problems`` list they record
 ``(kind, id, message)`` and go on instead (the dataset checker).
@@ -316,54 +318,103 @@ def _media(line: dict, key: str, base: Path) -> list[str]:
     return out
 
 
+def _turns(msgs: list[Any], line: dict, where: str) -> tuple[str, list[tuple[str, str]]]:
+    """A conversation's system prompt and its (question, answer) pairs, in order. A last user turn without an answer
+    takes the line's ``solution`` (ms-swift's GRPO lines). Anything else that does not alternate user/assistant is
+    a DataError naming ``where`` (file:line): a chat is never paired up by guess."""
+    system, pairs, question = "", [], None
+    for k, m in enumerate(msgs):
+        role, content = (m.get("role"), m.get("content")) if isinstance(m, dict) else (None, None)
+        if not isinstance(content, str):
+            raise DataError(f"{where}: message {k} has no text content (ms-swift messages are role + content text)")
+        if role == "system":
+            if pairs or question is not None:
+                raise DataError(f"{where}: message {k} is a system message after the conversation began")
+            system = content
+        elif role == "user":
+            if question is not None:
+                raise DataError(f"{where}: messages {k - 1} and {k} are two user turns in a row; each question "
+                                f"needs its answer")
+            question = content
+        elif role == "assistant":
+            if question is None:
+                raise DataError(f"{where}: message {k} is an assistant turn without a question before it")
+            pairs.append((question, content))
+            question = None
+        else:
+            raise DataError(f"{where}: message {k} has role {role!r}; expected system, user or assistant")
+    if question is not None:
+        solution = line.get("solution")
+        if not isinstance(solution, str):
+            raise DataError(f"{where}: the last user turn has no answer (no assistant message, no 'solution' column)")
+        pairs.append((question, solution))
+    if not pairs:
+        raise DataError(f"{where}: no user/assistant pair")
+    return system, pairs
+
+
+def _swift_record(line: dict, vid: str, where: str, problems: Problems | None) -> VaseRecord:
+    """A vase's record from its first line: dimensions from a ``metadata`` column (raw museum line), or from the six
+    dimension columns (vase's ``swift-grpo`` export), else none (the vase trains captions)."""
+    meta = line.get("metadata")
+    if isinstance(meta, str):
+        return parse_raw_metadata(meta, vid, problems)
+    if all(d in line for d in DIMENSIONS):
+        if line.get("task", "caption") == "caption" or all(line[d] is not None for d in DIMENSIONS):
+            return VaseRecord.from_json({**line, "id": vid}, where, problems)
+    return VaseRecord(vid, None, None, None, None, None, None)
+
+
 def read_swift(path: Path, problems: Problems | None = None) -> list[VaseRecord]:
-    """One ms-swift JSONL file to records (lines of one vase merged)."""
+    """One ms-swift JSONL file to records (lines of one vase merged). Each user/assistant pair of a conversation
+    is a sample of its own: one of vase's six questions is that dimension's QA pair, the vase's first other
+    question its caption (with its instruction kept), later ones free-form QA pairs. A system message is the
+    vase's system prompt. GRPO lines (a user turn and a ``solution``) read as that pair."""
     by_id: dict[str, VaseRecord] = {}
     base = path.parent
     with open(path, encoding="utf-8") as f:
         for n, raw in enumerate(f, 1):
             if not raw.strip():
                 continue
+            where = f"{path}:{n}"
             try:
                 line = json.loads(raw)
             except json.JSONDecodeError as e:
-                _fault(problems, "bad_line", f"{path.name}:{n}", f"{path}:{n}: not JSON ({e.msg})")
+                _fault(problems, "bad_line", f"{path.name}:{n}", f"{where}: not JSON ({e.msg})")
                 continue
             msgs = line.get("messages") if isinstance(line, dict) else None
             if not isinstance(msgs, list):
-                _fault(problems, "bad_line", f"{path.name}:{n}", f"{path}:{n}: no 'messages' list (ms-swift format)")
+                _fault(problems, "bad_line", f"{path.name}:{n}", f"{where}: no 'messages' list (ms-swift format)")
                 continue
-            user = next((m.get("content", "") for m in msgs if m.get("role") == "user"), "")
-            answer = next((m.get("content", "") for m in reversed(msgs) if m.get("role") == "assistant"), None)
-            if not isinstance(answer, str) or not isinstance(user, str):
-                _fault(problems, "bad_line", f"{path.name}:{n}", f"{path}:{n}: needs a user and an assistant message "
-                                                                 f"with text content")
+            try:
+                system, pairs = _turns(msgs, line, where)
+            except DataError as e:
+                _fault(problems, "bad_line", f"{path.name}:{n}", str(e))
                 continue
             images, videos = _media(line, "images", base), _media(line, "videos", base)
             vid = str(line.get("id") or normalize_id((images or videos or [f"line{n}"])[0]))
             rec = by_id.get(vid)
             if rec is None:
-                meta = line.get("metadata")
-                if isinstance(meta, str):
-                    rec = parse_raw_metadata(meta, vid, problems)
-                elif all(d in line for d in DIMENSIONS):
-                    rec = VaseRecord.from_json({**line, "id": vid}, f"{path}:{n}", problems)
-                else:
-                    rec = VaseRecord(vid, None, None, None, None, None, None)
-                rec.caption = ""
-                rec.images, rec.videos = images, videos
-                by_id[vid] = rec
+                rec = by_id[vid] = _swift_record(line, vid, where, problems)
+                rec.caption, rec.images, rec.videos, rec.system = "", images, videos, system
             elif (images, videos) != (rec.images, rec.videos):
-                _fault(problems, "bad_line", vid, f"{path}:{n}: vase {vid!r} appears with other media than on an "
+                _fault(problems, "bad_line", vid, f"{where}: vase {vid!r} appears with other media than on an "
                                                   f"earlier line")
-            question = _TAG.sub("", user).strip()
-            dim = _QUESTION_DIM.get(question.lower())
-            if dim is not None:
-                rec.qa.append({"dimension": dim, "question": question, "answer": answer})
-            elif not rec.caption:
-                rec.caption, rec.prompt = answer, question
-            else:
-                _fault(problems, "duplicate_id", vid, f"{path}:{n}: a second caption for vase {vid!r}")
+            elif not rec.has_dimensions and (full := _swift_record(line, vid, where, None)).has_dimensions:
+                for d in DIMENSIONS:  # a GRPO export's QA line came first: its caption line states all six
+                    setattr(rec, d, getattr(full, d))
+            if system != rec.system:
+                _fault(problems, "bad_line", vid, f"{where}: vase {vid!r} has another system prompt than on an "
+                                                  f"earlier line")
+            for user, answer in pairs:
+                question = _TAG.sub("", user).strip()
+                dim = _QUESTION_DIM.get(question.lower())
+                if dim is not None:
+                    rec.qa.append({"dimension": dim, "question": question, "answer": answer})
+                elif not rec.caption:
+                    rec.caption, rec.prompt = answer, question
+                else:
+                    rec.qa.append({"dimension": "other", "question": question, "answer": answer})
     return list(by_id.values())
 
 

@@ -26,12 +26,13 @@ class GenerationItem:
     prompt: str
     reference: str
     extra: dict[str, Any] = field(default_factory=dict)
+    system: str = ""  # the dataset's system prompt, as in training
 
 
 def caption_items(dataset: VaseDataset, prompt: str = CAPTION_PROMPT) -> list[GenerationItem]:
     """A caption prompt per vase; views are read only when the item is generated."""
-    return [GenerationItem(rec.id, visuals_of(dataset, i), prompt_context(dataset, i) + prompt, rec.caption)
-            for i, rec in enumerate(dataset.records)]
+    return [GenerationItem(rec.id, visuals_of(dataset, i), prompt_context(dataset, i) + prompt, rec.caption,
+                           system=rec.system) for i, rec in enumerate(dataset.records)]
 
 
 def prompt_context(dataset: Any, i: int) -> str:
@@ -91,7 +92,8 @@ def generate_rows(model: Any, processor: Any, items: list[GenerationItem], out_p
     device = next(model.parameters()).device
 
     def answer(chunk: list[GenerationItem]) -> list[dict[str, Any]]:
-        enc = encode_prompts(processor, [it.prompt for it in chunk], [it.images() for it in chunk], "left")
+        enc = encode_prompts(processor, [it.prompt for it in chunk], [it.images() for it in chunk], "left",
+                             [it.system for it in chunk])
         enc = {k: v.to(device) for k, v in enc.items()}
         out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=do_sample,
                              pad_token_id=tok.pad_token_id, **gen_kwargs)

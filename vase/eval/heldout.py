@@ -47,7 +47,8 @@ def heldout_items(dataset: Any, data_task: str) -> tuple[list[GenerationItem], d
             for s in SAMPLES[name](SimpleNamespace(record=rec, images=None, context=ctx), ctx):
                 if s.target is None or all(v is None for v in s.target.values()):
                     continue
-                items.append(GenerationItem(s.id, visuals_of(dataset, i), s.prompt, s.answer, {"task": name}))
+                items.append(GenerationItem(s.id, visuals_of(dataset, i), s.prompt, s.answer, {"task": name},
+                                            system=rec.system))
                 targets[s.id] = s.target
     return items, targets
 

@@ -18,8 +18,8 @@ def zoom_rows(model: Any, processor: Any, items: list[Any], views: tuple[str, ..
     """Answer ``items`` with the tool: ask each with the tool note; every answer that is a valid call gets the crop
     and is asked again (up to ``max_calls`` rounds); rows carry the final answer and the calls made."""
     rows_by_id: dict[str, dict[str, Any]] = {}
-    current = [GenerationItem(it.id, it.images, it.prompt + TOOL_NOTE, it.reference, {**it.extra, "calls": []})
-               for it in items]
+    current = [GenerationItem(it.id, it.images, it.prompt + TOOL_NOTE, it.reference, {**it.extra, "calls": []},
+                              system=it.system) for it in items]
     base = {it.id: it for it in items}
     for round_ in range(max_calls + 1):
         path = Path(out_path).with_name(f"{Path(out_path).stem}_round{round_}.jsonl") if out_path else None
@@ -34,7 +34,8 @@ def zoom_rows(model: Any, processor: Any, items: list[Any], views: tuple[str, ..
             calls = [*it.extra["calls"], zoom_call(*call)]
             src = base[it.id]
             nxt.append(GenerationItem(it.id, _with_crop(it.images, i, call[1]),
-                                      followup(src.prompt, "\n".join(calls)), it.reference, {**it.extra, "calls": calls}))
+                                      followup(src.prompt, "\n".join(calls)), it.reference, {**it.extra, "calls": calls},
+                                      system=it.system))
         current = nxt
         if not current:
             break

@@ -1,17 +1,13 @@
-"""Caption metrics (torchmetrics): CLIP text score, sentence-embedding FID, R@k, lexical Jaccard, overall score."""
+"""Caption metrics (torchmetrics): CLIP text score, sentence-embedding FID, R@k, lexical Jaccard, overall score.
 
-from vase.metrics.caption import (
-    PAPER_OVERALL_WEIGHTS,
-    TABLE_COLUMNS,
-    CaptionScorer,
-    CLIPTextScore,
-    LexicalJaccard,
-    RecallAtK,
-    SentenceFID,
-    frechet_distance,
-    jaccard,
-    overall_score,
-)
+The names below load ``vase.metrics.caption`` (and torchmetrics) on first use, so that the reward's sentence encoder
+(``vase.metrics.encoders``) imports where torchmetrics is not installed (ms-swift's virtualenv).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = [
     "PAPER_OVERALL_WEIGHTS",
@@ -25,3 +21,9 @@ __all__ = [
     "jaccard",
     "overall_score",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        return getattr(importlib.import_module("vase.metrics.caption"), name)
+    raise AttributeError(f"module 'vase.metrics' has no attribute {name!r}")

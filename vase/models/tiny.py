@@ -34,6 +34,13 @@ SPECIAL_TOKENS = [
     "<|video_pad|>",
 ]
 
+# The public Qwen2.5-VL tokenizer's special tokens, in id order from FIRST_SPECIAL_ID (151643): other tools (ms-swift's
+# templates, qwen_vl_utils) find images and videos by these ids, not by the tokenizer's strings.
+PUBLIC_SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+                         "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+                         "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]
+FIRST_SPECIAL_ID = 151643
+
 # The Qwen2.5-VL conversation format, written for our tiny model (real checkpoints ship their own template).
 CHAT_TEMPLATE = (
     "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}"
@@ -72,9 +79,17 @@ class TinySpec:
     min_pixels: int = 56 * 56
     max_pixels: int = 112 * 112
     seed: int = 0
+    # True: the special tokens sit at the public Qwen2.5-VL ids (151643 ... 151656, <|image_pad|> 151655), the
+    # learned tokens below them and unused filler rows between, so tools that hard-code those ids (ms-swift's
+    # templates) read the model as the real architecture. Off by default: the ~150k filler rows of a random output
+    # head take most of the sampling mass, so the demo's GRPO would sample filler text (see pad_to_public_ids).
+    public_token_ids: bool = False
 
     def fingerprint(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+        fields = asdict(self)
+        if not self.public_token_ids:  # so the default model's cache key is what it was before the option
+            del fields["public_token_ids"]
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def spec_fingerprint(overrides: dict | None = None) -> str:
@@ -124,6 +139,28 @@ def build_tokenizer(spec: TinySpec):
     )
     tok.add_special_tokens({"additional_special_tokens": SPECIAL_TOKENS[1:]})
     tok.chat_template = CHAT_TEMPLATE
+    return pad_to_public_ids(tok) if spec.public_token_ids else tok
+
+
+def pad_to_public_ids(base):
+    """``base`` (a tiny BPE) renumbered: its learned tokens first, filler tokens up to 151643, then the public
+    special tokens at their public ids. The fillers are never produced by encoding (no merge reaches them)."""
+    # lazy: transformers: slow to import, and only this path needs it
+    from transformers import Qwen2Tokenizer
+
+    model = json.loads(base.backend_tokenizer.to_str())["model"]
+    learned = [t for t, _ in sorted(model["vocab"].items(), key=lambda kv: kv[1]) if not t.startswith("<|")]
+    vocab = {t: i for i, t in enumerate(learned)}
+    for i in range(len(vocab), FIRST_SPECIAL_ID):
+        vocab[f"zzfill{i}"] = i
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
+    tok = Qwen2Tokenizer(vocab=vocab, merges=merges, unk_token=None, bos_token=None)
+    tok.add_special_tokens({"additional_special_tokens": PUBLIC_SPECIAL_TOKENS})
+    tok.eos_token, tok.pad_token = "<|im_end|>", "<|endoftext|>"
+    tok.chat_template = CHAT_TEMPLATE
+    ids = [tok.convert_tokens_to_ids(t) for t in PUBLIC_SPECIAL_TOKENS]
+    if ids != list(range(FIRST_SPECIAL_ID, FIRST_SPECIAL_ID + len(PUBLIC_SPECIAL_TOKENS))):
+        raise RuntimeError(f"special tokens landed at {ids}, not at the public ids")
     return tok
 
 
@@ -203,8 +240,9 @@ def build_model(tokenizer, spec: TinySpec):
     return model
 
 
-def check_special_tokens(path: str | Path) -> None:
-    """After reloading from disk, every special-token id in the config must be the tokenizer's."""
+def check_special_tokens(path: str | Path, public_ids: bool = False) -> None:
+    """After reloading from disk, every special-token id in the config must be the tokenizer's (and, with
+    ``public_ids``, the public Qwen2.5-VL one)."""
     # lazy: transformers: slow to import, and only this path needs it
     from transformers import AutoConfig, AutoTokenizer
 
@@ -232,6 +270,11 @@ def check_special_tokens(path: str | Path) -> None:
             raise RuntimeError(f"{path}: text_config.{key} does not match the tokenizer's {token}")
     if tc.vocab_size != len(tok):
         raise RuntimeError(f"{path}: vocab_size {tc.vocab_size} != tokenizer size {len(tok)}")
+    if public_ids:
+        public = {t: FIRST_SPECIAL_ID + i for i, t in enumerate(PUBLIC_SPECIAL_TOKENS)}
+        wrong = {t: tok.convert_tokens_to_ids(t) for t, i in public.items() if tok.convert_tokens_to_ids(t) != i}
+        if wrong:
+            raise RuntimeError(f"{path}: special tokens off their public Qwen2.5-VL ids: {wrong}")
 
 
 @one_builder_at_a_time
@@ -254,7 +297,7 @@ def build_tiny(out: str | Path, spec: TinySpec | None = None, overwrite: bool = 
     with atomic_directory(out, replace=True) as tmp:
         model.save_pretrained(tmp)
         processor.save_pretrained(tmp)
-        check_special_tokens(tmp)
+        check_special_tokens(tmp, spec.public_token_ids)
         (tmp / "vase_tiny.json").write_text(json.dumps({"fingerprint": spec.fingerprint(), **asdict(spec)}, indent=1))
     return out
 

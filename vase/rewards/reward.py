@@ -100,7 +100,11 @@ def effective_weights(reward_cfg: Any) -> dict[str, float]:
 def reward_from_config(option: str = "vase6d", **overrides: Any) -> VaseReward:
     """The reward that ``conf/reward/<option>.yaml`` defines, with ``overrides`` merged in (nested dicts merge
     key by key, e.g. ``terms={"penalty": {"length": 0.0}}``), for use outside Hydra (tests, benchmarks, notebooks)."""
-    cfg = OmegaConf.merge(load_option("reward", option), OmegaConf.create(overrides))
+    return reward_from_node(OmegaConf.merge(load_option("reward", option), OmegaConf.create(overrides)))
+
+
+def reward_from_node(cfg: Any) -> VaseReward:
+    """The reward a ``reward`` config node defines (interpolations such as ``${...weights.shape}`` resolved)."""
     node = OmegaConf.to_container(cfg, resolve=True)
     node.pop("_target_", None)
     return VaseReward(**node)

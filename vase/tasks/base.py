@@ -20,6 +20,7 @@ class ChatSample:
     answer: str
     dimension: str = "caption"
     target: dict[str, Any] | None = None  # the six dimensions the answer should state (for rewards)
+    system: str = ""  # the dataset's system prompt ("": the chat template's default)
 
 
 def fields_of(rec: Any) -> dict[str, Any]:

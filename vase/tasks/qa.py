@@ -6,15 +6,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from vase.annotate.vocab import QUESTIONS
+from vase.annotate.vocab import DIMENSIONS, QUESTIONS
 from vase.tasks.base import ChatSample, EvalProtocol, Similarity, fields_of, only
 
 
 def samples(example: Any, ctx: str) -> list[ChatSample]:
     rec = example.record
     fields = fields_of(rec)
-    return [ChatSample(f"{rec.id}#{q['dimension']}", example.images, ctx + q["question"], q["answer"], q["dimension"],
-                       target=only(fields, q["dimension"])) for q in rec.qa]
+    # a free-form question (dimension "other", from an ms-swift chat or a release's QA file) is numbered: a vase
+    # may have several
+    return [ChatSample(f"{rec.id}#{q['dimension']}" + ("" if q["dimension"] in DIMENSIONS else str(k)),
+                       example.images, ctx + q["question"], q["answer"], q["dimension"],
+                       target=only(fields, q["dimension"])) for k, q in enumerate(rec.qa)]
 
 
 def open_question(rec: Any, dim: str, num_choices: int = 4) -> tuple[str, str, dict[str, Any]]:

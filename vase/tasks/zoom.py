@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from vase.annotate.vocab import DIMENSIONS
 from vase.images import foreground_mask
 from vase.tasks.base import ChatSample, fields_of, none_of, only
 from vase.views import VIEWS
@@ -101,7 +102,7 @@ def samples(example: Any, ctx: str, views: tuple[str, ...] | list[str], band_of:
     fields = fields_of(rec)
     out = [ChatSample(f"{rec.id}#{q['dimension']}#tool", example.images, ctx + q["question"] + TOOL_NOTE,
                       q["answer"], q["dimension"], target=only(fields, q["dimension"]))
-           for q in rec.qa if q["dimension"] != "decoration"]
+           for q in rec.qa if q["dimension"] in DIMENSIONS and q["dimension"] != "decoration"]
     q = next((q for q in rec.qa if q["dimension"] == "decoration"), None)
     band = band_of(rec.shape)
     if q is None or band is None or "front" not in views:
