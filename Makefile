@@ -9,7 +9,7 @@ STAMP := $(VENV)/.vase-installed
 SYSDEPS := libegl1 libegl-mesa0 libgl1-mesa-dri
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup sysdeps demo ablation-demo grpo-sanity readme-tables test test-slow lint format clean clean-runs
+.PHONY: setup sysdeps demo ablation-demo grpo-sanity readme-tables stack-check test test-slow lint format clean clean-runs
 
 setup: sysdeps $(STAMP)
 
@@ -43,6 +43,12 @@ grpo-sanity: setup
 # README tables that come from runs (the learning check, the ablation demo) are rebuilt from their results files
 readme-tables: setup
 	$(BIN)/python -m vase.readme_tables
+
+# vase in the real ms-swift and TRL (CPU, tiny model, minutes): export, swift sft, the paper's swift rlhf GRPO with vase's
+# plugin, plugin-vs-vase reward parity, TRL's GRPOTrainer with vase's reward functions, ms-swift data read back.
+# Builds ms-swift's own venv under .cache/stack/ from the package index when missing; PASS/FAIL per part
+stack-check: setup
+	$(BIN)/python -m vase.integrations.stack_check
 
 test: setup
 	$(BIN)/python -m pytest -m "not slow"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 
 from vase.annotate.records import VaseRecord, raw_metadata
 from vase.annotate.vocab import DIMENSIONS
+from vase.config import CHECK_ONLY_ENV
 from vase.data.dataset import load_views, models_to_render, read_rgb
 from vase.data.layouts import detect_layout, read_records
 from vase.errors import DataError, VaseError
@@ -172,14 +174,19 @@ def main() -> None:
                     help="vase's cache: views are read from (and missing ones rendered into) its renders/ folder")
     ap.add_argument("--resolution", type=int, default=224, help="of views rendered for the export")
     a = ap.parse_args()
+    if os.environ.get(CHECK_ONLY_ENV) == "1":  # the README's commands are checked this far by the tests
+        print(f"config ok: --to {a.to} (export arguments parsed; nothing read or written)")
+        return
     src, out = Path(a.src), Path(a.out)
     try:
         check_output(src, out)
         layout = detect_layout(src) if a.from_layout == "auto" else a.from_layout
         splits = read_records(src, layout)
-        _fresh(out)
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            _fresh(out)  # the error, before any rendering
         roots = views_for_export(src, splits, layout, Path(a.cache_dir), RenderSettings(resolution=a.resolution))
-        out.rmdir()  # new or empty (checked): the export is built beside it and appears whole, or not at all
+        if out.exists():
+            out.rmdir()  # new or empty (checked): the export is built beside it and appears whole, or not at all
         with atomic_directory(out) as tmp:
             if a.to == "release":
                 export_release(splits, roots, src, tmp)

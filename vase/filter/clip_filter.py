@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from vase.errors import ConfigError
+from vase.metrics.encoders import build_clip_encoder
 
 
 class PromptEnsemble:
@@ -46,9 +47,6 @@ class ClipScorer:
     """Fragment score and best-view similarity from one image embedding per photo."""
 
     def __init__(self, cfg: Any) -> None:
-        # lazy: torchmetrics: slow to import, and only this path needs it
-        from vase.metrics.encoders import build_clip_encoder
-
         good, bad = list(cfg.good_prompts or []), list(cfg.bad_prompts or [])
         if not good or not bad:
             raise ConfigError("filter.clip.good_prompts and filter.clip.bad_prompts both need at least one prompt")

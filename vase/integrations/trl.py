@@ -21,6 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from datasets import Dataset, Image, Sequence
+
 from vase.errors import DataError
 from vase.integrations.columns import ColumnReward, load_reward
 
@@ -76,8 +78,5 @@ def grpo_rows(path: str | Path) -> list[dict[str, Any]]:
 
 def grpo_dataset(path: str | Path) -> Any:
     """:func:`grpo_rows` as a ``datasets.Dataset`` whose ``images`` column loads the view files as PIL images."""
-    # lazy: datasets: only TRL users need it
-    from datasets import Dataset, Image, Sequence
-
     data = Dataset.from_list(grpo_rows(path))
     return data.cast_column("images", Sequence(Image())) if "images" in data.column_names else data
