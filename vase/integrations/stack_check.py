@@ -6,7 +6,8 @@ Parts, on a small synthetic set and the tiny Qwen2.5-VL with the public special-
 
 1. ``export``: ``python -m vase.data.export`` to ms-swift's SFT and GRPO forms (views rendered into the cache).
 2. ``swift-sft``: ``swift sft`` 2 LoRA steps, run from another directory; every view reaches the model as image
-   tokens (ms-swift logs ``[151655 * n]`` per view) and no image file is missing.
+   tokens (ms-swift logs ``[151655 * n]`` per view) and no image file is missing; the control, vase's default tiny
+   model, shows the collapse the public ids prevent (one token per view).
 3. ``swift-grpo``: the paper's ``swift rlhf --rlhf_type grpo --external_plugins <vase plugin> --reward_funcs
    external_vase_acc``, 2 steps.
 4. ``plugin-parity``: the plugin's rewards, in ms-swift's venv, equal vase's own ``VaseReward`` in vase's venv on the
@@ -98,11 +99,11 @@ def check_export(work: Path, cache: Path) -> dict[str, Any]:
 
 
 def _image_tokens(log_text: str) -> list[int]:
-    """The image-token runs ms-swift logged for its first sample (``[151655 * n]`` per view)."""
-    first = next((line for line in log_text.splitlines() if "[INFO:swift] [INPUT]" in line), None)
-    start = log_text.find(first) if first else -1
-    block = log_text[start: start + 4000] if start >= 0 else ""
-    return [int(n) for n in re.findall(r"\[151655 \* (\d+)\]", block)]
+    """The image-token runs ms-swift logged for its first sample: ``<|vision_start|>[<id> * n]`` per view gives n
+    (the public tiny's 151655 expands to one token per patch group; a model off the public ids collapses to 1)."""
+    first = log_text.find("[INFO:swift] [INPUT]")
+    block = log_text[first: first + 4000] if first >= 0 else ""
+    return [int(n) for n in re.findall(r"<\|vision_start\|>\[\d+ \* (\d+)\]", block)]
 
 
 def swift_common(model: Path, out: Path) -> list[str]:
@@ -112,17 +113,27 @@ def swift_common(model: Path, out: Path) -> list[str]:
             "0"]
 
 
-def check_swift_sft(venv: Path, model: Path, work: Path) -> dict[str, Any]:
+def _swift_sft(venv: Path, model: Path, work: Path, name: str, steps: int = 2) -> tuple[int, str]:
     elsewhere = work / "elsewhere"  # not the export's folder: absolute image paths must work from anywhere
     elsewhere.mkdir(exist_ok=True)
-    log = work / "logs" / "swift-sft.log"
-    rc = _run([str(venv / "bin" / "swift"), "sft", *swift_common(model, work / "swift-sft"), "--dataset",
-               str(work / "export-swift" / "train.jsonl"), "--per_device_train_batch_size", "1"], log, elsewhere)
-    text = log.read_text(errors="replace")
-    runs = _image_tokens(text)
-    missing = text.count("FileNotFoundError")
+    log = work / "logs" / f"{name}.log"
+    args = swift_common(model, work / name)
+    args[args.index("--max_steps") + 1] = str(steps)
+    rc = _run([str(venv / "bin" / "swift"), "sft", *args, "--dataset", str(work / "export-swift" / "train.jsonl"),
+               "--per_device_train_batch_size", "1"], log, elsewhere)
+    return rc, log.read_text(errors="replace")
+
+
+def check_swift_sft(venv: Path, model: Path, work: Path, default_tiny: Path) -> dict[str, Any]:
+    """2 LoRA steps; every view must reach the model as more than one image token. The control, vase's default tiny
+    model (special tokens off the public ids), must show the collapse this guards against: one token per view."""
+    rc, text = _swift_sft(venv, model, work, "swift-sft")
+    runs, missing = _image_tokens(text), text.count("FileNotFoundError")
+    _, control = _swift_sft(venv, default_tiny, work, "swift-sft-control", steps=1)
+    collapsed = _image_tokens(control)
     ok = rc == 0 and len(runs) == 6 and all(n > 1 for n in runs) and not missing
-    return {"passed": ok, "rc": rc, "image_tokens_per_view": runs, "file_not_found": missing, "log": str(log)}
+    return {"passed": ok and collapsed == [1] * 6, "rc": rc, "image_tokens_per_view": runs, "file_not_found": missing,
+            "control_default_tiny_tokens_per_view": collapsed, "log": str(work / "logs" / "swift-sft.log")}
 
 
 def check_swift_grpo(venv: Path, model: Path, work: Path) -> dict[str, Any]:
@@ -280,10 +291,30 @@ def check_swift_read(work: Path) -> dict[str, Any]:
     return {"passed": all(got.values()), **got}
 
 
+def _measured(name: str, r: dict[str, Any]) -> str:
+    """The numbers behind one part's verdict, for people."""
+    if "error" in r:
+        return r["error"]
+    if name == "export":
+        return "; ".join(f"{k}: {v['lines']} lines, absolute paths {v['absolute']}" for k, v in r.items()
+                         if isinstance(v, dict))
+    if name == "swift-sft":
+        return (f"image tokens per view {r['image_tokens_per_view']} (control, default tiny: "
+                f"{r['control_default_tiny_tokens_per_view']}); missing files {r['file_not_found']}")
+    if name in ("swift-grpo", "trl-grpo"):
+        return f"reward per step {r.get('reward_per_step')}"
+    if name == "plugin-parity":
+        worst = max(r.get("max_abs_difference", {}).values(), default=float("nan"))
+        return (f"largest difference {worst:.1e} over {r.get('rows')} rows x 3 completions and "
+                f"{r.get('trained_completions')} trained completions, total and every term")
+    return ", ".join(k for k, v in r.items() if v is True and k != "passed")
+
+
 def report(results: dict[str, dict[str, Any]], seconds: float) -> str:
     lines = ["# ms-swift and TRL stack check", "", f"{machine_stamp()['date']}, {os.cpu_count()} CPU cores, "
-             f"{seconds / 60:.1f} minutes", "", "| part | result |", "|---|---|"]
-    lines += [f"| {name} | {'PASS' if r['passed'] else 'FAIL'} |" for name, r in results.items()]
+             f"{seconds / 60:.1f} minutes", "", "| part | result | measured | seconds |", "|---|---|---|---:|"]
+    lines += [f"| {name} | {'PASS' if r['passed'] else 'FAIL'} | {_measured(name, r)} | {r.get('seconds', '')} |"
+              for name, r in results.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -298,9 +329,10 @@ def main(argv: list[str] | None = None) -> int:
     venv = swift_venv(cache / "stack" / "swift-venv", work / "logs" / "venv.log")
     spec = TinySpec(public_token_ids=True)
     model = build_tiny(cache / "models" / f"tiny-qwen2_5_vl-{spec.fingerprint()}", spec)
+    default = build_tiny(cache / "models" / f"tiny-qwen2_5_vl-{TinySpec().fingerprint()}")
     parts: dict[str, Callable[[], dict[str, Any]]] = {
         "export": lambda: check_export(work, cache),
-        "swift-sft": lambda: check_swift_sft(venv, model, work),
+        "swift-sft": lambda: check_swift_sft(venv, model, work, default),
         "swift-grpo": lambda: check_swift_grpo(venv, model, work),
         "plugin-parity": lambda: check_plugin_parity(venv, work),
         "trl-grpo": lambda: check_trl(model, work),
