@@ -175,6 +175,62 @@ def test_the_slurm_cluster_config_sets_launcher_and_trainer(tmp_path: Path, sess
     assert (cfg.trainer.devices, cfg.trainer.num_nodes) == (8, 2)
 
 
+def _compose_slurm(*overrides: str):
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from tests.conftest import CONF
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("train", ["cluster=slurm", *overrides], return_hydra_config=True)
+    GlobalHydra.instance().clear()
+    return cfg
+
+
+def test_a_cpu_partition_asks_for_no_gpu_and_one_task_per_node() -> None:
+    """cluster.gpus_per_node=0 once gave sbatch --gpus-per-node=0 --ntasks-per-node=0 ("Invalid numeric value")."""
+    cfg = _compose_slurm("cluster.partition=debug", "cluster.gpus_per_node=0")
+    launcher = cfg.hydra.launcher
+    assert (launcher.gpus_per_node, launcher.tasks_per_node, cfg.trainer.devices) == (None, 1, 1)
+    two = _compose_slurm("cluster.gpus_per_node=0", "cluster.tasks_per_node=2", "trainer=ddp",
+                         "trainer.accelerator=cpu")
+    assert (two.hydra.launcher.gpus_per_node, two.hydra.launcher.tasks_per_node, two.trainer.devices) == (None, 2, 2)
+    gpu = _compose_slurm("cluster.gpus_per_node=4")
+    assert (gpu.hydra.launcher.gpus_per_node, gpu.hydra.launcher.tasks_per_node, gpu.trainer.devices) == (4, 4, 4)
+    # the sbatch script submitit writes from it, with the parameters passed as hydra's submitit launcher passes them
+    import submitit
+    from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+    from omegaconf import OmegaConf
+
+    params = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
+    executor = submitit.AutoExecutor(cluster="slurm", folder="/tmp/vase-sbatch-test")
+    base = set(OmegaConf.structured(BaseQueueConf).keys())
+    executor.update_parameters(**{k if k in base else f"slurm_{k}": v for k, v in params.items()
+                                  if k not in ("submitit_folder", "max_num_timeout", "_target_")})
+    script = executor._executor._make_submission_file_text("true", "uid")
+    assert "--ntasks-per-node=1" in script and "gpu" not in script.lower(), script
+
+
+def test_the_sweep_summary_shows_what_differs_between_jobs(tmp_path: Path) -> None:
+    from vase.reports.sweep_summary import write_sweep_summary
+
+    shared = ["cluster=slurm", "cluster.partition=debug", "trainer.max_steps=4", "debug=fast"]
+    for n, r in enumerate((4, 8)):
+        job = tmp_path / str(n)
+        (job / ".hydra").mkdir(parents=True)
+        (job / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in [*shared[:2],
+                                                                                     f"stage.module.lora.r={r}",
+                                                                                     *shared[2:]]))
+    paths = write_sweep_summary(tmp_path)
+    md = paths["md"].read_text()
+    assert md.startswith(f"All jobs: `{' '.join(shared)}`")
+    rows = [line for line in md.splitlines() if line.startswith("| 0 ") or line.startswith("| 1 ")]
+    assert [line.split("|")[2].strip() for line in rows] == ["stage.module.lora.r=4", "stage.module.lora.r=8"]
+    jobs = json.loads(paths["json"].read_text())["jobs"]
+    assert jobs[0]["overrides"] == "stage.module.lora.r=4" and "cluster=slurm" in jobs[0]["all_overrides"]
+
+
 @pytest.mark.slow
 def test_reward_weights_sweep_as_the_readme_shows_it(tmp_path: Path) -> None:
     """python train.py -m sweep=reward_weights (made fast): six GRPO jobs, one shared SFT, one W&B group, a summary

@@ -733,9 +733,34 @@ def run_tags(tags: Any = None) -> list[str]:
     return out
 
 
+def slurm_gpus(gpus_per_node: Any) -> int | None:
+    """``${vase.slurm_gpus:${cluster.gpus_per_node}}``: the GPUs sbatch asks for; none on a CPU partition (0), where
+    submitit would otherwise request ``--gpus-per-node=0`` and sbatch refuses it.
+
+    >>> slurm_gpus(8), slurm_gpus(0), slurm_gpus(None)
+    (8, None, None)
+    """
+    return int(gpus_per_node) if gpus_per_node else None
+
+
+def slurm_tasks(tasks_per_node: Any, gpus_per_node: Any) -> int:
+    """``${vase.slurm_tasks:${cluster.tasks_per_node},${cluster.gpus_per_node}}``: processes (Lightning ranks) per node:
+    ``cluster.tasks_per_node`` when set, else one per GPU, and one on a CPU partition.
+
+    >>> slurm_tasks(None, 8), slurm_tasks(None, 0), slurm_tasks(2, 0)
+    (8, 1, 2)
+    """
+    if tasks_per_node not in (None, "", "null"):
+        if int(tasks_per_node) < 1:
+            raise ConfigError(f"cluster.tasks_per_node={tasks_per_node} must be at least 1 (or null: one per GPU)")
+        return int(tasks_per_node)
+    return max(int(gpus_per_node or 0), 1)
+
+
 def register_resolvers() -> None:
     for name, fn in (("vase.run_name", run_name), ("vase.sweep_group", sweep_group),
-                     ("vase.overrides_hash", overrides_hash), ("vase.tags", run_tags)):
+                     ("vase.overrides_hash", overrides_hash), ("vase.tags", run_tags),
+                     ("vase.slurm_gpus", slurm_gpus), ("vase.slurm_tasks", slurm_tasks)):
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)
     if not OmegaConf.has_resolver("vase.wandb_offline"):

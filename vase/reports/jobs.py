@@ -34,7 +34,8 @@ def _last_history(job: Path) -> tuple[str | None, list[dict[str, float]]]:
 def job_row(job: Path) -> dict[str, Any]:
     """One job's row: overrides, status, mean reward (overall and per dimension), VQA accuracy, caption metrics."""
     overrides = [str(o) for o in OmegaConf.load(job / ".hydra" / "overrides.yaml")]
-    row: dict[str, Any] = {"job": job.name, "overrides": " ".join(overrides), "status": "done", "metrics": {}}
+    row: dict[str, Any] = {"job": job.name, "overrides": " ".join(overrides), "override_list": overrides,
+                           "status": "done", "metrics": {}}
     stage, hist = _last_history(job)
     if not hist:
         row["status"] = "no history (failed or still running)"

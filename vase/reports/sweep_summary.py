@@ -71,10 +71,28 @@ def heldout_section(sweep_dir: Path, rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def split_overrides(per_job: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    """The overrides every job shares (in the first job's order) and, per job, the ones that vary: what tells the
+    jobs apart. A single job keeps all of its own.
+
+    >>> split_overrides([["cluster=slurm", "lora.r=4", "debug=fast"], ["cluster=slurm", "lora.r=8", "debug=fast"]])
+    (['cluster=slurm', 'debug=fast'], [['lora.r=4'], ['lora.r=8']])
+    """
+    if len(per_job) < 2:
+        return [], [list(o) for o in per_job]
+    shared = [o for o in per_job[0] if all(o in other for other in per_job[1:])]
+    return shared, [[o for o in job if o not in shared] for job in per_job]
+
+
 def write_sweep_summary(sweep_dir: str | Path) -> dict[str, Path]:
-    """Summarise every job under ``sweep_dir`` into summary.json, summary.csv and summary.md; returns the paths."""
+    """Summarise every job under ``sweep_dir`` into summary.json, summary.csv and summary.md; returns the paths. The
+    overrides column shows what differs between the jobs; the overrides they share are listed once above the table
+    (and kept per job as ``all_overrides`` in the JSON)."""
     sweep_dir = Path(sweep_dir)
     rows = [job_row(j) for j in _job_dirs(sweep_dir)]
+    shared, varying = split_overrides([r.pop("override_list") for r in rows])
+    for r, own in zip(rows, varying):
+        r["all_overrides"], r["overrides"] = r["overrides"], " ".join(own)
     columns = ["job", "overrides", "status"]
     for r in rows:
         columns += [k for k in r if k not in columns and k != "metrics"]
@@ -86,8 +104,9 @@ def write_sweep_summary(sweep_dir: str | Path) -> dict[str, Path]:
     def cell(v: Any) -> str:
         return f"{v:.3f}" if isinstance(v, float) else ("" if v is None else str(v))
 
-    short = [c for c in columns if c != "status"]
-    md = ["| " + " | ".join(short) + " |", "|" + "---|" * len(short)]
+    short = [c for c in columns if c not in ("status", "all_overrides")]
+    md = [f"All jobs: `{' '.join(shared)}`", ""] if shared else []
+    md += ["| " + " | ".join(short) + " |", "|" + "---|" * len(short)]
     md += ["| " + " | ".join(cell(r.get(c)) for c in short) + " |" for r in rows]
     md += heldout_section(sweep_dir, rows)
     plot = sweep_plot(sweep_dir / "sweep.png", rows, {r["job"]: _overrides(sweep_dir / r["job"]) for r in rows})
