@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 
 from vase.config import or_exit, preflight_overrides, validated
 from vase.loggers import finish_wandb
+from vase.runs import quiet_sacct_warnings
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 
@@ -46,4 +47,5 @@ def main(cfg: DictConfig) -> float | None:
 
 if __name__ == "__main__":
     or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "train")
+    quiet_sacct_warnings()  # a sweep on a cluster without accounting: submitit's warning once, not every poll
     main()

@@ -347,3 +347,15 @@ def test_a_failed_sweep_job_is_reported_when_it_fails(capsys) -> None:
     SweepSummary().on_job_end(cfg, JobReturn(status=JobStatus.FAILED, _return_value=RuntimeError("boom")))
     err = capsys.readouterr().err
     assert "sweep job #3 (reward.weights.shape=0.6 seed=2) failed: RuntimeError: boom" in err and "/runs/x/3" in err
+
+
+def test_submitits_repeated_sacct_warning_is_shown_once_with_its_meaning() -> None:
+    code = ("from vase.runs import quiet_sacct_warnings\n"
+            "quiet_sacct_warnings(); quiet_sacct_warnings()\n"
+            "from submitit.core.logger import get_logger\n"
+            "for i in range(20): get_logger().warning(f'Call #{i} - Bypassing sacct error X, status may be inaccurate.')\n"
+            "get_logger().warning('another warning')\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.count("Bypassing sacct error") == 1 and "no SLURM accounting" in p.stderr
+    assert "another warning" in p.stderr

@@ -17,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import platform
 import time
@@ -279,3 +280,36 @@ def check_given_dir(path: str | Path, key: str = "hydra.run.dir", resume: str | 
     if foreign:
         raise ConfigError(f"{key}={path} already holds files vase did not write ({', '.join(foreign[:3])}"
                           f"{', ...' if len(foreign) > 3 else ''}); choose an empty or new folder")
+
+
+class _SacctOnce(logging.Filter):
+    """submitit's "Bypassing sacct error" (a cluster without SLURM accounting), which it repeats at every poll: shown
+    once, with what it means, then dropped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "Bypassing sacct error" not in message:
+            return True
+        if self.seen:
+            return False
+        self.seen = True
+        record.msg, record.args = (f"{message}\n  (vase) this cluster has no SLURM accounting (sacct), so submitit "
+                                   f"cannot read job states and waits for each job's result file instead; the jobs "
+                                   f"run as usual (shown once, not at every poll)"), ()
+        return True
+
+
+def quiet_sacct_warnings() -> None:
+    """Install :class:`_SacctOnce` on submitit's logger (after submitit configured it); a no-op without submitit."""
+    try:
+        from submitit.core import logger as submitit_logger
+    except ImportError:
+        return
+    log = submitit_logger.get_logger()
+    if not any(isinstance(f, _SacctOnce) for f in log.filters):
+        log.addFilter(_SacctOnce())
+

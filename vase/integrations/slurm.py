@@ -1,0 +1,172 @@
+"""A real one-node SLURM cluster on this machine, on the loopback only, for checks (``make cluster-check``).
+
+Debian's ``slurm-wlm`` and ``munge`` (installed by ``make cluster-check`` when missing); everything the daemons write
+(config, munge key and socket, state, spool, logs, pid files) lives in one temporary folder, and the daemons are
+stopped by their own pids when the ``with`` block ends, whatever happened::
+
+    with LocalSlurm() as slurm:                 # slurmctld + slurmd + munged, partition "debug"
+        subprocess.run(["sbatch", ...], env=slurm.env)   # SLURM_CONF points the tools at it
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+DAEMONS = ("slurmctld", "slurmd", "munged", "mungekey")
+CONF = """\
+ClusterName=vase
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort={ctld_port}
+SlurmdPort={d_port}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={root}/munge.socket
+StateSaveLocation={root}/state
+SlurmdSpoolDir={root}/spool
+SlurmctldPidFile={root}/slurmctld.pid
+SlurmdPidFile={root}/slurmd.pid
+SlurmctldLogFile={root}/slurmctld.log
+SlurmdLogFile={root}/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+ReturnToService=2
+JobRequeue=1
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SlurmctldTimeout=30
+SlurmdTimeout=30
+InactiveLimit=0
+KillWait=10
+MinJobAge=600
+NodeName=vasenode NodeHostname={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN
+PartitionName=debug Nodes=vasenode Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+def missing_tools() -> list[str]:
+    return [t for t in ("slurmctld", "slurmd", "munged", "sbatch", "squeue", "scontrol", "scancel", "sinfo")
+            if shutil.which(t) is None and not Path(f"/usr/sbin/{t}").is_file()]
+
+
+def _tool(name: str) -> str:
+    return shutil.which(name) or f"/usr/sbin/{name}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _mem_mb() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) // 1024 - 1024  # leave 1 GiB to the system
+    return 4096
+
+
+class LocalSlurm:
+    """slurmctld, slurmd and munged started on the loopback with a config of their own; stopped on exit."""
+
+    def __init__(self, cpus: int | None = None, keep_logs_to: Path | None = None) -> None:
+        self.cpus = cpus or os.cpu_count() or 1
+        self.keep_logs_to = keep_logs_to
+        self.root = Path(tempfile.mkdtemp(prefix="vase-slurm-"))
+        self.conf = self.root / "slurm.conf"
+        self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
+        self._pids: list[int] = []
+
+    def _write_conf(self) -> None:
+        for d in ("state", "spool"):
+            (self.root / d).mkdir()
+        self.conf.write_text(CONF.format(root=self.root, ctld_port=_free_port(), d_port=_free_port(),
+                                         host=socket.gethostname(), cpus=self.cpus, mem_mb=_mem_mb()))
+
+    def _start(self, cmd: list[str], pidfile: Path) -> int:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=self.env, timeout=60)
+        if p.returncode != 0:
+            raise RuntimeError(f"{cmd[0]} did not start: {(p.stdout + p.stderr).strip()[-1500:]}")
+        for _ in range(100):
+            if pidfile.is_file() and pidfile.read_text().strip():
+                pid = int(pidfile.read_text().split()[0])
+                self._pids.append(pid)
+                return pid
+            time.sleep(0.1)
+        raise RuntimeError(f"{cmd[0]} wrote no pid file {pidfile}")
+
+    def __enter__(self) -> LocalSlurm:
+        try:
+            self._write_conf()
+            key = self.root / "munge.key"
+            key.write_bytes(os.urandom(1024))
+            key.chmod(0o400)
+            self._start([_tool("munged"), "--force", f"--key-file={key}", f"--socket={self.root / 'munge.socket'}",
+                         f"--pid-file={self.root / 'munged.pid'}", f"--log-file={self.root / 'munged.log'}",
+                         f"--seed-file={self.root / 'munge.seed'}"], self.root / "munged.pid")
+            self._start([_tool("slurmctld"), "-f", str(self.conf), "-c"], self.root / "slurmctld.pid")
+            self._start([_tool("slurmd"), "-f", str(self.conf), "-N", "vasenode"], self.root / "slurmd.pid")
+            self.wait_idle()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def wait_idle(self, timeout: float = 60) -> None:
+        """Until the node is idle (the cluster answers and can run jobs)."""
+        end = time.time() + timeout
+        state = ""
+        while time.time() < end:
+            p = subprocess.run([_tool("sinfo"), "-h", "-N", "-o", "%T"], capture_output=True, text=True, env=self.env)
+            state = p.stdout.strip()
+            if p.returncode == 0 and state in ("idle", "mixed", "allocated"):
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"the SLURM node did not come up (state {state!r}); slurmctld log: "
+                           f"{self.log_tail('slurmctld.log')}")
+
+    def log_tail(self, name: str, chars: int = 2000) -> str:
+        path = self.root / name
+        return path.read_text(errors="replace")[-chars:] if path.is_file() else "(no log)"
+
+    def run(self, *args: str, **kw: Any) -> subprocess.CompletedProcess:
+        return subprocess.run([_tool(args[0]), *args[1:]], capture_output=True, text=True, env=self.env, **kw)
+
+    def __exit__(self, *exc: Any) -> None:
+        for pid in reversed(self._pids):  # our daemons only, by the pids they wrote
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+        deadline = time.time() + 15
+        for pid in self._pids:
+            while time.time() < deadline:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.2)
+            else:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        if self.keep_logs_to is not None:
+            self.keep_logs_to.mkdir(parents=True, exist_ok=True)
+            for log in ("slurmctld.log", "slurmd.log", "munged.log", "slurm.conf"):
+                if (self.root / log).is_file():
+                    shutil.copy2(self.root / log, self.keep_logs_to / log)
+        shutil.rmtree(self.root, ignore_errors=True)  # the folder this object made, nothing else
