@@ -7,9 +7,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.vase-installed
 SYSDEPS := libegl1 libegl-mesa0 libgl1-mesa-dri
+SLURMDEPS := slurm-wlm munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup sysdeps demo ablation-demo grpo-sanity readme-tables stack-check test test-slow lint format clean clean-runs
+.PHONY: setup sysdeps slurm-deps demo ablation-demo grpo-sanity readme-tables stack-check cluster-check test test-slow lint format clean clean-runs
 
 setup: sysdeps $(STAMP)
 
@@ -49,6 +50,19 @@ readme-tables: setup
 # Builds ms-swift's own venv under .cache/stack/ from the package index when missing; PASS/FAIL per part
 stack-check: setup
 	$(BIN)/python -m vase.integrations.stack_check
+
+# Debian's SLURM and munge for make cluster-check; installed only when missing
+slurm-deps:
+	@if ! dpkg -s $(SLURMDEPS) >/dev/null 2>&1; then \
+		echo "installing $(SLURMDEPS) (a one-node SLURM cluster for make cluster-check)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SLURMDEPS); \
+	fi
+
+# vase on a real one-node SLURM cluster started on the loopback (stopped at the end): a sweep on a CPU partition,
+# preemption (USR2 -> checkpoint, requeue, resume), a time limit, two ranks per node (DDP on gloo), GRPO on two
+# ranks; PASS/FAIL per part under logs/cluster_check/<time>/
+cluster-check: setup slurm-deps
+	$(BIN)/python -m vase.integrations.cluster_check
 
 test: setup
 	$(BIN)/python -m pytest -m "not slow"

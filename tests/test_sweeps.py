@@ -159,16 +159,7 @@ def test_submitit_launcher_runs_a_two_job_sweep(tmp_path: Path) -> None:
 
 
 def test_the_slurm_cluster_config_sets_launcher_and_trainer(tmp_path: Path, session_dirs: dict) -> None:
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from tests.conftest import CONF
-
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose("train", ["cluster=slurm", "cluster.partition=gpu", "cluster.nodes=2", "trainer=deepspeed_zero3"],
-                      return_hydra_config=True)
-    GlobalHydra.instance().clear()
+    cfg = _compose_slurm("cluster.partition=gpu", "cluster.nodes=2", "trainer=deepspeed_zero3")
     launcher = cfg.hydra.launcher
     assert launcher._target_.endswith("SlurmLauncher")
     assert (launcher.partition, launcher.nodes, launcher.gpus_per_node, launcher.tasks_per_node) == ("gpu", 2, 8, 8)
@@ -180,6 +171,9 @@ def _compose_slurm(*overrides: str):
     from hydra.core.global_hydra import GlobalHydra
 
     from tests.conftest import CONF
+    from vase.config import register_resolvers
+
+    register_resolvers()  # conf/cluster/slurm.yaml's ${vase.slurm_*} (train.py registers them on import)
 
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):

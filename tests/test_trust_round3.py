@@ -40,7 +40,8 @@ def readme_python_block(marker: str) -> str:
 
 def _check_command(cmd: str, tmp_path: Path, env: dict) -> tuple[str, subprocess.CompletedProcess]:
     args = [re.sub(r"<(\w+)>", r"\1", a) for a in shlex.split(cmd)[1:]]  # <time>, <run>, ... -> a plain name
-    if "--cfg" not in args and "--info" not in args:
+    hydra_app = args[:2] != ["-m", "vase.data.export"]  # the export is an argparse tool: no Hydra overrides
+    if "--cfg" not in args and "--info" not in args and hydra_app:
         args += [f"paths.log_dir={tmp_path / 'logs'}", f"paths.cache_dir={tmp_path / 'cache'}"]
         if "sweep=optuna" in args:  # optuna needs a number from each trial, and a check returns none: one job
             args = [a for a in args if a != "-m"] + ["hydra.mode=RUN"]

@@ -1,0 +1,243 @@
+"""vase on a real SLURM cluster (``make cluster-check``): a one-node cluster on the loopback, PASS/FAIL per part.
+
+    python -m vase.integrations.cluster_check
+
+Starts Debian's ``slurmctld``, ``slurmd`` and ``munged`` on this machine (:class:`~vase.integrations.slurm.LocalSlurm`,
+a CPU partition ``debug``) and runs what users run through ``cluster=slurm`` (Hydra's submitit launcher):
+
+1. ``sweep``: two jobs (``stage.module.lora.r=4,8``) on the CPU partition (``cluster.gpus_per_node=0``): both
+   adapters land, one ``summary.md`` whose overrides column shows what differs, submitit's sacct warning once.
+2. ``preemption``: ``scancel --signal=USR2`` to the running job: vase saves its checkpoint, submitit requeues the job,
+   the requeued job resumes; its loss history equals an uninterrupted run's (1e-5).
+3. ``time-limit``: a job whose run outlasts its time limit gets SLURM's warning signal before the limit, is requeued
+   and finishes with its whole history.
+4. ``ddp``: two tasks on the node (``cluster.tasks_per_node=2``, gloo): Lightning takes its ranks from SLURM, both
+   ranks train, one adapter and one history are written, and only rank 0 writes the report.
+5. ``grpo-ddp``: a GRPO job the same way (group statistics gathered across the two ranks).
+
+Writes ``cluster_check.json`` / ``.md`` under ``logs/cluster_check/<time>/`` with each part's folder; the slurmctld
+and slurmd logs are kept there when a part fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from vase.integrations.slurm import LocalSlurm, missing_tools
+from vase.io import atomic_write_json, atomic_write_text
+from vase.runs import machine_stamp, run_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER = ["cluster=slurm", "cluster.partition=debug", "cluster.gpus_per_node=0", "cluster.cpus_per_task=1",
+           "cluster.mem_gb=3", "logger=none", "evaluate.after=false", "render.resolution=64"]
+# long enough to be signalled mid-run on 2 cores (240 SFT steps), checkpoints every 20 steps
+LONG = ["data.synthetic.num_vases=16", "stage.batch_size=2", "stage.grad_accum=1", "stage.epochs=40",
+        "stage.module.lora.dropout=0.1", "stage.module.optimizer.lr=5e-3", "report=false",
+        "callbacks.checkpoint.every_n_train_steps=20"]
+
+
+def _train(args: list[str], log_dir: Path, cache: Path, env: dict[str, str]) -> subprocess.Popen:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    out = open(log_dir / "console.log", "w")  # noqa: SIM115 - closed by the caller through _wait
+    return subprocess.Popen([sys.executable, "train.py", *args, f"paths.log_dir={log_dir}", f"paths.cache_dir={cache}"],
+                            cwd=ROOT, env={**env, "PYTHONUNBUFFERED": "1", "WANDB_MODE": "disabled"}, stdout=out,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def _wait(p: subprocess.Popen, timeout: float = 1500) -> int:
+    try:
+        return p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        return 124
+    finally:
+        if p.stdout is not None:
+            p.stdout.close()
+
+
+def _sweep_dir(log_dir: Path) -> Path | None:
+    found = sorted((log_dir / "train" / "multiruns").glob("*/")) if (log_dir / "train" / "multiruns").is_dir() else []
+    return found[-1] if found else None
+
+
+def _job_logs(sweep: Path | None) -> str:
+    """Every task's submitit log of a sweep (stdout and stderr), concatenated."""
+    if sweep is None:
+        return ""
+    return "\n".join(p.read_text(errors="replace") for p in sorted((sweep / ".submitit").rglob("*_log.*")))
+
+
+def _history(job: Path) -> list[dict[str, Any]]:
+    path = job / "train_history.json"
+    return json.loads(path.read_text()) if path.is_file() else []
+
+
+def _same_losses(a: list[dict[str, Any]], b: list[dict[str, Any]], tol: float = 1e-5) -> bool:
+    return len(a) == len(b) > 0 and all(x.get("step") == y.get("step") and abs(x["loss"] - y["loss"]) <= tol *
+                                        max(1.0, abs(y["loss"])) for x, y in zip(a, b))
+
+
+def check_sweep(work: Path, cache: Path, env: dict[str, str]) -> dict[str, Any]:
+    logs = work / "sweep"
+    rc = _wait(_train(["-m", *CLUSTER, "stage.module.lora.r=4,8", "debug=fast"], logs, cache, env))
+    sweep = _sweep_dir(logs)
+    ranks = {}
+    for job in ("0", "1"):
+        cfg = sweep / job / "adapter" / "adapter_config.json" if sweep else None
+        ranks[job] = json.loads(cfg.read_text())["r"] if cfg is not None and cfg.is_file() else None
+    md = (sweep / "summary.md").read_text() if sweep and (sweep / "summary.md").is_file() else ""
+    console = (logs / "console.log").read_text(errors="replace")
+    shows_difference = "| 0 | stage.module.lora.r=4 |" in md and "| 1 | stage.module.lora.r=8 |" in md
+    sacct = console.count("Bypassing sacct error")
+    ok = rc == 0 and ranks == {"0": 4, "1": 8} and shows_difference and sacct <= 1
+    return {"passed": ok, "rc": rc, "adapter_r": ranks, "summary_shows_what_differs": shows_difference,
+            "sacct_warnings_in_console": sacct, "sweep": str(sweep)}
+
+
+def _job_id(slurm: LocalSlurm) -> str | None:
+    out = slurm.run("squeue", "-h", "-o", "%i %T").stdout.split()
+    return out[0] if len(out) >= 2 and out[1] == "RUNNING" else None
+
+
+def _reference(work: Path, cache: Path, extra: list[str]) -> list[dict[str, Any]]:
+    """The same training run uninterrupted, without SLURM: the history a resumed job must reproduce."""
+    logs = work / "reference"
+    rc = _wait(_train([*LONG, *extra, "logger=none", "evaluate.after=false", "render.resolution=64"], logs, cache,
+                      {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}))
+    runs = sorted((logs / "train" / "runs").glob("*/")) if rc == 0 else []
+    return _history(runs[-1]) if runs else []
+
+
+def check_preemption(work: Path, cache: Path, slurm: LocalSlurm, reference: list[dict[str, Any]]) -> dict[str, Any]:
+    logs = work / "preemption"
+    p = _train(["-m", *CLUSTER, *LONG], logs, cache, slurm.env)
+    signalled, job, deadline = None, None, time.time() + 900
+    while p.poll() is None and time.time() < deadline and signalled is None:
+        sweep = _sweep_dir(logs)
+        ckpt = sweep / "0" / "checkpoints" / "last.ckpt" if sweep else None
+        job = _job_id(slurm)
+        if ckpt is not None and ckpt.is_file() and job:
+            signalled = slurm.run("scancel", "--signal=USR2", job).returncode == 0 and job
+        time.sleep(1)
+    rc = _wait(p)
+    sweep = _sweep_dir(logs)
+    text = _job_logs(sweep)
+    history = _history(sweep / "0") if sweep else []
+    resumed = "resuming sft from" in text
+    same = _same_losses(history, reference)
+    ok = rc == 0 and bool(signalled) and resumed and same
+    return {"passed": ok, "rc": rc, "signalled_job": signalled, "resumed": resumed, "steps": len(history),
+            "reference_steps": len(reference), "history_equals_uninterrupted": same, "sweep": str(sweep)}
+
+
+def check_time_limit(work: Path, cache: Path, env: dict[str, str]) -> dict[str, Any]:
+    """A 2-minute limit with the warning signal 80 s before it: the run (about two minutes of training) is
+    signalled, requeued and resumed, and ends with its whole history."""
+    logs = work / "time-limit"
+    rc = _wait(_train(["-m", *CLUSTER, *LONG, "stage.epochs=60", "cluster.timeout_min=2",
+                       "hydra.launcher.signal_delay_s=80", "hydra.launcher.max_num_timeout=5"], logs, cache, env))
+    sweep = _sweep_dir(logs)
+    text = _job_logs(sweep)
+    history = _history(sweep / "0") if sweep else []
+    resumed = text.count("resuming sft from")
+    timed_out = len(re.findall(r"timed out|Requeu", text, re.I))
+    ok = rc == 0 and resumed >= 1 and timed_out >= 1 and len(history) == 360
+    return {"passed": ok, "rc": rc, "resumed_times": resumed, "requeue_lines": timed_out, "steps": len(history),
+            "sweep": str(sweep)}
+
+
+def _ddp(work: Path, cache: Path, env: dict[str, str], name: str, extra: list[str]) -> dict[str, Any]:
+    logs = work / name
+    rc = _wait(_train(["-m", *CLUSTER, "cluster.tasks_per_node=2", "cluster.cpus_per_task=1", "trainer=ddp",
+                       "trainer.accelerator=cpu", "debug=fast", "trainer.max_steps=4", "report=true", *extra], logs,
+                      cache, env))
+    sweep = _sweep_dir(logs)
+    text = _job_logs(sweep)
+    job = sweep / "0" if sweep else Path("/nonexistent")
+    ranks = sorted(set(re.findall(r"GLOBAL_RANK: (\d), MEMBER: \d/2", text)))
+    reports = sorted(str(p.relative_to(job)) for p in job.rglob("report.md")) if job.is_dir() else []
+    adapters = sorted(str(p.parent.relative_to(job)) for p in job.rglob("adapter_config.json")) if job.is_dir() else []
+    history = _history(job)
+    ok = rc == 0 and ranks == ["0", "1"] and len(adapters) == 1 and len(reports) == 1 and len(history) > 0
+    return {"passed": ok, "rc": rc, "ranks_seen": ranks, "adapters": adapters, "reports": reports,
+            "steps": len(history), "sweep": str(sweep)}
+
+
+def check_ddp(work: Path, cache: Path, env: dict[str, str]) -> dict[str, Any]:
+    return _ddp(work, cache, env, "ddp", [])
+
+
+def check_grpo_ddp(work: Path, cache: Path, env: dict[str, str]) -> dict[str, Any]:
+    out = _ddp(work, cache, env, "grpo-ddp", ["stage=grpo", "stage.module.num_generations=2",
+                                             "stage.module.max_completion_length=8"])
+    history = _history(Path(out["sweep"]) / "0") if out.get("sweep") else []
+    out["reward_logged"] = bool(history) and all("reward" in h for h in history)
+    out["passed"] = out["passed"] and out["reward_logged"]
+    return out
+
+
+def report(results: dict[str, dict[str, Any]], seconds: float) -> str:
+    lines = ["# SLURM cluster check (one node on the loopback)", "",
+             f"{machine_stamp()['date']}, {os.cpu_count()} CPU cores, {seconds / 60:.1f} minutes", "",
+             "| part | result | seconds | details |", "|---|---|---:|---|"]
+    for name, r in results.items():
+        details = ", ".join(f"{k}={v}" for k, v in r.items() if k not in ("passed", "seconds", "sweep"))
+        lines.append(f"| {name} | {'PASS' if r['passed'] else 'FAIL'} | {r.get('seconds', '')} | {details} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m vase.integrations.cluster_check", description=__doc__.splitlines()[0])
+    ap.add_argument("--cache-dir", default=str(ROOT / ".cache"))
+    ap.add_argument("--only", nargs="+", help="run only these parts")
+    a = ap.parse_args(argv)
+    if missing_tools():
+        print(f"error: SLURM is not installed ({', '.join(missing_tools())} missing); make cluster-check installs "
+              f"Debian's slurm-wlm and munge", file=sys.stderr)
+        return 2
+    started, cache = time.time(), Path(a.cache_dir)
+    work = Path(run_dir(str(ROOT / "logs" / "cluster_check"), "never"))
+    results: dict[str, dict[str, Any]] = {}
+    with LocalSlurm(keep_logs_to=work / "slurm-logs") as slurm:
+        parts: dict[str, Callable[[], dict[str, Any]]] = {
+            "sweep": lambda: check_sweep(work, cache, slurm.env),
+            "preemption": lambda: check_preemption(work, cache, slurm, _reference(work, cache, [])),
+            "time-limit": lambda: check_time_limit(work, cache, slurm.env),
+            "ddp": lambda: check_ddp(work, cache, slurm.env),
+            "grpo-ddp": lambda: check_grpo_ddp(work, cache, slurm.env),
+        }
+        for name, part in parts.items():
+            if a.only and name not in a.only:
+                continue
+            t0 = time.time()
+            try:
+                results[name] = part()
+            except Exception as e:  # a part that breaks is a FAIL with its reason; the others still run
+                results[name] = {"passed": False, "error": f"{type(e).__name__}: {e}"}
+            results[name]["seconds"] = round(time.time() - t0, 1)
+            print(f"{'PASS' if results[name]['passed'] else 'FAIL'}  {name}  ({results[name]['seconds']} s)", flush=True)
+            if not results[name]["passed"]:
+                print(json.dumps(results[name], indent=1, default=str), flush=True)
+    ok = bool(results) and all(r["passed"] for r in results.values())
+    if ok:  # the daemons' logs are kept for failures only
+        for log in (work / "slurm-logs").glob("*"):
+            log.unlink()
+        (work / "slurm-logs").rmdir()
+    atomic_write_json(work / "cluster_check.json", {"machine": machine_stamp(), "results": results})
+    atomic_write_text(work / "cluster_check.md", report(results, time.time() - started))
+    print(f"{'PASS' if ok else 'FAIL'}: cluster check, {len(results)} parts, {(time.time() - started) / 60:.1f} min "
+          f"({work})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
