@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import platform
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -303,13 +304,31 @@ class _SacctOnce(logging.Filter):
         return True
 
 
+class _QuietCheckOutput:
+    """``subprocess`` as submitit's status poll uses it, with the polled command's stderr dropped: without accounting,
+    ``sacct`` prints "Slurm accounting storage is disabled" at every poll; the failure itself still reaches
+    :class:`_SacctOnce` as the exception submitit logs."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(subprocess, name)
+
+    @staticmethod
+    def check_output(*args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("stderr", subprocess.DEVNULL)
+        return subprocess.check_output(*args, **kwargs)
+
+
 def quiet_sacct_warnings() -> None:
-    """Install :class:`_SacctOnce` on submitit's logger (after submitit configured it); a no-op without submitit."""
+    """Install :class:`_SacctOnce` on submitit's logger (after submitit configured it) and keep its status poll's
+    stderr off the console; a no-op without submitit."""
     try:
+        from submitit.core import core as submitit_core
         from submitit.core import logger as submitit_logger
     except ImportError:
         return
     log = submitit_logger.get_logger()
     if not any(isinstance(f, _SacctOnce) for f in log.filters):
         log.addFilter(_SacctOnce())
+    if getattr(submitit_core, "subprocess", None) is subprocess:  # the module submitit's poll calls check_output on
+        submitit_core.subprocess = _QuietCheckOutput()
 
