@@ -353,3 +353,13 @@ def test_submitits_repeated_sacct_warning_is_shown_once_with_its_meaning() -> No
     assert p.returncode == 0, p.stderr
     assert p.stderr.count("Bypassing sacct error") == 1 and "no SLURM accounting" in p.stderr
     assert "another warning" in p.stderr
+
+
+@pytest.mark.slow
+def test_make_cluster_check_passes_on_a_real_slurm_cluster() -> None:
+    """A one-node SLURM cluster on the loopback (Debian's slurm-wlm, installed by make when missing): a sweep on a CPU
+    partition, preemption, a time limit, two ranks per node, GRPO on two ranks."""
+    p = subprocess.run(["make", "cluster-check"], cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
+    for part in ("sweep", "preemption", "time-limit", "ddp", "grpo-ddp"):
+        assert f"PASS  {part}" in p.stdout, p.stdout[-4000:]

@@ -52,8 +52,8 @@ SlurmdTimeout=30
 InactiveLimit=0
 KillWait=10
 MinJobAge=600
-NodeName=vasenode NodeHostname={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN
-PartitionName=debug Nodes=vasenode Default=YES MaxTime=INFINITE State=UP
+NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN
+PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP
 """
 
 
@@ -118,7 +118,8 @@ class LocalSlurm:
                          f"--pid-file={self.root / 'munged.pid'}", f"--log-file={self.root / 'munged.log'}",
                          f"--seed-file={self.root / 'munge.seed'}"], self.root / "munged.pid")
             self._start([_tool("slurmctld"), "-f", str(self.conf), "-c"], self.root / "slurmctld.pid")
-            self._start([_tool("slurmd"), "-f", str(self.conf), "-N", "vasenode"], self.root / "slurmd.pid")
+            # the node is this machine by its own name (DDP ranks find their master by the node's name)
+            self._start([_tool("slurmd"), "-f", str(self.conf), "-N", socket.gethostname()], self.root / "slurmd.pid")
             self.wait_idle()
         except BaseException:
             self.__exit__(None, None, None)
@@ -145,7 +146,39 @@ class LocalSlurm:
     def run(self, *args: str, **kw: Any) -> subprocess.CompletedProcess:
         return subprocess.run([_tool(args[0]), *args[1:]], capture_output=True, text=True, env=self.env, **kw)
 
+    def _drain(self, timeout: float = 60) -> None:
+        """Cancel what is left on this cluster and wait until its jobs have gone, so no job step outlives the
+        daemons it reports to."""
+        if not self._pids:
+            return
+        self.run("scancel", "--full", "--partition=debug", timeout=30)
+        end = time.time() + timeout
+        while time.time() < end:
+            q = self.run("squeue", "-h", "-o", "%i", timeout=30)
+            if q.returncode != 0 or not q.stdout.strip():
+                return
+            time.sleep(1)
+
+    def _ours(self) -> list[int]:
+        """Processes started for this cluster (its daemons, job steps and their children): the ones whose
+        environment names this cluster's config, which no other process has."""
+        mark = f"SLURM_CONF={self.conf}".encode()
+        found = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit() or int(proc.name) == os.getpid():
+                continue
+            try:
+                if mark in (proc / "environ").read_bytes().split(b"\0"):
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+        return found
+
     def __exit__(self, *exc: Any) -> None:
+        try:
+            self._drain()
+        except (OSError, subprocess.SubprocessError):
+            pass
         for pid in reversed(self._pids):  # our daemons only, by the pids they wrote
             try:
                 os.kill(pid, signal.SIGTERM)
@@ -164,6 +197,11 @@ class LocalSlurm:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+        for pid in self._ours():  # a job step that outlived its daemons (it would hold the CPU and the spool)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         if self.keep_logs_to is not None:
             self.keep_logs_to.mkdir(parents=True, exist_ok=True)
             for log in ("slurmctld.log", "slurmd.log", "munged.log", "slurm.conf"):
