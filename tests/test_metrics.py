@@ -219,3 +219,22 @@ def test_embedding_cache_is_keyed_by_weights_and_text(tmp_path) -> None:
     CachedTextEncoder(b, tmp_path).encode(["amphora"])
     assert b.calls == [["amphora"]]
     assert len(list(tmp_path.iterdir())) == 2
+
+
+def test_the_scorer_never_waits_on_other_ranks_when_rank_0_evaluates_alone(monkeypatch) -> None:
+    """A DDP run (trainer=ddp, or two SLURM tasks) evaluates on rank 0 after the other ranks have finished: a
+    gather across processes there died with "Connection closed by peer". The scorer keeps to its own process."""
+    from torchmetrics import Metric
+
+    enc = _BagOfWords(["red", "black", "amphora", "kylix"])
+    sc = CaptionScorer(enc, enc)
+    assert not any(m.sync_on_compute for m in sc._metrics)
+
+    def gathering(*a, **k):
+        raise AssertionError("the scorer gathered across processes")
+
+    monkeypatch.setattr(Metric, "_sync_dist", gathering)
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)  # as in a DDP job
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda *a, **k: 2)
+    out = sc.score(["red amphora", "black kylix"], ["red amphora", "black amphora"])
+    assert out["n_pairs"] == 2

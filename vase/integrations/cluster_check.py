@@ -162,7 +162,7 @@ def check_time_limit(work: Path, cache: Path, env: dict[str, str]) -> dict[str, 
 def _ddp(work: Path, cache: Path, env: dict[str, str], name: str, extra: list[str]) -> dict[str, Any]:
     logs = work / name
     rc = _wait(_train(["-m", *CLUSTER, "cluster.tasks_per_node=2", "cluster.cpus_per_task=1", "trainer=ddp",
-                       "trainer.accelerator=cpu", "debug=fast", "trainer.max_steps=4", "report=true", *extra], logs,
+                       "trainer.accelerator=cpu", "debug=fast", "trainer.max_steps=4", "evaluate.after=true", *extra], logs,
                       cache, env))
     sweep = _sweep_dir(logs)
     text = _job_logs(sweep)

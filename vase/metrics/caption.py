@@ -207,7 +207,10 @@ def encode_once(encoder: Any, texts: list[str]) -> torch.Tensor:
 
 
 def _synced_count(metric: Metric) -> int:
-    """A metric's ``count`` state summed over processes (outside compute the states are each process's own)."""
+    """A metric's ``count`` state summed over processes when it gathers across them (``sync_on_compute``; outside
+    compute the states are each process's own), else its own."""
+    if not metric.sync_on_compute:
+        return int(metric.count)
     with metric.sync_context(should_unsync=True):
         return int(metric.count)
 
@@ -231,18 +234,23 @@ class CaptionScorer:
             ``encode_images(list[PIL]) -> (N, D)``.
         sentence_encoder: same text interface (a sentence-transformers model), for FID.
         weights: overall-score weights (paper's by default).
+        sync: gather the metric states across processes at compute (every rank scoring its share); off by
+            default, as vase evaluates on rank 0 alone.
     """
 
     def __init__(self, clip_encoder: Any, sentence_encoder: Any, weights: dict[str, float] | None = None,
-                 ks: tuple[int, ...] = (1, 5, 10)) -> None:
+                 ks: tuple[int, ...] = (1, 5, 10), sync: bool = False) -> None:
         self.clip_encoder = clip_encoder
         self.sentence_encoder = sentence_encoder
         self.weights = dict(weights) if weights else dict(PAPER_OVERALL_WEIGHTS)
-        self.clip = CLIPTextScore()
-        self.recall = RecallAtK(ks)
-        self.fid = SentenceFID()
-        self.lexical = LexicalJaccard()
-        self.image = ImageCaptionCLIPScore()
+        # the scorer holds one process's captions (rank 0 evaluates alone, after training): no gathering across
+        # processes, which would wait on ranks that have finished (a DDP run's evaluation once died on it)
+        local = {"sync_on_compute": sync}
+        self.clip = CLIPTextScore(**local)
+        self.recall = RecallAtK(ks, **local)
+        self.fid = SentenceFID(**local)
+        self.lexical = LexicalJaccard(**local)
+        self.image = ImageCaptionCLIPScore(**local)
         self._metrics = (self.clip, self.recall, self.fid, self.lexical, self.image)
 
     def update(self, preds: list[str], targets: list[str], images: list[list[Any]] | None = None) -> None:
