@@ -60,7 +60,7 @@ def export_release(splits: dict[str, list[VaseRecord]], image_roots: list[Path],
     recs = [r for rs in splits.values() for r in rs]
     for r in recs:
         name = safe_name(r.id)
-        for view, img in zip(VIEWS, load_views(image_roots, r.id, VIEWS)):
+        for view, img in zip(VIEWS, _views_of(r, image_roots)):
             _save(img, out, "images", view, f"{name}.png")
         if r.model:
             glb = inside(out, "models", f"{name}.glb")
@@ -83,7 +83,7 @@ def export_paper_eval(splits: dict[str, list[VaseRecord]], image_roots: list[Pat
     _fresh(out)
     recs = splits[split] if split in splits else [r for rs in splits.values() for r in rs]
     for r in recs:
-        for view, img in zip(VIEWS, load_views(image_roots, r.id, VIEWS)):
+        for view, img in zip(VIEWS, _views_of(r, image_roots)):
             _save(img, out, safe_name(r.id), f"{view}.jpg", quality=95)
     atomic_write_text(out / "groundTruth.json", json.dumps([{"images": [f"{safe_name(r.id)}.jpg"], "caption": r.caption}
                                                             for r in recs], indent=1, ensure_ascii=False))
