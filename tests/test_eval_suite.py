@@ -277,7 +277,7 @@ def _ddp_worker(rank: int, world: int, port: int, out_dir: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     enc = _BagOfWords(["red", "black", "white", "kylix", "amphora", "krater", "athenian", "corinthian"])
-    sc = CaptionScorer(enc, enc)
+    sc = CaptionScorer(enc, enc, sync=True)  # every rank scores its share: the states gather across them
     shard = slice(rank, None, world)  # uneven shards: 6 items over 4 processes would be 2,2,1,1
     sc.update(GENS[shard], CAPS[shard])
     res = sc.compute()

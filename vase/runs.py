@@ -27,6 +27,8 @@ from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
+from submitit.core import core as submitit_core
+from submitit.core import logger as submitit_logger
 
 from vase.errors import ConfigError
 from vase.io import atomic_write_json, file_lock
@@ -320,12 +322,7 @@ class _QuietCheckOutput:
 
 def quiet_sacct_warnings() -> None:
     """Install :class:`_SacctOnce` on submitit's logger (after submitit configured it) and keep its status poll's
-    stderr off the console; a no-op without submitit."""
-    try:
-        from submitit.core import core as submitit_core
-        from submitit.core import logger as submitit_logger
-    except ImportError:
-        return
+    stderr off the console."""
     log = submitit_logger.get_logger()
     if not any(isinstance(f, _SacctOnce) for f in log.filters):
         log.addFilter(_SacctOnce())
