@@ -290,7 +290,7 @@ def test_the_reward_imports_without_the_training_stack() -> None:
             "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
             "import vase.integrations.trl\n"
             "heavy = {'pytorch_lightning', 'lightning', 'moderngl', 'trimesh', 'torchmetrics', 'wandb', 'open_clip',"
-            " 'transformers', 'peft', 'qdrant_client'}\n"
+            " 'transformers', 'peft', 'qdrant_client', 'submitit'}\n"
             "print(sorted(heavy & {k.split('.')[0] for k in sys.modules}))\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert p.returncode == 0 and p.stdout.strip() == "[]", p.stdout + p.stderr[-2000:]

@@ -344,7 +344,7 @@ def test_a_failed_sweep_job_is_reported_when_it_fails(capsys) -> None:
 
 
 def test_submitits_repeated_sacct_warning_is_shown_once_with_its_meaning() -> None:
-    code = ("from vase.runs import quiet_sacct_warnings\n"
+    code = ("from vase.loggers import quiet_sacct_warnings\n"
             "quiet_sacct_warnings(); quiet_sacct_warnings()\n"
             "from submitit.core.logger import get_logger\n"
             "for i in range(20): get_logger().warning(f'Call #{i} - Bypassing sacct error X, status may be inaccurate.')\n"
