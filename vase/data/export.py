@@ -31,9 +31,13 @@ from vase.tasks.base import fields_of, only
 from vase.views import VIEWS, model_file, render_cache_root
 
 
-def _fresh(out: Path) -> None:
+def _check_fresh(out: Path) -> None:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise DataError(f"{out}: exists and is not empty; export writes into a new or empty folder only")
+
+
+def _fresh(out: Path) -> None:
+    _check_fresh(out)
     out.mkdir(parents=True, exist_ok=True)
 
 
@@ -182,8 +186,7 @@ def main() -> None:
         check_output(src, out)
         layout = detect_layout(src) if a.from_layout == "auto" else a.from_layout
         splits = read_records(src, layout)
-        if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            _fresh(out)  # the error, before any rendering
+        _check_fresh(out)  # before any rendering
         roots = views_for_export(src, splits, layout, Path(a.cache_dir), RenderSettings(resolution=a.resolution))
         if out.exists():
             out.rmdir()  # new or empty (checked): the export is built beside it and appears whole, or not at all

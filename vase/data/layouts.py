@@ -400,7 +400,7 @@ def read_swift(path: Path, problems: Problems | None = None) -> list[VaseRecord]
             elif (images, videos) != (rec.images, rec.videos):
                 _fault(problems, "bad_line", vid, f"{where}: vase {vid!r} appears with other media than on an "
                                                   f"earlier line")
-            elif not rec.has_dimensions and (full := _swift_record(line, vid, where, None)).has_dimensions:
+            elif not rec.has_dimensions and (full := _swift_record(line, vid, where, problems)).has_dimensions:
                 for d in DIMENSIONS:  # a GRPO export's QA line came first: its caption line states all six
                     setattr(rec, d, getattr(full, d))
             if system != rec.system:
