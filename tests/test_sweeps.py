@@ -364,3 +364,41 @@ def test_make_cluster_check_passes_on_a_real_slurm_cluster() -> None:
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
     for part in ("sweep", "preemption", "ddp", "grpo-ddp"):
         assert f"PASS  {part}" in p.stdout, p.stdout[-4000:]
+
+
+def test_sweep_plot_leaves_out_terms_weighted_zero_in_every_job(tmp_path: Path) -> None:
+    """sweep.png's reward panel: a term at weight 0 in every job (invrender, learned by default) is not drawn; a
+    swept dimension at 0 in some jobs is; the weights come from each job's config.yaml, not from the values."""
+    from vase.reports.jobs import job_row
+    from vase.reports.sweep_summary import plotted_terms
+
+    rows = []
+    for n, shape_w in enumerate((0.0, 0.6)):
+        job = tmp_path / str(n)
+        (job / ".hydra").mkdir(parents=True)
+        (job / ".hydra" / "overrides.yaml").write_text(f"- reward.weights.shape={shape_w}\n")
+        (job / "config.yaml").write_text(
+            "reward:\n  effective_weights: {fabric: 0.5, shape: " + str(shape_w) + "}\n  terms:\n"
+            "    fabric: {weight: 0.2}\n    shape: {weight: 0.2}\n    penalty: {weight: 1.0}\n"
+            "    invrender: {weight: 0.0}\n    learned: {weight: 0.0}\n")
+        hist = {"step": 1.0, "reward": 0.3, "reward/fabric": 0.5, "reward/shape": 0.1, "reward/penalty": 0.0,
+                "reward/invrender": 0.0, "reward/learned": 0.0, "reward/weighted": 0.3}
+        (job / "train_history.json").write_text(json.dumps([hist]))
+        rows.append(job_row(job))
+    assert rows[0]["term_weights"]["shape"] == 0.0 and rows[1]["term_weights"]["shape"] == 0.6
+    assert plotted_terms(rows) == ["reward/fabric", "reward/penalty", "reward/shape"]
+    # a job without its config: nothing is known to be unweighted, so nothing is left out
+    del rows[1]["term_weights"]
+    assert "reward/invrender" in plotted_terms(rows)
+
+
+def test_a_slurm_limit_too_short_for_the_warning_signal_is_refused_before_submitting(tmp_path: Path) -> None:
+    """slurmctld sends --signal's warning at its first limit test (every ~30 s) with under delay + 30 s left: a 2-minute
+    limit with submitit's 90 s delay gets USR2 at launch and dies on every restart (seen on Slurm 22.05), so the sweep
+    is refused, naming both keys, before anything reaches sbatch."""
+    p = subprocess.run([sys.executable, "train.py", "-m", "cluster=slurm", "cluster.gpus_per_node=0",
+                        "cluster.timeout_min=2", "hydra.launcher.signal_delay_s=90", "debug=fast",
+                        f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert "cluster.timeout_min=2" in p.stderr and "hydra.launcher.signal_delay_s=90" in p.stderr
+    assert "Traceback" not in p.stderr and not list((tmp_path / "logs").rglob(".submitit"))

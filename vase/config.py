@@ -757,6 +757,34 @@ def slurm_tasks(tasks_per_node: Any, gpus_per_node: Any) -> int:
     return max(int(gpus_per_node or 0), 1)
 
 
+SLURM_LIMIT_CHECK_S = 30  # slurmctld tests time limits (and sends --signal's warning) about every 30 s
+SLURM_STARTUP_S = 20  # what a job needs to start Python and install submitit's signal handler
+
+
+def check_slurm_signal(timeout_min: Any, signal_delay_s: Any) -> None:
+    """Refuse a time limit too short for the warning signal that submitit asks for (``--signal=USR2@delay``).
+
+    slurmctld sends it at its first limit test (every ~30 s) at which the time left is under ``delay + 30`` s, so a
+    job whose limit is not well above that gets USR2 at launch, before submitit's handler exists, and dies (exit 140)
+    on every restart instead of checkpointing and requeueing.
+
+    >>> check_slurm_signal(1440, 90)
+    >>> check_slurm_signal(2, 90)
+    Traceback (most recent call last):
+    ...
+    vase.errors.ConfigError: cluster.timeout_min=2 (120 s) leaves 0 s before SLURM may send the warning signal (hydra.launcher.signal_delay_s=90, plus up to 30 s between SLURM's limit tests); a job needs about 20 s to start and catch it. Raise cluster.timeout_min or lower hydra.launcher.signal_delay_s
+    """
+    if timeout_min in (None, "") or signal_delay_s in (None, ""):
+        return
+    limit = int(float(timeout_min) * 60)
+    left = limit - int(signal_delay_s) - SLURM_LIMIT_CHECK_S
+    if left < SLURM_STARTUP_S:
+        raise ConfigError(f"cluster.timeout_min={timeout_min} ({limit} s) leaves {max(left, 0)} s before SLURM may "
+                          f"send the warning signal (hydra.launcher.signal_delay_s={signal_delay_s}, plus up to "
+                          f"{SLURM_LIMIT_CHECK_S} s between SLURM's limit tests); a job needs about {SLURM_STARTUP_S} s "
+                          f"to start and catch it. Raise cluster.timeout_min or lower hydra.launcher.signal_delay_s")
+
+
 def register_resolvers() -> None:
     for name, fn in (("vase.run_name", run_name), ("vase.sweep_group", sweep_group),
                      ("vase.overrides_hash", overrides_hash), ("vase.tags", run_tags),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.eval.stats import heldout_difference
@@ -40,10 +40,14 @@ def job_row(job: Path) -> dict[str, Any]:
     if not hist:
         row["status"] = "no history (failed or still running)"
     rewards = [h for h in hist if "reward" in h][-LAST_STEPS:]
-    config = job / "config.yaml"
-    weights = OmegaConf.select(OmegaConf.load(config), "reward.effective_weights") if config.is_file() else None
+    config = OmegaConf.load(job / "config.yaml") if (job / "config.yaml").is_file() else None
+    weights = OmegaConf.select(config, "reward.effective_weights") if config is not None else None
     for d, w in (weights or {}).items():  # the weights the reward used (after reward.normalize_weights)
         row[f"w/{d}"] = float(w)
+    terms = OmegaConf.select(config, "reward.terms") if config is not None else None
+    # every term's weight (a plot leaves out terms weighted 0 in every job); not a column of the summary
+    row["term_weights"] = {name: float((weights or {}).get(name, t.get("weight", 0.0)) or 0.0)
+                           for name, t in (terms or {}).items() if isinstance(t, DictConfig)}
     if rewards:
         row["reward"] = sum(h["reward"] for h in rewards) / len(rewards)
         # every part of the reward the history kept (dimensions, configured terms) and how often groups tied
@@ -75,7 +79,7 @@ def job_row(job: Path) -> dict[str, Any]:
         results = read_json(job / "results.json")
         if results:
             last = list(results.values())[-1]
-            row["metrics"] = {k: last[k] for k in (*CAPTION_KEYS, "n_pairs") if k in last}
+            row["metrics"] = {k: last[k] for k in (*CAPTION_KEYS, "n_pairs", "encoders") if k in last}
             row.update({k: last[k] for k in CAPTION_KEYS if k in last})
     return row
 

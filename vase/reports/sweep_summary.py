@@ -25,7 +25,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import PROTOCOL_LABELS
-from vase.config import wandb_offline
+from vase.config import check_slurm_signal, wandb_offline
+from vase.errors import ConfigError
 from vase.eval.stats import format_heldout, heldout_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 from vase.reports.ablation import write_ablation_report
@@ -95,7 +96,7 @@ def write_sweep_summary(sweep_dir: str | Path) -> dict[str, Path]:
         r["all_overrides"], r["overrides"] = r["overrides"], " ".join(own)
     columns = ["job", "overrides", "status"]
     for r in rows:
-        columns += [k for k in r if k not in columns and k != "metrics"]
+        columns += [k for k in r if k not in columns and k not in ("metrics", "term_weights")]
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
     w.writeheader()
@@ -152,13 +153,16 @@ def sweep_plot(path: Path, rows: list[dict[str, Any]], overrides: dict[str, dict
     # lazy: matplotlib: slow to import, and only this path needs it
     import matplotlib.pyplot as plt
 
-    terms = sorted({c for r in rows for c in r if c.startswith("reward/") and c not in ("reward/weighted",)})
+    terms = plotted_terms(rows)
     proto = next((p for p in ("ll", "open", "mc") if any(f"vqa/{p}/mean" in r for r in rows)), "open")
     dims = [d for d in DIMENSIONS if any(f"vqa/{proto}/{d}" in r for r in rows)]
     held = [d for d in DIMENSIONS if any(f"heldout/{d}_right" in r for r in rows)]
     panels = [p for p, show in (("reward", terms), ("heldout", held), ("vqa", dims)) if show]
     if not panels:  # e.g. a sweep of SFT runs without VQA: no reward, no accuracy to plot
         return None
+    # one colour per dimension or term in every panel
+    colour = {n: f"C{i % 10}" for i, n in enumerate([*DIMENSIONS, *(t.removeprefix("reward/") for t in terms
+                                                                     if t.removeprefix("reward/") not in DIMENSIONS)])}
     fig, axes = plt.subplots(len(keys), len(panels), figsize=(6.5 * len(panels), 3.8 * len(keys)), dpi=110,
                              squeeze=False)
     for i, key in enumerate(keys):
@@ -185,23 +189,33 @@ def sweep_plot(path: Path, rows: list[dict[str, Any]], overrides: dict[str, dict
                         lo.append(100 * a)
                         hi.append(100 * b)
                 err = [[max(0.0, m - a) for m, a in zip(mean, lo)], [max(0.0, b - m) for m, b in zip(mean, hi)]]
+                name = col.split("/")[-1].removesuffix("_right")
                 ax.errorbar([x + 0.01 * k * (max(xs) - min(xs) or 1) for x in xs], mean, yerr=err, marker="o",
-                            capsize=3, label=col.split("/")[-1].removesuffix("_right"), color=f"C{k % 10}")
+                            capsize=3, label=name, color=colour[name])
             ax.set_xlabel(key)
             if all(_sort_value(v)[0] == 1 for v in values):
                 ax.set_xticks(xs, [str(v) for v in values])
             if panel == "reward":
-                ax.set_ylabel("training reward, last steps (bars: range)")
+                ax.set_ylabel("training reward per term,\nlast steps (bars: range)", fontsize=8)
             elif panel == "heldout":
-                ax.set_ylabel("held-out answers with the dimension right, % (bars: range over jobs)", fontsize=8)
+                ax.set_ylabel("held-out answers with the dimension\nright, % (bars: range over jobs)", fontsize=8)
                 ax.set_ylim(0, 100)
             else:
-                ax.set_ylabel(f"held-out VQA accuracy, {PROTOCOL_LABELS[proto]}, % (bars: 95 % CI)", fontsize=8)
+                ax.set_ylabel(f"held-out VQA accuracy, %\n{PROTOCOL_LABELS[proto]} (bars: 95 % CI)", fontsize=8)
                 ax.set_ylim(0, 100)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     return save_figure(fig, path)
+
+
+def plotted_terms(rows: list[dict[str, Any]]) -> list[str]:
+    """The reward columns a sweep plot draws: every term the jobs logged, less those weighted 0 in every job (they
+    add nothing to R); where a job's weights are unknown, all are kept."""
+    weighted = {t for r in rows for t, w in r.get("term_weights", {}).items() if w != 0}
+    unknown = any(not r.get("term_weights") for r in rows)
+    return sorted({c for r in rows for c in r if c.startswith("reward/") and c != "reward/weighted"
+                   and (unknown or c.removeprefix("reward/") in weighted)})
 
 
 def _sort_value(v: Any) -> tuple[int, Any]:
@@ -240,6 +254,13 @@ class SweepSummary(Callback):
     and at the end of a multirun, write the sweep's summary and log it to W&B."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        launcher = config.hydra.launcher
+        if "timeout_min" in launcher and "signal_delay_s" in launcher:  # submitit's SLURM launcher
+            try:
+                check_slurm_signal(launcher.timeout_min, launcher.signal_delay_s)
+            except ConfigError as e:  # Hydra turns a callback's exception into a warning and submits anyway
+                print(f"error: {e}", file=sys.stderr, flush=True)
+                raise SystemExit(2) from e
         note_multirun(list(config.hydra.overrides.task), str(config.hydra.sweeper.get("_target_", "")))
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
