@@ -390,3 +390,31 @@ def test_score_several_files_in_one_run_equals_each_alone(tmp_path: Path, sessio
                       session_dirs)
     with pytest.raises(DataError, match="would overwrite"):
         run_evaluation(cfg)
+
+
+def test_leaderboard_names_each_runs_encoders_and_warns_where_they_are_not_the_papers(tmp_path: Path) -> None:
+    """A run scored with the tiny random encoders must not read as beating GPT-4o: each run's row names the encoders
+    it was scored with, and where they are not the paper's the plot and the table say the paper rows do not compare."""
+    from omegaconf import OmegaConf
+
+    from vase.eval.scoring import encoders_label
+    from vase.reports.leaderboard import PAPER_ENCODERS, build_leaderboard, write_leaderboard
+
+    metrics = {n: OmegaConf.merge(OmegaConf.load(ROOT / "conf" / "metrics" / "default.yaml"),
+                                  OmegaConf.load(ROOT / "conf" / "metrics" / f"{n}.yaml"))
+               for n in ("paper", "hf_tiny")}
+    assert encoders_label(metrics["paper"]) == PAPER_ENCODERS
+    # a local copy of the paper's encoders is still the paper's encoders
+    local = OmegaConf.merge(metrics["paper"], {"clip": {"model": "/models/clip-vit-base-patch32/"},
+                                               "text_encoder": {"model": "/m/all-mpnet-base-v2"}})
+    assert encoders_label(local) == PAPER_ENCODERS
+    tiny = OmegaConf.merge(metrics["hf_tiny"], {"paths": {"cache_dir": "/c"}})
+    assert encoders_label(tiny) == "tiny-clip + all-MiniLM-L6-v2"
+    base = {"clip_score": 0.8, "fid_score": 0.3, "r_at_1": 0.1, "r_at_5": 0.2, "r_at_10": 0.3,
+            "lexical_similarity": 0.25, "overall_score": 0.5, "n_pairs": 10}
+    for name, enc in (("tiny", "tiny-clip + all-MiniLM-L6-v2"), ("real", PAPER_ENCODERS)):
+        (tmp_path / f"{name}.json").write_text(json.dumps({**base, "name": name, "encoders": enc}))
+    md = write_leaderboard(build_leaderboard([str(tmp_path / "tiny.json"), str(tmp_path / "real.json")]),
+                           tmp_path / "lb")["md"].read_text()
+    assert "- tiny: tiny-clip + all-MiniLM-L6-v2 (not comparable with the paper rows)" in md
+    assert f"- real: {PAPER_ENCODERS}\n" in md

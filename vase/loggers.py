@@ -43,7 +43,7 @@ def build_loggers(cfg: DictConfig) -> list[Any]:
 
 def log_eval_rows(loggers: list[Any], name: str, scores: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     for lg in loggers:
-        lg.log_metrics({f"val/{name}/{k}": float(v) for k, v in scores.items()})
+        lg.log_metrics({f"val/{name}/{k}": float(v) for k, v in scores.items() if isinstance(v, (int, float))})
         if hasattr(lg, "log_table"):
             lg.log_table(
                 key=f"val/{name}/captions",

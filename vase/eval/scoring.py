@@ -14,15 +14,27 @@ from vase.metrics.embedding_cache import CachedTextEncoder
 from vase.metrics.encoders import build_clip_encoder, cached_sentence_encoder
 
 
+def encoders_label(metrics_cfg: Any) -> str:
+    """The encoders a ``metrics`` group scores with, short: the CLIP model's and the sentence encoder's last path part
+    (``clip-vit-base-patch32 + all-mpnet-base-v2`` for ``metrics=paper``, wherever their copies lie)."""
+    def short(name: Any) -> str:
+        return str(name).rsplit(":", 1)[-1].rstrip("/").rsplit("/", 1)[-1]
+
+    return f"{short(metrics_cfg.clip.model)} + {short(metrics_cfg.text_encoder.model)}"
+
+
 def build_scorer(metrics_cfg: Any) -> CaptionScorer:
-    """A CaptionScorer from a ``metrics`` config group (encoders loaded once)."""
+    """A CaptionScorer from a ``metrics`` config group (encoders loaded once); ``scorer.encoders`` names them, and
+    results files record it (``encoders``) so that a leaderboard can tell what is comparable."""
     clip = build_clip_encoder(metrics_cfg.clip)
     sent = cached_sentence_encoder(metrics_cfg.text_encoder.model, metrics_cfg.text_encoder.get("device", "cpu"))
     cache = metrics_cfg.get("embedding_cache")
     if cache:  # text embeddings on disk, keyed by the weights: references shared by many runs are encoded once
         clip, sent = CachedTextEncoder(clip, cache), CachedTextEncoder(sent, cache)
     weights = {k: float(v) for k, v in (metrics_cfg.get("weights") or {}).items()} or None
-    return CaptionScorer(clip, sent, weights)
+    scorer = CaptionScorer(clip, sent, weights)
+    scorer.encoders = encoders_label(metrics_cfg)
+    return scorer
 
 
 @dataclass

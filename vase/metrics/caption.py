@@ -243,6 +243,7 @@ class CaptionScorer:
         self.clip_encoder = clip_encoder
         self.sentence_encoder = sentence_encoder
         self.weights = dict(weights) if weights else dict(PAPER_OVERALL_WEIGHTS)
+        self.encoders: str | None = None  # what they are, for the results files (vase.eval.scoring.build_scorer)
         # the scorer holds one process's captions (rank 0 evaluates alone, after training): no gathering across
         # processes, which would wait on ranks that have finished (a DDP run's evaluation once died on it)
         local = {"sync_on_compute": sync}

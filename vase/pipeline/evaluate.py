@@ -42,9 +42,11 @@ def evaluate_captions(model: Any, processor: Any, dataset: Any, scorer: Any, out
                              batch_size=batch_size, max_new_tokens=max_new_tokens)
     images = [dataset[i].images for i in range(len(dataset))] if image_score else None
     scores = scorer.score([r["caption"] for r in rows], [r["reference"] for r in rows], images)
+    log.info("%s: %s", name, {k: round(v, 4) for k, v in scores.items()})
+    if getattr(scorer, "encoders", None):
+        scores["encoders"] = scorer.encoders
     if write:
         write_results(out_dir / f"results_{name}.json", name, scores)
-    log.info("%s: %s", name, {k: round(v, 4) for k, v in scores.items()})
     return scores, rows
 
 
@@ -167,7 +169,7 @@ def _eval_score(cfg: DictConfig) -> dict[str, Any]:
     out = Path(cfg.output)
     if len(files) == 1:
         f, preds, refs, counts = matched[0]
-        scores = scorer.score(preds, refs)
+        scores = {**scorer.score(preds, refs), "encoders": scorer.encoders}
         write_results(out, str(cfg.name), scores, {**counts, "name": str(cfg.name), "generated": f,
                                                    "ground_truth": str(cfg.ground_truth)})
         print("\n" + markdown_table({str(cfg.name): scores}))
@@ -177,7 +179,7 @@ def _eval_score(cfg: DictConfig) -> dict[str, Any]:
     names = stems if len(set(stems)) == len(stems) else files
     table: dict[str, dict[str, Any]] = {}
     for name, (f, preds, refs, counts) in zip(names, matched):
-        table[name] = {**scorer.score(preds, refs), **counts, "generated": f}
+        table[name] = {**scorer.score(preds, refs), **counts, "generated": f, "encoders": scorer.encoders}
     atomic_write_json(out, {"ground_truth": str(cfg.ground_truth), "results": table})
     md = markdown_table({n: {k: v for k, v in row.items() if not isinstance(v, (dict, str))} for n, row in table.items()})
     atomic_write_text(out.with_suffix(".md"), md)

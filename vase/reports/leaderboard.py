@@ -10,6 +10,8 @@ from vase.errors import DataError
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 from vase.metrics.caption import TABLE_COLUMNS, markdown_table, overall_score
 
+# what the paper's scorer encodes with (vase.eval.scoring.encoders_label of metrics=paper)
+PAPER_ENCODERS = "clip-vit-base-patch32 + all-mpnet-base-v2"
 # Table 3 of the paper, all 19 rows in its groups (R@k as fractions). Reference rows only: they were scored with
 # the paper's encoders, so compare them with runs scored with metrics=paper.
 PAPER_TABLE3: dict[str, dict[str, Any]] = {
@@ -130,6 +132,9 @@ def bar_chart(rows: dict[str, dict[str, Any]], path: str | Path) -> Path:
     paper = [n for n in rows if "(paper," in n]
     ours = [n for n in rows if n not in paper]
     names = ours + paper
+    # each run named with the encoders it was scored with; the paper's rows only compare with the paper's encoders
+    labels = [f"{n}  [{rows[n].get('encoders') or 'encoders unknown'}]" for n in ours] + paper
+    foreign = [n for n in ours if rows[n].get("encoders") != PAPER_ENCODERS]
     colours = [f"C{i % 10}" for i in range(len(ours))] + ["0.65"] * len(paper)
     height = max(3.0, 0.26 * len(names) + 1.2)
     fig, axes = plt.subplots(1, len(cols), figsize=(2.6 * len(cols) + 3.2, height), dpi=110, sharey=True)
@@ -144,11 +149,15 @@ def bar_chart(rows: dict[str, dict[str, Any]], path: str | Path) -> Path:
         ax.set_xlim(0, 1)
         ax.grid(axis="x", alpha=0.3)
         ax.tick_params(axis="x", labelsize=7)
-    axes[0].set_yticks(y, names, fontsize=7)
+    axes[0].set_yticks(y, labels, fontsize=7)
     if ours and paper:
         for ax in axes:
             ax.axhline(y[len(ours) - 1] - 0.5, color="0.3", linewidth=0.8)
-    fig.suptitle("this leaderboard's runs (colour, top) and the paper's Table 3 (grey); R@k as a fraction", fontsize=9)
+    title = "this leaderboard's runs (colour, top, [encoders they were scored with]) and the paper's Table 3 (grey); R@k as a fraction"
+    if foreign and paper:
+        title += (f"\n{len(foreign)} of {len(ours)} runs were not scored with the paper's encoders ({PAPER_ENCODERS}): "
+                  f"their bars are NOT comparable with the grey rows")
+    fig.suptitle(title, fontsize=9, color="black" if not (foreign and paper) else "darkred")
     fig.tight_layout()
     return save_figure(fig, path)
 
@@ -159,8 +168,14 @@ def write_leaderboard(rows: dict[str, dict[str, Any]], out_dir: str | Path) -> d
     from vase.eval.vqa import vqa_table
 
     out = Path(out_dir)
-    md = ["# Leaderboard\n", "Rows marked (paper) are the paper's Table 3, scored with its encoders; compare them with "
-          "runs scored with `metrics=paper` only.\n\n", markdown_table(rows)]
+    ours = {n: m for n, m in rows.items() if "(paper," not in n}
+    md = ["# Leaderboard\n", f"Rows marked (paper) are the paper's Table 3, scored with its encoders ({PAPER_ENCODERS}); "
+          "compare them with runs scored with `metrics=paper` only.\n\n", markdown_table(rows)]
+    if ours:
+        md += ["\nEncoders each run was scored with:\n\n"] + [
+            f"- {n}: {m.get('encoders') or 'unknown (results written before vase recorded them)'}"
+            f"{'' if m.get('encoders') == PAPER_ENCODERS else ' (not comparable with the paper rows)'}\n"
+            for n, m in ours.items()]
     vqa_rows = [vqa_table(m["vqa"], name) for name, m in rows.items() if isinstance(m.get("vqa"), dict)]
     if vqa_rows:
         md += ["\n## VQA accuracy per dimension\n"] + [r.split("\n", 2)[2] if i else r for i, r in enumerate(vqa_rows)]
