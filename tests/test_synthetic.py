@@ -127,3 +127,34 @@ def test_a_killed_generation_leaves_no_half_written_set(tmp_path) -> None:
     assert not root.exists(), "a killed generation must not leave the set half-written"
     splits = generate(root, num=40, seed=1, progress=False)
     assert sum(len(v) for v in splits.values()) == 40 and len(list((root / "models").glob("*.glb"))) == 40
+
+
+def test_named_painters_follow_their_careers_workshops_and_fabrics() -> None:
+    """A named painter's vase is dated by a quarter or half century around a year of the painter's career (decades,
+    not the technique's centuries), mostly has one of the workshop's shapes, and only an Apulian vase is the Darius
+    Painter's; every painter, shape and subject is in the vocabulary."""
+    from collections import Counter
+
+    import numpy as np
+
+    from vase.annotate.sampling import PAINTERS, sample_record
+    from vase.annotate.vocab import terms
+
+    assert set(PAINTERS) <= set(terms("attribution"))
+    assert all(set(p.shapes) <= set(terms("shape")) and set(p.decorations) <= set(terms("decoration"))
+               for p in PAINTERS.values())
+    rng = np.random.default_rng(0)
+    recs = [sample_record(rng, i) for i in range(2000)]
+    named = [r for r in recs if r.attribution in PAINTERS]
+    assert len(named) > 600
+    for r in named:
+        lo, hi = PAINTERS[r.attribution].career
+        start, end = r.dating
+        assert end - start in (25, 50) and start <= hi and end >= lo, (r.attribution, r.dating)
+    favoured = sum(r.shape in PAINTERS[r.attribution].shapes for r in named) / len(named)
+    assert favoured > 0.8, favoured
+    assert {r.fabric for r in named if r.attribution == "the Darius Painter"} == {"Apulian"}
+    assert all(r.fabric == "Athenian" for r in named if r.attribution != "the Darius Painter")
+    # the unattributed keep the technique's whole window: wider spread of dates than any one painter
+    spread = Counter(r.dating[0] for r in recs if r.attribution == "unattributed" and r.technique == "red-figure")
+    assert max(spread) - min(spread) >= 125

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from omegaconf import OmegaConf
 from torch.utils.data import DataLoader, Dataset
 
 from vase.data.dataset import VIEWS, VaseDataset, VaseExample, VideoFrames, models_to_render
@@ -18,8 +17,8 @@ from vase.data.loader import ResumableLoader, ResumableSampler
 from vase.data.synthetic import SHAPE_SPECS, generate
 from vase.errors import DataError
 from vase.io import atomic_write_json, file_lock, own_output_dir, read_json
-from vase.metrics.encoders import build_clip_encoder
 from vase.render import RenderSettings, render_dataset
+from vase.retrieval.features import index_encoder
 from vase.retrieval.index import Retriever, VaseIndex, index_dir
 from vase.tasks import DATA_TASKS, SAMPLES
 from vase.tasks import zoom as zoom_task
@@ -344,10 +343,7 @@ class VaseDataModule(pl.LightningDataModule):
         ``retrieval.k`` nearest training vases: never itself, never a validation vase (only training vases are
         indexed). Contexts are computed here, once, so DataLoader workers need neither the index nor the encoder."""
         r = self.retrieval
-        clip_cfg = r.get("clip")
-        if clip_cfg is None:
-            raise DataError("retrieval.k > 0 needs retrieval.clip (the image encoder of the index)")
-        encoder = build_clip_encoder(OmegaConf.create(dict(clip_cfg)) if isinstance(clip_cfg, dict) else clip_cfg)
+        encoder = index_encoder(r)
         where = index_dir(r.get("index_dir"), self.root, self.owns_root, self.split.get("cache_dir")
                           or self.render.get("cache_dir"))
 

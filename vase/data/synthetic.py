@@ -27,7 +27,7 @@ from PIL import Image, ImageDraw
 from tqdm import tqdm
 
 from vase.annotate import VaseRecord
-from vase.annotate.sampling import sample_record
+from vase.annotate.sampling import hand, sample_record
 from vase.annotate.vocab import terms
 from vase.data.layouts import load_annotations
 from vase.errors import DataError
@@ -40,6 +40,11 @@ from vase.io import (
     one_builder_at_a_time,
 )
 from vase.tasks.invrender import VaseParams
+
+# the generator's version: written into synthetic.json, and part of every cache key built on synthetic data (a set
+# written by an older generator is regenerated, and an SFT adapter trained on one is not reused)
+# 2: painters' careers, workshop shapes and subjects, and hands (vase.annotate.sampling.PAINTERS)
+GENERATOR = 2
 
 # ---------------------------------------------------------------- shapes
 # Profiles: (height fraction, radius) control points, bottom to top, for a vase of unit height.
@@ -125,26 +130,55 @@ def paint_texture(rec: VaseRecord, rng: np.random.Generator, size: tuple[int, in
     b0, b1 = spec.band
     top, bottom = y_px(b1), y_px(b0)
     draw.rectangle([0, top, w, bottom], fill=ground)
-    # border ornament: tongues above, meander-like key below
+    # the painter's hand (vase.annotate.sampling.PAINTERS): frame, the ornament band under the frieze, line weight,
+    # added colour, ground levels
+    painter = hand(rec.attribution)
     line = figure if rec.technique != "black-glaze" else CLAY
-    draw.rectangle([0, top - 4, w, top - 2], fill=line)
-    draw.rectangle([0, bottom + 2, w, bottom + 4], fill=line)
-    for x in range(0, w, 16):
-        draw.rectangle([x, bottom + 6, x + 8, bottom + 10], fill=line)
+    if painter.framed:
+        draw.rectangle([0, top - 4, w, top - 2], fill=line)
+        draw.rectangle([0, bottom + 2, w, bottom + 4], fill=line)
+    _ornament(draw, painter.ornament, bottom + 6, w, line, ground)
     band_h = bottom - top
     motif = rec.decoration
+    accent = {"purple": PURPLE, "white": WHITE, None: None}[painter.accent]
     n = {"an animal frieze": 6, "palmettes and lotus buds": 8}.get(motif, 2 + int(rng.integers(0, 2)))
     for k in range(n):
         cx = int((k + 0.5) * w / n + rng.integers(-6, 7))
-        _draw_motif(draw, motif, cx, top, band_h, figure, rec.technique, rng)
+        lift = int(band_h * 0.12) * (1 if k % 2 else -1) if painter.staggered else 0
+        _draw_motif(draw, motif, cx, top - lift, band_h, figure, rec.technique, rng, painter.stroke, accent)
     # a dark foot and lip, as nearly every Greek vase has
     draw.rectangle([0, y_px(0.06), w, h], fill=GLAZE)
     draw.rectangle([0, 0, w, y_px(0.97)], fill=GLAZE)
     return img
 
 
+def _ornament(draw: ImageDraw.ImageDraw, kind: str, y: int, w: int, color: tuple[int, int, int],
+              ground: tuple[int, int, int]) -> None:
+    """The ornament band under the frieze, about 10 px of the texture on the frieze's ground colour: one of the
+    hands' signatures (none: no band)."""
+    if kind == "none":
+        return
+    draw.rectangle([0, y - 2, w, y + 12], fill=ground)
+    for x in range(0, w, 16):
+        if kind == "key":
+            draw.rectangle([x, y, x + 8, y + 4], fill=color)
+        elif kind == "tongues":
+            draw.rectangle([x + 2, y, x + 12, y + 10], fill=color)
+        elif kind == "dots":
+            draw.ellipse([x + 4, y + 1, x + 11, y + 8], fill=color)
+        elif kind == "zigzag":
+            draw.line([x, y + 10, x + 8, y, x + 16, y + 10], fill=color, width=3)
+        elif kind == "checker":
+            draw.rectangle([x, y + (0 if x % 32 else 5), x + 8, y + (5 if x % 32 else 10)], fill=color)
+        elif kind == "meander":
+            draw.line([x, y + 10, x, y, x + 12, y, x + 12, y + 6, x + 6, y + 6], fill=color, width=2)
+        elif kind == "waves":
+            draw.arc([x, y, x + 16, y + 12], 180, 360, fill=color, width=3)
+
+
 def _draw_motif(draw: ImageDraw.ImageDraw, motif: str, cx: int, top: int, bh: int, color: tuple[int, int, int],
-                technique: str, rng: np.random.Generator) -> None:
+                technique: str, rng: np.random.Generator, stroke: int = 2,
+                accent: tuple[int, int, int] | None = None) -> None:
     outline_only = technique == "white-ground"
     fill = None if outline_only else color
     lw = 2 if outline_only else 1
@@ -153,7 +187,9 @@ def _draw_motif(draw: ImageDraw.ImageDraw, motif: str, cx: int, top: int, bh: in
         draw.ellipse([cx - 18, y - 8, cx + 14, y + 8], fill=fill, outline=color, width=lw)
         draw.ellipse([cx + 10, y - 14, cx + 22, y - 2], fill=fill, outline=color, width=lw)
         for dx in (-14, -8, 4, 10):
-            draw.line([cx + dx, y + 6, cx + dx, y + int(bh * 0.4)], fill=color, width=2)
+            draw.line([cx + dx, y + 6, cx + dx, y + int(bh * 0.4)], fill=color, width=stroke)
+        if accent is not None:
+            draw.ellipse([cx - 8, y - 4, cx + 4, y + 4], fill=accent)
     elif motif == "palmettes and lotus buds":
         y = top + int(bh * 0.75)
         for a in np.linspace(-1.2, 1.2, 7):
@@ -161,9 +197,11 @@ def _draw_motif(draw: ImageDraw.ImageDraw, motif: str, cx: int, top: int, bh: in
         draw.ellipse([cx - 4, y - 4, cx + 4, y + 4], fill=color)
     elif motif == "a chariot race":
         y = top + int(bh * 0.6)
-        draw.ellipse([cx - 10, y - 2, cx + 10, y + 18], outline=color, width=3)
+        draw.ellipse([cx - 10, y - 2, cx + 10, y + 18], outline=color, width=stroke + 1)
         draw.rectangle([cx - 26, y - 20, cx + 4, y], fill=fill, outline=color, width=lw)
         draw.ellipse([cx + 8, y - 24, cx + 40, y - 6], fill=fill, outline=color, width=lw)
+        if accent is not None:
+            draw.rectangle([cx - 22, y - 16, cx, y - 10], fill=accent)
     else:  # figural scenes: two or three standing figures with heads, torsos, arms and legs
         figs = 2 if motif in ("Achilles and Ajax playing dice", "a woman at a grave stele", "Theseus and the Minotaur") else 1
         for j in range(figs):
@@ -173,11 +211,14 @@ def _draw_motif(draw: ImageDraw.ImageDraw, motif: str, cx: int, top: int, bh: in
             draw.ellipse([x - r, head_y, x + r, head_y + 2 * r], fill=fill, outline=color, width=lw)
             draw.polygon([(x - 7, head_y + 2 * r), (x + 7, head_y + 2 * r), (x + 10, top + int(bh * 0.6)),
                           (x - 10, top + int(bh * 0.6))], fill=fill, outline=color)
-            draw.line([x - 4, top + int(bh * 0.6), x - 8, top + int(bh * 0.95)], fill=color, width=3)
-            draw.line([x + 4, top + int(bh * 0.6), x + 8, top + int(bh * 0.95)], fill=color, width=3)
+            draw.line([x - 4, top + int(bh * 0.6), x - 8, top + int(bh * 0.95)], fill=color, width=stroke + 1)
+            draw.line([x + 4, top + int(bh * 0.6), x + 8, top + int(bh * 0.95)], fill=color, width=stroke + 1)
             arm = int(rng.integers(8, 16))
-            draw.line([x - 6, head_y + 3 * r, x - 6 - arm, head_y + 2 * r + arm], fill=color, width=2)
-            draw.line([x + 6, head_y + 3 * r, x + 6 + arm, head_y + r], fill=color, width=2)
+            draw.line([x - 6, head_y + 3 * r, x - 6 - arm, head_y + 2 * r + arm], fill=color, width=stroke)
+            draw.line([x + 6, head_y + 3 * r, x + 6 + arm, head_y + r], fill=color, width=stroke)
+            if accent is not None:  # added colour: a belt and the face
+                draw.rectangle([x - 8, top + int(bh * 0.42), x + 8, top + int(bh * 0.5)], fill=accent)
+                draw.ellipse([x - r // 2, head_y + r // 2, x + r // 2, head_y + r + r // 2], fill=accent)
         if motif == "a woman at a grave stele":
             draw.rectangle([cx + 34, top + int(bh * 0.2), cx + 44, top + int(bh * 0.95)], outline=color, width=2)
 
@@ -301,7 +342,7 @@ def generate(root: str | Path, num: int = 32, seed: int = 0, val_fraction: float
         raise ValueError(f"data.val_fraction must lie in (0, 1), got {val_fraction}")
     root = Path(root)
     manifest_path = root / "synthetic.json"
-    params = {"num": num, "seed": seed, "val_fraction": val_fraction, "generator": 1}
+    params = {"num": num, "seed": seed, "val_fraction": val_fraction, "generator": GENERATOR}
     if root.is_dir() and not manifest_path.exists() and any(root.iterdir()):
         # a folder with content but no manifest of ours holds someone's data: never write synthetic vases into it
         raise DataError(f"{root}: holds files that the synthetic generator did not write (no synthetic.json); "

@@ -25,6 +25,7 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from vase.data.synthetic import GENERATOR as SYNTHETIC_GENERATOR
 from vase.errors import ConfigError
 from vase.eval.vqa import evaluate_vqa, protocols_of
 from vase.io import file_lock, read_json
@@ -49,7 +50,8 @@ def sft_key(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
         data["limit_train"] = sft["limit_train"]
     seed = sft.get("seed", plain("seed"))  # `sft.seed` shares one SFT across a sweep's seeds
     spec = {"model": plain("model"), "data": data, "render": render, "sft": sft, "seed": seed,
-            "precision": OmegaConf.select(cfg, "trainer.precision"), "version": 2}
+            "precision": OmegaConf.select(cfg, "trainer.precision"), "version": 2,
+            "synthetic_generator": SYNTHETIC_GENERATOR if data.get("synthetic") else None}
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16], spec
 
 

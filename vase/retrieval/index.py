@@ -25,7 +25,7 @@ from vase.errors import ConfigError
 from vase.io import own_output_dir
 from vase.views import path_key
 
-COLLECTION = "vases"
+COLLECTION = "vases"  # one collection per encoder: vases_<hash of the encoder's name> (their vectors differ in size)
 
 
 def point_id(vase_id: str) -> str:
@@ -35,6 +35,15 @@ def point_id(vase_id: str) -> str:
 def record_text(rec: VaseRecord) -> str:
     """What a neighbour contributes to the prompt: its raw museum metadata line (or its caption without one)."""
     return raw_metadata(rec) if rec.has_dimensions else rec.caption
+
+
+def embed_views(encoder: Any, images: list[Any]) -> torch.Tensor:
+    """One vector per vase: the mean of its views' normalised image embeddings (CLIP's or the view descriptor's),
+    normalised."""
+    f = encoder.encode_images(images)
+    f = f / f.norm(dim=-1, keepdim=True)
+    m = f.mean(0)
+    return m / m.norm()
 
 
 class VaseIndex:
@@ -54,31 +63,28 @@ class VaseIndex:
             own_output_dir(path, "retrieval.index_dir")
             self.client = QdrantClient(path=str(path))
         self.path = path
+        self.collection = f"{COLLECTION}_{hashlib.sha256(str(encoder.name).encode()).hexdigest()[:12]}"
 
     def close(self) -> None:
         self.client.close()
 
     def embed(self, images: list[Any]) -> torch.Tensor:
-        """One vector per vase: the mean of its views' normalised CLIP image embeddings, normalised."""
-        f = self.encoder.encode_images(images)
-        f = f / f.norm(dim=-1, keepdim=True)
-        m = f.mean(0)
-        return m / m.norm()
+        return embed_views(self.encoder, images)
 
     def _ensure(self, dim: int) -> None:
         # lazy: qdrant_client: slow to import, and only this path needs it
         from qdrant_client import models
 
-        if not self.client.collection_exists(COLLECTION):
-            self.client.create_collection(COLLECTION, vectors_config=models.VectorParams(
+        if not self.client.collection_exists(self.collection):
+            self.client.create_collection(self.collection, vectors_config=models.VectorParams(
                 size=dim, distance=models.Distance.COSINE))
 
     def stored_hashes(self) -> dict[str, str]:
-        if not self.client.collection_exists(COLLECTION):
+        if not self.client.collection_exists(self.collection):
             return {}
         out, offset = {}, None
         while True:
-            points, offset = self.client.scroll(COLLECTION, limit=256, offset=offset, with_payload=True)
+            points, offset = self.client.scroll(self.collection, limit=256, offset=offset, with_payload=True)
             out.update({p.payload["id"]: p.payload["hash"] for p in points})
             if offset is None:
                 return out
@@ -105,10 +111,10 @@ class VaseIndex:
             points.append(models.PointStruct(id=point_id(rec.id), vector=vec.tolist(), payload={
                 "id": rec.id, "hash": h, "text": record_text(rec), "caption": rec.caption}))
         if points:
-            self.client.upsert(COLLECTION, points=points)
+            self.client.upsert(self.collection, points=points)
         gone = sorted(set(stored) - {r.id for r in dataset.records})
         if gone:
-            self.client.delete(COLLECTION, points_selector=models.PointIdsList(points=[point_id(v) for v in gone]))
+            self.client.delete(self.collection, points_selector=models.PointIdsList(points=[point_id(v) for v in gone]))
         return {"indexed": len(todo), "unchanged": len(dataset.records) - len(todo), "removed": len(gone)}
 
     def ids(self) -> set[str]:
@@ -119,12 +125,12 @@ class VaseIndex:
         # lazy: qdrant_client: slow to import, and only this path needs it
         from qdrant_client import models
 
-        if k <= 0 or not self.client.collection_exists(COLLECTION):
+        if k <= 0 or not self.client.collection_exists(self.collection):
             return []
         flt = None
         if exclude is not None:
             flt = models.Filter(must_not=[models.FieldCondition(key="id", match=models.MatchValue(value=exclude))])
-        res = self.client.query_points(COLLECTION, query=vector.tolist(), limit=k, query_filter=flt,
+        res = self.client.query_points(self.collection, query=vector.tolist(), limit=k, query_filter=flt,
                                        with_payload=True)
         return [{**p.payload, "score": float(p.score)} for p in res.points]
 

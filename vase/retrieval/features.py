@@ -1,0 +1,75 @@
+"""What the retrieval index compares vases by: a real CLIP's image embeddings, or a descriptor computed from the
+views' pixels alone.
+
+``retrieval.features``:
+
+- ``clip``: the image tower of ``retrieval.clip`` (``metrics.clip``): what to use with a pretrained CLIP
+  (``metrics=paper``), whose embeddings carry what a vase looks like.
+- ``pixels``: :class:`ViewDescriptor`, weight-free: the horizontal bands of a view (mean colour and horizontal edge
+  energy per row band: friezes, frames and ornament bands run around a vase) and its joint colour histogram (added
+  colour, fabric and technique). Nothing is learned, so nothing leaks from validation vases; it is the honest choice
+  where the only CLIP is a random tiny one (the synthetic demos), whose embeddings carry next to nothing.
+- ``auto`` (default): ``pixels`` when the CLIP is vase's tiny random one (``clip.build_tiny``), else ``clip``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from vase.errors import ConfigError
+
+FEATURES = ("auto", "clip", "pixels")
+
+
+class ViewDescriptor:
+    """Bands and colours of a view (see the module's docstring), each block centred and scaled to unit length."""
+
+    def __init__(self, size: int = 128, rows: int = 32, bins: int = 4) -> None:
+        if size % rows:
+            raise ConfigError(f"the view descriptor's rows ({rows}) must divide its size ({size})")
+        self.size, self.rows, self.bins = size, rows, bins
+        self.name = f"vase-view-descriptor-v1-{size}-{rows}-{bins}"  # part of the index's per-vase hash
+
+    def describe(self, image: Any) -> np.ndarray:
+        a = np.asarray(image.convert("RGB").resize((self.size, self.size)), dtype=np.float32) / 255.0
+        band = self.size // self.rows
+        profile = a.reshape(self.rows, band, self.size, 3).mean(axis=(1, 2)).ravel()
+        dx = np.abs(np.diff(a.mean(-1), axis=1))
+        edges = dx.reshape(self.rows, band, self.size - 1).mean(axis=(1, 2))
+        q = np.minimum((a * self.bins).astype(int), self.bins - 1)
+        cells = (q[..., 0] * self.bins + q[..., 1]) * self.bins + q[..., 2]
+        hist = np.bincount(cells.ravel(), minlength=self.bins ** 3).astype(np.float32)
+        blocks = [profile - profile.mean(), edges - edges.mean(), hist / hist.sum() - 1.0 / self.bins ** 3]
+        return np.concatenate([b / (np.linalg.norm(b) + 1e-8) for b in blocks])
+
+    def encode_images(self, images: list[Any]) -> torch.Tensor:
+        return torch.from_numpy(np.stack([self.describe(im) for im in images]))
+
+
+def features_of(retrieval: dict[str, Any]) -> str:
+    """``retrieval.features`` resolved: ``auto`` is ``pixels`` for vase's tiny random CLIP, else ``clip``."""
+    kind = str(retrieval.get("features") or "auto")
+    if kind not in FEATURES:
+        raise ConfigError(f"retrieval.features={kind!r} must be one of {', '.join(FEATURES)}")
+    if kind == "auto":
+        clip = retrieval.get("clip") or {}
+        return "pixels" if clip.get("build_tiny") else "clip"
+    return kind
+
+
+def index_encoder(retrieval: dict[str, Any]) -> Any:
+    """The encoder the index embeds views with (``encode_images`` and ``name``)."""
+    if features_of(retrieval) == "pixels":
+        return ViewDescriptor()
+    # lazy: open_clip / transformers: slow to import, and only this path needs them
+    from omegaconf import DictConfig, OmegaConf
+
+    from vase.metrics.encoders import build_clip_encoder
+
+    clip_cfg = retrieval.get("clip")
+    if clip_cfg is None:
+        raise ConfigError("retrieval.features=clip needs retrieval.clip (the image encoder of the index)")
+    return build_clip_encoder(clip_cfg if isinstance(clip_cfg, DictConfig) else OmegaConf.create(dict(clip_cfg)))
