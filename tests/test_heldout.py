@@ -234,3 +234,40 @@ def test_the_learning_check_reports_the_heldout_rise_beside_the_training_one(tmp
     md = table(v)
     assert "held-out reward, before -> after" in md and f"{h['start']:.3f} -> {h['end']:.3f}" in md and "PASS" in md
     assert heldout_rise(tmp_path / "none") is None
+
+
+def test_an_idea_is_judged_on_paired_held_out_answers_on_every_draw_and_seed(tmp_path: Path) -> None:
+    """The beyond-the-paper verdict (vase.reports.compare): retrieval helps a dimension only where the paired interval
+    of (with - without) lies above 0 on every draw and seed; one group without a difference is "not shown"; a group
+    below 0 is "hurt"; a sweep that is no such comparison gets no verdict."""
+    from vase.reports.compare import write_comparison
+
+    def sweep(name: str, with_k3: dict[tuple[int, int], dict[str, int]]) -> Path:
+        root = tmp_path / name
+        n = 0
+        for (draw, seed), right in with_k3.items():
+            for k, r in (("0", {"attribution": 60, "dating": 60}), ("3", right)):
+                _job(root, n, [f"data.synthetic.seed={draw}", f"retrieval.k={k}", f"seed={seed}"],
+                     _result(r, n=240), _result({}, n=240))
+                n += 1
+        return root
+
+    groups = [(0, 1), (0, 2), (5, 1), (5, 2)]
+    good = write_comparison(sweep("good", {g: {"attribution": 150, "dating": 120} for g in groups}))
+    assert good["held"] is True and good["groups"] == ["draw 0, seed 1", "draw 0, seed 2", "draw 5, seed 1",
+                                                       "draw 5, seed 2"]
+    s = good["dimensions"]["attribution"]["groups"]["draw 5, seed 2"]
+    assert (s["off"], s["on"]) == (0.25, 0.625) and s["lo"] > 0.3
+    md = (tmp_path / "good" / "compare.md").read_text()
+    assert "| attribution | draw 0, seed 1 | 25.0 % | 62.5 % | +37.5 [" in md and "- dating: **helped**" in md
+    mixed = {g: {"attribution": 150, "dating": 120} for g in groups}
+    mixed[(5, 2)] = {"attribution": 60, "dating": 20}  # one seed on one draw: no gain, and dating worse
+    v = write_comparison(sweep("mixed", mixed))
+    assert v["held"] is False and not v["dimensions"]["attribution"]["helped"]
+    assert not v["dimensions"]["attribution"]["hurt"] and v["dimensions"]["dating"]["hurt"]
+    assert "- attribution: **not shown to help**" in (tmp_path / "mixed" / "compare.md").read_text()
+    # a sweep of something else (a reward weight) is no comparison of an idea
+    other = tmp_path / "other"
+    for n, w in enumerate(("0", "0.6")):
+        _job(other, n, [f"reward.weights.shape={w}"], _result({}, n=24), _result({}, n=24))
+    assert write_comparison(other) is None and not (other / "compare.md").exists()

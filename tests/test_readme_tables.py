@@ -50,3 +50,20 @@ def test_tables_are_rebuilt_from_the_newest_results_and_check_says_when_stale(tm
     readme.write_text("<!-- vase:table sanity -->\nkeep\n<!-- vase:end -->\n")
     assert main(["--readme", str(readme), "--logs", str(tmp_path / "none")]) == 0
     assert readme.read_text() == "<!-- vase:table sanity -->\nkeep\n<!-- vase:end -->\n"
+
+
+def test_the_beyond_table_comes_from_the_newest_comparison_as_it_ships(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    for name, overrides, diff in (("2026-11-27_12-00-00", ["experiment=beyond_retrieval"], "+12.5"),
+                                  ("2026-11-27_13-00-00", ["experiment=beyond_retrieval", "retrieval.k=0,5"], "+99.0")):
+        d = logs / "beyond_retrieval" / "multiruns" / name
+        d.mkdir(parents=True)
+        (d / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n" + "".join(f"    - {o}\n" for o in overrides))
+        (d / "compare.json").write_text(json.dumps({"table": f"| attribution | draw 0, seed 1 | {diff} |",
+                                                    "machine": MACHINE}))
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- vase:table beyond -->\nnot run yet\n<!-- vase:end -->\n")
+    assert main(["--readme", str(readme), "--logs", str(logs)]) == 0
+    text = readme.read_text()
+    assert "| attribution | draw 0, seed 1 | +12.5 |" in text and "+99.0" not in text and "not run yet" not in text
+    assert "`python train.py -m experiment=beyond_retrieval`" in text

@@ -156,14 +156,19 @@ def test_the_painters_hand_is_visible_a_classifier_on_views_beats_the_majority(p
 
 
 def test_retrieval_features_auto_picks_pixels_for_the_tiny_random_clip() -> None:
+    from vase.data.datamodule import VaseDataModule
     from vase.errors import ConfigError
-    from vase.retrieval.features import ViewDescriptor, features_of, index_encoder
+    from vase.retrieval.features import ViewDescriptor, features_of
 
     assert features_of({"clip": {"build_tiny": True}}) == "pixels"
     assert features_of({"clip": {"build_tiny": False, "model": "openai/clip-vit-base-patch32"}}) == "clip"
     assert features_of({"features": "clip", "clip": {"build_tiny": True}}) == "clip"
-    assert isinstance(index_encoder({"features": "pixels"}), ViewDescriptor)
     with pytest.raises(ConfigError, match="retrieval.features='sift'"):
         features_of({"features": "sift"})
+
+    def encoder(retrieval: dict):
+        return VaseDataModule("/nonexistent", render={"enabled": False}, retrieval=retrieval).index_encoder()
+
+    assert isinstance(encoder({"k": 3, "features": "pixels"}), ViewDescriptor)
     with pytest.raises(ConfigError, match="needs retrieval.clip"):
-        index_encoder({"features": "clip"})
+        encoder({"k": 3, "features": "clip"})

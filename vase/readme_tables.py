@@ -8,7 +8,8 @@ lines between them from the newest finished results of that kind and notes the m
 
 - ``sanity``: ``logs/grpo_sanity/*/sanity.json`` (``make grpo-sanity``; the newest plain check and the newest of
   each negative control, one row per seed);
-- ``ablation``: ``logs/ablation_demo/multiruns/*/ablation.json`` (``make ablation-demo``; its tables and verdicts).
+- ``ablation``: ``logs/ablation_demo/multiruns/*/ablation.json`` (``make ablation-demo``; its tables and verdicts);
+- ``beyond``: ``logs/beyond_<idea>/multiruns/*/compare.json`` (``make beyond-demo``; each idea's comparison).
 
 A table whose results are missing is left as it is, and said so.
 """
@@ -91,7 +92,25 @@ def _command_overrides(sweep: Path) -> list[str] | None:
         return None
 
 
-TABLES = {"sanity": sanity_table, "ablation": ablation_table}
+def beyond_table(log_dir: Path) -> str | None:
+    """Per idea of the beyond-the-paper comparisons (vase.reports.compare.IDEAS), the newest ``compare.json`` of
+    ``make beyond-demo`` as it ships (``experiment=beyond_<idea>``, no other override): its table and verdicts."""
+    # lazy: vase.reports pulls the sweep machinery, which only this table needs
+    from vase.reports.compare import IDEAS
+
+    parts = []
+    for name, idea in IDEAS.items():
+        path = _newest([p for p in sorted(log_dir.glob(f"beyond_{name}/multiruns/*/compare.json"))
+                        if _command_overrides(p.parent) == [f"experiment=beyond_{name}"]])
+        if path is None:
+            continue
+        v = read_json(path)
+        parts.append(f"**{idea.label[0].upper() + idea.label[1:]}** (`python train.py -m experiment=beyond_{name}`)\n\n"
+                     f"{v['table']}\n\nFrom `{path.parent.relative_to(log_dir.parent)}` ({_machine(v.get('machine'))}).\n")
+    return "\n".join(parts) if parts else None
+
+
+TABLES = {"sanity": sanity_table, "ablation": ablation_table, "beyond": beyond_table}
 
 
 def rewrite(text: str, log_dir: Path) -> tuple[str, dict[str, str]]:

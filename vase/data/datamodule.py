@@ -9,16 +9,18 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from omegaconf import OmegaConf
 from torch.utils.data import DataLoader, Dataset
 
 from vase.data.dataset import VIEWS, VaseDataset, VaseExample, VideoFrames, models_to_render
 from vase.data.layouts import detect_layout, load_split, read_records
 from vase.data.loader import ResumableLoader, ResumableSampler
 from vase.data.synthetic import SHAPE_SPECS, generate
-from vase.errors import DataError
+from vase.errors import ConfigError, DataError
 from vase.io import atomic_write_json, file_lock, own_output_dir, read_json
+from vase.metrics.encoders import build_clip_encoder
 from vase.render import RenderSettings, render_dataset
-from vase.retrieval.features import index_encoder
+from vase.retrieval.features import ViewDescriptor, features_of
 from vase.retrieval.index import Retriever, VaseIndex, index_dir
 from vase.tasks import DATA_TASKS, SAMPLES
 from vase.tasks import zoom as zoom_task
@@ -338,12 +340,22 @@ class VaseDataModule(pl.LightningDataModule):
                                     f"vase(s) lack some ({', '.join(lacking[:5])}); give them metadata (a raw museum "
                                     f"line) or train these with stage=sft")
 
+    def index_encoder(self) -> Any:
+        """What the retrieval index embeds views with (``encode_images`` and ``name``): ``retrieval.features``."""
+        r = self.retrieval
+        if features_of(r) == "pixels":
+            return ViewDescriptor()
+        clip_cfg = r.get("clip")
+        if clip_cfg is None:
+            raise ConfigError("retrieval.features=clip needs retrieval.clip (the image encoder of the index)")
+        return build_clip_encoder(OmegaConf.create(dict(clip_cfg)) if isinstance(clip_cfg, dict) else clip_cfg)
+
     def attach_retrieval(self) -> dict[str, int]:
         """Index the training vases (incrementally) and give every vase of both splits the prompt context of its
         ``retrieval.k`` nearest training vases: never itself, never a validation vase (only training vases are
         indexed). Contexts are computed here, once, so DataLoader workers need neither the index nor the encoder."""
         r = self.retrieval
-        encoder = index_encoder(r)
+        encoder = self.index_encoder()
         where = index_dir(r.get("index_dir"), self.root, self.owns_root, self.split.get("cache_dir")
                           or self.render.get("cache_dir"))
 

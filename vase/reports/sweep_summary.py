@@ -30,6 +30,7 @@ from vase.errors import ConfigError
 from vase.eval.stats import format_heldout, heldout_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 from vase.reports.ablation import write_ablation_report
+from vase.reports.compare import write_comparison
 from vase.reports.jobs import _heldout, _job_dirs, _overrides, job_row
 from vase.runs import finish_sweep, note_multirun
 
@@ -285,6 +286,8 @@ class SweepSummary(Callback):
         paths = write_sweep_summary(sweep_dir)
         if write_ablation_report(sweep_dir) is not None:
             print(f"ablation report: {sweep_dir / 'ablation.md'}")
+        if write_comparison(sweep_dir) is not None:
+            print(f"comparison: {sweep_dir / 'compare.md'}")
         data = read_json(paths["json"])
         try:
             _log_to_wandb(config, sweep_dir, data["jobs"], data["columns"])

@@ -58,18 +58,3 @@ def features_of(retrieval: dict[str, Any]) -> str:
         clip = retrieval.get("clip") or {}
         return "pixels" if clip.get("build_tiny") else "clip"
     return kind
-
-
-def index_encoder(retrieval: dict[str, Any]) -> Any:
-    """The encoder the index embeds views with (``encode_images`` and ``name``)."""
-    if features_of(retrieval) == "pixels":
-        return ViewDescriptor()
-    # lazy: open_clip / transformers: slow to import, and only this path needs them
-    from omegaconf import DictConfig, OmegaConf
-
-    from vase.metrics.encoders import build_clip_encoder
-
-    clip_cfg = retrieval.get("clip")
-    if clip_cfg is None:
-        raise ConfigError("retrieval.features=clip needs retrieval.clip (the image encoder of the index)")
-    return build_clip_encoder(clip_cfg if isinstance(clip_cfg, DictConfig) else OmegaConf.create(dict(clip_cfg)))

@@ -1,0 +1,116 @@
+"""A beyond-the-paper idea against the same pipeline without it, on held-out vases: the verdict of a sweep over one
+switch (``retrieval.k=0,3``, ...) across data draws and seeds.
+
+Each job scored its held-out answers with its own reward terms (``evaluate.heldout=true``: ``heldout_reward.json``,
+each answer's values by id). Within one draw and seed, the job with the idea and the job without it answered the same
+held-out questions, so their difference on each target dimension is paired by answer id, with a 95 % bootstrap
+interval (:func:`vase.eval.stats.heldout_difference`). The idea helps a dimension when that interval lies above 0 on
+every draw and seed; it hurts when it lies below 0 on any. Writes ``compare.md`` and ``compare.json`` beside the
+sweep's summary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vase.eval.stats import heldout_difference
+from vase.io import atomic_write_json, atomic_write_text
+from vase.reports.jobs import _heldout, _job_dirs, _overrides
+from vase.runs import machine_stamp
+
+DRAW_KEY = "data.synthetic.seed"
+
+
+@dataclass(frozen=True)
+class Idea:
+    """One idea's switch (the swept key, its value without and with the idea) and what it is meant to help."""
+
+    key: str
+    off: str
+    on: str
+    targets: tuple[str, ...]
+    label: str
+
+
+IDEAS: dict[str, Idea] = {
+    "retrieval": Idea("retrieval.k", "0", "3", ("attribution", "dating"),
+                      "retrieval (the 3 nearest training vases' metadata in the prompt)"),
+}
+
+
+def idea_of(overrides: dict[Path, dict[str, str]]) -> Idea | None:
+    """The idea a sweep compares: the one whose key takes both its values among the jobs."""
+    for idea in IDEAS.values():
+        values = {o.get(idea.key) for o in overrides.values()}
+        if {idea.off, idea.on} <= values:
+            return idea
+    return None
+
+
+def comparison_verdict(pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]],
+                       targets: tuple[str, ...]) -> dict[str, Any]:
+    """``pairs``: per draw and seed, (held-out result without the idea, with it). Per target dimension and group:
+    both rates and the paired difference with its interval; ``helped``: above 0 on every group; ``hurt``: below 0
+    on some group."""
+    per_dim: dict[str, dict[str, Any]] = {}
+    for d in targets:
+        groups = {}
+        for g, (off, on) in pairs.items():
+            if d not in off.get("pass", {}) or d not in on.get("pass", {}):
+                continue
+            key = f"{on['term_of_dimension'][d]}_pass"
+            groups[g] = {"off": off["pass"][d]["mean"], "on": on["pass"][d]["mean"],
+                         **heldout_difference(on, off, key)}
+        per_dim[d] = {"groups": groups,
+                      "helped": bool(groups) and len(groups) == len(pairs) and all(v["lo"] > 0 for v in groups.values()),
+                      "hurt": any(v["hi"] < 0 for v in groups.values())}
+    return {"dimensions": per_dim, "groups": sorted(pairs),
+            "held": bool(per_dim) and all(v["helped"] for v in per_dim.values()),
+            "rule": "paired 95 % bootstrap interval of (with - without) above 0 on every draw and seed"}
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def comparison_lines(idea: Idea, verdict: dict[str, Any]) -> list[str]:
+    lines = [f"# {idea.label} against the same pipeline without it (`{idea.key}={idea.off}` vs `{idea.on}`)", "",
+             "| dimension | draw, seed | without | with | with - without, points [95 % CI] |", "|---|---|---:|---:|---|"]
+    for d, v in verdict["dimensions"].items():
+        for g, s in v["groups"].items():
+            lines.append(f"| {d} | {g} | {_pct(s['off'])} | {_pct(s['on'])} | "
+                         f"{100 * s['diff']:+.1f} [{100 * s['lo']:+.1f}, {100 * s['hi']:+.1f}] |")
+    lines.append("")
+    for d, v in verdict["dimensions"].items():
+        state = "**helped**" if v["helped"] else "**hurt**" if v["hurt"] else "**not shown to help**"
+        lines.append(f"- {d}: {state} ({verdict['rule']})")
+    return lines
+
+
+def write_comparison(sweep_dir: str | Path) -> dict[str, Any] | None:
+    """``compare.md`` / ``compare.json`` for a sweep over one idea's switch; None when the sweep is no such
+    comparison (or its jobs have no held-out results)."""
+    sweep_dir = Path(sweep_dir)
+    jobs = [j for j in _job_dirs(sweep_dir) if _heldout(j)[0] is not None]
+    ov = {j: _overrides(j) for j in jobs}
+    idea = idea_of(ov)
+    if idea is None:
+        return None
+    pairs: dict[str, dict[str, dict[str, Any]]] = {}
+    for j in jobs:
+        value = ov[j].get(idea.key)
+        if value in (idea.off, idea.on):
+            group = f"draw {ov[j].get(DRAW_KEY, '-')}, seed {ov[j].get('seed', '-')}"
+            pairs.setdefault(group, {})[value] = _heldout(j)[0]
+    complete = {g: (p[idea.off], p[idea.on]) for g, p in pairs.items() if idea.off in p and idea.on in p}
+    if not complete:
+        return None
+    verdict = {"idea": idea.label, "key": idea.key, "off": idea.off, "on": idea.on,
+               **comparison_verdict(complete, idea.targets), "machine": machine_stamp()}
+    lines = comparison_lines(idea, verdict)
+    atomic_write_text(sweep_dir / "compare.md", "\n".join(lines) + "\n")
+    verdict["table"] = "\n".join(lines[2:])
+    atomic_write_json(sweep_dir / "compare.json", verdict)
+    return verdict
