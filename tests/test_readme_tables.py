@@ -21,6 +21,13 @@ def _sanity(logs: Path, name: str, rises: dict[str, float], control: str | None)
                                                "machine": MACHINE}))
 
 
+def _sweep(d: Path, overrides: list[str], results: str, table: str) -> None:
+    """A finished sweep as Hydra and vase leave it: its command's overrides and a results file with a table."""
+    d.mkdir(parents=True)
+    (d / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n" + "".join(f"    - {o}\n" for o in overrides))
+    (d / results).write_text(json.dumps({"table": table, "machine": MACHINE}))
+
+
 def test_tables_are_rebuilt_from_the_newest_results_and_check_says_when_stale(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     _sanity(logs, "2026-11-25_10-00-00", {"1": 0.1, "2": 0.1}, None)      # older: not used
@@ -29,11 +36,8 @@ def test_tables_are_rebuilt_from_the_newest_results_and_check_says_when_stale(tm
     for name, overrides, shape in (("2026-11-26_12-00-00", ["experiment=ablation_demo"], "72.1"),
                                    # newer, but a probe with its own settings: never the README's table
                                    ("2026-11-26_13-00-00", ["experiment=ablation_demo", "stage.module.beta=0.2"], "99.9")):
-        abl = logs / "ablation_demo" / "multiruns" / name
-        abl.mkdir(parents=True)
-        (abl / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n" + "".join(f"    - {o}\n" for o in overrides))
-        (abl / "ablation.json").write_text(json.dumps({"table": f"| run | Shape |\n|---|---|\n| SFT | {shape} % |",
-                                                       "machine": MACHINE}))
+        _sweep(logs / "ablation_demo" / "multiruns" / name, overrides, "ablation.json",
+               f"| run | Shape |\n|---|---|\n| SFT | {shape} % |")
     readme = tmp_path / "README.md"
     readme.write_text("intro\n<!-- vase:table sanity -->\nold numbers\n<!-- vase:end -->\nmiddle\n"
                       "<!-- vase:table ablation -->\n<!-- vase:end -->\nend\n")
@@ -56,11 +60,8 @@ def test_the_beyond_table_comes_from_the_newest_comparison_as_it_ships(tmp_path:
     logs = tmp_path / "logs"
     for name, overrides, diff in (("2026-11-27_12-00-00", ["experiment=beyond_retrieval"], "+12.5"),
                                   ("2026-11-27_13-00-00", ["experiment=beyond_retrieval", "retrieval.k=0,5"], "+99.0")):
-        d = logs / "beyond_retrieval" / "multiruns" / name
-        d.mkdir(parents=True)
-        (d / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n" + "".join(f"    - {o}\n" for o in overrides))
-        (d / "compare.json").write_text(json.dumps({"table": f"| attribution | draw 0, seed 1 | {diff} |",
-                                                    "machine": MACHINE}))
+        _sweep(logs / "beyond_retrieval" / "multiruns" / name, overrides, "compare.json",
+               f"| attribution | draw 0, seed 1 | {diff} |")
     readme = tmp_path / "README.md"
     readme.write_text("<!-- vase:table beyond -->\nnot run yet\n<!-- vase:end -->\n")
     assert main(["--readme", str(readme), "--logs", str(logs)]) == 0
