@@ -259,13 +259,24 @@ def test_an_idea_is_judged_on_paired_held_out_answers_on_every_draw_and_seed(tmp
     s = good["dimensions"]["attribution"]["groups"]["draw 5, seed 2"]
     assert (s["off"], s["on"]) == (0.25, 0.625) and s["lo"] > 0.3
     md = (tmp_path / "good" / "compare.md").read_text()
-    assert "| attribution | draw 0, seed 1 | 25.0 % | 62.5 % | +37.5 [" in md and "- dating: **helped**" in md
+    assert "| **attribution** (target) | draw 0, seed 1 | 25.0 % | 62.5 % | +37.5 [" in md
+    assert "- dating (target): **helped**" in md and "- shape: **not shown to help**" in md  # reported, not judged
+    assert "Verdict on the targets (attribution, dating; " in md and "**held**." in md
     mixed = {g: {"attribution": 150, "dating": 120} for g in groups}
     mixed[(5, 2)] = {"attribution": 60, "dating": 20}  # one seed on one draw: no gain, and dating worse
     v = write_comparison(sweep("mixed", mixed))
     assert v["held"] is False and not v["dimensions"]["attribution"]["helped"]
     assert not v["dimensions"]["attribution"]["hurt"] and v["dimensions"]["dating"]["hurt"]
-    assert "- attribution: **not shown to help**" in (tmp_path / "mixed" / "compare.md").read_text()
+    assert "- attribution (target): **not shown to help**" in (tmp_path / "mixed" / "compare.md").read_text()
+    # a probe of another value beside the idea's own: judged on its own, the shipped value stays the verdict
+    probe = tmp_path / "probe"
+    for n, (k, right) in enumerate((("0", 60), ("1", 90), ("3", 150))):
+        _job(probe, n, ["data.synthetic.seed=0", f"retrieval.k={k}", "seed=1"],
+             _result({"attribution": right, "dating": right}, n=240), _result({}, n=240))
+    v = write_comparison(probe)
+    assert v["on"] == "3" and v["held"] and v["probes"]["1"]["dimensions"]["attribution"]["groups"]["draw 0, seed 1"][
+        "on"] == 0.375
+    assert "`retrieval.k=1` against `retrieval.k=0`" in (probe / "compare.md").read_text()
     # a sweep of something else (a reward weight) is no comparison of an idea
     other = tmp_path / "other"
     for n, w in enumerate(("0", "0.6")):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vase.annotate.vocab import DIMENSIONS
 from vase.eval.stats import heldout_difference
 from vase.io import atomic_write_json, atomic_write_text
 from vase.reports.jobs import _heldout, _job_dirs, _overrides
@@ -41,21 +42,21 @@ IDEAS: dict[str, Idea] = {
 
 
 def idea_of(overrides: dict[Path, dict[str, str]]) -> Idea | None:
-    """The idea a sweep compares: the one whose key takes both its values among the jobs."""
+    """The idea a sweep compares: the one whose key takes its value without the idea and at least one other."""
     for idea in IDEAS.values():
         values = {o.get(idea.key) for o in overrides.values()}
-        if {idea.off, idea.on} <= values:
+        if idea.off in values and len(values - {idea.off, None}) >= 1:
             return idea
     return None
 
 
 def comparison_verdict(pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]],
                        targets: tuple[str, ...]) -> dict[str, Any]:
-    """``pairs``: per draw and seed, (held-out result without the idea, with it). Per target dimension and group:
-    both rates and the paired difference with its interval; ``helped``: above 0 on every group; ``hurt``: below 0
-    on some group."""
+    """``pairs``: per draw and seed, (held-out result without the idea, with it). Per dimension the answers state
+    and group: both rates and the paired difference with its interval; ``helped``: above 0 on every group; ``hurt``:
+    below 0 on some group. The verdict (``held``) is on the target dimensions; the others are reported beside it."""
     per_dim: dict[str, dict[str, Any]] = {}
-    for d in targets:
+    for d in DIMENSIONS:
         groups = {}
         for g, (off, on) in pairs.items():
             if d not in off.get("pass", {}) or d not in on.get("pass", {}):
@@ -63,11 +64,13 @@ def comparison_verdict(pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]],
             key = f"{on['term_of_dimension'][d]}_pass"
             groups[g] = {"off": off["pass"][d]["mean"], "on": on["pass"][d]["mean"],
                          **heldout_difference(on, off, key)}
-        per_dim[d] = {"groups": groups,
-                      "helped": bool(groups) and len(groups) == len(pairs) and all(v["lo"] > 0 for v in groups.values()),
-                      "hurt": any(v["hi"] < 0 for v in groups.values())}
-    return {"dimensions": per_dim, "groups": sorted(pairs),
-            "held": bool(per_dim) and all(v["helped"] for v in per_dim.values()),
+        if groups:
+            per_dim[d] = {"target": d in targets, "groups": groups,
+                          "helped": len(groups) == len(pairs) and all(v["lo"] > 0 for v in groups.values()),
+                          "hurt": any(v["hi"] < 0 for v in groups.values())}
+    aimed = [v for d, v in per_dim.items() if v["target"]]
+    return {"dimensions": per_dim, "groups": sorted(pairs), "targets": list(targets),
+            "held": bool(aimed) and len(aimed) == len(targets) and all(v["helped"] for v in aimed),
             "rule": "paired 95 % bootstrap interval of (with - without) above 0 on every draw and seed"}
 
 
@@ -75,23 +78,28 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f} %"
 
 
-def comparison_lines(idea: Idea, verdict: dict[str, Any]) -> list[str]:
-    lines = [f"# {idea.label} against the same pipeline without it (`{idea.key}={idea.off}` vs `{idea.on}`)", "",
+def comparison_lines(idea: Idea, on: str, verdict: dict[str, Any]) -> list[str]:
+    lines = [f"## {idea.label}: `{idea.key}={on}` against `{idea.key}={idea.off}`", "",
              "| dimension | draw, seed | without | with | with - without, points [95 % CI] |", "|---|---|---:|---:|---|"]
-    for d, v in verdict["dimensions"].items():
+    ordered = sorted(verdict["dimensions"].items(), key=lambda kv: not kv[1]["target"])
+    for d, v in ordered:
+        name = f"**{d}** (target)" if v["target"] else d
         for g, s in v["groups"].items():
-            lines.append(f"| {d} | {g} | {_pct(s['off'])} | {_pct(s['on'])} | "
+            lines.append(f"| {name} | {g} | {_pct(s['off'])} | {_pct(s['on'])} | "
                          f"{100 * s['diff']:+.1f} [{100 * s['lo']:+.1f}, {100 * s['hi']:+.1f}] |")
     lines.append("")
-    for d, v in verdict["dimensions"].items():
+    for d, v in ordered:
         state = "**helped**" if v["helped"] else "**hurt**" if v["hurt"] else "**not shown to help**"
-        lines.append(f"- {d}: {state} ({verdict['rule']})")
+        lines.append(f"- {d}{' (target)' if v['target'] else ''}: {state}")
+    lines.append(f"\nVerdict on the targets ({', '.join(verdict['targets'])}; {verdict['rule']}): "
+                 f"**{'held' if verdict['held'] else 'not held'}**.")
     return lines
 
 
 def write_comparison(sweep_dir: str | Path) -> dict[str, Any] | None:
-    """``compare.md`` / ``compare.json`` for a sweep over one idea's switch; None when the sweep is no such
-    comparison (or its jobs have no held-out results)."""
+    """``compare.md`` / ``compare.json`` for a sweep over one idea's switch (each value other than the one without
+    the idea against it; the idea's own value, ``Idea.on``, is the verdict, others are probes); None when the sweep is
+    no such comparison (or its jobs have no held-out results)."""
     sweep_dir = Path(sweep_dir)
     jobs = [j for j in _job_dirs(sweep_dir) if _heldout(j)[0] is not None]
     ov = {j: _overrides(j) for j in jobs}
@@ -100,17 +108,23 @@ def write_comparison(sweep_dir: str | Path) -> dict[str, Any] | None:
         return None
     pairs: dict[str, dict[str, dict[str, Any]]] = {}
     for j in jobs:
-        value = ov[j].get(idea.key)
-        if value in (idea.off, idea.on):
-            group = f"draw {ov[j].get(DRAW_KEY, '-')}, seed {ov[j].get('seed', '-')}"
-            pairs.setdefault(group, {})[value] = _heldout(j)[0]
-    complete = {g: (p[idea.off], p[idea.on]) for g, p in pairs.items() if idea.off in p and idea.on in p}
-    if not complete:
+        group = f"draw {ov[j].get(DRAW_KEY, '-')}, seed {ov[j].get('seed', '-')}"
+        pairs.setdefault(group, {})[ov[j].get(idea.key)] = _heldout(j)[0]
+    values = sorted({v for p in pairs.values() for v in p} - {idea.off, None})
+    found = {}
+    for v in values:
+        complete = {g: (p[idea.off], p[v]) for g, p in pairs.items() if idea.off in p and v in p}
+        if complete:
+            found[v] = comparison_verdict(complete, idea.targets)
+    if not found:
         return None
-    verdict = {"idea": idea.label, "key": idea.key, "off": idea.off, "on": idea.on,
-               **comparison_verdict(complete, idea.targets), "machine": machine_stamp()}
-    lines = comparison_lines(idea, verdict)
-    atomic_write_text(sweep_dir / "compare.md", "\n".join(lines) + "\n")
-    verdict["table"] = "\n".join(lines[2:])
+    on = idea.on if idea.on in found else values[0]
+    verdict = {"idea": idea.label, "key": idea.key, "off": idea.off, "on": on, **found[on],
+               "probes": {v: r for v, r in found.items() if v != on}, "machine": machine_stamp()}
+    lines = [f"# {idea.label} against the same pipeline without it", ""]
+    for v in [on, *verdict["probes"]]:
+        lines += comparison_lines(idea, v, found[v]) + [""]
+    atomic_write_text(sweep_dir / "compare.md", "\n".join(lines))
+    verdict["table"] = "\n".join(comparison_lines(idea, on, found[on])[2:])
     atomic_write_json(sweep_dir / "compare.json", verdict)
     return verdict

@@ -303,6 +303,8 @@ def _main(argv: list[str]) -> int:
     print(write_sweep_summary(argv[0])["md"])
     if write_ablation_report(argv[0]) is not None:
         print(Path(argv[0]) / "ablation.md")
+    if write_comparison(argv[0]) is not None:
+        print(Path(argv[0]) / "compare.md")
     return 0
 
 
