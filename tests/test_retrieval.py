@@ -172,3 +172,43 @@ def test_retrieval_features_auto_picks_pixels_for_the_tiny_random_clip() -> None
     assert isinstance(encoder({"k": 3, "features": "pixels"}), ViewDescriptor)
     with pytest.raises(ConfigError, match="needs retrieval.clip"):
         encoder({"k": 3, "features": "clip"})
+
+
+def test_with_format_asked_a_question_sees_only_its_dimensions_neighbour_values(synthetic_root: Path,
+                                                                                tmp_path: Path) -> None:
+    """retrieval.format=asked (the cure for the tiny model answering a neighbour's line to every question): each QA
+    and multiple-choice prompt, in training, held-out answers and VQA alike, carries only the asked dimension's value
+    of each neighbour; the caption keeps the whole lines; the neighbours are the same."""
+
+    from vase.annotate.vocab import DIMENSIONS
+    from vase.data.datamodule import samples_for
+    from vase.eval.generate import caption_items
+    from vase.eval.heldout import heldout_items
+    from vase.eval.vqa import vqa_items
+
+    dm = _dm(synthetic_root, tmp_path)
+    dm.retrieval["format"] = "asked"
+    dm.setup()
+    rec, ex = dm.val_set.records[0], dm.val_set[0]
+    ctx = dm.val_set.contexts[rec.id]
+    found = [line.split(". ", 1)[1] for line in ctx.splitlines()[1:] if line[:1].isdigit()]
+    assert len(found) == 3
+    for s in samples_for(ex, "all"):
+        if s.dimension in DIMENSIONS:  # QA and multiple choice
+            head = s.prompt.split("\n\n")[0]
+            assert head.startswith("Similar vases in the collection: ") and "Fabric:" not in head, s.prompt
+            shape = {"shape": r"Shape: ", "technique": "Technique: "}.get(s.dimension)
+            if shape:  # the asked values are the neighbours' own (upper-case in the raw lines)
+                vals = [f.split(shape)[1].split(";")[0].lower() for f in found]
+                assert head.removeprefix("Similar vases in the collection: ").rstrip(".").lower().split("; ") == vals
+        else:
+            assert s.prompt.startswith(ctx)  # the caption: whole lines
+    assert caption_items(dm.val_set)[0].prompt.startswith(ctx)
+    items = [it for it in vqa_items(dm.val_set, "open") if it.id.startswith(rec.id)]
+    assert all(it.prompt.startswith(dm.val_set.asked_of(0)[it.extra["dimension"]]) for it in items)
+    held, _ = heldout_items(dm.val_set, "qa")
+    assert held[0].prompt.startswith(dm.val_set.asked_of(0)[held[0].id.split("#")[1]])
+    with pytest.raises(Exception, match="retrieval.format='json'"):
+        bad = _dm(synthetic_root, tmp_path / "bad")
+        bad.retrieval["format"] = "json"
+        bad.setup()

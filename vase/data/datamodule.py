@@ -355,6 +355,9 @@ class VaseDataModule(pl.LightningDataModule):
         ``retrieval.k`` nearest training vases: never itself, never a validation vase (only training vases are
         indexed). Contexts are computed here, once, so DataLoader workers need neither the index nor the encoder."""
         r = self.retrieval
+        fmt = str(r.get("format") or "lines")
+        if fmt not in ("lines", "asked"):
+            raise ConfigError(f"retrieval.format={fmt!r} must be lines or asked")
         encoder = self.index_encoder()
         where = index_dir(r.get("index_dir"), self.root, self.owns_root, self.split.get("cache_dir")
                           or self.render.get("cache_dir"))
@@ -370,6 +373,9 @@ class VaseDataModule(pl.LightningDataModule):
                 retriever = Retriever(index, int(r["k"]))
                 for ds in (self.train_set, self.val_set):
                     ds.contexts = {rec.id: retriever.context(rec, ds[i].images) for i, rec in enumerate(ds.records)}
+                    if fmt == "asked":  # a question sees only its dimension's values of the neighbours
+                        ds.asked_contexts = {rec.id: retriever.asked_context(rec, ds[i].images)
+                                             for i, rec in enumerate(ds.records)}
             finally:
                 index.close()
         log.info("retrieval index %s: %s", where, counts)

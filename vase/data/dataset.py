@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from PIL import Image, UnidentifiedImageError
@@ -138,6 +138,8 @@ class VaseExample:
     record: VaseRecord
     images: list[Image.Image]
     context: str = ""  # text put before every prompt of this vase (retrieved neighbours), "" when none
+    # per dimension, the context of a question about it (retrieval.format=asked); a dimension not here gets `context`
+    asked: dict[str, str] = field(default_factory=dict)
 
 
 class VaseDataset:
@@ -159,6 +161,7 @@ class VaseDataset:
         self.modality = modality
         self.max_video_frames = max_video_frames
         self.contexts: dict[str, str] = {}  # vase id -> prompt context (vase.retrieval), filled by the data module
+        self.asked_contexts: dict[str, dict[str, str]] = {}  # vase id -> dimension -> a question's context (asked)
         self.image_roots = [Path(r) for r in image_roots] if image_roots else [self.root]
         if records is None:
             records = load_annotations(self.root / "annotations" / f"{split}.json")
@@ -189,13 +192,19 @@ class VaseDataset:
 
     def __getitem__(self, i: int) -> VaseExample:
         rec = self.records[i]
-        ctx = self.contexts.get(rec.id, "")
+        ctx, asked = self.contexts.get(rec.id, ""), self.asked_contexts.get(rec.id, {})
         if rec.images or rec.videos:
-            return VaseExample(rec, load_media(rec, self.max_video_frames), ctx)
+            return VaseExample(rec, load_media(rec, self.max_video_frames), ctx, asked)
         if self.modality == "orbit":
-            return VaseExample(rec, load_orbit(self.image_roots, rec.id), ctx)
-        return VaseExample(rec, load_views(self.image_roots, rec.id, self.views), ctx)
+            return VaseExample(rec, load_orbit(self.image_roots, rec.id), ctx, asked)
+        return VaseExample(rec, load_views(self.image_roots, rec.id, self.views), ctx, asked)
 
-    def context_of(self, i: int) -> str:
-        """The prompt context of vase ``i`` (retrieved neighbours), without reading its images."""
-        return self.contexts.get(self.records[i].id, "")
+    def context_of(self, i: int, dim: str | None = None) -> str:
+        """The prompt context of vase ``i`` (retrieved neighbours), without reading its images; with ``dim``, that
+        of a question about it (``retrieval.format=asked``), else the vase's."""
+        rec_id = self.records[i].id
+        asked = self.asked_contexts.get(rec_id, {})
+        return asked[dim] if dim in asked else self.contexts.get(rec_id, "")
+
+    def asked_of(self, i: int) -> dict[str, str]:
+        return self.asked_contexts.get(self.records[i].id, {})

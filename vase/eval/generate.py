@@ -35,9 +35,12 @@ def caption_items(dataset: VaseDataset, prompt: str = CAPTION_PROMPT) -> list[Ge
                            system=rec.system) for i, rec in enumerate(dataset.records)]
 
 
-def prompt_context(dataset: Any, i: int) -> str:
-    """Retrieved neighbours' metadata for vase ``i`` (retrieval.k), as in training; "" without retrieval."""
-    return dataset.context_of(i) if hasattr(dataset, "context_of") else ""
+def prompt_context(dataset: Any, i: int, dim: str | None = None) -> str:
+    """Retrieved neighbours' metadata for vase ``i`` (retrieval.k), as in training; "" without retrieval. With
+    ``dim``, the context of a question about that dimension (retrieval.format=asked: its values only)."""
+    if not hasattr(dataset, "context_of"):
+        return ""
+    return dataset.context_of(i, dim) if dim is not None else dataset.context_of(i)
 
 
 def visuals_of(dataset: VaseDataset, i: int) -> Callable[[], list[Any]]:

@@ -44,7 +44,8 @@ def heldout_items(dataset: Any, data_task: str) -> tuple[list[GenerationItem], d
         for name in DATA_TASKS[data_task]:
             # the task's own samples (prompt, target, id), built without reading the views: they are loaded when
             # the item is answered
-            for s in SAMPLES[name](SimpleNamespace(record=rec, images=None, context=ctx), ctx):
+            asked = dataset.asked_of(i) if hasattr(dataset, "asked_of") else {}
+            for s in SAMPLES[name](SimpleNamespace(record=rec, images=None, context=ctx, asked=asked), ctx):
                 if s.target is None or all(v is None for v in s.target.values()):
                     continue
                 items.append(GenerationItem(s.id, visuals_of(dataset, i), s.prompt, s.answer, {"task": name},

@@ -48,8 +48,8 @@ def vqa_items(dataset: Any, protocol: str = "both", num_choices: int = 4) -> lis
     items = []
     for i, rec in enumerate(dataset.records):
         views = visuals_of(dataset, i)
-        ctx = prompt_context(dataset, i)
         for dim in DIMENSIONS:
+            ctx = prompt_context(dataset, i, dim)
             for name in (p for p in ITEM_ORDER if p in wanted):
                 prompt, reference, extra = VQA[name].question(rec, dim, num_choices)
                 items.append(GenerationItem(f"{rec.id}#{name}#{dim}", views, ctx + prompt, reference,

@@ -21,10 +21,12 @@ import torch
 from tqdm import tqdm
 
 from vase.annotate.records import VaseRecord, raw_metadata
+from vase.annotate.vocab import DIMENSIONS
 from vase.errors import ConfigError
 from vase.io import own_output_dir
 from vase.views import path_key
 
+PAYLOAD = "payload-2"  # what a point carries (2: each dimension's value, for retrieval.format=asked); in its hash
 COLLECTION = "vases"  # one collection per encoder: vases_<hash of the encoder's name> (their vectors differ in size)
 
 
@@ -98,7 +100,7 @@ class VaseIndex:
         stored = self.stored_hashes()
         todo = []
         for i, rec in enumerate(dataset.records):
-            h = hashlib.sha256((repr(rec.to_json()) + self.encoder.name).encode()).hexdigest()[:16]
+            h = hashlib.sha256((repr(rec.to_json()) + self.encoder.name + PAYLOAD).encode()).hexdigest()[:16]
             if stored.get(rec.id) != h:
                 todo.append((i, rec, h))
         it: Any = todo
@@ -109,7 +111,8 @@ class VaseIndex:
             vec = self.embed(dataset[i].images)
             self._ensure(len(vec))
             points.append(models.PointStruct(id=point_id(rec.id), vector=vec.tolist(), payload={
-                "id": rec.id, "hash": h, "text": record_text(rec), "caption": rec.caption}))
+                "id": rec.id, "hash": h, "text": record_text(rec), "caption": rec.caption,
+                "values": {d: rec.dimension_text(d) for d in DIMENSIONS if getattr(rec, d) is not None}}))
         if points:
             self.client.upsert(self.collection, points=points)
         gone = sorted(set(stored) - {r.id for r in dataset.records})
@@ -153,6 +156,17 @@ class Retriever:
             return ""
         lines = "\n".join(f"{n + 1}. {x['text']}" for n, x in enumerate(found))
         return f"Similar vases in the collection, for reference:\n{lines}\n\n"
+
+    def asked_context(self, rec: VaseRecord, images: list[Any]) -> dict[str, str]:
+        """Per dimension, the context of a question about it (``retrieval.format=asked``): only that dimension's
+        value of each neighbour, in the words an answer uses ("Similar vases: Krater; Krater; Amphora.")."""
+        found = self.neighbours(rec, images)
+        out = {}
+        for d in DIMENSIONS:
+            values = [x["values"][d] for x in found if d in x.get("values", {})]
+            if values:
+                out[d] = f"Similar vases in the collection: {'; '.join(values)}.\n\n"
+        return out
 
 
 def index_dir(cfg_dir: str | None, data_root: str | Path, owns_root: bool, cache_dir: str | Path | None) -> Path:

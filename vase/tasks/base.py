@@ -33,6 +33,13 @@ def only(fields: dict[str, Any], dim: str) -> dict[str, Any]:
     return {d: (v if d == dim else None) for d, v in fields.items()}
 
 
+def asked_context(example: Any, ctx: str, dim: str) -> str:
+    """The retrieved context of a question about ``dim``: only that dimension's neighbour values with
+    ``retrieval.format=asked`` (the example's ``asked``), else the vase's whole ``ctx``."""
+    asked = getattr(example, "asked", None) or {}
+    return asked.get(dim, ctx)
+
+
 def none_of(fields: dict[str, Any]) -> dict[str, Any]:
     """A target that expects no dimension (an answer that is a letter, a tool call, parameters)."""
     return {d: None for d in fields}

@@ -12,7 +12,7 @@ from typing import Any
 from vase.annotate.choices import LETTERS, mc_options, mc_prompt
 from vase.annotate.records import answer_phrase
 from vase.annotate.vocab import DIMENSIONS, QUESTIONS, sequence_ratio
-from vase.tasks.base import ChatSample, EvalProtocol, fields_of, none_of
+from vase.tasks.base import ChatSample, EvalProtocol, asked_context, fields_of, none_of
 
 
 def question(rec: Any, dim: str, text: str, n: int = 4) -> tuple[str, list[str], int]:
@@ -47,7 +47,8 @@ def samples(example: Any, ctx: str) -> list[ChatSample]:
         if q["dimension"] not in DIMENSIONS:
             continue  # a free-form question (an ms-swift chat's): no options to draw for it
         prompt, _, answer = question(rec, q["dimension"], q["question"])
-        out.append(ChatSample(f"{rec.id}#mc#{q['dimension']}", example.images, ctx + prompt, LETTERS[answer],
+        out.append(ChatSample(f"{rec.id}#mc#{q['dimension']}", example.images,
+                              asked_context(example, ctx, q["dimension"]) + prompt, LETTERS[answer],
                               q["dimension"], target=none_of(fields_of(rec))))
     return out
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from vase.annotate.vocab import DIMENSIONS, QUESTIONS
-from vase.tasks.base import ChatSample, EvalProtocol, Similarity, fields_of, only
+from vase.tasks.base import ChatSample, EvalProtocol, Similarity, asked_context, fields_of, only
 
 
 def samples(example: Any, ctx: str) -> list[ChatSample]:
@@ -16,7 +16,8 @@ def samples(example: Any, ctx: str) -> list[ChatSample]:
     # a free-form question (dimension "other", from an ms-swift chat or a release's QA file) is numbered: a vase
     # may have several
     return [ChatSample(f"{rec.id}#{q['dimension']}" + ("" if q["dimension"] in DIMENSIONS else str(k)),
-                       example.images, ctx + q["question"], q["answer"], q["dimension"],
+                       example.images, asked_context(example, ctx, q["dimension"]) + q["question"], q["answer"],
+                       q["dimension"],
                        target=only(fields, q["dimension"])) for k, q in enumerate(rec.qa)]
 
 
