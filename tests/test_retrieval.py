@@ -70,6 +70,7 @@ def test_every_prompt_carries_the_context_only_when_asked(synthetic_root: Path, 
     from vase.eval.vqa import vqa_items
 
     dm = _dm(synthetic_root, tmp_path)
+    dm.retrieval["format"] = "lines"  # every prompt of the vase, questions too, carries the whole lines
     dm.setup()
     rec = dm.val_set.records[0]
     ctx = dm.val_set.contexts[rec.id]
@@ -186,8 +187,7 @@ def test_with_format_asked_a_question_sees_only_its_dimensions_neighbour_values(
     from vase.eval.heldout import heldout_items
     from vase.eval.vqa import vqa_items
 
-    dm = _dm(synthetic_root, tmp_path)
-    dm.retrieval["format"] = "asked"
+    dm = _dm(synthetic_root, tmp_path)  # format=asked is the default
     dm.setup()
     rec, ex = dm.val_set.records[0], dm.val_set[0]
     ctx = dm.val_set.contexts[rec.id]

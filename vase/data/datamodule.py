@@ -355,7 +355,7 @@ class VaseDataModule(pl.LightningDataModule):
         ``retrieval.k`` nearest training vases: never itself, never a validation vase (only training vases are
         indexed). Contexts are computed here, once, so DataLoader workers need neither the index nor the encoder."""
         r = self.retrieval
-        fmt = str(r.get("format") or "lines")
+        fmt = str(r.get("format") or "asked")
         if fmt not in ("lines", "asked"):
             raise ConfigError(f"retrieval.format={fmt!r} must be lines or asked")
         encoder = self.index_encoder()
