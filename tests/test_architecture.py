@@ -77,7 +77,7 @@ def test_each_vqa_protocol_is_a_tasks_and_the_runner_only_dispatches(monkeypatch
     ds = SimpleNamespace(records=[rec], views=(), layout="vase")
     monkeypatch.setitem(VQA, "open", odd)
     monkeypatch.setattr(vqa, "visuals_of", lambda d, i: None)  # no images needed here
-    monkeypatch.setattr(vqa, "prompt_context", lambda d, i: "")
+    monkeypatch.setattr(vqa, "prompt_context", lambda d, i, dim=None: "")
     items = vqa.vqa_items(ds, "open")
     assert [it.prompt for it in items][:2] == ["Say fabric.", "Say technique."] and items[0].reference == "yes"
     rows = [{"protocol": "open", "dimension": it.extra["dimension"], "caption": c, "reference": it.reference}

@@ -27,6 +27,7 @@ from omegaconf.errors import OmegaConfBaseException
 from yaml import YAMLError
 
 from vase.io import atomic_write_text, read_json
+from vase.reports.compare import IDEAS
 
 ROOT = Path(__file__).resolve().parents[1]
 _BLOCK = re.compile(r"(<!-- vase:table (\w+) -->\n)(.*?)(<!-- vase:end -->)", re.DOTALL)
@@ -95,9 +96,6 @@ def _command_overrides(sweep: Path) -> list[str] | None:
 def beyond_table(log_dir: Path) -> str | None:
     """Per idea of the beyond-the-paper comparisons (vase.reports.compare.IDEAS), the newest ``compare.json`` of
     ``make beyond-demo`` as it ships (``experiment=beyond_<idea>``, no other override): its table and verdicts."""
-    # lazy: vase.reports pulls the sweep machinery, which only this table needs
-    from vase.reports.compare import IDEAS
-
     parts = []
     for name, idea in IDEAS.items():
         path = _newest([p for p in sorted(log_dir.glob(f"beyond_{name}/multiruns/*/compare.json"))
