@@ -150,3 +150,29 @@ def sample_record(rng: np.random.Generator, index: int) -> VaseRecord:
     rec = VaseRecord(id=vid, fabric=fabric, technique=technique, shape=shape, dating=dating, decoration=decoration,
                      attribution=attribution, model=f"models/{vid}.glb")
     return annotate(rec)
+
+
+def sample_tokenizer_record(rng: np.random.Generator, index: int) -> VaseRecord:
+    """The record mix the tiny model's tokenizer is trained on (``vase.models.tiny._corpus``), frozen as the
+    generator's version 1 sampled it (no painters' careers or workshops), draw for draw: the tokenizer only needs the
+    vocabulary's words in captions, and freezing its corpus keeps the tiny model, its cache key and every result
+    measured with it unchanged when the generator's structure changes."""
+    technique = _choice(rng, _TECHNIQUE_WEIGHTS)
+    rule = _TECHNIQUE_RULES[technique]
+    fabric = _choice(rng, rule["fabric"])
+    lo, hi = rule["dating"]
+    span = int(rng.choice([25, 50]))
+    start = int(rng.integers(lo // 25, (hi - span) // 25 + 1)) * 25
+    decoration = _choice(rng, rule["decoration"])
+    if fabric == "Corinthian":
+        decoration = "an animal frieze"
+    attribution = _choice(rng, rule["attribution"])
+    if fabric != "Athenian" and attribution not in ("the Darius Painter", "unattributed"):
+        attribution = "unattributed"
+    if fabric == "Apulian":
+        attribution = _choice(rng, ["the Darius Painter", "unattributed"])
+    vid = f"{uuid.UUID(bytes=rng.bytes(16), version=4)}_{index}"
+    rec = VaseRecord(id=vid, fabric=fabric, technique=technique, shape=_choice(rng, rule["shape"]),
+                     dating=(start, start + span), decoration=decoration, attribution=attribution,
+                     model=f"models/{vid}.glb")
+    return annotate(rec)

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from vase.annotate.records import raw_metadata
-from vase.annotate.sampling import sample_record
+from vase.annotate.sampling import sample_tokenizer_record
 from vase.annotate.vocab import VOCABULARY
 from vase.io import atomic_directory, built_by_vase, one_builder_at_a_time
 from vase.prompts import CAPTION_PROMPT
@@ -110,7 +110,7 @@ def _corpus(n_records: int = 3000, seed: int = 1234) -> list[str]:
     for terms in VOCABULARY.values():
         texts += [f for t in terms for f in t.forms()]
     for i in range(n_records):
-        r = sample_record(rng, i)
+        r = sample_tokenizer_record(rng, i)
         texts += [r.caption, raw_metadata(r)] + [q["question"] + " " + q["answer"] for q in r.qa]
     return texts
 
