@@ -372,10 +372,11 @@ class VaseDataModule(pl.LightningDataModule):
                 counts = index.update(self.train_set)
                 retriever = Retriever(index, int(r["k"]))
                 for ds in (self.train_set, self.val_set):
-                    ds.contexts = {rec.id: retriever.context(rec, ds[i].images) for i, rec in enumerate(ds.records)}
+                    # each vase's views read and its neighbours searched once, for both kinds of context
+                    found = {rec.id: retriever.neighbours(rec, ds[i].images) for i, rec in enumerate(ds.records)}
+                    ds.contexts = {vid: retriever.context(f) for vid, f in found.items()}
                     if fmt == "asked":  # a question sees only its dimension's values of the neighbours
-                        ds.asked_contexts = {rec.id: retriever.asked_context(rec, ds[i].images)
-                                             for i, rec in enumerate(ds.records)}
+                        ds.asked_contexts = {vid: retriever.asked_context(f) for vid, f in found.items()}
             finally:
                 index.close()
         log.info("retrieval index %s: %s", where, counts)

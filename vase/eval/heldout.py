@@ -41,10 +41,10 @@ def heldout_items(dataset: Any, data_task: str) -> tuple[list[GenerationItem], d
         if not rec.has_dimensions:
             continue
         ctx = prompt_context(dataset, i)
+        asked = dataset.asked_of(i) if hasattr(dataset, "asked_of") else {}
         for name in DATA_TASKS[data_task]:
             # the task's own samples (prompt, target, id), built without reading the views: they are loaded when
             # the item is answered
-            asked = dataset.asked_of(i) if hasattr(dataset, "asked_of") else {}
             for s in SAMPLES[name](SimpleNamespace(record=rec, images=None, context=ctx, asked=asked), ctx):
                 if s.target is None or all(v is None for v in s.target.values()):
                     continue

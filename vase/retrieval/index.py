@@ -150,17 +150,18 @@ class Retriever:
             self._cache[rec.id] = self.index.embed(images)
         return self.index.search(self._cache[rec.id], self.k, exclude=rec.id)
 
-    def context(self, rec: VaseRecord, images: list[Any]) -> str:
-        found = self.neighbours(rec, images)
+    @staticmethod
+    def context(found: list[dict[str, Any]]) -> str:
+        """The vase's context from its neighbours (:meth:`neighbours`): each one's whole metadata line."""
         if not found:
             return ""
         lines = "\n".join(f"{n + 1}. {x['text']}" for n, x in enumerate(found))
         return f"Similar vases in the collection, for reference:\n{lines}\n\n"
 
-    def asked_context(self, rec: VaseRecord, images: list[Any]) -> dict[str, str]:
+    @staticmethod
+    def asked_context(found: list[dict[str, Any]]) -> dict[str, str]:
         """Per dimension, the context of a question about it (``retrieval.format=asked``): only that dimension's
         value of each neighbour, in the words an answer uses ("Similar vases: Krater; Krater; Amphora.")."""
-        found = self.neighbours(rec, images)
         out = {}
         for d in DIMENSIONS:
             values = [x["values"][d] for x in found if d in x.get("values", {})]
