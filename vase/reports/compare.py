@@ -18,10 +18,9 @@ from typing import Any
 from vase.annotate.vocab import DIMENSIONS
 from vase.eval.stats import heldout_difference
 from vase.io import atomic_write_json, atomic_write_text
+from vase.reports.ablation import DRAW_KEY, _pct
 from vase.reports.jobs import _heldout, _job_dirs, _overrides
 from vase.runs import machine_stamp
-
-DRAW_KEY = "data.synthetic.seed"
 
 
 @dataclass(frozen=True)
@@ -72,10 +71,6 @@ def comparison_verdict(pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]],
     return {"dimensions": per_dim, "groups": sorted(pairs), "targets": list(targets),
             "held": bool(aimed) and len(aimed) == len(targets) and all(v["helped"] for v in aimed),
             "rule": "paired 95 % bootstrap interval of (with - without) above 0 on every draw and seed"}
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f} %"
 
 
 def comparison_lines(idea: Idea, on: str, verdict: dict[str, Any]) -> list[str]:
