@@ -37,9 +37,11 @@ ablation-demo: setup
 	$(BIN)/python train.py -m experiment=ablation_demo
 
 # Beyond the paper, measured: each idea against the same pipeline without it on 240 held-out vases, two data draws x
-# two seeds, paired intervals (logs/beyond_<idea>/multiruns/<time>/compare.md). Built so far: retrieval
+# two seeds, paired intervals (logs/beyond_<idea>/multiruns/<time>/compare.md). Built so far: retrieval (SFT) and
+# GRPO with the learned term
 beyond-demo: setup
 	$(BIN)/python train.py -m experiment=beyond_retrieval
+	$(BIN)/python train.py -m experiment=beyond_learned
 
 # The GRPO learning check: from the demo's SFT, GRPO on one binary term (the caption names the vase's true shape) must
 # raise the mean training reward by 0.3 on seeds 1 and 2; prints PASS/FAIL, exits 1 on FAIL (logs/grpo_sanity/<time>/)

@@ -81,3 +81,52 @@ def test_grpo_with_the_learned_reward_term(synthetic_root: Path, tmp_path: Path,
     run_training(cfg)
     history = _json.loads((Path(cfg.paths.output_dir) / "train_history.json").read_text())
     assert history and all(0.0 <= h["reward/learned"] <= 1.0 for h in history)
+
+
+def test_grpo_trains_the_learned_terms_classifier_on_its_training_vases(tmp_path: Path, train_cfg) -> None:
+    """reward.terms.learned.checkpoint=train: the GRPO run trains the six heads on its own training vases (the
+    weight-free view descriptor with the tiny random CLIP), caches them by data and settings, and rewards agreement
+    with them; a second run with the same data reuses the file."""
+    from omegaconf import OmegaConf
+
+    from vase.data.dataset import VaseDataset
+    from vase.metrics.attributes import AttributePredictor
+    from vase.pipeline import run_training
+    from vase.pipeline.learned import heads_key, learned_heads
+
+    over = ["stage=grpo", "reward.terms.learned.weight=0.5", "reward.terms.learned.checkpoint=train",
+            "reward.terms.learned.heads.epochs=20", "stage.module.max_completion_length=8",
+            "stage.module.num_generations=2"]
+    cfg = train_cfg(over)
+    key, spec = heads_key(cfg)
+    assert spec["seed"] == 0 and spec["heads"]["features"] == "auto"
+    run_training(cfg)
+    path = Path(cfg.paths.cache_dir) / "attributes" / key / "attribute_heads.pt"
+    saved = OmegaConf.load(Path(cfg.paths.output_dir) / "config.yaml")
+    assert saved.reward.terms.learned.checkpoint == str(path) and path.is_file()
+    info = json.loads((path.parent / "heads.json").read_text())
+    root = Path(cfg.data.root)
+    train, val = VaseDataset(root, "train"), VaseDataset(root, "val")
+    assert info["train_vases"] == len(train) and info["encoder"]["features"] == "pixels"
+    assert set(info["held_out_accuracy"]) >= {"technique", "shape"}
+    assert all(v["n"] == len(val) for v in info["held_out_accuracy"].values())
+    history = json.loads((Path(cfg.paths.output_dir) / "train_history.json").read_text())
+    assert history and all(0.0 <= h["reward/learned"] <= 1.0 for h in history)
+    # the classifier predicts from a vase's views: the same answer texts as the reward term asks for
+    assert set(AttributePredictor(path).predict(val[0].images)) >= {"shape", "technique", "fabric"}
+
+    stamp = path.stat().st_mtime_ns
+    again = train_cfg([*over, "seed=7"])  # another GRPO seed: the same classifier (heads.seed), not retrained
+    assert learned_heads(again) == path and path.stat().st_mtime_ns == stamp
+    assert again.reward.terms.learned.checkpoint == str(path)
+    other = train_cfg([*over, "reward.terms.learned.heads.hidden=64"])
+    assert heads_key(other)[0] != key
+    assert learned_heads(train_cfg(["stage=grpo"])) is None  # the term off: nothing trained
+
+
+def test_the_learned_term_refuses_train_outside_a_grpo_run() -> None:
+    from vase.rewards.terms import Learned
+
+    with pytest.raises(ValueError, match="checkpoint=train is resolved by a GRPO run"):
+        Learned(weight=0.5, checkpoint="train")
+    assert Learned(weight=0.0, checkpoint="train")([""], [{}]) == [0.0]

@@ -282,3 +282,33 @@ def test_an_idea_is_judged_on_paired_held_out_answers_on_every_draw_and_seed(tmp
     for n, w in enumerate(("0", "0.6")):
         _job(other, n, [f"reward.weights.shape={w}"], _result({}, n=24), _result({}, n=24))
     assert write_comparison(other) is None and not (other / "compare.md").exists()
+
+
+def test_the_learned_term_is_judged_on_the_mean_over_dimensions_per_held_out_vase(tmp_path: Path) -> None:
+    """GRPO with the learned term targets no one dimension: its verdict is the paired interval of the per-vase mean
+    over the six dimensions; a gain on one dimension paid for by the others is no gain."""
+    from vase.reports.compare import MEAN, vase_means, write_comparison
+
+    base = {d: 120 for d in DIMENSIONS}
+
+    def sweep(name: str, with_term: dict[str, int]) -> Path:
+        root = tmp_path / name
+        for n, (draw, seed, w) in enumerate((d, s, w) for d in (0, 5) for s in (1, 2) for w in ("0.0", "0.5")):
+            _job(root, n, [f"data.synthetic.seed={draw}", f"seed={seed}", f"reward.terms.learned.weight={w}"],
+                 _result(with_term if w == "0.5" else base, n=240), _result({}, n=240))
+        return root
+
+    v = write_comparison(sweep("up", {d: 150 for d in DIMENSIONS}))
+    assert v["targets"] == [MEAN] and v["held"] is True and v["key"] == "reward.terms.learned.weight"
+    g = v["dimensions"][MEAN]["groups"]["draw 5, seed 2"]
+    assert (g["off"], g["on"]) == (0.5, 0.625) and g["diff"] == pytest.approx(0.125) and g["lo"] > 0
+    md = (tmp_path / "up" / "compare.md").read_text()
+    assert "| **mean** (target) | draw 0, seed 1 | 50.0 % | 62.5 % | +12.5 [" in md and "**held**." in md
+    traded = {**base, "shape": 240, "fabric": 0}  # shape up by what fabric lost: the mean does not move
+    v = write_comparison(sweep("traded", traded))
+    assert v["held"] is False and v["dimensions"]["shape"]["helped"] and v["dimensions"]["fabric"]["hurt"]
+    assert v["dimensions"][MEAN]["groups"]["draw 0, seed 1"]["diff"] == pytest.approx(0.0)
+    # questions (one dimension each) of one vase are averaged into that vase's mean
+    r = {"term_of_dimension": {"shape": "shape", "fabric": "fabric"},
+         "items": {"a#shape": {"shape_pass": 1.0}, "a#fabric": {"fabric_pass": 0.0}, "b#shape": {"shape_pass": 1.0}}}
+    assert vase_means(r) == {"a": 0.5, "b": 1.0}

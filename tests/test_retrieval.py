@@ -109,7 +109,7 @@ def painted_set(tmp_path_factory: pytest.TempPathFactory) -> tuple[list, list, P
 def _vectors(recs: list, root: Path) -> torch.Tensor:
     from PIL import Image
 
-    from vase.retrieval.features import ViewDescriptor
+    from vase.metrics.features import ViewDescriptor
     from vase.retrieval.index import embed_views
     from vase.views import view_path
 
@@ -159,7 +159,7 @@ def test_the_painters_hand_is_visible_a_classifier_on_views_beats_the_majority(p
 def test_retrieval_features_auto_picks_pixels_for_the_tiny_random_clip() -> None:
     from vase.data.datamodule import VaseDataModule
     from vase.errors import ConfigError
-    from vase.retrieval.features import ViewDescriptor, features_of
+    from vase.metrics.features import ViewDescriptor, features_of
 
     assert features_of({"clip": {"build_tiny": True}}) == "pixels"
     assert features_of({"clip": {"build_tiny": False, "model": "openai/clip-vit-base-patch32"}}) == "clip"

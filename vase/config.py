@@ -186,7 +186,7 @@ def _check_term(name: str, term: Any, tau: float) -> None:
                f"must lie in [0, {k}.max_words={hi}]")
     elif target == _TERMS + "Learned":
         _check(not tw or bool(term.get("checkpoint")), f"{k}.checkpoint", term.get("checkpoint"),
-               f"must name attribute_heads.pt when {k}.weight > 0")
+               f"must name attribute_heads.pt (or be train) when {k}.weight > 0")
 
 
 @dataclass

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from omegaconf import OmegaConf
 from torch.utils.data import DataLoader, Dataset
 
 from vase.data.dataset import VIEWS, VaseDataset, VaseExample, VideoFrames, models_to_render
@@ -18,9 +17,8 @@ from vase.data.loader import ResumableLoader, ResumableSampler
 from vase.data.synthetic import SHAPE_SPECS, generate
 from vase.errors import ConfigError, DataError
 from vase.io import atomic_write_json, file_lock, own_output_dir, read_json
-from vase.metrics.encoders import build_clip_encoder
+from vase.metrics.features import view_encoder
 from vase.render import RenderSettings, render_dataset
-from vase.retrieval.features import ViewDescriptor, features_of
 from vase.retrieval.index import Retriever, VaseIndex, index_dir
 from vase.tasks import DATA_TASKS, SAMPLES
 from vase.tasks import zoom as zoom_task
@@ -342,13 +340,7 @@ class VaseDataModule(pl.LightningDataModule):
 
     def index_encoder(self) -> Any:
         """What the retrieval index embeds views with (``encode_images`` and ``name``): ``retrieval.features``."""
-        r = self.retrieval
-        if features_of(r) == "pixels":
-            return ViewDescriptor()
-        clip_cfg = r.get("clip")
-        if clip_cfg is None:
-            raise ConfigError("retrieval.features=clip needs retrieval.clip (the image encoder of the index)")
-        return build_clip_encoder(OmegaConf.create(dict(clip_cfg)) if isinstance(clip_cfg, dict) else clip_cfg)
+        return view_encoder(self.retrieval, "retrieval")[0]
 
     def attach_retrieval(self) -> dict[str, int]:
         """Index the training vases (incrementally) and give every vase of both splits the prompt context of its

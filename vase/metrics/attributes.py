@@ -1,5 +1,6 @@
-"""The six-head attribute baseline (ArtSeek's multitask classifier, for 3D vases): frozen CLIP image features of a
-vase's views, a small shared trunk, one classification head per dimension, trained with Lightning.
+"""The six-head attribute baseline (ArtSeek's multitask classifier, for 3D vases): frozen features of a vase's views
+(CLIP image embeddings, or the weight-free view descriptor: ``attributes.features``, as the retrieval index chooses),
+a small shared trunk, one classification head per dimension, trained with Lightning.
 
     python evaluate.py task=attributes                         # train on the train split, score the val split
     python evaluate.py task=attributes data=vasevqa3d data.root=/data/VaseVQA-3D metrics=paper
@@ -18,7 +19,6 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from omegaconf import OmegaConf
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from torchmetrics.classification import MulticlassAccuracy
@@ -27,7 +27,7 @@ from tqdm import tqdm
 from vase.annotate.vocab import DIMENSIONS, QUESTIONS, format_dating
 from vase.errors import ConfigError
 from vase.io import atomic_write_bytes
-from vase.metrics.encoders import build_clip_encoder
+from vase.metrics.features import encoder_from_record, view_encoder
 
 
 def label_of(rec: Any, dim: str) -> str | None:
@@ -50,7 +50,8 @@ def answer_text(dim: str, label: str) -> str:
 
 @torch.inference_mode()
 def view_features(dataset: Any, encoder: Any, progress: bool = True) -> torch.Tensor:
-    """One row per vase: its views' normalised CLIP image embeddings, concatenated in view order."""
+    """One row per vase: its views' normalised image features (CLIP or the view descriptor), concatenated in view
+    order."""
     rows = []
     it: Any = range(len(dataset))
     if progress:
@@ -130,6 +131,20 @@ def train_attribute_heads(train_x: torch.Tensor, train_records: list[Any], val_x
     return model.eval()
 
 
+def fit_heads(section: Any, train: Any, evald: Any, seed: int, key: str = "attributes",
+              progress: bool = True) -> tuple[AttributeHeads, dict[str, Any], torch.Tensor]:
+    """The six heads of ``section`` (``attributes``: features, encoder, hidden, dropout, lr, epochs, batch_size)
+    trained on the ``train`` dataset's vases alone (``evald`` only validates); returns the heads, the record of their
+    encoder (saved with them) and ``evald``'s features."""
+    encoder, record = view_encoder(section, key)
+    tx, ex = view_features(train, encoder, progress), view_features(evald, encoder, progress)
+    model = train_attribute_heads(tx, train.records, ex, evald.records, epochs=int(section.get("epochs", 60)),
+                                  batch_size=int(section.get("batch_size", 32)), seed=int(seed),
+                                  hidden=int(section.get("hidden", 256)), dropout=float(section.get("dropout", 0.2)),
+                                  lr=float(section.get("lr", 3e-3)))
+    return model, record, ex
+
+
 @torch.inference_mode()
 def predict_rows(model: AttributeHeads, x: torch.Tensor, records: list[Any]) -> list[dict[str, Any]]:
     """Open-ended VQA rows (as the VLMs' generations are): the predicted class as the answer to each question."""
@@ -161,10 +176,11 @@ def majority_rows(train_records: list[Any], records: list[Any]) -> list[dict[str
     return rows
 
 
-def save_heads(model: AttributeHeads, encoder_cfg: dict, path: Any) -> Any:
-    """The trained heads with what rebuilds them (classes, sizes) and the encoder that made their features."""
+def save_heads(model: AttributeHeads, encoder_record: dict, path: Any) -> Any:
+    """The trained heads with what rebuilds them (classes, sizes) and the encoder that made their features
+    (:func:`vase.metrics.features.view_encoder`'s record)."""
     buf = io.BytesIO()
-    torch.save({"hparams": dict(model.hparams), "state_dict": model.state_dict(), "encoder": encoder_cfg}, buf)
+    torch.save({"hparams": dict(model.hparams), "state_dict": model.state_dict(), "encoder": encoder_record}, buf)
     return atomic_write_bytes(path, buf.getvalue())
 
 
@@ -176,12 +192,12 @@ class AttributePredictor:
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"reward.terms.learned.checkpoint={path}: no such file (python evaluate.py task=attributes "
-                              f"writes one beside its output)")
+                              f"writes one beside its output; checkpoint=train trains one on the run's training vases)")
         blob = torch.load(path, map_location="cpu", weights_only=False)
         self.model = AttributeHeads(**blob["hparams"])
         self.model.load_state_dict(blob["state_dict"])
         self.model.eval()
-        self.encoder = build_clip_encoder(OmegaConf.create(blob["encoder"]))
+        self.encoder = encoder_from_record(blob["encoder"])
 
     @torch.inference_mode()
     def predict(self, images: list[Any]) -> dict[str, str]:

@@ -308,22 +308,18 @@ def _eval_vaseeval(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _eval_attributes(cfg: DictConfig) -> dict[str, Any]:
-    """The six-head attribute baseline (vase.metrics.attributes): frozen CLIP features of the views, heads trained on
-    the train split, scored on ``split`` by the open-ended VQA rule; a majority-class row gives the level to beat."""
+    """The six-head attribute baseline (vase.metrics.attributes): frozen features of the views
+    (``attributes.features``), heads trained on the train split, scored on ``split`` by the open-ended VQA rule; a
+    majority-class row gives the level to beat."""
     # lazy: torch, torchmetrics, pytorch_lightning: slow to import, and only this path needs them
     from vase.eval.vqa import score_vqa, vqa_table
-    from vase.metrics.attributes import majority_rows, predict_rows, train_attribute_heads, view_features
-    from vase.metrics.encoders import build_clip_encoder
+    from vase.metrics.attributes import fit_heads, majority_rows, predict_rows
 
     a = cfg.attributes
     datamodule = instantiate(cfg.data, _convert_="partial")
     datamodule.prepare_data()
     train, evald = datamodule.dataset("train"), datamodule.dataset(cfg.split)
-    encoder = build_clip_encoder(a.encoder)
-    tx, ex = view_features(train, encoder), view_features(evald, encoder)
-    model = train_attribute_heads(tx, train.records, ex, evald.records, epochs=int(a.epochs),
-                                  batch_size=int(a.batch_size), seed=int(cfg.seed), hidden=int(a.hidden),
-                                  dropout=float(a.dropout), lr=float(a.lr))
+    model, encoder, ex = fit_heads(a, train, evald, int(cfg.seed))
     reward = instantiate(cfg.reward, _convert_="partial")
     tau = float(cfg.reward.tau)
     scores = {"open": score_vqa(predict_rows(model, ex, evald.records), reward, tau)["open"]}
@@ -332,9 +328,9 @@ def _eval_attributes(cfg: DictConfig) -> dict[str, Any]:
     # lazy: torch, torchmetrics, pytorch_lightning: slow to import, and only this path needs them
     from vase.metrics.attributes import save_heads
 
-    heads = save_heads(model, OmegaConf.to_container(a.encoder, resolve=True), out.with_name("attribute_heads.pt"))
+    heads = save_heads(model, encoder, out.with_name("attribute_heads.pt"))
     result = {"name": "six-head baseline", "split": cfg.split, "vqa": scores, "majority_class": chance,
-              "encoder": OmegaConf.to_container(a.encoder, resolve=True), "checkpoint": str(heads)}
+              "encoder": encoder, "checkpoint": str(heads)}
     atomic_write_json(out, result)
     table = vqa_table(scores, "six-head baseline") + "\n".join(vqa_table(chance, "majority class").splitlines()[2:]) + "\n"
     atomic_write_text(out.with_suffix(".md"), table)

@@ -37,19 +37,28 @@ log = logging.getLogger("vase")
 _DATA_IGNORED = ("batch_size", "eval_batch_size", "num_workers", "limit_val", "render")
 
 
+def plain(cfg: DictConfig, key: str) -> Any:
+    """``cfg``'s node at ``key`` as plain, resolved Python (None when missing)."""
+    node = OmegaConf.select(cfg, key)
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+
+
+def data_spec(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The data and render settings that decide which vases and views a model trained on this run's data sees
+    (batching and evaluation settings left out): part of every cache key of something trained on them."""
+    data = {k: v for k, v in (plain(cfg, "data") or {}).items() if k not in _DATA_IGNORED}
+    render = {k: v for k, v in (plain(cfg, "render") or {}).items() if k not in ("cache_dir", "on_error")}
+    return data, render
+
+
 def sft_key(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
     """The cache key of the shared SFT adapter and what it hashes (model, data, render, SFT stage, seed)."""
-    def plain(key: str) -> Any:
-        node = OmegaConf.select(cfg, key)
-        return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
-
-    data = {k: v for k, v in (plain("data") or {}).items() if k not in _DATA_IGNORED}
-    render = {k: v for k, v in (plain("render") or {}).items() if k not in ("cache_dir", "on_error")}
-    sft = plain("sft") or {}
+    data, render = data_spec(cfg)
+    sft = plain(cfg, "sft") or {}
     if "limit_train" in sft:  # the SFT's own training subset: the run's (GRPO's) subset does not change the adapter
         data["limit_train"] = sft["limit_train"]
-    seed = sft.get("seed", plain("seed"))  # `sft.seed` shares one SFT across a sweep's seeds
-    spec = {"model": plain("model"), "data": data, "render": render, "sft": sft, "seed": seed,
+    seed = sft.get("seed", plain(cfg, "seed"))  # `sft.seed` shares one SFT across a sweep's seeds
+    spec = {"model": plain(cfg, "model"), "data": data, "render": render, "sft": sft, "seed": seed,
             "precision": OmegaConf.select(cfg, "trainer.precision"), "version": 2,
             "synthetic_generator": SYNTHETIC_GENERATOR if data.get("synthetic") else None}
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16], spec

@@ -25,6 +25,7 @@ from vase.loggers import build_loggers, log_eval_rows
 from vase.models.loading import load_model_and_processor
 from vase.pipeline.build import build_callbacks, build_datamodule, build_stage_module, build_trainer
 from vase.pipeline.evaluate import evaluate_captions
+from vase.pipeline.learned import learned_heads
 from vase.pipeline.report import write_run_report
 from vase.pipeline.sft_cache import shared_sft_adapter
 from vase.rewards.reward import effective_weights
@@ -112,6 +113,8 @@ def _start(cfg: DictConfig) -> tuple[Path, str | None]:
         # streams start from the same seed
         shared_init = str(shared_sft_adapter(cfg, run_training))
         log.info("starting from the shared SFT adapter %s", shared_init)
+    if cfg.stage.get("name") == "grpo":  # reward.terms.learned.checkpoint=train: trained on this run's training vases
+        learned_heads(cfg)
     pl.seed_everything(int(cfg.seed), workers=True)
     out_dir = runs.claim(cfg.paths.output_dir, str(cfg.get("resume") or "never"))
     if cfg.get("reward") is not None:

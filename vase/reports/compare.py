@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from vase.annotate.vocab import DIMENSIONS
-from vase.eval.stats import heldout_difference
+from vase.eval.stats import heldout_difference, paired_difference
 from vase.io import atomic_write_json, atomic_write_text
 from vase.reports.ablation import DRAW_KEY, _pct
 from vase.reports.jobs import _heldout, _job_dirs, _overrides
 from vase.runs import machine_stamp
+
+MEAN = "mean"  # the target "the mean over dimensions", per held-out vase
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,20 @@ class Idea:
 IDEAS: dict[str, Idea] = {
     "retrieval": Idea("retrieval.k", "0", "3", ("attribution", "dating"),
                       "retrieval (the 3 nearest training vases' metadata in the prompt)"),
+    "learned": Idea("reward.terms.learned.weight", "0.0", "0.5", (MEAN,),
+                    "GRPO with the learned term (agreement with a six-head classifier trained on the training vases)"),
 }
+
+
+def vase_means(result: dict[str, Any]) -> dict[str, float]:
+    """Per held-out vase, the mean over the dimensions its answers were scored on of whether they passed (an answer
+    id is ``<vase>#...``; a caption is scored on all six, a question on its own)."""
+    per: dict[str, list[float]] = {}
+    for i, v in result["items"].items():
+        vals = [v[f"{t}_pass"] for t in result["term_of_dimension"].values() if f"{t}_pass" in v]
+        if vals:
+            per.setdefault(i.split("#")[0], []).extend(vals)
+    return {k: sum(v) / len(v) for k, v in per.items()}
 
 
 def idea_of(overrides: dict[Path, dict[str, str]]) -> Idea | None:
@@ -53,7 +68,8 @@ def comparison_verdict(pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]],
                        targets: tuple[str, ...]) -> dict[str, Any]:
     """``pairs``: per draw and seed, (held-out result without the idea, with it). Per dimension the answers state
     and group: both rates and the paired difference with its interval; ``helped``: above 0 on every group; ``hurt``:
-    below 0 on some group. The verdict (``held``) is on the target dimensions; the others are reported beside it."""
+    below 0 on some group. The verdict (``held``) is on the target dimensions (``mean``: per held-out vase, the mean
+    over its dimensions, :func:`vase_means`); the others are reported beside it."""
     per_dim: dict[str, dict[str, Any]] = {}
     for d in DIMENSIONS:
         groups = {}
@@ -67,6 +83,14 @@ def comparison_verdict(pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]],
             per_dim[d] = {"target": d in targets, "groups": groups,
                           "helped": len(groups) == len(pairs) and all(v["lo"] > 0 for v in groups.values()),
                           "hurt": any(v["hi"] < 0 for v in groups.values())}
+    if MEAN in targets:
+        groups = {}
+        for g, (off, on) in pairs.items():
+            a, b = vase_means(on), vase_means(off)
+            groups[g] = {"off": sum(b.values()) / max(1, len(b)), "on": sum(a.values()) / max(1, len(a)),
+                         **paired_difference(a, b)}
+        per_dim[MEAN] = {"target": True, "groups": groups, "helped": all(v["lo"] > 0 for v in groups.values()),
+                         "hurt": any(v["hi"] < 0 for v in groups.values())}
     aimed = [v for d, v in per_dim.items() if v["target"]]
     return {"dimensions": per_dim, "groups": sorted(pairs), "targets": list(targets),
             "held": bool(aimed) and len(aimed) == len(targets) and all(v["helped"] for v in aimed),

@@ -221,10 +221,15 @@ class Learned(RewardTerm):
     targets; predictions are cached per vase id."""
 
     def __init__(self, weight: float = 1.0, checkpoint: str | None = None,
-                 embedding_model: str = "packaged:all-MiniLM-L6-v2", embedding_device: str = "cpu") -> None:
-        super().__init__(weight)
+                 embedding_model: str = "packaged:all-MiniLM-L6-v2", embedding_device: str = "cpu",
+                 heads: dict | None = None) -> None:
+        super().__init__(weight)  # heads: how checkpoint=train trains the classifier (vase.pipeline.learned reads it)
         if self.weight > 0 and not checkpoint:
-            raise ValueError("reward.terms.learned.weight > 0 needs reward.terms.learned.checkpoint (attribute_heads.pt)")
+            raise ValueError("reward.terms.learned.weight > 0 needs reward.terms.learned.checkpoint (attribute_heads.pt, "
+                             "or train)")
+        if self.weight > 0 and checkpoint == "train":
+            raise ValueError("reward.terms.learned.checkpoint=train is resolved by a GRPO run (train.py) before the "
+                             "reward is built; elsewhere name the attribute_heads.pt to use")
         self.checkpoint = checkpoint
         self.embedding_model, self.embedding_device = str(embedding_model), str(embedding_device)
         self._predictor: Any = None
