@@ -122,6 +122,10 @@ def test_grpo_trains_the_learned_terms_classifier_on_its_training_vases(tmp_path
     other = train_cfg([*over, "reward.terms.learned.heads.hidden=64"])
     assert heads_key(other)[0] != key
     assert learned_heads(train_cfg(["stage=grpo"])) is None  # the term off: nothing trained
+    sft = train_cfg([o for o in over if not o.startswith("stage")])  # an SFT run has no reward: nothing trained
+    assert learned_heads(sft) is None and sft.reward.terms.learned.checkpoint == "train"
+    followup = train_cfg([*over[1:4], "+stage@followup=grpo"])  # SFT then GRPO in one run: the GRPO stage needs it
+    assert followup.stage.name == "sft" and learned_heads(followup) == path
 
 
 def test_the_learned_term_refuses_train_outside_a_grpo_run() -> None:

@@ -64,10 +64,12 @@ def held_out_accuracy(model: Any, x: torch.Tensor, records: list[Any], train_rec
 
 def learned_heads(cfg: DictConfig) -> Path | None:
     """The classifier ``reward.terms.learned.checkpoint=train`` asks for (from the cache or trained now); None when
-    the term is off or names its own checkpoint."""
+    the term is off, names its own checkpoint, or no stage of the run is GRPO (``stage`` or ``followup``)."""
     term = OmegaConf.select(cfg, "reward.terms.learned")
     if term is None or not float(term.get("weight") or 0.0) or str(term.get("checkpoint")) != TRAIN:
         return None
+    if "grpo" not in (OmegaConf.select(cfg, "stage.name"), OmegaConf.select(cfg, "followup.name")):
+        return None  # an SFT (the shared one included) has no reward to build
     key, spec = heads_key(cfg)
     root = Path(cfg.paths.cache_dir) / "attributes" / key
     path = root / "attribute_heads.pt"

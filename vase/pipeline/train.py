@@ -113,8 +113,7 @@ def _start(cfg: DictConfig) -> tuple[Path, str | None]:
         # streams start from the same seed
         shared_init = str(shared_sft_adapter(cfg, run_training))
         log.info("starting from the shared SFT adapter %s", shared_init)
-    if cfg.stage.get("name") == "grpo":  # reward.terms.learned.checkpoint=train: trained on this run's training vases
-        learned_heads(cfg)
+    learned_heads(cfg)  # reward.terms.learned.checkpoint=train: trained on this run's training vases (GRPO runs)
     pl.seed_everything(int(cfg.seed), workers=True)
     out_dir = runs.claim(cfg.paths.output_dir, str(cfg.get("resume") or "never"))
     if cfg.get("reward") is not None:
