@@ -204,6 +204,12 @@ def test_with_format_asked_a_question_sees_only_its_dimensions_neighbour_values(
         else:
             assert s.prompt.startswith(ctx)  # the caption: whole lines
     assert caption_items(dm.val_set)[0].prompt.startswith(ctx)
+    asked = dm.val_set.asked_of(0)
+    tool = [s for s in samples_for(ex, "qa", zoom=True) if "#tool" in s.id or "#zoom" in s.id]
+    assert {s.id.split("#", 1)[1] for s in tool} >= {"zoom-call", "zoom-answer", "shape#tool"}
+    for s in tool:  # the zoom tool's samples too: the asked dimension's values, decoration's for the zoom pair
+        dim = "decoration" if "#zoom" in s.id else s.id.split("#")[1]
+        assert s.prompt.startswith(asked[dim]) and ctx not in s.prompt, s.id
     items = [it for it in vqa_items(dm.val_set, "open") if it.id.startswith(rec.id)]
     assert all(it.prompt.startswith(dm.val_set.asked_of(0)[it.extra["dimension"]]) for it in items)
     held, _ = heldout_items(dm.val_set, "qa")

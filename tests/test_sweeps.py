@@ -322,6 +322,11 @@ def test_the_sfts_own_subset_keeps_one_shared_adapter_whatever_grpos_subset(tmp_
     k8 = sft_key(compose_cfg("train", [*plain, "data.limit_train=8"], tmp_path, session_dirs))[0]
     k16 = sft_key(compose_cfg("train", [*plain, "data.limit_train=16"], tmp_path, session_dirs))[0]
     assert k8 != k16  # without sft.limit_train the SFT trains on the run's subset, as before
+    # zoom samples with retrieval are asked with format=asked since 2026-11-27: an adapter trained before is not reused
+    _, spec = sft_key(compose_cfg("train", ["experiment=grpo_sanity", "data.zoom=true", "retrieval.k=3"], tmp_path,
+                                  session_dirs))
+    assert spec["zoom_context"] == "asked" and "zoom_context" not in sft_key(
+        compose_cfg("train", ["experiment=grpo_sanity", "data.zoom=true"], tmp_path, session_dirs))[1]
 
 
 def test_a_failed_sweep_job_is_reported_when_it_fails(capsys) -> None:

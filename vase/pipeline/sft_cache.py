@@ -61,6 +61,8 @@ def sft_key(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
     spec = {"model": plain(cfg, "model"), "data": data, "render": render, "sft": sft, "seed": seed,
             "precision": OmegaConf.select(cfg, "trainer.precision"), "version": 2,
             "synthetic_generator": SYNTHETIC_GENERATOR if data.get("synthetic") else None}
+    if data.get("zoom") and (data.get("retrieval") or {}).get("k"):
+        spec["zoom_context"] = "asked"  # the zoom samples' prompts took format=asked (before: whole lines)
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16], spec
 
 

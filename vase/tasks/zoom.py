@@ -23,7 +23,7 @@ from PIL import Image
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.images import foreground_mask
-from vase.tasks.base import ChatSample, fields_of, none_of, only
+from vase.tasks.base import ChatSample, asked_context, fields_of, none_of, only
 from vase.views import VIEWS
 
 TOOL_NOTE = ('\nYou may look closer first: reply <zoom view="front" box="x0,y0,x1,y1"/> (a view name and fractions '
@@ -100,7 +100,8 @@ def samples(example: Any, ctx: str, views: tuple[str, ...] | list[str], band_of:
     seeing the crop. Records of unknown shape, or runs without a front view, get no tool samples."""
     rec = example.record
     fields = fields_of(rec)
-    out = [ChatSample(f"{rec.id}#{q['dimension']}#tool", example.images, ctx + q["question"] + TOOL_NOTE,
+    out = [ChatSample(f"{rec.id}#{q['dimension']}#tool", example.images,
+                      asked_context(example, ctx, q["dimension"]) + q["question"] + TOOL_NOTE,
                       q["answer"], q["dimension"], target=only(fields, q["dimension"]))
            for q in rec.qa if q["dimension"] in DIMENSIONS and q["dimension"] != "decoration"]
     q = next((q for q in rec.qa if q["dimension"] == "decoration"), None)
@@ -112,6 +113,7 @@ def samples(example: Any, ctx: str, views: tuple[str, ...] | list[str], band_of:
     box = decoration_box(example.images[i], band) if have else (0.0, 0.0, 1.0, 1.0)
     call = zoom_call("front", box)
     zoomed = [*example.images, crop(example.images[i], box)] if have else example.images
+    ctx = asked_context(example, ctx, "decoration")  # as every question: only its dimension's neighbour values
     return out + [ChatSample(f"{rec.id}#zoom-call", example.images, ctx + q["question"] + TOOL_NOTE, call, "zoom",
                              target=none_of(fields)),
                   ChatSample(f"{rec.id}#zoom-answer", zoomed, ctx + followup(q["question"], call), q["answer"],
