@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from vase.data.synthetic import GENERATOR as SYNTHETIC_GENERATOR
 from vase.io import atomic_write_json, file_lock
+from vase.metrics.attributes import fit_heads, label_of, save_heads
 from vase.pipeline.sft_cache import data_spec, plain
 
 log = logging.getLogger("vase")
@@ -45,9 +46,6 @@ def heads_key(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
 def held_out_accuracy(model: Any, x: torch.Tensor, records: list[Any], train_records: list[Any]) -> dict[str, Any]:
     """Per dimension, how often the heads' top class is the vase's own value, and how often the training vases'
     most frequent value is (the level the classifier must beat to teach anything)."""
-    # lazy: pytorch_lightning and torchmetrics are slow to import, and only this path needs them
-    from vase.metrics.attributes import label_of
-
     with torch.inference_mode():
         out = model(x)
     acc = {}
@@ -75,9 +73,6 @@ def learned_heads(cfg: DictConfig) -> Path | None:
     path = root / "attribute_heads.pt"
     with file_lock(root.parent / f"{key}.lock"):
         if not path.is_file():
-            # lazy: torch, torchmetrics, pytorch_lightning: slow to import, and only this path needs them
-            from vase.metrics.attributes import fit_heads, save_heads
-
             log.info("training the learned reward's six-head classifier %s on the training vases", key)
             datamodule = instantiate(cfg.data, _convert_="partial")
             datamodule.prepare_data()
