@@ -160,20 +160,42 @@ def predict_rows(model: AttributeHeads, x: torch.Tensor, records: list[Any]) -> 
     return rows
 
 
+def majority_label(train_records: list[Any], dim: str) -> str | None:
+    """The training vases' most frequent value of ``dim`` as a class label (None when none has one)."""
+    labels = [label_of(r, dim) for r in train_records if label_of(r, dim) is not None]
+    return Counter(labels).most_common(1)[0][0] if labels else None
+
+
 def majority_rows(train_records: list[Any], records: list[Any]) -> list[dict[str, Any]]:
     """The same rows from always answering the most frequent training value: the chance level to beat."""
     rows = []
     for d in DIMENSIONS:
-        labels = [label_of(r, d) for r in train_records if label_of(r, d) is not None]
-        if not labels:
+        top = majority_label(train_records, d)
+        if top is None:
             continue
-        top = Counter(labels).most_common(1)[0][0]
         for rec in records:
             if getattr(rec, d) is not None:
                 rows.append({"id": f"{rec.id}#open#{d}", "caption": answer_text(d, top),
                              "reference": rec.dimension_text(d)[0].upper() + rec.dimension_text(d)[1:] + ".",
                              "dimension": d, "protocol": "open"})
     return rows
+
+
+@torch.inference_mode()
+def heads_accuracy(model: Any, x: torch.Tensor, records: list[Any], train_records: list[Any]) -> dict[str, Any]:
+    """Per dimension, how often the heads' top class is the vase's own value, and how often the training vases'
+    most frequent value is (the level the classifier must beat to teach anything)."""
+    out = model(x)
+    acc = {}
+    for d, classes in model.classes.items():
+        known = [(i, label_of(r, d)) for i, r in enumerate(records) if label_of(r, d) is not None]
+        if not known:
+            continue
+        top = majority_label(train_records, d)
+        right = sum(classes[int(out[d][i].argmax())] == lab for i, lab in known)
+        acc[d] = {"heads": right / len(known), "majority": sum(lab == top for _, lab in known) / len(known),
+                  "n": len(known)}
+    return acc
 
 
 def save_heads(model: AttributeHeads, encoder_record: dict, path: Any) -> Any:

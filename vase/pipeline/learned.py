@@ -15,17 +15,15 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from vase.data.synthetic import GENERATOR as SYNTHETIC_GENERATOR
 from vase.io import atomic_write_json, file_lock
-from vase.metrics.attributes import fit_heads, label_of, save_heads
+from vase.metrics.attributes import fit_heads, heads_accuracy, save_heads
 from vase.pipeline.sft_cache import data_spec, plain
 
 log = logging.getLogger("vase")
@@ -41,23 +39,6 @@ def heads_key(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
     spec = {"data": data, "render": render, "heads": heads, "seed": seed, "version": 1,
             "synthetic_generator": SYNTHETIC_GENERATOR if data.get("synthetic") else None}
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16], spec
-
-
-def held_out_accuracy(model: Any, x: torch.Tensor, records: list[Any], train_records: list[Any]) -> dict[str, Any]:
-    """Per dimension, how often the heads' top class is the vase's own value, and how often the training vases'
-    most frequent value is (the level the classifier must beat to teach anything)."""
-    with torch.inference_mode():
-        out = model(x)
-    acc = {}
-    for d, classes in model.classes.items():
-        known = [(i, label_of(r, d)) for i, r in enumerate(records) if label_of(r, d) is not None]
-        if not known:
-            continue
-        top = Counter(label_of(r, d) for r in train_records if label_of(r, d) is not None).most_common(1)[0][0]
-        right = sum(classes[int(out[d][i].argmax())] == lab for i, lab in known)
-        acc[d] = {"heads": right / len(known), "majority": sum(lab == top for _, lab in known) / len(known),
-                  "n": len(known)}
-    return acc
 
 
 def learned_heads(cfg: DictConfig) -> Path | None:
@@ -79,7 +60,7 @@ def learned_heads(cfg: DictConfig) -> Path | None:
             train, val = datamodule.dataset("train"), datamodule.dataset("val")
             heads = term.get("heads") or {}
             model, encoder, vx = fit_heads(heads, train, val, int(spec["seed"]), key="reward.terms.learned.heads")
-            accuracy = held_out_accuracy(model, vx, val.records, train.records)
+            accuracy = heads_accuracy(model, vx, val.records, train.records)
             atomic_write_json(root / "heads.json", {"key": key, "spec": spec, "encoder": encoder,
                                                     "train_vases": len(train), "held_out_accuracy": accuracy})
             save_heads(model, encoder, path)  # last: its presence means complete

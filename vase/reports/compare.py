@@ -64,6 +64,13 @@ def idea_of(overrides: dict[Path, dict[str, str]]) -> Idea | None:
     return None
 
 
+def _judged(groups: dict[str, dict[str, float]], n_pairs: int) -> dict[str, bool]:
+    """``helped``: the paired interval above 0 on every draw and seed (all of them present); ``hurt``: below 0 on
+    some."""
+    return {"helped": len(groups) == n_pairs and all(v["lo"] > 0 for v in groups.values()),
+            "hurt": any(v["hi"] < 0 for v in groups.values())}
+
+
 def comparison_verdict(pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]],
                        targets: tuple[str, ...]) -> dict[str, Any]:
     """``pairs``: per draw and seed, (held-out result without the idea, with it). Per dimension the answers state
@@ -80,17 +87,14 @@ def comparison_verdict(pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]],
             groups[g] = {"off": off["pass"][d]["mean"], "on": on["pass"][d]["mean"],
                          **heldout_difference(on, off, key)}
         if groups:
-            per_dim[d] = {"target": d in targets, "groups": groups,
-                          "helped": len(groups) == len(pairs) and all(v["lo"] > 0 for v in groups.values()),
-                          "hurt": any(v["hi"] < 0 for v in groups.values())}
+            per_dim[d] = {"target": d in targets, "groups": groups, **_judged(groups, len(pairs))}
     if MEAN in targets:
         groups = {}
         for g, (off, on) in pairs.items():
             a, b = vase_means(on), vase_means(off)
             groups[g] = {"off": sum(b.values()) / max(1, len(b)), "on": sum(a.values()) / max(1, len(a)),
                          **paired_difference(a, b)}
-        per_dim[MEAN] = {"target": True, "groups": groups, "helped": all(v["lo"] > 0 for v in groups.values()),
-                         "hurt": any(v["hi"] < 0 for v in groups.values())}
+        per_dim[MEAN] = {"target": True, "groups": groups, **_judged(groups, len(pairs))}
     aimed = [v for d, v in per_dim.items() if v["target"]]
     return {"dimensions": per_dim, "groups": sorted(pairs), "targets": list(targets),
             "held": bool(aimed) and len(aimed) == len(targets) and all(v["helped"] for v in aimed),
