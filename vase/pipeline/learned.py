@@ -12,7 +12,6 @@ on the held-out vases, per dimension, beside the majority class: what the term c
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from pathlib import Path
@@ -21,10 +20,9 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from vase.data.synthetic import GENERATOR as SYNTHETIC_GENERATOR
 from vase.io import atomic_write_json, file_lock
 from vase.metrics.attributes import fit_heads, heads_accuracy, save_heads
-from vase.pipeline.sft_cache import data_spec, plain
+from vase.pipeline.sft_cache import content_key, data_spec, plain
 
 log = logging.getLogger("vase")
 
@@ -36,9 +34,7 @@ def heads_key(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
     data, render = data_spec(cfg)
     heads = plain(cfg, "reward.terms.learned.heads") or {}
     seed = heads.get("seed", plain(cfg, "seed"))
-    spec = {"data": data, "render": render, "heads": heads, "seed": seed, "version": 1,
-            "synthetic_generator": SYNTHETIC_GENERATOR if data.get("synthetic") else None}
-    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16], spec
+    return content_key({"data": data, "render": render, "heads": heads, "seed": seed, "version": 1})
 
 
 def learned_heads(cfg: DictConfig) -> Path | None:

@@ -51,6 +51,14 @@ def data_spec(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     return data, render
 
 
+def content_key(spec: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A content-addressed cache key of ``spec`` (which holds ``data``: :func:`data_spec`'s), with the synthetic
+    generator's version added for synthetic data (a set drawn by another generator is other data): the key and what
+    it hashes."""
+    spec = {**spec, "synthetic_generator": SYNTHETIC_GENERATOR if spec["data"].get("synthetic") else None}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16], spec
+
+
 def sft_key(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
     """The cache key of the shared SFT adapter and what it hashes (model, data, render, SFT stage, seed)."""
     data, render = data_spec(cfg)
@@ -59,11 +67,10 @@ def sft_key(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
         data["limit_train"] = sft["limit_train"]
     seed = sft.get("seed", plain(cfg, "seed"))  # `sft.seed` shares one SFT across a sweep's seeds
     spec = {"model": plain(cfg, "model"), "data": data, "render": render, "sft": sft, "seed": seed,
-            "precision": OmegaConf.select(cfg, "trainer.precision"), "version": 2,
-            "synthetic_generator": SYNTHETIC_GENERATOR if data.get("synthetic") else None}
+            "precision": OmegaConf.select(cfg, "trainer.precision"), "version": 2}
     if data.get("zoom") and (data.get("retrieval") or {}).get("k"):
         spec["zoom_context"] = "asked"  # the zoom samples' prompts took format=asked (before: whole lines)
-    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16], spec
+    return content_key(spec)
 
 
 def shared_sft_adapter(cfg: DictConfig, train: Callable[[DictConfig], Any]) -> Path:
