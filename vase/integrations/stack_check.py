@@ -70,10 +70,10 @@ def swift_venv(venv: Path, log: Path) -> Path:
     py = venv / "bin" / "python"
     base = getattr(sys, "_base_executable", None) or "python3"  # the interpreter vase's own venv was made from
     steps = [[base, "-m", "venv", str(venv)] if not py.is_file() else None,
-             [str(py), "-m", "pip", "install", "-q", "--upgrade", "pip"],
-             [str(py), "-m", "pip", "install", "-q", *SWIFT_PACKAGES],
-             [str(py), "-m", "pip", "install", "-q", "--no-deps", "-e", str(ROOT)],
-             [str(py), "-m", "pip", "install", "-q", "-r", str(ROOT / "vase/integrations/requirements-reward.txt")]]
+             [str(py), "-m", "pip", "install", "-q", "--no-cache-dir", "--upgrade", "pip"],
+             [str(py), "-m", "pip", "install", "-q", "--no-cache-dir", *SWIFT_PACKAGES],
+             [str(py), "-m", "pip", "install", "-q", "--no-cache-dir", "--no-deps", "-e", str(ROOT)],
+             [str(py), "-m", "pip", "install", "-q", "--no-cache-dir", "-r", str(ROOT / "vase/integrations/requirements-reward.txt")]]
     print(f"building ms-swift's virtualenv in {venv} (a few minutes, once)", flush=True)
     for n, cmd in enumerate(c for c in steps if c is not None):
         if _run(cmd, log.with_suffix(f".{n}.log"), ROOT, timeout=1800) != 0:
