@@ -312,3 +312,35 @@ def test_the_learned_term_is_judged_on_the_mean_over_dimensions_per_held_out_vas
     r = {"term_of_dimension": {"shape": "shape", "fabric": "fabric"},
          "items": {"a#shape": {"shape_pass": 1.0}, "a#fabric": {"fabric_pass": 0.0}, "b#shape": {"shape_pass": 1.0}}}
     assert vase_means(r) == {"a": 0.5, "b": 1.0}
+
+
+def test_the_zoom_tool_is_judged_on_decoration_and_its_own_part_beside(tmp_path: Path) -> None:
+    """The zoom comparison: SFT with zoom data answering with the tool against SFT without zoom data, on decoration
+    (Hydra's sweeper writes the swept boolean as True/False); the same adapters without the tool
+    (heldout_without_tool.json) give the tool's own part, reported beside the verdict and in the README's table."""
+    from vase.readme_tables import beyond_table
+    from vase.reports.compare import write_comparison
+
+    root = tmp_path / "logs" / "beyond_zoom" / "multiruns" / "2026-01-01_00-00-00"
+    n = 0
+    for draw in (0, 5):
+        for seed in (1, 2):
+            _job(root, n, [f"data.synthetic.seed={draw}", f"seed={seed}", "data.zoom=False", "experiment=beyond_zoom"],
+                 _result({"decoration": 40}, n=240), _result({}, n=240))
+            tool = _job(root, n + 1, [f"data.synthetic.seed={draw}", f"seed={seed}", "data.zoom=True",
+                                      "experiment=beyond_zoom"],
+                        _result({"decoration": 130 if seed == 1 else 40}, n=240), _result({}, n=240))
+            (tool / "heldout_without_tool.json").write_text(json.dumps(_result({"decoration": 40}, n=240)))
+            n += 2
+    v = write_comparison(root)
+    assert v["key"] == "data.zoom" and v["targets"] == ["decoration"] and v["on"] == "true"
+    assert v["held"] is False and not v["dimensions"]["decoration"]["hurt"]  # seed 2 gains nothing
+    g = v["dimensions"]["decoration"]["groups"]["draw 5, seed 1"]
+    assert (round(g["off"], 4), round(g["on"], 4)) == (round(40 / 240, 4), round(130 / 240, 4)) and g["lo"] > 0
+    inner = v["within"]["dimensions"]["decoration"]["groups"]
+    assert inner["draw 0, seed 1"]["lo"] > 0 and inner["draw 0, seed 2"]["diff"] == pytest.approx(0.0)
+    md = (root / "compare.md").read_text()
+    assert "`data.zoom=true` against `data.zoom=false`" in md and "The same adapters, with - without" in md
+    (root / "multirun.yaml").write_text("hydra:\n  overrides:\n    task: [experiment=beyond_zoom]\n")
+    table = beyond_table(tmp_path / "logs")
+    assert "The same adapters with the part used at answer time" in table and "heldout_without_tool.json" in table

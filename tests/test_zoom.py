@@ -89,9 +89,15 @@ def test_sft_with_zoom_data_and_vqa_with_the_tool_run(train_cfg, tmp_path: Path,
     from vase.pipeline import run_training
     from vase.pipeline.evaluate import run_evaluation
 
-    cfg = train_cfg(["data.task=both", "data.zoom=true"])
+    cfg = train_cfg(["data.task=both", "data.zoom=true", "evaluate.heldout=true", "evaluate.heldout_task=qa",
+                     "evaluate.heldout_zoom_calls=1", "evaluate.heldout_max_new_tokens=6", "data.limit_val=1"])
     run_training(cfg)
     adapter = Path(cfg.paths.output_dir) / "adapter"
+    # held out: the six questions with the tool offered, and the same adapter again without it
+    held = json.loads((Path(cfg.paths.output_dir) / "heldout_reward.json").read_text())
+    plain = json.loads((Path(cfg.paths.output_dir) / "heldout_without_tool.json").read_text())
+    assert held["zoom"]["max_calls"] == 1 and held["zoom"]["answers"] == 6 and held["n"] == plain["n"] == 6
+    assert set(held["items"]) == set(plain["items"]) and "zoom" not in plain
     data = [o for o in TINY_TRAIN if o.startswith(("data.", "render."))]
     out = tmp_path / "vqa.json"
     ecfg = compose_cfg("evaluate", ["task=vqa", "logger=none", *data, f"adapter={adapter}", "vqa.protocol=open",
@@ -101,3 +107,61 @@ def test_sft_with_zoom_data_and_vqa_with_the_tool_run(train_cfg, tmp_path: Path,
     res = json.loads(out.read_text())["vqa"]
     assert set(res) == {"open", "open+zoom"} and res["open+zoom"]["n"] == 6
     assert "open-ended with the zoom tool" in out.with_suffix(".md").read_text()
+
+
+def test_a_scenes_attribute_is_below_the_models_input_and_a_crop_resolves_it() -> None:
+    """Fine detail (data.synthetic.detail): every figural subject has its own attribute, each with the same ink. At
+    the crop's scale (up to 2 texture pixels per pixel) every two attributes differ by the full contrast somewhere; at
+    the model's input (about 3.2 texture pixels per pixel for a 112-pixel view) they blur: on average half of it."""
+    import itertools
+
+    from PIL import Image, ImageDraw
+
+    from vase.annotate.vocab import terms
+    from vase.data.synthetic import SUBJECT_GLYPHS, _draw_glyph, glyph_cells
+
+    figural = [d for d in terms("decoration")
+               if d not in ("an animal frieze", "palmettes and lotus buds", "a chariot race")]
+    assert sorted(SUBJECT_GLYPHS) == sorted(figural) and len(set(SUBJECT_GLYPHS.values())) == len(figural)
+    assert {len(glyph_cells(s)) for s in figural} == {4} and glyph_cells("a chariot race") == []
+
+    def seen(subject: str, texture_px_per_px: float) -> np.ndarray:
+        im = Image.new("L", (48, 48), 0)
+        _draw_glyph(ImageDraw.Draw(im), subject, 18, 18, 255, 0)
+        s = round(48 / texture_px_per_px)
+        return np.asarray(im.resize((s, s), Image.Resampling.BOX), dtype=float) / 255
+
+    def gaps(scale: float) -> list[float]:
+        return [float(np.abs(seen(a, scale) - seen(b, scale)).max()) for a, b in itertools.combinations(figural, 2)]
+
+    assert min(gaps(1.0)) == 1.0 and min(gaps(2.0)) == 1.0
+    assert np.mean(gaps(3.2)) < 0.55 and min(gaps(3.2)) < 0.2
+
+
+def test_a_detail_set_is_the_same_draw_with_the_attributes_and_side_a_in_front(tmp_path: Path) -> None:
+    """detail=true draws the same records (and a manifest that says so, so it is never mistaken for the plain set);
+    the plain set's manifest has no detail key (every earlier set, render and adapter keeps its key); in a detail
+    texture a figural scene's first group is centred on u = 0, the front view."""
+    import json
+
+    from vase.data.synthetic import SHAPE_SPECS, generate, paint_texture, sample_record
+
+    plain = generate(tmp_path / "plain", num=4, seed=3, progress=False)
+    fine = generate(tmp_path / "fine", num=4, seed=3, progress=False, detail=True)
+    assert [r.to_json() for r in plain["train"]] == [r.to_json() for r in fine["train"]]
+    assert "detail" not in json.loads((tmp_path / "plain" / "synthetic.json").read_text())
+    assert json.loads((tmp_path / "fine" / "synthetic.json").read_text())["detail"] is True
+    assert (tmp_path / "plain" / plain["train"][0].model).read_bytes() != (tmp_path / "fine" / fine["train"][0].model
+                                                                          ).read_bytes()
+    rng = np.random.default_rng(0)
+    rec = next(r for r in (sample_record(rng, i) for i in range(200)) if r.decoration == "a warrior departing")
+    band = SHAPE_SPECS[rec.shape].band
+    rows = slice(int((1 - band[1]) * 255) + 2, int((1 - band[0]) * 255) - 2)
+
+    def ink_near_front(detail: bool) -> float:
+        a = np.asarray(paint_texture(rec, np.random.default_rng(1), detail=detail), dtype=float)[rows]
+        ground = np.median(a.reshape(-1, 3), axis=0)
+        ink = np.abs(a - ground).max(axis=2) > 40
+        return float(np.concatenate([ink[:, :24], ink[:, -24:]], axis=1).mean())
+
+    assert ink_near_front(True) > 2 * ink_near_front(False) and ink_near_front(True) > 0.05

@@ -225,6 +225,7 @@ class SyntheticSchema:
     num_vases: int = 32
     seed: int = 0
     val_fraction: float = 0.25
+    detail: bool = False  # the figures' attributes, below the model's input resolution (vase.data.synthetic)
 
     def __post_init__(self) -> None:
         _check(self.num_vases >= 2, "data.synthetic.num_vases", self.num_vases, "must be at least 2")

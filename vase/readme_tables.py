@@ -104,7 +104,10 @@ def beyond_table(log_dir: Path) -> str | None:
             continue
         v = read_json(path)
         parts.append(f"**{idea.label[0].upper() + idea.label[1:]}** (`python train.py -m experiment=beyond_{name}`)\n\n"
-                     f"{v['table']}\n\nFrom `{path.parent.relative_to(log_dir.parent)}` ({_machine(v.get('machine'))}).\n")
+                     f"{v['table']}\n\n"
+                     + (f"The same adapters with the part used at answer time against without it (`{idea.within}.json`):"
+                        f"\n\n{v['within_table']}\n\n" if v.get("within_table") else "")
+                     + f"From `{path.parent.relative_to(log_dir.parent)}` ({_machine(v.get('machine'))}).\n")
     return "\n".join(parts) if parts else None
 
 

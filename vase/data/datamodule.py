@@ -261,7 +261,7 @@ class VaseDataModule(pl.LightningDataModule):
     def _prepare(self) -> None:
         if self.synthetic:
             generate(self.root, num=int(self.synthetic["num_vases"]), seed=int(self.synthetic["seed"]),
-                     val_fraction=float(self.synthetic["val_fraction"]))
+                     val_fraction=float(self.synthetic["val_fraction"]), detail=bool(self.synthetic.get("detail")))
         if not self.render.get("enabled", False):
             return
         orbit = int(self.render.get("orbit_frames", 0) or 0)

@@ -107,8 +107,49 @@ WHITE = (236, 228, 208)
 PURPLE = (120, 40, 40)
 
 
-def paint_texture(rec: VaseRecord, rng: np.random.Generator, size: tuple[int, int] = (512, 256)) -> Image.Image:
-    """Paint the vase's unwrapped surface: u goes around the vase, v from the foot (bottom row) to the lip (top row)."""
+# Fine detail (``data.synthetic.detail=true``): a scene is told apart by its figures' attributes (Herakles' club and
+# lion skin, Athena's aegis, the Minotaur's bull head), details a few millimetres across on the vase. Each figural
+# subject gets its own attribute beside every figure's head: a 3 x 3 grid of GLYPH_CELL-pixel cells of the texture,
+# four of them inked, so that every attribute carries the same ink. Where one pixel of the image covers a cell or more
+# (the model's input: about 3 texture pixels per pixel for a 112-pixel view) the attributes blur to the same grey;
+# the view at its stored resolution (224: about 1.6) and a crop of its frieze resolve them (tests/test_zoom.py).
+GLYPH_CELL = 3
+SUBJECT_GLYPHS: dict[str, str] = {  # the inked cells of the 3 x 3 grid, row by row
+    "Herakles and the Nemean lion": "110110000",
+    "Herakles and the Erymanthian boar": "011011000",
+    "Dionysos with satyrs and maenads": "101000101",
+    "Athena Promachos": "010111000",
+    "a warrior departing": "100100110",
+    "a symposium scene": "000111010",
+    "Theseus and the Minotaur": "100010011",
+    "Achilles and Ajax playing dice": "001110100",
+    "a woman at a grave stele": "010101010",
+}
+
+
+def glyph_cells(subject: str) -> list[tuple[int, int]]:
+    """(row, column) of the inked cells of ``subject``'s attribute; [] for a subject without figures.
+
+    >>> glyph_cells("Athena Promachos")
+    [(0, 1), (1, 0), (1, 1), (1, 2)]
+    """
+    pattern = SUBJECT_GLYPHS.get(subject, "")
+    return [(k // 3, k % 3) for k, c in enumerate(pattern) if c == "1"]
+
+
+def _draw_glyph(draw: ImageDraw.ImageDraw, subject: str, x: int, y: int, color: tuple[int, int, int],
+                ground: tuple[int, int, int]) -> None:
+    size = 3 * GLYPH_CELL
+    draw.rectangle([x - 1, y - 1, x + size, y + size], fill=ground)
+    for r, c in glyph_cells(subject):
+        x0, y0 = x + c * GLYPH_CELL, y + r * GLYPH_CELL
+        draw.rectangle([x0, y0, x0 + GLYPH_CELL - 1, y0 + GLYPH_CELL - 1], fill=color)
+
+
+def paint_texture(rec: VaseRecord, rng: np.random.Generator, size: tuple[int, int] = (512, 256),
+                  detail: bool = False) -> Image.Image:
+    """Paint the vase's unwrapped surface: u goes around the vase, v from the foot (bottom row) to the lip (top row);
+    ``detail``: the figures' attributes (:data:`SUBJECT_GLYPHS`), drawn without drawing from ``rng``."""
     w, h = size
     spec = SHAPE_SPECS[rec.shape]
     ground, figure = {
@@ -145,10 +186,13 @@ def paint_texture(rec: VaseRecord, rng: np.random.Generator, size: tuple[int, in
     for k in range(n):
         cx = int((k + 0.5) * w / n + rng.integers(-6, 7))
         lift = int(band_h * 0.12) * (1 if k % 2 else -1) if painter.staggered else 0
-        _draw_motif(draw, motif, cx, top - lift, band_h, figure, rec.technique, rng, painter.stroke, accent)
+        _draw_motif(draw, motif, cx, top - lift, band_h, figure, rec.technique, rng, painter.stroke, accent,
+                    glyph=ground if detail else None)
     # a dark foot and lip, as nearly every Greek vase has
     draw.rectangle([0, y_px(0.06), w, h], fill=GLAZE)
     draw.rectangle([0, 0, w, y_px(0.97)], fill=GLAZE)
+    if detail:  # side A faces the front view (u = 0), as a catalogue photographs a vase: the first group centred there
+        img = Image.fromarray(np.roll(np.asarray(img), -int(round(0.5 * w / n)), axis=1))
     return img
 
 
@@ -178,7 +222,9 @@ def _ornament(draw: ImageDraw.ImageDraw, kind: str, y: int, w: int, color: tuple
 
 def _draw_motif(draw: ImageDraw.ImageDraw, motif: str, cx: int, top: int, bh: int, color: tuple[int, int, int],
                 technique: str, rng: np.random.Generator, stroke: int = 2,
-                accent: tuple[int, int, int] | None = None) -> None:
+                accent: tuple[int, int, int] | None = None, glyph: tuple[int, int, int] | None = None) -> None:
+    """One figure group of the frieze; ``glyph``: the ground's colour, to draw each figure's attribute on (fine
+    detail), or None."""
     outline_only = technique == "white-ground"
     fill = None if outline_only else color
     lw = 2 if outline_only else 1
@@ -219,6 +265,8 @@ def _draw_motif(draw: ImageDraw.ImageDraw, motif: str, cx: int, top: int, bh: in
             if accent is not None:  # added colour: a belt and the face
                 draw.rectangle([x - 8, top + int(bh * 0.42), x + 8, top + int(bh * 0.5)], fill=accent)
                 draw.ellipse([x - r // 2, head_y + r // 2, x + r // 2, head_y + r + r // 2], fill=accent)
+            if glyph is not None:  # the attribute, held in the raised hand, on a clear patch of the ground
+                _draw_glyph(draw, motif, int(x + 2 + arm), head_y + r - 3 * GLYPH_CELL - 1, color, glyph)
         if motif == "a woman at a grave stele":
             draw.rectangle([cx + 34, top + int(bh * 0.2), cx + 44, top + int(bh * 0.95)], outline=color, width=2)
 
@@ -294,9 +342,9 @@ def _handle(spec: ShapeSpec, y0: float, y1: float, kind: str, angle_deg: float,
     return verts, np.asarray(faces, dtype=np.int64), uv
 
 
-def build_mesh(rec: VaseRecord, rng: np.random.Generator):
-    """The textured trimesh of one vase (body of revolution + handles)."""
-    return textured_vase(SHAPE_SPECS[rec.shape], paint_texture(rec, rng))
+def build_mesh(rec: VaseRecord, rng: np.random.Generator, detail: bool = False):
+    """The textured trimesh of one vase (body of revolution + handles); ``detail``: :func:`paint_texture`'s."""
+    return textured_vase(SHAPE_SPECS[rec.shape], paint_texture(rec, rng, detail=detail))
 
 
 def textured_vase(spec: ShapeSpec, texture: Image.Image):
@@ -331,8 +379,9 @@ def mesh_to_glb(mesh) -> bytes:
 
 @one_builder_at_a_time
 def generate(root: str | Path, num: int = 32, seed: int = 0, val_fraction: float = 0.25,
-             overwrite: bool = False, progress: bool = True) -> dict[str, list[VaseRecord]]:
-    """Write ``num`` procedural vases under ``root``; byte-identical output for the same (num, seed, val_fraction).
+             overwrite: bool = False, progress: bool = True, detail: bool = False) -> dict[str, list[VaseRecord]]:
+    """Write ``num`` procedural vases under ``root``; byte-identical output for the same (num, seed, val_fraction,
+    detail). ``detail``: the figures' attributes (:data:`SUBJECT_GLYPHS`; the same records, the same vases otherwise).
 
     Existing output with the same parameters is reused (``overwrite=False``): the manifest records them.
     """
@@ -343,6 +392,8 @@ def generate(root: str | Path, num: int = 32, seed: int = 0, val_fraction: float
     root = Path(root)
     manifest_path = root / "synthetic.json"
     params = {"num": num, "seed": seed, "val_fraction": val_fraction, "generator": GENERATOR}
+    if detail:  # only when asked: every set drawn before keeps its manifest, and so its renders and adapters
+        params["detail"] = True
     if root.is_dir() and not manifest_path.exists() and any(root.iterdir()):
         # a folder with content but no manifest of ours holds someone's data: never write synthetic vases into it
         raise DataError(f"{root}: holds files that the synthetic generator did not write (no synthetic.json); "
@@ -375,7 +426,7 @@ def _write_set(root: Path, num: int, seed: int, val_fraction: float, params: dic
         iterator = tqdm(iterator, desc="synthesising vases", unit="vase")
     for i in iterator:
         rec = sample_record(rng, i)
-        mesh = build_mesh(rec, np.random.default_rng([seed, i]))
+        mesh = build_mesh(rec, np.random.default_rng([seed, i]), detail=bool(params.get("detail")))
         atomic_write_bytes(root / rec.model, mesh_to_glb(mesh))
         records.append(rec)
     n_val = max(1, int(round(num * val_fraction)))

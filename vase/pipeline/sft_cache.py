@@ -47,6 +47,9 @@ def data_spec(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """The data and render settings that decide which vases and views a model trained on this run's data sees
     (batching and evaluation settings left out): part of every cache key of something trained on them."""
     data = {k: v for k, v in (plain(cfg, "data") or {}).items() if k not in _DATA_IGNORED}
+    if isinstance(data.get("synthetic"), dict) and not data["synthetic"].get("detail"):
+        # detail=false draws the sets drawn before the key existed: their keys (adapters, classifiers) stay
+        data["synthetic"] = {k: v for k, v in data["synthetic"].items() if k != "detail"}
     render = {k: v for k, v in (plain(cfg, "render") or {}).items() if k not in ("cache_dir", "on_error")}
     return data, render
 

@@ -167,9 +167,15 @@ class _Evaluation:
         task = str(ev.get("heldout_task") or datamodule.task)
         tokens = int(ev.get("heldout_max_new_tokens") or stage.module.get("max_completion_length")
                      or ev.max_new_tokens)
+        # a model trained with zoom data (data.zoom) answers with the tool offered, and again without it
+        zoom = int(ev.get("heldout_zoom_calls") or 0) if getattr(datamodule, "zoom", False) else 0
         self.heldout[str(stage.name)] = heldout_reward(
             module.model, self.processor, datamodule.val_set, reward, task, self.out_dir / f"heldout_reward{suffix}.json",
-            f"{self.label} ({stage.name})", int(ev.batch_size), tokens)
+            f"{self.label} ({stage.name})", int(ev.batch_size), tokens, zoom_calls=zoom)
+        if zoom:  # the same adapter answering without the tool: the paired baseline of what the tool itself adds
+            heldout_reward(module.model, self.processor, datamodule.val_set, reward, task,
+                           self.out_dir / f"heldout_without_tool{suffix}.json", f"{self.label} ({stage.name}, no tool)",
+                           int(ev.batch_size), tokens)
         if merged and hasattr(module.model, "disable_adapter"):
             answers = None
             if shared_sft is not None:  # every job of a sweep starts from this SFT: its answers are made once

@@ -17,7 +17,7 @@ from typing import Any
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.eval.stats import heldout_difference, paired_difference
-from vase.io import atomic_write_json, atomic_write_text
+from vase.io import atomic_write_json, atomic_write_text, read_json
 from vase.reports.ablation import DRAW_KEY, _pct
 from vase.reports.jobs import _heldout, _job_dirs, _overrides
 from vase.runs import machine_stamp
@@ -34,11 +34,16 @@ class Idea:
     on: str
     targets: tuple[str, ...]
     label: str
+    within: str | None = None  # a second held-out result the idea's own jobs write (the same model without its part)
 
+
+WITHOUT_TOOL = "heldout_without_tool"
 
 IDEAS: dict[str, Idea] = {
     "retrieval": Idea("retrieval.k", "0", "3", ("attribution", "dating"),
                       "retrieval (the 3 nearest training vases' metadata in the prompt)"),
+    "zoom": Idea("data.zoom", "false", "true", ("decoration",),
+                 "the zoom tool (SFT with zoom data, answered with the tool offered)", within=WITHOUT_TOOL),
     "learned": Idea("reward.terms.learned.weight", "0.0", "0.5", (MEAN,),
                     "GRPO with the learned term (agreement with a six-head classifier trained on the training vases)"),
 }
@@ -119,13 +124,26 @@ def comparison_lines(idea: Idea, on: str, verdict: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _within(idea: Idea, jobs: list[Path], ov: dict[Path, dict[str, str]]) -> dict[str, Any] | None:
+    """The verdict of each ``idea.on`` job against its own ``idea.within`` result (None when there is none)."""
+    if idea.within is None:
+        return None
+    pairs = {}
+    for j in jobs:
+        if ov[j].get(idea.key) == idea.on and (j / f"{idea.within}.json").is_file():
+            pairs[f"draw {ov[j].get(DRAW_KEY, '-')}, seed {ov[j].get('seed', '-')}"] = (
+                read_json(j / f"{idea.within}.json"), _heldout(j)[0])
+    return comparison_verdict(pairs, idea.targets) if pairs else None
+
+
 def write_comparison(sweep_dir: str | Path) -> dict[str, Any] | None:
     """``compare.md`` / ``compare.json`` for a sweep over one idea's switch (each value other than the one without
     the idea against it; the idea's own value, ``Idea.on``, is the verdict, others are probes); None when the sweep is
     no such comparison (or its jobs have no held-out results)."""
     sweep_dir = Path(sweep_dir)
     jobs = [j for j in _job_dirs(sweep_dir) if _heldout(j)[0] is not None]
-    ov = {j: _overrides(j) for j in jobs}
+    # Hydra's sweeper writes a swept boolean as True/False, whatever was typed
+    ov = {j: {k: v.lower() if v.lower() in ("true", "false") else v for k, v in _overrides(j).items()} for j in jobs}
     idea = idea_of(ov)
     if idea is None:
         return None
@@ -147,6 +165,12 @@ def write_comparison(sweep_dir: str | Path) -> dict[str, Any] | None:
     lines = [f"# {idea.label} against the same pipeline without it", ""]
     for v in [on, *verdict["probes"]]:
         lines += comparison_lines(idea, v, found[v]) + [""]
+    inner = _within(idea, jobs, ov)
+    if inner is not None:  # the idea's own jobs, with its part and without it (the same adapter)
+        verdict["within"] = inner
+        verdict["within_table"] = "\n".join(comparison_lines(idea, on, inner)[2:])
+        lines += [f"## The same adapters, with - without ({idea.within}.json): what the {idea.key}={on} jobs gain "
+                  f"from the part used at answer time", ""] + comparison_lines(idea, on, inner)[2:] + [""]
     atomic_write_text(sweep_dir / "compare.md", "\n".join(lines))
     verdict["table"] = "\n".join(comparison_lines(idea, on, found[on])[2:])
     atomic_write_json(sweep_dir / "compare.json", verdict)
