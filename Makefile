@@ -37,10 +37,12 @@ ablation-demo: setup
 	$(BIN)/python train.py -m experiment=ablation_demo
 
 # Beyond the paper, measured: each idea against the same pipeline without it on 240 held-out vases, two data draws x
-# two seeds, paired intervals (logs/beyond_<idea>/multiruns/<time>/compare.md). Built so far: retrieval (SFT) and
-# GRPO with the learned term
+# two seeds, paired intervals (logs/beyond_<idea>/multiruns/<time>/compare.md): retrieval (SFT), the zoom tool (SFT),
+# GRPO with the inverse-rendering term (against its own SFT start), GRPO with the learned term
 beyond-demo: setup
 	$(BIN)/python train.py -m experiment=beyond_retrieval
+	$(BIN)/python train.py -m experiment=beyond_zoom
+	$(BIN)/python train.py -m experiment=beyond_invrender
 	$(BIN)/python train.py -m experiment=beyond_learned
 
 # The GRPO learning check: from the demo's SFT, GRPO on one binary term (the caption names the vase's true shape) must

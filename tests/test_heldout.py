@@ -344,3 +344,30 @@ def test_the_zoom_tool_is_judged_on_decoration_and_its_own_part_beside(tmp_path:
     (root / "multirun.yaml").write_text("hydra:\n  overrides:\n    task: [experiment=beyond_zoom]\n")
     table = beyond_table(tmp_path / "logs")
     assert "The same adapters with the part used at answer time" in table and "heldout_without_tool.json" in table
+
+
+def test_grpo_with_the_inverse_rendering_term_is_judged_against_its_own_start(tmp_path: Path) -> None:
+    """The inverse-rendering comparison: without the term its pipeline has nothing to reward, so each GRPO job is
+    judged against its own start (heldout_reward_start.json) on two item values, the silhouette IoU and the shape its
+    answer names; the dimension rows no answer was asked for are left out."""
+    from vase.reports.compare import write_comparison
+
+    def result(iou: float, shape_right: int) -> dict:
+        items = {f"v{i:03d}#invrender": {"invrender": iou if i % 2 else iou / 2, "invrender_shape": float(i < shape_right),
+                                         "total": iou} for i in range(240)}
+        return {"label": "x", "task": "invrender", "n": 240, "items": items, "term_of_dimension": {"shape": "shape"},
+                "pass": {"shape": {"mean": float("nan"), "lo": float("nan"), "hi": float("nan"), "n": 0}}}
+
+    root = tmp_path / "sweep"
+    for n, (draw, seed) in enumerate((d, s) for d in (0, 5) for s in (1, 2)):
+        _job(root, n, [f"data.synthetic.seed={draw}", f"seed={seed}", "reward.terms.invrender.weight=1.0"],
+             result(0.8 if seed == 1 else 0.6, 150 if seed == 1 else 120), result(0.6, 120))
+    v = write_comparison(root)
+    assert v["key"] == "reward.terms.invrender.weight" and v["off"] is None and v["held"] is False
+    iou = v["dimensions"]["invrender"]["groups"]
+    assert iou["draw 0, seed 1"]["diff"] == pytest.approx(0.15) and iou["draw 0, seed 1"]["lo"] > 0
+    assert iou["draw 5, seed 2"]["diff"] == pytest.approx(0.0) and v["dimensions"]["invrender_shape"]["target"]
+    assert "shape" not in v["dimensions"]  # no answer stated a dimension
+    md = (root / "compare.md").read_text()
+    assert "against each job's own start" in md and "| **silhouette IoU (x 100)** (target) | draw 0, seed 1 |" in md
+    assert "shape named in the answer (target): **not shown to help**" in md

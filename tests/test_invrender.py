@@ -74,6 +74,7 @@ def test_the_reward_scores_inverse_rendering_answers_by_silhouette(synthetic_roo
     iou = out.components["invrender"]
     assert iou[0] == 1.0 and 0.0 < iou[2] < iou[1] < 1.0 and iou[3] == 0.0
     assert out.total == [2.0 * x for x in iou]
+    assert out.components["invrender_shape"] == [1.0, 1.0, 0.0, 0.0]  # the shape the answer names, where it parses
     # a caption prompt in the same batch is scored as before, with no inverse-rendering part
     cap = r.compute([rec.caption], targets=[{d: getattr(rec, d) for d in ("fabric", "technique", "shape", "dating",
                                                                            "decoration", "attribution")}],

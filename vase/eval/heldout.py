@@ -68,6 +68,9 @@ def score_answers(rows: list[dict[str, Any]], targets: dict[str, dict[str, Any]]
                              images=[images[i]() for i in ids] if images else None)
         for k, i in enumerate(ids):
             row = {name: got.components[name][k] for name in reward.terms}
+            # a parameter term's further parts (the inverse-rendering term's ``_shape``)
+            row.update({c: v[k] for name, t in reward.terms.items() if getattr(t, "answers", "") == "parameters"
+                        for c, v in got.components.items() if c.startswith(f"{name}_")})
             # a dimension's share right counts the answers asked for it (a QA answer states one dimension)
             row.update({f"{name}_pass": got.components[f"{name}_pass"][k] for name, d in dims.items()
                         if targets[i].get(d) is not None})

@@ -23,6 +23,7 @@ from vase.reports.jobs import _heldout, _job_dirs, _overrides
 from vase.runs import machine_stamp
 
 MEAN = "mean"  # the target "the mean over dimensions", per held-out vase
+SHOWN = {"invrender": "silhouette IoU (x 100)", "invrender_shape": "shape named in the answer"}  # item-key targets
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class Idea:
     """One idea's switch (the swept key, its value without and with the idea) and what it is meant to help."""
 
     key: str
-    off: str
+    off: str | None  # None: the baseline is each job's own start (``heldout_reward_start.json``, the SFT it began from)
     on: str
     targets: tuple[str, ...]
     label: str
@@ -44,6 +45,9 @@ IDEAS: dict[str, Idea] = {
                       "retrieval (the 3 nearest training vases' metadata in the prompt)"),
     "zoom": Idea("data.zoom", "false", "true", ("decoration",),
                  "the zoom tool (SFT with zoom data, answered with the tool offered)", within=WITHOUT_TOOL),
+    "invrender": Idea("reward.terms.invrender.weight", None, "1.0", ("invrender", "invrender_shape"),
+                      "GRPO with the inverse-rendering term (silhouette IoU of the answered vase)",
+                      within="heldout_reward_start"),
     "learned": Idea("reward.terms.learned.weight", "0.0", "0.5", (MEAN,),
                     "GRPO with the learned term (agreement with a six-head classifier trained on the training vases)"),
 }
@@ -64,7 +68,9 @@ def idea_of(overrides: dict[Path, dict[str, str]]) -> Idea | None:
     """The idea a sweep compares: the one whose key takes its value without the idea and at least one other."""
     for idea in IDEAS.values():
         values = {o.get(idea.key) for o in overrides.values()}
-        if idea.off in values and len(values - {idea.off, None}) >= 1:
+        if idea.off is None and idea.on in values:  # judged against each job's own start
+            return idea
+        if idea.off is not None and idea.off in values and len(values - {idea.off, None}) >= 1:
             return idea
     return None
 
@@ -86,13 +92,22 @@ def comparison_verdict(pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]],
     for d in DIMENSIONS:
         groups = {}
         for g, (off, on) in pairs.items():
-            if d not in off.get("pass", {}) or d not in on.get("pass", {}):
-                continue
+            if not off.get("pass", {}).get(d, {}).get("n") or not on.get("pass", {}).get(d, {}).get("n"):
+                continue  # no answer was asked for this dimension (a parameter answer states none)
             key = f"{on['term_of_dimension'][d]}_pass"
             groups[g] = {"off": off["pass"][d]["mean"], "on": on["pass"][d]["mean"],
                          **heldout_difference(on, off, key)}
         if groups:
             per_dim[d] = {"target": d in targets, "groups": groups, **_judged(groups, len(pairs))}
+    for t in (t for t in targets if t not in DIMENSIONS and t != MEAN):  # a term's own value (an IoU)
+        groups = {}
+        for g, (off, on) in pairs.items():
+            a = {i: v[t] for i, v in on["items"].items() if t in v}
+            b = {i: v[t] for i, v in off["items"].items() if t in v}
+            if a and b:
+                groups[g] = {"off": sum(b.values()) / len(b), "on": sum(a.values()) / len(a), **paired_difference(a, b)}
+        if groups:
+            per_dim[t] = {"target": True, "groups": groups, **_judged(groups, len(pairs))}
     if MEAN in targets:
         groups = {}
         for g, (off, on) in pairs.items():
@@ -107,19 +122,22 @@ def comparison_verdict(pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]],
 
 
 def comparison_lines(idea: Idea, on: str, verdict: dict[str, Any]) -> list[str]:
-    lines = [f"## {idea.label}: `{idea.key}={on}` against `{idea.key}={idea.off}`", "",
+    against = f"`{idea.key}={idea.off}`" if idea.off is not None else "each job's own start (the SFT it began from)"
+    lines = [f"## {idea.label}: `{idea.key}={on}` against {against}", "",
              "| dimension | draw, seed | without | with | with - without, points [95 % CI] |", "|---|---|---:|---:|---|"]
     ordered = sorted(verdict["dimensions"].items(), key=lambda kv: not kv[1]["target"])
     for d, v in ordered:
+        d = SHOWN.get(d, d)
         name = f"**{d}** (target)" if v["target"] else d
         for g, s in v["groups"].items():
             lines.append(f"| {name} | {g} | {_pct(s['off'])} | {_pct(s['on'])} | "
                          f"{100 * s['diff']:+.1f} [{100 * s['lo']:+.1f}, {100 * s['hi']:+.1f}] |")
     lines.append("")
     for d, v in ordered:
+        d = SHOWN.get(d, d)
         state = "**helped**" if v["helped"] else "**hurt**" if v["hurt"] else "**not shown to help**"
         lines.append(f"- {d}{' (target)' if v['target'] else ''}: {state}")
-    lines.append(f"\nVerdict on the targets ({', '.join(verdict['targets'])}; {verdict['rule']}): "
+    lines.append(f"\nVerdict on the targets ({', '.join(SHOWN.get(t, t) for t in verdict['targets'])}; {verdict['rule']}): "
                  f"**{'held' if verdict['held'] else 'not held'}**.")
     return lines
 
@@ -136,6 +154,24 @@ def _within(idea: Idea, jobs: list[Path], ov: dict[Path, dict[str, str]]) -> dic
     return comparison_verdict(pairs, idea.targets) if pairs else None
 
 
+def _found(idea: Idea, jobs: list[Path], ov: dict[Path, dict[str, str]]) -> dict[str, dict[str, Any]]:
+    """Per value of the idea's key other than ``off``, the verdict against ``off`` in the same draw and seed (or,
+    for an idea without an ``off``, against each job's own start)."""
+    if idea.off is None:
+        inner = _within(idea, jobs, ov)
+        return {idea.on: inner} if inner is not None else {}
+    pairs: dict[str, dict[str, dict[str, Any]]] = {}
+    for j in jobs:
+        group = f"draw {ov[j].get(DRAW_KEY, '-')}, seed {ov[j].get('seed', '-')}"
+        pairs.setdefault(group, {})[ov[j].get(idea.key)] = _heldout(j)[0]
+    found = {}
+    for v in sorted({v for p in pairs.values() for v in p} - {idea.off, None}):
+        complete = {g: (p[idea.off], p[v]) for g, p in pairs.items() if idea.off in p and v in p}
+        if complete:
+            found[v] = comparison_verdict(complete, idea.targets)
+    return found
+
+
 def write_comparison(sweep_dir: str | Path) -> dict[str, Any] | None:
     """``compare.md`` / ``compare.json`` for a sweep over one idea's switch (each value other than the one without
     the idea against it; the idea's own value, ``Idea.on``, is the verdict, others are probes); None when the sweep is
@@ -147,25 +183,16 @@ def write_comparison(sweep_dir: str | Path) -> dict[str, Any] | None:
     idea = idea_of(ov)
     if idea is None:
         return None
-    pairs: dict[str, dict[str, dict[str, Any]]] = {}
-    for j in jobs:
-        group = f"draw {ov[j].get(DRAW_KEY, '-')}, seed {ov[j].get('seed', '-')}"
-        pairs.setdefault(group, {})[ov[j].get(idea.key)] = _heldout(j)[0]
-    values = sorted({v for p in pairs.values() for v in p} - {idea.off, None})
-    found = {}
-    for v in values:
-        complete = {g: (p[idea.off], p[v]) for g, p in pairs.items() if idea.off in p and v in p}
-        if complete:
-            found[v] = comparison_verdict(complete, idea.targets)
+    found = _found(idea, jobs, ov)
     if not found:
         return None
-    on = idea.on if idea.on in found else values[0]
+    on = idea.on if idea.on in found else sorted(found)[0]
     verdict = {"idea": idea.label, "key": idea.key, "off": idea.off, "on": on, **found[on],
                "probes": {v: r for v, r in found.items() if v != on}, "machine": machine_stamp()}
     lines = [f"# {idea.label} against the same pipeline without it", ""]
     for v in [on, *verdict["probes"]]:
         lines += comparison_lines(idea, v, found[v]) + [""]
-    inner = _within(idea, jobs, ov)
+    inner = _within(idea, jobs, ov) if idea.off is not None else None
     if inner is not None:  # the idea's own jobs, with its part and without it (the same adapter)
         verdict["within"] = inner
         verdict["within_table"] = "\n".join(comparison_lines(idea, on, inner)[2:])

@@ -213,6 +213,12 @@ class InvRender(RewardTerm):
             return [0.0] * len(completions)  # off: no renderer is built
         return [self.score(c, t) for c, t in zip(completions, targets)]
 
+    def components(self, completions: list[str], targets: list[Any], **batch: Any) -> dict[str, list[float]]:
+        """The IoU, and ``_shape``: 1 where the answer parses and names the true shape family (needs no renderer)."""
+        parsed = [parse_params(c) for c in completions]
+        return {"": self(completions, targets, **batch),
+                "_shape": [float(p is not None and p.shape == t.get("shape")) for p, t in zip(parsed, targets)]}
+
 
 class Learned(RewardTerm):
     """Agreement with the six-head classifier (``attribute_heads.pt``, written by ``python evaluate.py
