@@ -161,3 +161,35 @@ def test_slurm_requeue_signal_saves_before_submitit_requeues(train_cfg, monkeypa
         signal.signal(signal.SIGUSR2, previous)
     assert seen == [2]
     assert signal.getsignal(signal.SIGINT) is sigint  # handlers are given back
+
+
+def test_a_config_edited_since_the_kill_starts_a_new_run_not_a_mixed_one(tmp_path: Path, monkeypatch) -> None:
+    """The same command after a config file changed (an experiment's learning rate) is another run: resuming the
+    killed one would continue its checkpoint under the new settings and mix two configs in one history. The key of a
+    run is its overrides and its composed config's digest (``${vase.config_digest:}`` in hydra.run.dir); unchanged,
+    the same command still resumes (the resume test above resolves that digest through Hydra)."""
+    from omegaconf import OmegaConf
+
+    import vase.runs as runs
+
+    def composed(lr: float):
+        return OmegaConf.create({"stage": {"module": {"optimizer": {"lr": lr}}}, "seed": 1, "resume": "auto",
+                                 "out": "${hydra:runtime.output_dir}", "hydra": {"run": {"dir": "x"}}})
+
+    base = tmp_path / "runs"
+    killed = base / "2026-01-01_00-00-00"
+    (killed / "checkpoints").mkdir(parents=True)
+    (killed / "checkpoints" / "last.ckpt").write_bytes(b"x")
+    key = runs.run_key([], runs.config_digest(composed(5e-3)))
+    (killed / runs.RUN_FILE).write_text(json.dumps({"status": "running", "key": key, "overrides": [], "pid": 0}))
+    monkeypatch.setattr(runs, "_memo", {})
+    edited = runs.run_dir(str(base), "auto", "run", runs.config_digest(composed(1e-3)))
+    assert Path(edited) != killed and Path(edited).parent == base  # a new folder: the edited config starts afresh
+    runs.release(edited)
+    monkeypatch.setattr(runs, "_memo", {})
+    again = runs.run_dir(str(base), "auto", "run", runs.config_digest(composed(5e-3)))
+    assert Path(again) == killed.resolve()  # the config it ran: taken up again
+    runs.release(again)
+    # what the digest reads: the config as written, without Hydra's node and how to resume
+    other = OmegaConf.merge(composed(5e-3), {"resume": "never", "hydra": {"run": {"dir": "y"}}})
+    assert runs.config_digest(other) == runs.config_digest(composed(5e-3)) != runs.config_digest(composed(1e-3))

@@ -44,7 +44,7 @@ from vase.choices import (
 from vase.errors import ConfigError, VaseError
 from vase.io import is_within
 from vase.models.tiny import spec_fingerprint
-from vase.runs import check_given_dir, job_overrides, run_dir, set_status_held
+from vase.runs import check_given_dir, job_overrides, root_digest, run_dir, set_status_held
 from vase.views import VIEWS, path_key
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
@@ -800,6 +800,8 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("vase.input_key", path_key)
     if not OmegaConf.has_resolver("vase.tiny_key"):
         OmegaConf.register_new_resolver("vase.tiny_key", tiny_key)
+    if not OmegaConf.has_resolver("vase.config_digest"):  # not cached: it reads the config it is resolved in
+        OmegaConf.register_new_resolver("vase.config_digest", root_digest)
     if not OmegaConf.has_resolver("vase.run_dir"):
         # cached in the config too, so a sweep's jobs (and a requeued SLURM job's pickled config) keep one folder
         OmegaConf.register_new_resolver("vase.run_dir", run_dir, use_cache=True)

@@ -5,8 +5,9 @@
 - a new directory is created exclusively (``<base>/<time>``; a second process in the same second gets
   ``<time>_1``), so two runs started together never write into one folder;
 - with ``resume=auto`` a run that was killed (its folder holds a checkpoint, its status is not ``finished`` and no
-  live process holds its lock) and that was started with the same overrides is taken up again instead: rerunning
-  the command resumes it (see :func:`resume_checkpoint`).
+  live process holds its lock) and that was started with the same overrides into the same config (config files
+  edited since make another run: :func:`config_digest`) is taken up again instead: rerunning the command resumes it
+  (see :func:`resume_checkpoint`).
 
 Each run holds an advisory lock on ``<run>/.vase-run.lock`` for as long as its process lives (the kernel drops it
 when the process dies, even by SIGKILL), and records its task, overrides and status in ``<run>/.vase-run.json``.
@@ -56,14 +57,30 @@ def machine_stamp() -> dict[str, Any]:
             "torch": torch_version}
 
 
-def run_key(overrides: list[str]) -> str:
-    """A short hash of the overrides that define a run (``resume=`` and ``ckpt_path=`` left out).
+def run_key(overrides: list[str], digest: str = "") -> str:
+    """A short hash of the overrides that define a run (``resume=`` and ``ckpt_path=`` left out) and of the config
+    they were composed into (``digest``, :func:`config_digest`): a config file edited since is another run.
 
     >>> run_key(["seed=1", "resume=never"]) == run_key(["seed=1"]) != run_key(["seed=2"])
     True
+    >>> run_key(["seed=1"], "a") != run_key(["seed=1"], "b")
+    True
     """
     kept = sorted(o for o in overrides if not o.lstrip("+~").startswith(_NOT_IDENTITY))
-    return hashlib.sha256("\n".join(kept).encode()).hexdigest()[:12]
+    return hashlib.sha256("\n".join([*kept, digest] if digest else kept).encode()).hexdigest()[:12]
+
+
+def config_digest(cfg: Any) -> str:
+    """A hash of a composed config as written (interpolations unresolved, so a time or a run folder does not enter
+    it), without Hydra's own node and the keys that only say how to resume: what the config files and overrides made
+    of the run. A killed run is taken up again only when the config it would now run equals the one it ran."""
+    from omegaconf import DictConfig, OmegaConf
+
+    if not isinstance(cfg, DictConfig):
+        return ""
+    keep = [k for k in cfg.keys() if k != "hydra" and not str(k).startswith(_NOT_IDENTITY)]
+    text = OmegaConf.to_yaml(OmegaConf.masked_copy(cfg, keep), resolve=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def job_overrides() -> list[str]:
@@ -99,7 +116,7 @@ def _try_lock(path: Path) -> int | None:
     return fd
 
 
-def claim(path: str | Path, resume: str = "auto", overrides: list[str] | None = None) -> Path:
+def claim(path: str | Path, resume: str = "auto", overrides: list[str] | None = None, key: str | None = None) -> Path:
     """Hold ``path`` as this process's run directory for as long as the process lives.
 
     Raises ConfigError when another live process holds it, or when it holds an earlier run that this one would
@@ -120,7 +137,7 @@ def claim(path: str | Path, resume: str = "auto", overrides: list[str] | None = 
         raise
     _held[path] = fd
     overrides = job_overrides() if overrides is None else overrides
-    record = {**status, "pid": os.getpid(), "status": "running", "key": status.get("key") or run_key(overrides),
+    record = {**status, "pid": os.getpid(), "status": "running", "key": status.get("key") or key or run_key(overrides),
               "overrides": status.get("overrides", overrides), "started": status.get("started", time.time())}
     atomic_write_json(path / RUN_FILE, record)
     return path
@@ -178,9 +195,15 @@ def _resumable(base: Path, key: str, sweep: bool = False) -> Path | None:
     return None
 
 
-def run_dir(base: str, resume: str = "never", kind: str = "run") -> str:
-    """``${vase.run_dir:<base>,<resume>[,sweep]}``: this process's run directory under ``base``, or with ``sweep``
-    its multirun's folder (see the module docstring). A sweep rerun with ``resume=auto`` takes up the newest
+def root_digest(*, _root_: Any) -> str:
+    """``${vase.config_digest:}``: :func:`config_digest` of the config it is resolved in."""
+    return config_digest(_root_)
+
+
+def run_dir(base: str, resume: str = "never", kind: str = "run", digest: str = "") -> str:
+    """``${vase.run_dir:<base>,<resume>[,run|sweep[,<digest>]]}``: this process's run directory under ``base``, or
+    with ``sweep`` its multirun's folder (see the module docstring); ``digest``: a run's config's
+    (``${vase.config_digest:}``). A sweep rerun with ``resume=auto`` takes up the newest
     unfinished sweep of the same command when its sweeper sends the same jobs again (the grid sweeper; an optuna
     search starts a new folder)."""
     memo_key = (str(base), str(resume), str(kind))
@@ -195,10 +218,12 @@ def run_dir(base: str, resume: str = "never", kind: str = "run") -> str:
         chosen = None
         # a multirun's folder is chosen before Hydra sets a config for its jobs: the multirun noted its own
         overrides = list(_multirun.get("overrides", [])) if kind == "sweep" else job_overrides()
+        # the config's digest: a sweep's noted when it started (its jobs' configs differ by design), a run's given
+        key = run_key(overrides, str(_multirun.get("digest", "")) if kind == "sweep" else str(digest))
         if kind == "sweep" and not str(_multirun.get("sweeper", "")).endswith("BasicSweeper"):
             resume = "never"  # only the grid sweeper sends the same jobs, in the same order, each time
         if resume == "auto" and _rank() == 0:
-            chosen = _resumable(root, run_key(overrides), sweep=kind == "sweep")
+            chosen = _resumable(root, key, sweep=kind == "sweep")
             if chosen is not None:
                 print(f"resuming the interrupted run {chosen} (same command; resume=never starts afresh)")
         if chosen is None:
@@ -209,7 +234,7 @@ def run_dir(base: str, resume: str = "never", kind: str = "run") -> str:
                     candidate.mkdir()
                 except FileExistsError:
                     continue
-                chosen = claim(candidate, overrides=overrides)
+                chosen = claim(candidate, overrides=overrides, key=key)
                 break
             else:
                 raise ConfigError(f"{root}: could not create a new run directory for {stamp}")
@@ -217,11 +242,11 @@ def run_dir(base: str, resume: str = "never", kind: str = "run") -> str:
     return str(chosen)
 
 
-def note_multirun(overrides: list[str], sweeper: str) -> None:
-    """What a multirun was started with (its command-line overrides and its sweeper's class), noted when it starts
-    (``SweepSummary.on_multirun_start``), before Hydra resolves its folder: a rerun of the same grid sweep with
-    ``resume=auto`` takes up its unfinished folder."""
-    _multirun.update(overrides=list(overrides), sweeper=str(sweeper))
+def note_multirun(overrides: list[str], sweeper: str, config: Any = None) -> None:
+    """What a multirun was started with (its command-line overrides, its sweeper's class and its config's digest),
+    noted when it starts (``SweepSummary.on_multirun_start``), before Hydra resolves its folder: a rerun of the same
+    grid sweep into the same config with ``resume=auto`` takes up its unfinished folder."""
+    _multirun.update(overrides=list(overrides), sweeper=str(sweeper), digest=config_digest(config))
 
 
 def finished_sweep_job(path: str | Path, resume: str) -> bool:

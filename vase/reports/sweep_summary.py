@@ -262,7 +262,7 @@ class SweepSummary(Callback):
             except ConfigError as e:  # Hydra turns a callback's exception into a warning and submits anyway
                 print(f"error: {e}", file=sys.stderr, flush=True)
                 raise SystemExit(2) from e
-        note_multirun(list(config.hydra.overrides.task), str(config.hydra.sweeper.get("_target_", "")))
+        note_multirun(list(config.hydra.overrides.task), str(config.hydra.sweeper.get("_target_", "")), config)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         if getattr(job_return, "status", None) != JobStatus.FAILED:
