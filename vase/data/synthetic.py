@@ -111,8 +111,9 @@ PURPLE = (120, 40, 40)
 # lion skin, Athena's aegis, the Minotaur's bull head), details a few millimetres across on the vase. Each figural
 # subject gets its own attribute beside every figure's head: a 3 x 3 grid of GLYPH_CELL-pixel cells of the texture,
 # four of them inked, so that every attribute carries the same ink. Where one pixel of the image covers a cell or more
-# (the model's input: about 3 texture pixels per pixel for a 112-pixel view) the attributes blur to the same grey;
-# the view at its stored resolution (224: about 1.6) and a crop of its frieze resolve them (tests/test_zoom.py).
+# (the model's input: about 3 texture pixels per pixel for a 112-pixel view) the attributes blur (two of them differ
+# by about half the contrast on average); the view at its stored resolution (224: about 1.6) and a crop of its frieze
+# resolve them (tests/test_zoom.py).
 GLYPH_CELL = 3
 SUBJECT_GLYPHS: dict[str, str] = {  # the inked cells of the 3 x 3 grid, row by row
     "Herakles and the Nemean lion": "110110000",

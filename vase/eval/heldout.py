@@ -133,9 +133,12 @@ def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_t
         raise DataError(f"no held-out vase states its six dimensions (data.task={data_task}): the held-out reward "
                         f"has nothing to score (evaluate.heldout=false turns it off)")
     answers = Path(answers) if answers is not None else out.with_name(f"heldout_{out.stem}.jsonl")
+    zoom = None
     if zoom_calls > 0:
         rows = zoom_rows(model, processor, items, tuple(dataset.views), zoom_calls, answers, batch_size=batch_size,
                          max_new_tokens=max_new_tokens, progress=progress)
+        zoom = {"max_calls": zoom_calls, "called": dict(Counter(r["id"].split("#")[-1] for r in rows if r.get("calls"))),
+                "answers": len(rows)}
     else:
         rows = generate_rows(model, processor, items, answers, batch_size=batch_size, max_new_tokens=max_new_tokens,
                              progress=progress, desc="held-out answers")
@@ -144,9 +147,8 @@ def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_t
     named = named_values(rows, targets)
     result = {"label": label, "task": data_task, "n": len(scored), "vases": len(dataset.records),
               "max_new_tokens": max_new_tokens, **summarize(scored, reward), "named": named, "items": scored}
-    if zoom_calls > 0:
-        called = Counter(r["id"].split("#")[-1] for r in rows if r.get("calls"))
-        result["zoom"] = {"max_calls": zoom_calls, "called": dict(called), "answers": len(rows)}
+    if zoom is not None:
+        result["zoom"] = zoom
     atomic_write_json(out, result)
     warn = collapsed(named)
     for line in warn:

@@ -102,10 +102,9 @@ def comparison_verdict(pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]],
     for t in (t for t in targets if t not in DIMENSIONS and t != MEAN):  # a term's own value (an IoU)
         groups = {}
         for g, (off, on) in pairs.items():
-            a = {i: v[t] for i, v in on["items"].items() if t in v}
-            b = {i: v[t] for i, v in off["items"].items() if t in v}
+            a, b = ([v[t] for v in r["items"].values() if t in v] for r in (on, off))
             if a and b:
-                groups[g] = {"off": sum(b.values()) / len(b), "on": sum(a.values()) / len(a), **paired_difference(a, b)}
+                groups[g] = {"off": sum(b) / len(b), "on": sum(a) / len(a), **heldout_difference(on, off, t)}
         if groups:
             per_dim[t] = {"target": True, "groups": groups, **_judged(groups, len(pairs))}
     if MEAN in targets:
