@@ -180,8 +180,10 @@ def test_a_config_edited_since_the_kill_starts_a_new_run_not_a_mixed_one(tmp_pat
     killed = base / "2026-01-01_00-00-00"
     (killed / "checkpoints").mkdir(parents=True)
     (killed / "checkpoints" / "last.ckpt").write_bytes(b"x")
-    key = runs.run_key([], runs.config_digest(composed(5e-3)))
-    (killed / runs.RUN_FILE).write_text(json.dumps({"status": "running", "key": key, "overrides": [], "pid": 0}))
+    overrides = runs.job_overrides()  # [] outside a Hydra job (an earlier test may have left one set)
+    key = runs.run_key(overrides, runs.config_digest(composed(5e-3)))
+    (killed / runs.RUN_FILE).write_text(json.dumps({"status": "running", "key": key, "overrides": overrides,
+                                                    "pid": 0}))
     monkeypatch.setattr(runs, "_memo", {})
     edited = runs.run_dir(str(base), "auto", "run", runs.config_digest(composed(1e-3)))
     assert Path(edited) != killed and Path(edited).parent == base  # a new folder: the edited config starts afresh

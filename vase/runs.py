@@ -26,6 +26,7 @@ from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
 
 from vase.errors import ConfigError
 from vase.io import atomic_write_json, file_lock
@@ -74,8 +75,6 @@ def config_digest(cfg: Any) -> str:
     """A hash of a composed config as written (interpolations unresolved, so a time or a run folder does not enter
     it), without Hydra's own node and the keys that only say how to resume: what the config files and overrides made
     of the run. A killed run is taken up again only when the config it would now run equals the one it ran."""
-    from omegaconf import DictConfig, OmegaConf
-
     if not isinstance(cfg, DictConfig):
         return ""
     keep = [k for k in cfg.keys() if k != "hydra" and not str(k).startswith(_NOT_IDENTITY)]
