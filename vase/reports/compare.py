@@ -141,6 +141,11 @@ def comparison_lines(idea: Idea, on: str, verdict: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _group(overrides: dict[str, str]) -> str:
+    """A job's draw and seed, the pair its with and without are matched in."""
+    return f"draw {overrides.get(DRAW_KEY, '-')}, seed {overrides.get('seed', '-')}"
+
+
 def _within(idea: Idea, jobs: list[Path], ov: dict[Path, dict[str, str]]) -> dict[str, Any] | None:
     """The verdict of each ``idea.on`` job against its own ``idea.within`` result (None when there is none)."""
     if idea.within is None:
@@ -148,7 +153,7 @@ def _within(idea: Idea, jobs: list[Path], ov: dict[Path, dict[str, str]]) -> dic
     pairs = {}
     for j in jobs:
         if ov[j].get(idea.key) == idea.on and (j / f"{idea.within}.json").is_file():
-            pairs[f"draw {ov[j].get(DRAW_KEY, '-')}, seed {ov[j].get('seed', '-')}"] = (
+            pairs[_group(ov[j])] = (
                 read_json(j / f"{idea.within}.json"), _heldout(j)[0])
     return comparison_verdict(pairs, idea.targets) if pairs else None
 
@@ -161,8 +166,7 @@ def _found(idea: Idea, jobs: list[Path], ov: dict[Path, dict[str, str]]) -> dict
         return {idea.on: inner} if inner is not None else {}
     pairs: dict[str, dict[str, dict[str, Any]]] = {}
     for j in jobs:
-        group = f"draw {ov[j].get(DRAW_KEY, '-')}, seed {ov[j].get('seed', '-')}"
-        pairs.setdefault(group, {})[ov[j].get(idea.key)] = _heldout(j)[0]
+        pairs.setdefault(_group(ov[j]), {})[ov[j].get(idea.key)] = _heldout(j)[0]
     found = {}
     for v in sorted({v for p in pairs.values() for v in p} - {idea.off, None}):
         complete = {g: (p[idea.off], p[v]) for g, p in pairs.items() if idea.off in p and v in p}
