@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.conftest import TINY_TRAIN, compose_cfg
 from vase.eval.zoom import zoom_rows
@@ -165,3 +166,112 @@ def test_a_detail_set_is_the_same_draw_with_the_attributes_and_side_a_in_front(t
         return float(np.concatenate([ink[:, :24], ink[:, -24:]], axis=1).mean())
 
     assert ink_near_front(True) > 2 * ink_near_front(False) and ink_near_front(True) > 0.05
+
+
+def test_a_narrower_call_covers_the_centre_of_the_frieze(synthetic_root: Path) -> None:
+    """data.zoom_width=0.5: the taught call covers the centre half of the frieze (side A's scene in a detail set),
+    the same rows; the crop magnifies it twice as much."""
+    from vase.data.synthetic import SHAPE_SPECS
+
+    ds, ex = _front(synthetic_root)
+    band = SHAPE_SPECS[ex.record.shape].band
+    whole, half = decoration_box(ex.images[0], band), decoration_box(ex.images[0], band, width=0.5)
+    assert (half[1], half[3]) == (whole[1], whole[3])
+    assert half[2] - half[0] == pytest.approx((whole[2] - whole[0]) / 2, abs=0.01)
+    assert (half[0] + half[2]) / 2 == pytest.approx((whole[0] + whole[2]) / 2, abs=0.01)
+
+
+def test_fewer_direct_questions_rotate_over_the_vases(synthetic_root: Path, tmp_path: Path,
+                                                      session_dirs: dict) -> None:
+    """data.zoom_direct=1: one of the five other questions per vase is taught with the tool offered, a rotation by
+    the vase's id so that every question keeps a share; the decoration call and answer are always there. The defaults
+    (the whole frieze, all five) leave the SFT's cache key as it was before the keys existed."""
+    from vase.data.datamodule import VaseDataModule, samples_for
+    from vase.data.dataset import VaseDataset
+    from vase.errors import ConfigError
+    from vase.pipeline.sft_cache import sft_key
+
+    ds = VaseDataset(synthetic_root, "train")
+    asked = []
+    for i in range(len(ds)):
+        ex = ds[i]
+        five = [s for s in samples_for(ex, "qa", zoom=True, views=ds.views) if s.id.endswith("#tool")]
+        one = samples_for(ex, "qa", zoom=True, views=ds.views, zoom_direct=1)
+        tool = [s for s in one if s.id.endswith("#tool")]
+        assert len(five) == 5 and len(tool) == 1 and tool[0].prompt.endswith(TOOL_NOTE)
+        assert [s.id.split("#")[-1] for s in one[-2:]] == ["zoom-call", "zoom-answer"]
+        asked.append(tool[0].dimension)
+    assert len(set(asked)) >= 3  # not the same question for every vase
+    for bad in ({"zoom_width": 0.0}, {"zoom_width": 1.5}, {"zoom_direct": 6}):
+        with pytest.raises(ConfigError, match=next(iter(bad))):
+            VaseDataModule(str(synthetic_root), render={"enabled": False}, **bad)
+
+    def key(*extra: str) -> tuple[str, dict]:
+        return sft_key(compose_cfg("train", ["experiment=beyond_zoom", *extra], tmp_path, session_dirs))
+
+    default = key("data.zoom_width=1.0", "data.zoom_direct=5")
+    assert "zoom_width" not in default[1]["data"] and "zoom_direct" not in default[1]["data"]
+    assert key()[0] != default[0] and key()[1]["data"]["zoom_width"] == 0.5
+
+
+class _Tower:
+    """A stand-in vision tower: each 2 x 2 block of grey pixels is a visual token (its four values)."""
+
+    dtype = None
+
+    def __call__(self, pixel_values, grid_thw=None):
+        import torch
+
+        x = pixel_values[0, 0]
+        h, w = (x.shape[0] // 2) * 2, (x.shape[1] // 2) * 2
+        blocks = x[:h, :w].reshape(h // 2, 2, w // 2, 2).permute(0, 2, 1, 3).reshape(-1, 4)
+        return torch.sort(blocks, dim=1).values  # what a block holds, not where it sits
+
+
+class _Processor:
+    """Fits each image to 112 x 112 pixels' area, as the tiny model's processor does, and hands it over as grey."""
+
+    class image_processor:  # noqa: N801 - the attribute name the real processor has
+        def __new__(cls, images, return_tensors="pt"):
+            import torch
+            from PIL import Image
+
+            im = images[0].convert("L")
+            s = min(1.0, (112 * 112 / (im.size[0] * im.size[1])) ** 0.5)
+            im = im.resize((max(2, round(im.size[0] * s)), max(2, round(im.size[1] * s))), Image.Resampling.BOX)
+            return {"pixel_values": torch.tensor(np.asarray(im), dtype=torch.float32)[None, None] / 255,
+                    "image_grid_thw": None}
+
+
+def test_the_zoom_probe_reads_fine_detail_from_the_crop_not_the_view() -> None:
+    """On views whose scene is told apart only by a 1-pixel checker in the frieze's centre (against a flat patch of
+    its mean grey), a probe on features of the 112-pixel view does no better than the majority, one on the crop's
+    reads it."""
+    from types import SimpleNamespace
+
+    from PIL import Image
+
+    from vase.eval.zoom_probe import format_probe, probe
+
+    def view(scene: int, k: int) -> Image.Image:
+        a = np.full((224, 224), 128, dtype=np.uint8)
+        a[20:204, 40:184] = 40 + (k % 7)  # the vase
+        yy, xx = np.mgrid[0:40, 0:40]
+        a[92:132, 92:132] = np.where((xx + yy) % 2 == 0, 250, 40) if scene == 0 else 145
+        return Image.fromarray(a).convert("RGB")
+
+    class Set:
+        def __init__(self, n: int, offset: int) -> None:
+            scenes = ["Athena Promachos", "a symposium scene"]
+            self.records = [SimpleNamespace(decoration=scenes[i % 2], shape="amphora") for i in range(n)]
+            self.views, self.root, self._offset = ("front",), Path("set"), offset
+
+        def __getitem__(self, i: int):
+            return SimpleNamespace(record=self.records[i], images=[view(i % 2, i + self._offset)])
+
+    model = SimpleNamespace(visual=_Tower(), dtype=None)
+    model.__dict__["model"] = SimpleNamespace(visual=model.visual)
+    res = probe(model, _Processor, Set(24, 0), Set(24, 100), lambda shape: (0.3, 0.7), width=0.3)
+    assert res["heldout"] == 24 and res["scenes"] == 2 and res["majority"]["accuracy"] == 0.5
+    assert res["view"]["accuracy"] <= 0.6 and res["crop"]["accuracy"] == 1.0
+    assert "| crop | 100.0 %" in format_probe(res)

@@ -32,10 +32,12 @@ IGNORE_INDEX = -100
 
 
 def samples_for(example: VaseExample, task: str, zoom: bool = False,
-                views: tuple[str, ...] | list[str] = VIEWS) -> list[ChatSample]:
+                views: tuple[str, ...] | list[str] = VIEWS, zoom_width: float = 1.0,
+                zoom_direct: int = 5) -> list[ChatSample]:
     """The chat samples of one vase for ``data.task`` (``vase.tasks.DATA_TASKS``: its caption, its QA pairs, both,
     both plus multiple choice, or its generator parameters), each built by its task's module; ``zoom`` adds the
-    zoom-in tool's samples after the QA pairs."""
+    zoom-in tool's samples after the QA pairs: the call on ``zoom_width`` of the frieze's width, and ``zoom_direct``
+    of the other questions answered directly with the tool offered."""
     if task not in DATA_TASKS:
         raise ValueError(f"data.task={task!r} must be one of {list(DATA_TASKS)}")
     ctx = example.context  # retrieved neighbours' metadata (retrieval.k), the same in training and evaluation
@@ -44,7 +46,8 @@ def samples_for(example: VaseExample, task: str, zoom: bool = False,
         out += SAMPLES[name](example, ctx)
         if name == "qa" and zoom:
             out += zoom_task.samples(example, ctx, views, _frieze_band, views_are_images=isinstance(
-                example.images, list) and not isinstance(example.images, VideoFrames))
+                example.images, list) and not isinstance(example.images, VideoFrames), width=zoom_width,
+                direct=zoom_direct)
     for s in out:  # every sample of a vase is asked under the dataset's own system prompt, where it has one
         s.system = example.record.system
     return out
@@ -94,19 +97,23 @@ def encode_prompts(processor: Any, prompts: list[str], visuals: list[Any], paddi
 class ChatDataset(Dataset):
     """Flattens a VaseDataset into chat samples (several per vase for QA)."""
 
-    def __init__(self, base: VaseDataset, task: str, zoom: bool = False) -> None:
+    def __init__(self, base: VaseDataset, task: str, zoom: bool = False, zoom_width: float = 1.0,
+                 zoom_direct: int = 5) -> None:
         self.base = base
         self.task = task
         self.zoom = zoom
+        self.zoom_width = zoom_width
+        self.zoom_direct = zoom_direct
         self.index = [(i, j) for i, rec in enumerate(base.records)
-                      for j in range(len(samples_for(VaseExample(rec, []), task, zoom, base.views)))]
+                      for j in range(len(samples_for(VaseExample(rec, []), task, zoom, base.views,
+                                                     zoom_direct=zoom_direct)))]
 
     def __len__(self) -> int:
         return len(self.index)
 
     def __getitem__(self, k: int) -> ChatSample:
         i, j = self.index[k]
-        return samples_for(self.base[i], self.task, self.zoom, self.base.views)[j]
+        return samples_for(self.base[i], self.task, self.zoom, self.base.views, self.zoom_width, self.zoom_direct)[j]
 
 
 class SFTCollator:
@@ -182,9 +189,17 @@ class VaseDataModule(pl.LightningDataModule):
                  limit_val: int | None = None, processor: Any = None, stage: str = "sft",
                  modality: str = "views", seed: int | None = None, layout: str = "auto",
                  split: dict | None = None, max_video_frames: int = 16, retrieval: dict | None = None,
-                 zoom: bool = False) -> None:
+                 zoom: bool = False, zoom_width: float = 1.0, zoom_direct: int = 5) -> None:
         super().__init__()
         self.zoom = zoom  # teach the zoom-in tool on the decoration question (vase.eval.zoom)
+        if not 0.0 < float(zoom_width) <= 1.0:
+            raise ConfigError(f"data.zoom_width={zoom_width!r} must be in (0, 1]: the share of the frieze's width the "
+                              "taught zoom call covers")
+        self.zoom_width = float(zoom_width)
+        if not 0 <= int(zoom_direct) <= 5:
+            raise ConfigError(f"data.zoom_direct={zoom_direct!r} must be 0 to 5: how many of the five other questions "
+                              "per vase are taught with the tool offered")
+        self.zoom_direct = int(zoom_direct)
         self.retrieval = dict(retrieval or {})  # k > 0: the nearest training vases' metadata in every prompt
         self.layout = layout  # auto | vase | release | paper_eval | swift (vase.data.layouts)
         self.split = dict(split or {})  # for layouts without a train/val split: seed, val_fraction, file, cache_dir
@@ -380,7 +395,7 @@ class VaseDataModule(pl.LightningDataModule):
 
         collate = (PromptCollator(self.processor) if self.stage == "grpo"
                    else SFTCollator(self.processor, self.max_length))
-        data = ChatDataset(self.train_set, self.task, self.zoom)
+        data = ChatDataset(self.train_set, self.task, self.zoom, self.zoom_width, self.zoom_direct)
         seed = self.seed if self.seed is not None else torch.initial_seed()
         sampler = ResumableSampler(len(data), seed=seed, shuffle=True)
         if self._resume is not None:  # the interrupted epoch continues after the batches it had consumed

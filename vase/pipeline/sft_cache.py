@@ -50,6 +50,9 @@ def data_spec(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     if isinstance(data.get("synthetic"), dict) and not data["synthetic"].get("detail"):
         # detail=false draws the sets drawn before the key existed: their keys (adapters, classifiers) stay
         data["synthetic"] = {k: v for k, v in data["synthetic"].items() if k != "detail"}
+    for key, before in (("zoom_width", 1.0), ("zoom_direct", 5)):  # as every adapter before the keys existed
+        if data.get(key, before) == before:
+            data.pop(key, None)
     render = {k: v for k, v in (plain(cfg, "render") or {}).items() if k not in ("cache_dir", "on_error")}
     return data, render
 

@@ -15,6 +15,7 @@ where the frieze lies; evaluation (``vqa.zoom=true``) answers every open questio
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -73,9 +74,12 @@ def followup(question: str, call: str) -> str:
     return f"{question}{TOOL_NOTE}\n{call}\nZoomed view: the last image."
 
 
-def decoration_box(image: Image.Image, band: tuple[float, float], margin: float = 0.04) -> tuple[float, ...]:
+def decoration_box(image: Image.Image, band: tuple[float, float], margin: float = 0.04,
+                   width: float = 1.0) -> tuple[float, ...]:
     """Where the frieze lies in a front view: the vase's silhouette (the foreground the silhouette fit uses) gives its
-    top and bottom rows and its width; the generator's ``band`` (fractions of the height) gives the frieze's rows."""
+    top and bottom rows and its width; the generator's ``band`` (fractions of the height) gives the frieze's rows.
+    ``width`` < 1: only that fraction of the frieze's width, around the view's centre (where a set drawn with detail
+    puts side A's scene), so that the crop magnifies it more."""
     fg = foreground_mask(np.asarray(image.convert("RGB")), tolerance=12.0)
     rows, cols = np.flatnonzero(fg.any(axis=1)), np.flatnonzero(fg.any(axis=0))
     h, w = fg.shape
@@ -85,6 +89,9 @@ def decoration_box(image: Image.Image, band: tuple[float, float], margin: float 
     y0 = bottom - band[1] * (bottom - top) - margin
     y1 = bottom - band[0] * (bottom - top) + margin
     x0, x1 = cols[0] / w - margin, (cols[-1] + 1) / w + margin
+    if width < 1.0:
+        centre, half = (x0 + x1) / 2, (x1 - x0) * width / 2
+        x0, x1 = centre - half, centre + half
     return (max(0.0, x0), max(0.0, y0), min(1.0, x1), min(1.0, y1))
 
 
@@ -93,24 +100,29 @@ def view_index(views: tuple[str, ...] | list[str], view: str) -> int | None:
 
 
 def samples(example: Any, ctx: str, views: tuple[str, ...] | list[str], band_of: Callable[[str], Any],
-            views_are_images: bool) -> list[ChatSample]:
-    """With the tool offered, the questions other than decoration are answered directly (when not to zoom), and the
-    decoration question goes through the tool: one sample whose answer is the call on the front view's frieze
+            views_are_images: bool, width: float = 1.0, direct: int = 5) -> list[ChatSample]:
+    """With the tool offered, ``direct`` of the questions other than decoration (all five by default; fewer: a
+    rotation fixed by the vase's id, so every question keeps its share) are answered directly (when not to zoom),
+    and the decoration question goes through the tool: one sample whose answer is the call on the front view's frieze
     (``band_of(shape)``: where the generator paints it, None for a shape it does not know), one that answers after
-    seeing the crop. Records of unknown shape, or runs without a front view, get no tool samples."""
+    seeing the crop (``width``: :func:`decoration_box`'s). Records of unknown shape, or runs without a front view,
+    get no tool samples."""
     rec = example.record
     fields = fields_of(rec)
+    others = [q for q in rec.qa if q["dimension"] in DIMENSIONS and q["dimension"] != "decoration"]
+    if direct < len(others):
+        start = zlib.crc32(str(rec.id).encode()) % len(others)
+        others = [others[(start + k) % len(others)] for k in range(direct)]
     out = [ChatSample(f"{rec.id}#{q['dimension']}#tool", example.images,
                       asked_context(example, ctx, q["dimension"]) + q["question"] + TOOL_NOTE,
-                      q["answer"], q["dimension"], target=only(fields, q["dimension"]))
-           for q in rec.qa if q["dimension"] in DIMENSIONS and q["dimension"] != "decoration"]
+                      q["answer"], q["dimension"], target=only(fields, q["dimension"])) for q in others]
     q = next((q for q in rec.qa if q["dimension"] == "decoration"), None)
     band = band_of(rec.shape)
     if q is None or band is None or "front" not in views:
         return out
     i = list(views).index("front")
     have = views_are_images and len(example.images) > i
-    box = decoration_box(example.images[i], band) if have else (0.0, 0.0, 1.0, 1.0)
+    box = decoration_box(example.images[i], band, width=width) if have else (0.0, 0.0, 1.0, 1.0)
     call = zoom_call("front", box)
     zoomed = [*example.images, crop(example.images[i], box)] if have else example.images
     ctx = asked_context(example, ctx, "decoration")  # as every question: only its dimension's neighbour values
