@@ -17,11 +17,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import hydra
 import numpy as np
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+from sklearn.linear_model import LogisticRegression
 
+from vase.config import or_exit, preflight_overrides, validated
 from vase.data.synthetic import SUBJECT_GLYPHS
-from vase.errors import DataError
+from vase.errors import DataError, VaseError
 from vase.eval.stats import bootstrap_ci
+from vase.models.loading import load_model_and_processor
 from vase.tasks.zoom import crop, decoration_box
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -29,6 +35,7 @@ CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 def vision_features(model: Any, processor: Any, images: list[Any]) -> np.ndarray:
     """Per image: the mean and the max over its visual tokens of the vision tower's output (one row each)."""
+    # lazy: torch: slow to import, and only this path needs it
     import torch
 
     tower = model.model.visual if hasattr(model, "model") and hasattr(model.model, "visual") else model.visual
@@ -72,8 +79,6 @@ def probe(model: Any, processor: Any, train_set: Any, val_set: Any, band_of: Any
           seed: int = 0) -> dict[str, Any]:
     """Held-out accuracy of a linear probe on the vision tower's features of the view and of the crop (with 95 %
     bootstrap intervals), the majority scene's, and the counts."""
-    from sklearn.linear_model import LogisticRegression
-
     tr_views, tr_crops, y_tr = _inputs(train_set, band_of, width)
     va_views, va_crops, y_va = _inputs(val_set, band_of, width)
     if len(set(y_tr)) < 2 or not y_va:
@@ -102,14 +107,8 @@ def format_probe(result: dict[str, Any]) -> str:
 
 
 def _main() -> None:
-    import hydra
-    from hydra.utils import instantiate
-    from omegaconf import DictConfig
-
-    from vase.config import or_exit, preflight_overrides, validated
+    # lazy: the datamodule pulls in pytorch_lightning, torch and torchmetrics; only the command needs it
     from vase.data.datamodule import _frieze_band
-    from vase.errors import VaseError
-    from vase.models.loading import load_model_and_processor
 
     @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="train")
     def main(cfg: DictConfig) -> None:
