@@ -28,7 +28,7 @@ from vase.data.synthetic import SUBJECT_GLYPHS
 from vase.errors import DataError, VaseError
 from vase.eval.stats import bootstrap_ci
 from vase.models.loading import load_model_and_processor
-from vase.tasks.zoom import crop, decoration_box
+from vase.tasks.zoom import crop, decoration_box, view_index
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
@@ -59,9 +59,9 @@ def figural(dataset: Any) -> list[int]:
 
 
 def _inputs(dataset: Any, band_of: Any, width: float) -> tuple[list[Any], list[Any], list[str]]:
-    if "front" not in dataset.views:
+    front = view_index(dataset.views, "front")
+    if front is None:
         raise DataError(f"the zoom probe needs the front view; {dataset.root} has views {list(dataset.views)}")
-    front = list(dataset.views).index("front")
     views, crops, labels = [], [], []
     for i in figural(dataset):
         ex = dataset[i]
