@@ -101,3 +101,21 @@ def synthetic_root(session_dirs: dict[str, Path]) -> Path:
     )
     dm.prepare_data()
     return root
+
+
+@pytest.fixture(scope="session")
+def hub_checkpoint_dir(session_dirs: dict[str, Path]) -> Path:
+    """The debug-size stand-in for a downloaded Qwen2.5-VL-3B-Instruct folder (vase.models.hub), built once."""
+    from vase.models.hub import HubSpec, build_hub_checkpoint
+
+    return build_hub_checkpoint(session_dirs["cache"] / "models" / f"hub-qwen2_5_vl-{HubSpec().fingerprint()}")
+
+
+@pytest.fixture
+def hub_checkpoint(hub_checkpoint_dir: Path, tmp_path: Path) -> Path:
+    """The stand-in as a user's download: a copy without vase's build marks, in a folder of the user's."""
+    import shutil
+
+    out = tmp_path / "user" / "Qwen2.5-VL-3B-Instruct"
+    shutil.copytree(hub_checkpoint_dir, out, ignore=shutil.ignore_patterns(".vase-built", "vase_hub_fixture.json"))
+    return out
