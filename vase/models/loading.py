@@ -32,25 +32,33 @@ def torch_dtype(name: str):
 
 
 def load_processor(path: str, min_pixels: int | None = None, max_pixels: int | None = None):
-    """The model's processor, with the image size bounds overridden when given (the paper's MAX_PIXELS)."""
+    """The model's processor, with the image and video pixel bounds overridden when given (the paper's MAX_PIXELS).
+
+    A downloaded Qwen2.5-VL's ``preprocessor_config.json`` carries ``min_pixels``/``max_pixels`` keys (3136 and
+    12,845,056 on the hub), and the image processor lets those keys win over a ``size=`` passed to it; so the bounds
+    go in under those very names too, and the processor is checked afterwards: the grids follow the config, or the
+    load fails naming the key.
+    """
     # lazy: transformers: slow to import, and only this path needs it
     from transformers import AutoProcessor
 
-    kwargs: dict[str, Any] = {}
-    if min_pixels or max_pixels:
-        size = {}
-        if min_pixels:
-            size["shortest_edge"] = int(min_pixels)
-        if max_pixels:
-            size["longest_edge"] = int(max_pixels)
-        kwargs["size"] = size
+    bounds = {k: int(v) for k, v in (("min_pixels", min_pixels), ("max_pixels", max_pixels)) if v}
     try:
-        proc = AutoProcessor.from_pretrained(path, **kwargs)
+        proc = AutoProcessor.from_pretrained(path, **bounds)
     except OSError as e:
         raise OSError(
             f"could not load the processor from {path!r}: {e}. Set model.name_or_path to a local "
             f"directory or a hub id available on this machine."
         ) from e
+    edges = {"min_pixels": "shortest_edge", "max_pixels": "longest_edge"}
+    for part in ("image_processor", "video_processor"):
+        sub = getattr(proc, part, None)
+        size = getattr(sub, "size", None)
+        for key, want in bounds.items():
+            got = size.get(edges[key]) if size is not None else None
+            if got is not None and got != want:
+                raise RuntimeError(f"model.processor.{key}={want} was not taken by {path}'s {part} (it uses {got}); "
+                                   f"this transformers version reads the pixel bounds differently")
     proc.tokenizer.padding_side = "right"
     return proc
 
