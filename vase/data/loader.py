@@ -20,6 +20,8 @@ class ResumableSampler(Sampler[int]):
     True
     >>> list(s) == full  # only one pass skips
     True
+    >>> len(ResumableSampler(3, seed=2**64 - 1).order(0))  # an unseeded torch's initial seed
+    3
     """
 
     def __init__(self, n: int, seed: int = 0, shuffle: bool = True) -> None:
@@ -38,7 +40,9 @@ class ResumableSampler(Sampler[int]):
     def order(self, epoch: int) -> list[int]:
         if not self.shuffle:
             return list(range(self.n))
-        g = torch.Generator().manual_seed(int(self.seed) * 1_000_003 + int(epoch))
+        # modulo 2**63: an unseeded run's seed is torch's 64-bit initial seed, and the product would overflow the
+        # generator's seed; every seed below 2**63 / 1,000,003 keeps the order it always had
+        g = torch.Generator().manual_seed((int(self.seed) * 1_000_003 + int(epoch)) % 2**63)
         return torch.randperm(self.n, generator=g).tolist()
 
     def __iter__(self) -> Iterator[int]:
