@@ -22,10 +22,10 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from vase.choices import NEGATIVE_CONTROLS
 from vase.data.datamodule import VISUAL_KEYS
+from vase.models.logprobs import selected_logprobs
 from vase.training.rollout import core_model, make_decoder, sample_groups
 from vase.training.sft import LoRAStageModule
 
@@ -238,9 +238,9 @@ class GRPOModule(LoRAStageModule):
 
     def _logps(self, model: Any, r_inputs: dict[str, torch.Tensor], n_completion: int) -> torch.Tensor:
         out = model(**r_inputs, logits_to_keep=n_completion + 1)
-        logits = out.logits[:, :-1, :].float() / self.temperature  # the distribution the tokens were sampled from
         targets = r_inputs["input_ids"][:, -n_completion:]
-        return torch.gather(F.log_softmax(logits, dim=-1), 2, targets.unsqueeze(-1)).squeeze(-1)
+        # at the temperature the tokens were sampled at; chunked, with no full-vocabulary log-softmax copy
+        return selected_logprobs(out.logits[:, :-1, :], targets, self.temperature)
 
     @torch.no_grad()
     def _reference_logps(self, r_inputs: dict[str, torch.Tensor], n: int) -> torch.Tensor:
