@@ -10,11 +10,12 @@ from __future__ import annotations
 import difflib
 import hashlib
 import inspect
+import json
 import logging
 import os
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field, make_dataclass
+from dataclasses import asdict, dataclass, field, make_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -299,6 +300,49 @@ class RenderSchema:
         _check(self.orbit_frames >= 0, "render.orbit_frames", self.orbit_frames, "must be non-negative")
 
 
+@dataclass(frozen=True)
+class Decoding:
+    """How evaluation decodes (``generation.*`` in evaluate.py, ``evaluate.*`` in train.py): vase's config alone. A
+    downloaded checkpoint's ``generation_config.json`` (the hub's Qwen2.5-VL asks for sampling at temperature 0.1 with
+    a repetition penalty of 1.05) is never merged in: greedy means greedy, with no penalty unless this says so.
+
+    >>> Decoding.of({"do_sample": True, "temperature": 0.7}).record()["temperature"]
+    0.7
+    >>> Decoding().tag(), Decoding(repetition_penalty=1.05).tag() != ""
+    ('', True)
+    """
+
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0: no top-k cut
+    repetition_penalty: float = 1.0
+
+    @classmethod
+    def of(cls, node: Any, key: str = "generation") -> Decoding:
+        """The decoding that a config node (``generation`` or ``evaluate``) asks for; missing keys take the
+        defaults; a bad value raises ConfigError naming ``<key>.<field>``."""
+        get = node.get if hasattr(node, "get") else (lambda k, d=None: getattr(node, k, d))
+        d = cls(**{f: get(f, default) for f, default in asdict(cls()).items() if get(f, None) is not None})
+        _check(isinstance(d.do_sample, bool), f"{key}.do_sample", d.do_sample, "must be true or false")
+        _check(float(d.temperature) > 0, f"{key}.temperature", d.temperature, "must be positive")
+        _check(0 < float(d.top_p) <= 1, f"{key}.top_p", d.top_p, "must lie in (0, 1]")
+        _check(isinstance(d.top_k, int) and d.top_k >= 0, f"{key}.top_k", d.top_k, "must be a whole number >= 0")
+        _check(float(d.repetition_penalty) > 0, f"{key}.repetition_penalty", d.repetition_penalty, "must be positive")
+        return d
+
+    def record(self) -> dict[str, Any]:
+        """What a results file records of how its answers were decoded."""
+        return {**asdict(self), "source": "vase config (the checkpoint's generation_config.json is not read)"}
+
+    def tag(self) -> str:
+        """"" for greedy without a penalty (the default), else a short key of the settings: cached answers made
+        with other settings are never reused."""
+        if self == Decoding():
+            return ""
+        return "_dec" + hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:8]
+
+
 @dataclass
 class ModelSchema:
     label: str = "model"
@@ -414,6 +458,9 @@ def validate(cfg: DictConfig) -> None:
             parts = ["open", "mc"] if v == "both" else str(v).split("+")
             _check(all(p in VQA_PROTOCOLS for p in parts), key, v,
                    "must be open, mc, ll, both, or several joined by '+' (open+ll)")
+    for key in ("generation", "evaluate"):  # the decoding of evaluate.py and of train.py's evaluation
+        if isinstance(cfg.get(key), DictConfig):
+            Decoding.of(_resolved(cfg, key), key)
     _validate_limits(cfg)
     _validate_owned_paths(cfg)
     _validate_reward_use(cfg)

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from vase.annotate.vocab import VOCABULARY
+from vase.config import Decoding
 from vase.errors import DataError
 from vase.eval.generate import GenerationItem, generate_rows, prompt_context, visuals_of
 from vase.eval.stats import bootstrap_ci, format_heldout
@@ -122,12 +123,14 @@ def collapsed(named: dict[str, dict[str, Any]]) -> list[str]:
 
 def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_task: str, out: str | Path,
                    label: str, batch_size: int = 8, max_new_tokens: int = 64,
-                   answers: str | Path | None = None, progress: bool = True, zoom_calls: int = 0) -> dict[str, Any]:
-    """Answer ``data_task``'s prompts for every vase of ``dataset`` (greedy; resumable through ``answers``, default
+                   answers: str | Path | None = None, progress: bool = True, zoom_calls: int = 0,
+                   decoding: Decoding | None = None) -> dict[str, Any]:
+    """Answer ``data_task``'s prompts for every vase of ``dataset`` (decoded by ``decoding``, default greedy; resumable through ``answers``, default
     ``heldout_<out stem>.jsonl`` beside ``out``), score them with ``reward``'s terms and write ``out`` (JSON) with a
     markdown table beside it; returns the result. ``zoom_calls`` > 0: every prompt is asked with the zoom-in tool
     offered, up to that many calls (:func:`vase.eval.zoom.zoom_rows`); the result counts the calls per dimension."""
     out = Path(out)
+    decoding = decoding or Decoding()
     items, targets = heldout_items(dataset, data_task)
     if not items:
         raise DataError(f"no held-out vase states its six dimensions (data.task={data_task}): the held-out reward "
@@ -136,17 +139,17 @@ def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_t
     zoom = None
     if zoom_calls > 0:
         rows = zoom_rows(model, processor, items, tuple(dataset.views), zoom_calls, answers, batch_size=batch_size,
-                         max_new_tokens=max_new_tokens, progress=progress)
+                         max_new_tokens=max_new_tokens, decoding=decoding, progress=progress)
         zoom = {"max_calls": zoom_calls, "called": dict(Counter(r["id"].split("#")[-1] for r in rows if r.get("calls"))),
                 "answers": len(rows)}
     else:
         rows = generate_rows(model, processor, items, answers, batch_size=batch_size, max_new_tokens=max_new_tokens,
-                             progress=progress, desc="held-out answers")
+                             decoding=decoding, progress=progress, desc="held-out answers")
     scored = score_answers(rows, targets, reward, {it.id: it.images for it in items}
                            if any(_reads_images(t) for t in reward.terms.values()) else None)
     named = named_values(rows, targets)
     result = {"label": label, "task": data_task, "n": len(scored), "vases": len(dataset.records),
-              "max_new_tokens": max_new_tokens, **summarize(scored, reward), "named": named, "items": scored}
+              "max_new_tokens": max_new_tokens, "decoding": decoding.record(), **summarize(scored, reward), "named": named, "items": scored}
     if zoom is not None:
         result["zoom"] = zoom
     atomic_write_json(out, result)

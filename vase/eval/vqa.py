@@ -15,6 +15,7 @@ import numpy as np
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import PROTOCOL_LABELS, VQA_PROTOCOLS
+from vase.config import Decoding
 from vase.eval.generate import GenerationItem, generate_rows, option_loglik_rows, prompt_context, visuals_of
 from vase.eval.stats import bootstrap_ci
 from vase.eval.zoom import zoom_rows
@@ -89,7 +90,35 @@ def score_vqa(rows: list[dict[str, Any]], reward: Any, tau: float) -> dict[str, 
         if judged.choice:
             out[protocol]["unparsed"] = {d: unparsed[d] for d in acc}
             out[protocol]["chance"] = {d: float(np.mean(chance[d])) for d in acc}
+        if all("pick_mean" in r for r in sel):
+            out[protocol]["length"] = length_report(sel)
     return out
+
+
+def length_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Multiple choice by likelihood, read for length bias: accuracy per dimension when each option is scored by its
+    per-token mean log-probability instead of its sum, the options' token counts (mean and largest spread within a
+    question), and how often each rule picks the shortest option (a sum favours it; chance is about 1 / options).
+
+    >>> r = {"dimension": "shape", "answer_index": 1, "pick": 0, "pick_mean": 1, "tokens": [2, 5]}
+    >>> rep = length_report([r]); rep["accuracy_mean"]["shape"], rep["shortest_share"]["sum"]
+    (1.0, 1.0)
+    """
+    per_dim: dict[str, list[float]] = {}
+    spreads, short_sum, short_mean = [], [], []
+    for r in rows:
+        per_dim.setdefault(r["dimension"], []).append(float(r["pick_mean"] == r["answer_index"]))
+        t = r["tokens"]
+        spreads.append(max(t) - min(t))
+        shortest = {i for i, x in enumerate(t) if x == min(t)}
+        short_sum.append(float(r["pick"] in shortest))
+        short_mean.append(float(r["pick_mean"] in shortest))
+    acc = {d: float(np.mean(v)) for d, v in per_dim.items()}
+    return {"accuracy_mean": acc, "mean_mean": float(np.mean(list(acc.values()))),
+            "ci_mean": {d: list(bootstrap_ci(v)) for d, v in per_dim.items()},
+            "token_spread": {"mean": float(np.mean(spreads)), "max": int(max(spreads))},
+            "shortest_share": {"sum": float(np.mean(short_sum)), "mean": float(np.mean(short_mean))},
+            "picks_differ": float(np.mean([r["pick"] != r["pick_mean"] for r in rows]))}
 
 
 def vqa_table(scores: dict[str, Any], name: str) -> str:
@@ -97,6 +126,7 @@ def vqa_table(scores: dict[str, Any], name: str) -> str:
     many answers named no option, and a row gives the chance level."""
     head = "| Model | Protocol | " + " | ".join(d.capitalize() for d in DIMENSIONS) + " | Mean | N |"
     lines = [head, "|---|---|" + "---|" * (len(DIMENSIONS) + 2)]
+    notes = []
     for protocol, s in scores.items():
         cells = []
         for d in DIMENSIONS:
@@ -113,14 +143,27 @@ def vqa_table(scores: dict[str, Any], name: str) -> str:
             ch = [f"{100 * s['chance'][d]:.1f} %" if d in s["chance"] else "–" for d in DIMENSIONS]
             mean = float(np.mean(list(s["chance"].values())))
             lines.append(f"| chance | {PROTOCOL_LABELS[protocol]} | " + " | ".join(ch) + f" | {100 * mean:.1f} % | |")
-    return "\n".join(lines) + "\n"
+        if "length" in s:  # option likelihood: the per-token rule beside the summed one, and the length bias
+            n = s["length"]
+            cells = [f"{100 * n['accuracy_mean'][d]:.1f} %" if d in n["accuracy_mean"] else "–" for d in DIMENSIONS]
+            lines.append(f"| {name} | {PROTOCOL_LABELS[protocol]}, per-token mean | " + " | ".join(cells)
+                         + f" | {100 * n['mean_mean']:.1f} % | {s['n']} |")
+            notes.append(f"Option likelihood: the options of a question differ by {n['token_spread']['mean']:.1f} "
+                         f"tokens on average (up to {n['token_spread']['max']}); the summed log-probability picks "
+                         f"the shortest option in {100 * n['shortest_share']['sum']:.0f} % of questions, the per-token "
+                         f"mean in {100 * n['shortest_share']['mean']:.0f} %; the two rules differ on "
+                         f"{100 * n['picks_differ']:.0f} %.")
+    return "\n".join(lines) + "\n" + "".join(f"\n{x}\n" for x in notes)
 
 
 def evaluate_vqa(model: Any, processor: Any, dataset: Any, reward: Any, tau: float, out: Any, name: str,
                  protocol: str = "both", num_choices: int = 4, batch_size: int = 8, max_new_tokens: int = 24,
-                 extra: dict[str, Any] | None = None, zoom: bool = False, zoom_calls: int = 1) -> dict[str, Any]:
-    """Ask every vase of ``dataset`` its six questions, score them, and write ``out`` (JSON), a markdown table beside
-    it and the answers as resumable JSONL (``answers_<stem>.jsonl``); returns the scores."""
+                 extra: dict[str, Any] | None = None, zoom: bool = False, zoom_calls: int = 1,
+                 decoding: Decoding | None = None) -> dict[str, Any]:
+    """Ask every vase of ``dataset`` its six questions, score them, and write ``out`` (JSON, with the decoding of the
+    generated answers), a markdown table beside it and the answers as resumable JSONL (``answers_<stem>.jsonl``);
+    returns the scores."""
+    decoding = decoding or Decoding()
     out = Path(out)
     items = vqa_items(dataset, protocol, num_choices)
     gen = [it for it in items if it.extra["protocol"] != "ll"]
@@ -128,7 +171,7 @@ def evaluate_vqa(model: Any, processor: Any, dataset: Any, reward: Any, tau: flo
     rows = []
     if gen:
         rows += generate_rows(model, processor, gen, out.parent / f"answers_{out.stem}.jsonl", batch_size=batch_size,
-                              max_new_tokens=max_new_tokens, desc="answering questions")
+                              max_new_tokens=max_new_tokens, decoding=decoding, desc="answering questions")
     if ll:
         rows += option_loglik_rows(model, processor, ll, out.parent / f"answers_{out.stem}_ll.jsonl",
                                    batch_size=max(1, batch_size // num_choices), desc="scoring options")
@@ -136,11 +179,11 @@ def evaluate_vqa(model: Any, processor: Any, dataset: Any, reward: Any, tau: flo
     if zoom:  # the open questions again, now with the zoom-in tool (vase.eval.zoom): accuracy with and without it
         zrows = zoom_rows(model, processor, vqa_items(dataset, "open", num_choices), tuple(dataset.views), zoom_calls,
                           out.parent / f"answers_{out.stem}_zoom.jsonl", batch_size=batch_size,
-                          max_new_tokens=max(max_new_tokens, 64))  # room for a call: ~40 tokens
+                          max_new_tokens=max(max_new_tokens, 64), decoding=decoding)  # room for a call: ~40 tokens
         z = score_vqa(zrows, reward, tau)["open"]
         z["calls"] = {d: sum(1 for r in zrows if r["dimension"] == d and r.get("calls")) for d in DIMENSIONS}
         scores["open+zoom"] = z
-    atomic_write_json(out, {"name": name, "vqa": scores, **(extra or {})})
+    atomic_write_json(out, {"name": name, "vqa": scores, "decoding": decoding.record(), **(extra or {})})
     table = vqa_table(scores, name)
     atomic_write_text(out.with_suffix(".md"), table)
     return scores

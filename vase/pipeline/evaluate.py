@@ -17,6 +17,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 import vase.config  # noqa: F401  (registers the config resolvers)
+from vase.config import Decoding
 from vase.data.check import check_dataset, format_report
 from vase.data.layouts import read_keyed
 from vase.errors import ConfigError, DataError
@@ -30,23 +31,24 @@ log = logging.getLogger("vase")
 
 
 def evaluate_captions(model: Any, processor: Any, dataset: Any, scorer: Any, out_dir: Path, name: str,
-                      max_new_tokens: int, batch_size: int, image_score: bool = True, write: bool = True
-                      ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Generate (resumable JSONL ``generations_<name>.jsonl``) and score; writes ``results_<name>.json`` unless
-    ``write`` is off (the caller writes the scores itself)."""
+                      max_new_tokens: int, batch_size: int, image_score: bool = True, write: bool = True,
+                      decoding: Decoding | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Generate (resumable JSONL ``generations_<name>.jsonl``, decoded by ``decoding``, default greedy) and score;
+    writes ``results_<name>.json`` (with the decoding it used) unless ``write`` is off (the caller writes the scores
+    itself)."""
     # lazy: torch, torchmetrics, pytorch_lightning: slow to import, and only this path needs them
     from vase.eval.generate import generate_captions
     from vase.eval.scoring import write_results
 
     rows = generate_captions(model, processor, dataset, out_dir / f"generations_{name}.jsonl",
-                             batch_size=batch_size, max_new_tokens=max_new_tokens)
+                             batch_size=batch_size, max_new_tokens=max_new_tokens, decoding=decoding)
     images = [dataset[i].images for i in range(len(dataset))] if image_score else None
     scores = scorer.score([r["caption"] for r in rows], [r["reference"] for r in rows], images)
     log.info("%s: %s", name, {k: round(v, 4) for k, v in scores.items()})
     if getattr(scorer, "encoders", None):
         scores["encoders"] = scorer.encoders
     if write:
-        write_results(out_dir / f"results_{name}.json", name, scores)
+        write_results(out_dir / f"results_{name}.json", name, scores, {"decoding": (decoding or Decoding()).record()})
     return scores, rows
 
 
@@ -130,10 +132,12 @@ def _eval_generate(cfg: DictConfig) -> dict[str, Any]:
     out.parent.mkdir(parents=True, exist_ok=True)
     dataset, model, processor = _dataset_and_model(cfg)
     scorer = build_scorer(cfg.metrics)
+    decoding = Decoding.of(cfg.generation)
     scores, rows = evaluate_captions(model, processor, dataset, scorer, out.parent, out.stem,
                                      int(cfg.generation.max_new_tokens), int(cfg.generation.batch_size),
-                                     bool(cfg.metrics.get("image_score", True)), write=False)
-    write_results(out, str(cfg.name), scores, {"name": str(cfg.name), "split": cfg.split, "adapter": cfg.get("adapter")})
+                                     bool(cfg.metrics.get("image_score", True)), write=False, decoding=decoding)
+    write_results(out, str(cfg.name), scores, {"name": str(cfg.name), "split": cfg.split, "adapter": cfg.get("adapter"),
+                                               "decoding": decoding.record()})
     print("\n" + markdown_table({str(cfg.name): scores}))
     return {"scores": scores, "rows": rows, "output": str(out), "table": {str(cfg.name): scores}}
 
@@ -213,7 +217,7 @@ def _eval_vqa(cfg: DictConfig) -> dict[str, Any]:
                           float(cfg.reward.tau), out, str(cfg.name), str(v.protocol), int(v.num_choices),
                           int(cfg.generation.batch_size), int(v.max_new_tokens),
                           {"split": cfg.split, "adapter": cfg.get("adapter")}, bool(v.get("zoom", False)),
-                          int(v.get("zoom_calls", 1)))
+                          int(v.get("zoom_calls", 1)), Decoding.of(cfg.generation))
     print("\n" + vqa_table(scores, str(cfg.name)))
     flat = {f"vqa/{p}/{d}": a for p, s in scores.items() for d, a in s["accuracy"].items()}
     flat.update({f"vqa/{p}/mean": s["mean"] for p, s in scores.items()})
@@ -355,7 +359,8 @@ def _eval_invrender(cfg: DictConfig) -> dict[str, Any]:
         items = [GenerationItem(rec.id, visuals_of(dataset, i), PROMPT,
                                 json.dumps(asdict(VaseParams.of_record(rec)))) for i, rec in enumerate(dataset.records)]
         rows = generate_rows(model, processor, items, out.parent / "answers_invrender.jsonl",
-                             batch_size=int(cfg.generation.batch_size), max_new_tokens=int(v.max_new_tokens))
+                             batch_size=int(cfg.generation.batch_size), max_new_tokens=int(v.max_new_tokens),
+                             decoding=Decoding.of(cfg.generation))
         answers = {r["id"]: r["caption"] for r in rows}
     else:
         datamodule = instantiate(cfg.data, _convert_="partial")
@@ -363,6 +368,8 @@ def _eval_invrender(cfg: DictConfig) -> dict[str, Any]:
         dataset = datamodule.dataset(cfg.split, cfg.data.get("limit_val") if cfg.split == "val" else None)
     result = run_invrender(dataset, Path(cfg.data.root), predictor, tuple(v.views), int(v.resolution),
                            int(cfg.seed), answers)
+    if predictor == "model":
+        result["decoding"] = Decoding.of(cfg.generation).record()
     atomic_write_json(out, result)
     s = result["summary"]
 

@@ -25,6 +25,7 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from vase.config import Decoding
 from vase.data.synthetic import GENERATOR as SYNTHETIC_GENERATOR
 from vase.errors import ConfigError
 from vase.eval.vqa import evaluate_vqa, protocols_of
@@ -135,8 +136,14 @@ def _baseline_vqa(cfg: DictConfig, adapter: Path, lock: Path | None = None) -> N
     protocol = (cfg.get("evaluate") or {}).get("vqa")
     target = adapter.parent / "vqa_sft.json"
 
-    def have() -> bool:  # cached with every protocol this run asks for (answers already made are reused)
-        return target.is_file() and set(protocols_of(str(protocol))) <= set(read_json(target).get("vqa", {}))
+    decoding = Decoding.of(cfg.get("evaluate") or {}, "evaluate")
+
+    def have() -> bool:  # cached with every protocol this run asks for, decoded as this run decodes
+        if not target.is_file():
+            return False
+        cached = read_json(target)
+        return (set(protocols_of(str(protocol))) <= set(cached.get("vqa", {}))
+                and cached.get("decoding", decoding.record()) == decoding.record())
 
     if not protocol or have():
         return
@@ -151,4 +158,5 @@ def _baseline_vqa(cfg: DictConfig, adapter: Path, lock: Path | None = None) -> N
         ev = cfg.evaluate
         evaluate_vqa(model, processor, data.val_set, instantiate(cfg.reward, _convert_="partial"),
                      float(cfg.reward.tau), target, f"{cfg.model.get('label', 'model')} (sft)", str(protocol),
-                     int(ev.get("vqa_choices", 4)), int(ev.batch_size), int(ev.get("vqa_max_new_tokens", 24)))
+                     int(ev.get("vqa_choices", 4)), int(ev.batch_size), int(ev.get("vqa_max_new_tokens", 24)),
+                     decoding=decoding)

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 import vase.config  # noqa: F401  (registers the config resolvers, e.g. vase.wandb_offline)
 from vase import runs
+from vase.config import Decoding
 from vase.errors import ConfigError
 from vase.eval.heldout import heldout_reward
 from vase.eval.scoring import build_scorer
@@ -131,6 +132,7 @@ class _Evaluation:
         self.cfg, self.processor, self.out_dir, self.loggers = cfg, processor, out_dir, loggers
         self.ev = cfg.get("evaluate", {}) or {}
         self.label = cfg.model.get("label", "model")
+        self.decoding = Decoding.of(self.ev, "evaluate")  # every answer's decoding: the config's, not the checkpoint's
         self.results: dict[str, dict[str, Any]] = {}
         self.generations: dict[str, list[dict[str, Any]]] = {}
         self.histories: dict[str, list[dict[str, float]]] = {}
@@ -151,7 +153,8 @@ class _Evaluation:
         name = f"{self.label} ({tag})"
         self.results[name], self.generations[name] = evaluate_captions(
             module.model, self.processor, datamodule.val_set, self.scorer, self.out_dir, tag,
-            int(ev.max_new_tokens), int(ev.batch_size), bool(self.cfg.metrics.get("image_score", True)))
+            int(ev.max_new_tokens), int(ev.batch_size), bool(self.cfg.metrics.get("image_score", True)),
+            decoding=self.decoding)
         log_eval_rows(self.loggers, tag, self.results[name], self.generations[name])
 
     def heldout_after(self, module: Any, datamodule: Any, stage: DictConfig, suffix: str, merged: bool,
@@ -171,20 +174,20 @@ class _Evaluation:
         zoom = int(ev.get("heldout_zoom_calls") or 0) if getattr(datamodule, "zoom", False) else 0
         self.heldout[str(stage.name)] = heldout_reward(
             module.model, self.processor, datamodule.val_set, reward, task, self.out_dir / f"heldout_reward{suffix}.json",
-            f"{self.label} ({stage.name})", int(ev.batch_size), tokens, zoom_calls=zoom)
+            f"{self.label} ({stage.name})", int(ev.batch_size), tokens, zoom_calls=zoom, decoding=self.decoding)
         if zoom:  # the same adapter answering without the tool: the paired baseline of what the tool itself adds
             heldout_reward(module.model, self.processor, datamodule.val_set, reward, task,
                            self.out_dir / f"heldout_without_tool{suffix}.json", f"{self.label} ({stage.name}, no tool)",
-                           int(ev.batch_size), tokens)
+                           int(ev.batch_size), tokens, decoding=self.decoding)
         if merged and hasattr(module.model, "disable_adapter"):
             answers = None
             if shared_sft is not None:  # every job of a sweep starts from this SFT: its answers are made once
-                answers = shared_sft.parent / f"heldout_start_{task}_t{tokens}.jsonl"
+                answers = shared_sft.parent / f"heldout_start_{task}_t{tokens}{self.decoding.tag()}.jsonl"
             with file_lock(answers.with_suffix(".lock")) if answers else contextlib.nullcontext(), \
                     module.model.disable_adapter():
                 heldout_reward(module.model, self.processor, datamodule.val_set, reward, task,
                                self.out_dir / f"heldout_reward_start{suffix}.json", f"{self.label} (start)",
-                               int(ev.batch_size), tokens, answers=answers)
+                               int(ev.batch_size), tokens, answers=answers, decoding=self.decoding)
         res = self.heldout[str(stage.name)]
         for lg in self.loggers:
             lg.log_metrics({**{f"val/{stage.name}/heldout/{d}_right": s["mean"] for d, s in res["pass"].items()},
@@ -200,7 +203,8 @@ class _Evaluation:
         self.vqa[stage] = evaluate_vqa(
             module.model, self.processor, datamodule.val_set, reward, float(cfg.reward.tau),
             self.out_dir / f"vqa_{stage}.json", f"{self.label} ({stage})", str(ev.vqa),
-            int(ev.get("vqa_choices", 4)), int(ev.batch_size), int(ev.get("vqa_max_new_tokens", 24)))
+            int(ev.get("vqa_choices", 4)), int(ev.batch_size), int(ev.get("vqa_max_new_tokens", 24)),
+            decoding=self.decoding)
         for lg in self.loggers:
             lg.log_metrics({f"val/{stage}/vqa/{p}/{d}": a for p, sc in self.vqa[stage].items()
                             for d, a in sc["accuracy"].items()})
