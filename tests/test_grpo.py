@@ -400,3 +400,47 @@ def test_real_grpo_steps_move_lora_and_leave_every_base_weight_bit_identical(tra
             assert torch.equal(p.detach(), before[key]), f"{key} changed"
             base_seen += 1
     assert moved > 0 and base_seen == len(before)  # every base weight was compared
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_chunked_logprobs_equal_trls_and_their_gradient_the_full_log_softmaxs(dtype: torch.dtype) -> None:
+    """GRPO's log-probabilities without a full-vocabulary copy (vase.models.logprobs) equal TRL's own
+    selective_log_softmax, and their gradient equals autograd's through log_softmax + gather, at a temperature."""
+    pytest.importorskip("trl")
+    from trl.trainer.utils import selective_log_softmax
+
+    from vase.models.logprobs import selected_logprobs
+
+    g = torch.Generator().manual_seed(0)
+    logits = (3 * torch.randn(3, 7, 301, generator=g)).to(dtype)
+    targets = torch.randint(0, 301, (3, 7), generator=g)
+    upstream = torch.randn(3, 7, generator=g)
+    ours_in = logits.clone().requires_grad_(True)
+    ours = selected_logprobs(ours_in, targets, 0.7, rows=4)  # chunks that do not divide the 21 positions
+    theirs = selective_log_softmax(logits.float() / 0.7, targets)
+    assert ours.dtype == torch.float32 and torch.allclose(ours, theirs, atol=1e-5)
+    (ours * upstream).sum().backward()
+    ref_in = logits.clone().requires_grad_(True)
+    ref = torch.log_softmax(ref_in.float() / 0.7, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    (ref * upstream).sum().backward()
+    tol = 1e-6 if dtype == torch.float32 else 1e-2
+    assert ours_in.grad.dtype == dtype and torch.allclose(ours_in.grad.float(), ref_in.grad.float(), atol=tol)
+
+
+def test_an_unseeded_run_builds_its_training_loader(synthetic_root: Path, tiny_model_dir: Path) -> None:
+    """Direct library use without seeding torch: the loader's order seed was torch's 64-bit initial seed times
+    1,000,003 ("Overflow when unpacking long long")."""
+    from vase.data.datamodule import VaseDataModule
+    from vase.models.loading import load_processor
+
+    torch.manual_seed(2**64 - 1)  # an initial seed as large as an unseeded process may draw
+    try:
+        dm = VaseDataModule(str(synthetic_root), processor=load_processor(str(tiny_model_dir)), batch_size=2,
+                            synthetic={"num_vases": 8, "seed": 0, "val_fraction": 0.25},
+                            render={"enabled": True, "resolution": 64, "fov_deg": 35.0})
+        dm.prepare_data()
+        dm.setup("fit")
+        batch = next(iter(dm.train_dataloader()))
+        assert batch["input_ids"].shape[0] == 2
+    finally:
+        torch.manual_seed(0)
