@@ -74,7 +74,7 @@ def _peak_memory(device: str) -> float:
 
 
 def run_ours(cache: Path, steps: int, warmup: int, device: str, loss_type: str, model_path: str | None = None,
-             resolution: int = 112, gc: bool = False, rollout: str = "eager") -> dict:
+             resolution: int = 112, gc: bool = False, rollout: str = "eager", tokens: int = TOKENS) -> dict:
     from functools import partial
 
     import pytorch_lightning as pl
@@ -92,8 +92,8 @@ def run_ours(cache: Path, steps: int, warmup: int, device: str, loss_type: str, 
     module = GRPOModule(model, _reward(), processor,
                         lora={"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": "all-linear", "freeze_vision": True},
                         optimizer=partial(torch.optim.AdamW, lr=LR), warmup_ratio=0.0, num_generations=G,
-                        max_completion_length=TOKENS, beta=BETA, loss_type=loss_type, log_completions_every=0,
-                        min_completion_length=TOKENS, gradient_checkpointing=gc, rollout=rollout)
+                        max_completion_length=tokens, beta=BETA, loss_type=loss_type, log_completions_every=0,
+                        min_completion_length=tokens, gradient_checkpointing=gc, rollout=rollout)
     samples = [samples_for(ex, "caption")[0] for ex in examples] * (steps + warmup)
     loader = DataLoader(samples, batch_size=PROMPTS, shuffle=False, collate_fn=PromptCollator(processor))
     times: list[float] = []
@@ -115,7 +115,8 @@ def run_ours(cache: Path, steps: int, warmup: int, device: str, loss_type: str, 
                          precision="bf16-mixed" if device == "cuda" else "32-true")
     trainer.fit(module, train_dataloaders=loader)
     lengths = [float(h["reward"]) for h in module.history]
-    return {"times": times[warmup:], "peak_mib": _peak_memory(device), "steps": len(times), "rewards": lengths}
+    return {"times": times[warmup:], "peak_mib": _peak_memory(device), "steps": len(times), "rewards": lengths,
+            "losses": [float(h["loss"]) for h in module.history if "loss" in h]}
 
 
 def run_trl(cache: Path, steps: int, warmup: int, device: str, loss_type: str, gc: bool, model_path: str | None = None,

@@ -412,16 +412,17 @@ def test_chunked_logprobs_equal_trls_and_their_gradient_the_full_log_softmaxs(dt
     from vase.models.logprobs import selected_logprobs
 
     g = torch.Generator().manual_seed(0)
-    logits = (3 * torch.randn(3, 7, 301, generator=g)).to(dtype)
+    logits = (3 * torch.randn(3, 8, 301, generator=g)).to(dtype)
     targets = torch.randint(0, 301, (3, 7), generator=g)
     upstream = torch.randn(3, 7, generator=g)
     ours_in = logits.clone().requires_grad_(True)
-    ours = selected_logprobs(ours_in, targets, 0.7, rows=4)  # chunks that do not divide the 21 positions
-    theirs = selective_log_softmax(logits.float() / 0.7, targets)
+    # a slice along the positions, as GRPO passes the model's logits; blocks of 4 do not divide its 7 positions
+    ours = selected_logprobs(ours_in[:, :-1], targets, 0.7, rows=4)
+    theirs = selective_log_softmax(logits[:, :-1].float() / 0.7, targets)
     assert ours.dtype == torch.float32 and torch.allclose(ours, theirs, atol=1e-5)
     (ours * upstream).sum().backward()
     ref_in = logits.clone().requires_grad_(True)
-    ref = torch.log_softmax(ref_in.float() / 0.7, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    ref = torch.log_softmax(ref_in[:, :-1].float() / 0.7, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     (ref * upstream).sum().backward()
     tol = 1e-6 if dtype == torch.float32 else 1e-2
     assert ours_in.grad.dtype == dtype and torch.allclose(ours_in.grad.float(), ref_in.grad.float(), atol=tol)
