@@ -90,12 +90,12 @@ def test_a_command_generator_records_failures_times_out_and_resumes(photos: dict
         reconstruct_folder(ok, photos["photos"], photos["photos"] / "out", progress=False)
 
 
-def test_the_papers_generators_have_configured_command_lines() -> None:
+def test_the_papers_generators_have_configured_command_lines(tmp_path: Path) -> None:
     from tests.conftest import compose_cfg
 
     for name, needle in (("triposg", "scripts.inference_triposg"), ("hunyuan3d", "hunyuan3d_driver.py")):
-        cfg = compose_cfg("generate3d", [f"reconstruct={name}", "input=/photos"], Path("/tmp"),
-                          {"cache": Path("/tmp/c"), "data": Path("/tmp/d")})
+        cfg = compose_cfg("generate3d", [f"reconstruct={name}", "input=/photos"], tmp_path,
+                          {"cache": tmp_path / "c", "data": tmp_path / "d"})
         from hydra.utils import instantiate
 
         gen = instantiate(cfg.reconstruct.generator)
