@@ -26,18 +26,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from vase.io import atomic_directory  # noqa: E402
+from vase.models.hub import ARCHS  # noqa: E402  (the public architectures, one table for both stand-ins)
 from vase.models.tiny import FIRST_SPECIAL_ID, PUBLIC_SPECIAL_TOKENS, TinySpec, build_processor, build_tokenizer  # noqa: E402,F401
 
 VISION = dict(depth=32, hidden_size=1280, intermediate_size=3420, num_heads=16, in_chans=3, patch_size=14,
               spatial_merge_size=2, temporal_patch_size=2, window_size=112, fullatt_block_indexes=[7, 15, 23, 31],
               tokens_per_second=2, hidden_act="silu")
-ARCHS: dict[str, dict[str, Any]] = {
-    # the public config.json of Qwen/Qwen2.5-VL-3B-Instruct and Qwen/Qwen2.5-VL-7B-Instruct
-    "3b": dict(hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16,
-               num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True, max_window_layers=70),
-    "7b": dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
-               num_key_value_heads=4, vocab_size=152064, tie_word_embeddings=False, max_window_layers=28),
-}
 SPECIAL = PUBLIC_SPECIAL_TOKENS
 
 

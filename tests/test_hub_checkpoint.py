@@ -176,3 +176,19 @@ def test_a_bad_decoding_value_is_refused_naming_the_key(key: str, value: str, tm
     cfg = compose_cfg("evaluate", [f"{key}={value}"], tmp_path, session_dirs)
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         validate(cfg)
+
+
+def test_a_7b_shaped_stand_in_has_the_7b_files(tmp_path: Path) -> None:
+    """The 7B's public differences: 152,064 vocabulary rows and an untied output head; the rest as the 3B's."""
+    from vase.models.hub import HubSpec, build_hub_checkpoint
+    from vase.models.loading import load_model_and_processor
+
+    out = build_hub_checkpoint(tmp_path / "Qwen2.5-VL-7B-Instruct", HubSpec(arch="7b"))
+    config = json.loads((out / "config.json").read_text())
+    assert (config["vocab_size"], config["tie_word_embeddings"]) == (152064, False)
+    from omegaconf import OmegaConf
+
+    model, processor = load_model_and_processor(OmegaConf.create({"name_or_path": str(out), "dtype": "float32",
+                                                                  "processor": {"max_pixels": 12544}}))
+    assert model.lm_head.weight.data_ptr() != model.model.language_model.embed_tokens.weight.data_ptr()
+    assert len(processor.tokenizer) == 151_665 and model.config.text_config.vocab_size == 152064

@@ -25,17 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from vase.io import atomic_directory, built_by_vase, one_builder_at_a_time
-from vase.models.tiny import FIRST_SPECIAL_ID
+from vase.models.tiny import FIRST_SPECIAL_ID, PUBLIC_SPECIAL_TOKENS
 
-# The hub tokenizer's added tokens from 151643, in id order; the last eight are not "special" there (they are
-# ordinary added tokens that decoding keeps).
-HUB_ADDED_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-                    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
-                    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>",
-                    "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>",
-                    "<|file_sep|>"]
-NOT_SPECIAL = {"<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
-               "<|repo_name|>", "<|file_sep|>"}
+# The hub tokenizer's added tokens from 151643, in id order: the public special tokens, then eight that are not
+# "special" there (ordinary added tokens that decoding keeps).
+NOT_SPECIAL = ["<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+               "<|repo_name|>", "<|file_sep|>"]
+HUB_ADDED_TOKENS = PUBLIC_SPECIAL_TOKENS + NOT_SPECIAL
 ID = {t: FIRST_SPECIAL_ID + i for i, t in enumerate(HUB_ADDED_TOKENS)}
 
 # The public Qwen2.5-VL chat template (chat_template.json of the Instruct checkpoints).
@@ -65,11 +61,9 @@ HUB_GENERATION = {
 # The public architectures (config.json); HubSpec shrinks the sizes, never the vocabulary or the ids.
 ARCHS: dict[str, dict[str, Any]] = {
     "3b": dict(hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16,
-               num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True, max_window_layers=70,
-               vision_out_hidden_size=2048),
+               num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True, max_window_layers=70),
     "7b": dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
-               num_key_value_heads=4, vocab_size=152064, tie_word_embeddings=False, max_window_layers=28,
-               vision_out_hidden_size=3584),
+               num_key_value_heads=4, vocab_size=152064, tie_word_embeddings=False, max_window_layers=28),
 }
 
 
@@ -146,7 +140,7 @@ def build_hub_tokenizer():
     tok = Qwen2Tokenizer(vocab=vocab, merges=merges, unk_token=None, bos_token=None, eos_token=None, pad_token=None,
                          errors="replace", model_max_length=131072)
     tok.add_tokens([AddedToken(t, special=t not in NOT_SPECIAL, normalized=False) for t in HUB_ADDED_TOKENS])
-    tok.add_special_tokens({"additional_special_tokens": HUB_ADDED_TOKENS[1:14]})
+    tok.add_special_tokens({"additional_special_tokens": PUBLIC_SPECIAL_TOKENS[1:]})
     tok.eos_token, tok.pad_token = "<|im_end|>", "<|endoftext|>"
     got = {t: tok.convert_tokens_to_ids(t) for t in HUB_ADDED_TOKENS}
     if got != ID:
@@ -191,7 +185,7 @@ def hub_tokenizer_config(tok: Any) -> dict[str, Any]:
     decoder = {str(ID[t]): {"content": t, "lstrip": False, "normalized": False, "rstrip": False,
                             "single_word": False, "special": t not in NOT_SPECIAL} for t in HUB_ADDED_TOKENS}
     return {"add_prefix_space": False, "added_tokens_decoder": decoder,
-            "additional_special_tokens": HUB_ADDED_TOKENS[1:14],
+            "additional_special_tokens": PUBLIC_SPECIAL_TOKENS[1:],
             "bos_token": None, "clean_up_tokenization_spaces": False, "eos_token": "<|im_end|>", "errors": "replace",
             "extra_special_tokens": {}, "model_max_length": 131072, "pad_token": "<|endoftext|>",
             "split_special_tokens": False, "tokenizer_class": "Qwen2Tokenizer", "unk_token": None}
