@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from vase.io import atomic_directory, built_by_vase, one_builder_at_a_time
-from vase.models.tiny import FIRST_SPECIAL_ID, PUBLIC_SPECIAL_TOKENS
+from vase.models.tiny import FIRST_SPECIAL_ID, PUBLIC_SPECIAL_TOKENS, NetworkSizes
 
 # The hub tokenizer's added tokens from 151643, in id order: the public special tokens, then eight that are not
 # "special" there (ordinary added tokens that decoding keeps).
@@ -68,21 +68,12 @@ ARCHS: dict[str, dict[str, Any]] = {
 
 
 @dataclass(frozen=True)
-class HubSpec:
+class HubSpec(NetworkSizes):
     """The shape of the stand-in: ``arch`` picks the public file contents (vocabulary rows, tying), the sizes shrink
     the network so that a CPU runs it; the defaults make a debug-size 3B (about 10 M parameters, most in the
     151,936-row embedding)."""
 
     arch: str = "3b"
-    hidden_size: int = 64
-    intermediate_size: int = 128
-    num_hidden_layers: int = 2
-    num_attention_heads: int = 4
-    num_key_value_heads: int = 2
-    vision_depth: int = 2
-    vision_hidden_size: int = 32
-    vision_intermediate_size: int = 64
-    vision_num_heads: int = 2
     seed: int = 0
     max_shard_size: str = "8MB"  # small shards, so the index and several files are exercised
 
@@ -152,9 +143,6 @@ def build_hub_tokenizer():
 def flat_config(spec: HubSpec) -> dict[str, Any]:
     """``config.json`` in the hub's flat form (text keys at the top level, the vision tower nested)."""
     a = ARCHS[spec.arch]
-    head_dim = spec.hidden_size // spec.num_attention_heads
-    half = head_dim // 2
-    section = [half - 2 * (half * 3 // 8), half * 3 // 8, half * 3 // 8]  # the public [16, 24, 24] at head_dim 128
     return {
         "architectures": ["Qwen2_5_VLForConditionalGeneration"], "attention_dropout": 0.0,
         "bos_token_id": ID["<|endoftext|>"], "eos_token_id": ID["<|im_end|>"],
@@ -174,7 +162,7 @@ def flat_config(spec: HubSpec) -> dict[str, Any]:
             "window_size": 112, "fullatt_block_indexes": [spec.vision_depth - 1], "tokens_per_second": 2,
             "temporal_patch_size": 2,
         },
-        "rope_scaling": {"type": "mrope", "mrope_section": section},
+        "rope_scaling": {"type": "mrope", "mrope_section": spec.mrope_section()},
         "vocab_size": a["vocab_size"],
     }
 

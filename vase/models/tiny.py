@@ -59,8 +59,8 @@ CHAT_TEMPLATE = (
 
 
 @dataclass(frozen=True)
-class TinySpec:
-    """Sizes of the tiny model; the defaults run a forward pass with six 112-pixel views in milliseconds."""
+class NetworkSizes:
+    """The sizes of a small Qwen2.5-VL network (the tiny model's and the hub-shaped stand-in's)."""
 
     hidden_size: int = 64
     intermediate_size: int = 128
@@ -71,6 +71,22 @@ class TinySpec:
     vision_hidden_size: int = 32
     vision_intermediate_size: int = 64
     vision_num_heads: int = 2
+
+    def mrope_section(self) -> list[int]:
+        """The (temporal, height, width) rotary sections, which must sum to head_dim / 2 (the public [16, 24, 24]
+        at head_dim 128).
+
+        >>> NetworkSizes().mrope_section(), NetworkSizes(hidden_size=2048, num_attention_heads=16).mrope_section()
+        ([2, 3, 3], [16, 24, 24])
+        """
+        half = self.hidden_size // self.num_attention_heads // 2
+        return [half - 2 * (half * 3 // 8), half * 3 // 8, half * 3 // 8]
+
+
+@dataclass(frozen=True)
+class TinySpec(NetworkSizes):
+    """Sizes of the tiny model; the defaults run a forward pass with six 112-pixel views in milliseconds."""
+
     tokenizer_vocab_size: int = 2048
     # Larger than the usual 0.02: the output head and final norm stay frozen under LoRA, and with 0.02 the
     # logits of a 64-wide model can never exceed about 1.3, so the loss could not fall below ~5.8 however well
@@ -185,10 +201,7 @@ def build_model(tokenizer, spec: TinySpec):
     from transformers import GenerationConfig, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
-    head_dim = spec.hidden_size // spec.num_attention_heads
-    half = head_dim // 2
-    # mrope sections (temporal, height, width) must sum to head_dim / 2
-    section = [half - 2 * (half * 3 // 8), half * 3 // 8, half * 3 // 8]
+    section = spec.mrope_section()
     text = dict(
         vocab_size=len(tokenizer),
         hidden_size=spec.hidden_size,
