@@ -11,6 +11,8 @@ LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo")
 ROLLOUT_ENGINES = ("eager", "static", "compiled")  # stage.module.rollout (vase.training.rollout)
 SCALE_REWARDS = ("group", "batch", "none")
 NEGATIVE_CONTROLS = ("flip_advantages", "shuffle_rewards")
+RETRIEVAL_FORMATS = ("asked", "lines")  # retrieval.format: a question's dimension only | each neighbour's whole line
+VIEW_FEATURES = ("auto", "clip", "pixels")  # retrieval.features, reward.terms.learned.heads.features
 """``stage.module.negative_control``: ways to break GRPO on purpose, so that a learning check can be seen to fail."""
 VQA_PROTOCOLS = ("open", "mc", "ll")  # open-ended, multiple choice by letter, multiple choice by option likelihood
 PROTOCOL_LABELS = {"open": "open-ended (sim ≥ τ)", "open+zoom": "open-ended with the zoom tool",

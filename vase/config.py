@@ -35,17 +35,29 @@ from vase.choices import (
     LAYOUTS,
     LOSS_TYPES,
     NEGATIVE_CONTROLS,
+    RETRIEVAL_FORMATS,
     ROLLOUT_ENGINES,
     SCALE_REWARDS,
     SIMILARITIES,
     STAGES,
     TINY_OPEN_CLIP_NAME,
+    VIEW_FEATURES,
     VQA_PROTOCOLS,
 )
-from vase.errors import ConfigError, VaseError
+from vase.errors import ConfigError, Interrupted, VaseError
 from vase.io import is_within
 from vase.models.tiny import spec_fingerprint
-from vase.runs import check_given_dir, job_overrides, root_digest, run_dir, set_status_held
+from vase.runs import (
+    check_given_dir,
+    claim,
+    job_dir,
+    job_overrides,
+    read_status,
+    root_digest,
+    run_dir,
+    set_status,
+    set_status_held,
+)
 from vase.views import VIEWS, path_key
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
@@ -221,6 +233,21 @@ class RewardSchema:
                "reward.normalize_weights", nw, f"must be null, true, false or a list of dimensions {list(DIMENSIONS)}")
 
 
+def validate_reward(node: Any) -> None:
+    """The reward section's checks (:class:`RewardSchema`: tau, the weights, every term and its fields), one rule for
+    every way a reward is built: train.py's config, the ms-swift plugin and TRL's reward functions. Raises
+    ConfigError naming the first bad key (``reward.tau=5.0 must lie in [0, 1]``)."""
+    _validate_section("reward", RewardSchema, node)
+
+
+def reward_keys(node: Any) -> str:
+    """The keys an override of the reward ``node`` may set, in one line (for an error that names a bad one)."""
+    top = [str(k) for k in node if str(k) not in ("_target_", "weights", "terms", "effective_weights")]
+    terms = [str(n) for n, t in (node.get("terms") or {}).items() if t is not None]
+    return (", ".join(top + [f"weights.{d}" for d in DIMENSIONS])
+            + f", terms.<name>.<field> (terms: {', '.join(terms)})")
+
+
 @dataclass
 class SyntheticSchema:
     num_vases: int = 32
@@ -253,6 +280,8 @@ class DataSchema:
     retrieval: dict | None = None
     max_video_frames: int = 16
     zoom: bool = False
+    zoom_width: Any = 1.0
+    zoom_direct: Any = 5
 
     def __post_init__(self) -> None:
         _check(self.layout in ("auto", *LAYOUTS), "data.layout", self.layout, f"must be auto or one of {list(LAYOUTS)}")
@@ -277,6 +306,27 @@ class DataSchema:
         _check(self.limit_val is None or self.limit_val >= 0, "data.limit_val", self.limit_val,
                "must be non-negative (0 only when nothing is evaluated), or null for no limit")
         _check(self.max_length >= 32, "data.max_length", self.max_length, "must be at least 32")
+        check_zoom(self.zoom_width, self.zoom_direct)
+
+
+def check_zoom(width: Any, direct: Any) -> None:
+    """``data.zoom_width`` and ``data.zoom_direct``: checked with the rest of the config and by the data module."""
+    _check(isinstance(width, (int, float)) and 0.0 < float(width) <= 1.0, "data.zoom_width", width,
+           "must be in (0, 1]: the share of the frieze's width the taught zoom call covers")
+    _check(isinstance(direct, int) and 0 <= direct <= 5, "data.zoom_direct", direct,
+           "must be 0 to 5: how many of the five other questions per vase are taught with the tool offered")
+
+
+def check_retrieval(node: Any) -> None:
+    """``retrieval.*``: checked before any model loads, whether or not retrieval is on (``k`` > 0)."""
+    node = node or {}
+    k = node.get("k", 0)
+    _check(isinstance(k, int) and not isinstance(k, bool) and k >= 0, "retrieval.k", k,
+           "must be a whole number >= 0 (0: off)")
+    fmt = node.get("format") or "asked"
+    _check(fmt in RETRIEVAL_FORMATS, "retrieval.format", fmt, f"must be one of {', '.join(RETRIEVAL_FORMATS)}")
+    features = node.get("features") or "auto"
+    _check(features in VIEW_FEATURES, "retrieval.features", features, f"must be one of {', '.join(VIEW_FEATURES)}")
 
 
 @dataclass
@@ -372,6 +422,26 @@ class MetricsSchema:
             _check(float(w) >= 0, f"metrics.weights.{k}", w, "must be non-negative")
 
 
+@dataclass
+class FilterSchema:
+    """``filter.*``'s top-level settings (``python -m vase.filter``); the stages' own nodes are their targets'."""
+
+    min_side: int = 64
+    keep: str = "manifest"
+    unusual_modes: str = "convert"
+    draft: bool = True
+    batch_size: int = 32
+    num_workers: int = 2
+
+    def __post_init__(self) -> None:
+        _check(self.min_side >= 1, "filter.min_side", self.min_side, "must be at least 1 (pixels)")
+        _check(self.keep in ("manifest", "link", "copy"), "filter.keep", self.keep, "must be manifest, link or copy")
+        _check(self.unusual_modes in ("convert", "reject"), "filter.unusual_modes", self.unusual_modes,
+               "must be convert or reject")
+        _check(self.batch_size >= 1, "filter.batch_size", self.batch_size, "must be at least 1")
+        _check(self.num_workers >= 0, "filter.num_workers", self.num_workers, "must be non-negative")
+
+
 SECTIONS: dict[str, type] = {
     "stage": StageSchema,
     "reward": RewardSchema,
@@ -379,6 +449,7 @@ SECTIONS: dict[str, type] = {
     "render": RenderSchema,
     "model": ModelSchema,
     "metrics": MetricsSchema,
+    "filter": FilterSchema,
 }
 
 
@@ -444,8 +515,8 @@ def validate(cfg: DictConfig) -> None:
                 node = OmegaConf.masked_copy(
                     node, [k for k in ("name", "epochs", "batch_size", "grad_accum") if k in node]
                 )
-            if key == "data":
-                node = OmegaConf.masked_copy(node, [k for k in node if k in DataSchema.__dataclass_fields__])
+            if key in ("data", "filter"):  # the keys the schema knows; the rest are checked by their readers
+                node = OmegaConf.masked_copy(node, [k for k in node if k in schema.__dataclass_fields__])
             _validate_section(key, schema, node)
     for key in ("stage", "followup"):
         if cfg.get(key) is not None:
@@ -458,6 +529,8 @@ def validate(cfg: DictConfig) -> None:
             parts = ["open", "mc"] if v == "both" else str(v).split("+")
             _check(all(p in VQA_PROTOCOLS for p in parts), key, v,
                    "must be open, mc, ll, both, or several joined by '+' (open+ll)")
+    if isinstance(cfg.get("retrieval"), DictConfig):
+        check_retrieval(_resolved(cfg, "retrieval"))
     for key in ("generation", "evaluate"):  # the decoding of evaluate.py and of train.py's evaluation
         if isinstance(cfg.get(key), DictConfig):
             Decoding.of(_resolved(cfg, key), key)
@@ -522,9 +595,34 @@ def _validate_targets(cfg: DictConfig) -> None:
             if key not in _INSTANTIATE_KEYS and key not in params:
                 raise ConfigError(f"{path}.{key}: {target.rsplit('.', 1)[-1]} takes no argument {key!r}, so nothing "
                                   f"would read it{_nearest(str(key), [p for p in params if p != 'self'])}")
+            if key in params:
+                _check_argument_type(cfg, f"{path}.{key}", params[key], target)
         if path.endswith("optimizer") and "lr" in node:
             lr = OmegaConf.select(cfg, f"{path}.lr")
             _check(isinstance(lr, (int, float)) and lr > 0, f"{path}.lr", lr, "must be a positive number")
+
+
+_PLAIN_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
+
+
+def _check_argument_type(cfg: DictConfig, key: str, param: inspect.Parameter, target: str) -> None:
+    """A value given to a plain annotated argument (``int``, ``float``, ``bool``, ``str``, optionally ``| None``) must
+    be of that type: ``reconstruct.generator.rows=abc`` is refused here, not turned into a failure per object."""
+    ann = param.annotation if isinstance(param.annotation, str) else getattr(param.annotation, "__name__", "")
+    parts = [a.strip() for a in str(ann).split("|")]
+    optional = "None" in parts
+    kinds = [p for p in parts if p != "None"]
+    if len(kinds) != 1 or kinds[0] not in _PLAIN_TYPES:
+        return
+    try:
+        value = OmegaConf.select(cfg, key)
+    except OmegaConfBaseException:
+        return  # an interpolation that resolves only at run time: its reader checks it
+    if value is None and optional:
+        return
+    ok = isinstance(value, _PLAIN_TYPES[kinds[0]]) and not (kinds[0] in ("int", "float") and isinstance(value, bool))
+    _check(ok, key, value, f"must be {'a whole number' if kinds[0] == 'int' else 'a number' if kinds[0] == 'float' else kinds[0]}"
+           f" ({target.rsplit('.', 1)[-1]} takes {param.name}: {ann})")
 
 
 def _validate_added_keys(cfg: DictConfig) -> None:
@@ -875,6 +973,10 @@ def preflight_overrides(argv: list[str], conf_dir: str | Path, config_name: str 
         key = key.lstrip("+~")
         if key in ("hydra.run.dir", "hydra.sweep.dir"):
             check_given_dir(value, key, resume if key == "hydra.run.dir" else None)  # before Hydra writes there
+        if key == "hydra.run.dir":
+            # held from here, before Hydra writes its .hydra/ files and log there: a second command given the same
+            # folder while this one still starts up is refused before it writes anything
+            claim(value, resume or "auto", overrides=[a for a in argv if "=" in a and not a.startswith("-")])
         if "." in key or "@" in key or "/" in key or key.startswith("hydra"):
             continue
         group = conf_dir / key
@@ -950,6 +1052,29 @@ def one_line(e: BaseException) -> str:
     return rest if rest and " " not in head else last
 
 
+def run_entry(body: Any, cfg: DictConfig) -> Any:
+    """The one run lifecycle of every Hydra entry point (train.py, evaluate.py, ``python -m vase.filter``,
+    ``vase.reconstruct``, ``vase.retrieval``), after :func:`validated`: ``body(cfg)``, then the job's run record says
+    ``finished``. A vase error (a bad value, a bad input file): one line, the record ``failed`` with it, exit 2. A stop
+    on a signal after saving (:class:`~vase.errors.Interrupted`): ``interrupted``, re-raised. Any other exception:
+    ``failed`` with its one-line reason, re-raised (its traceback is the report). A process killed outright leaves
+    ``running``, which readers see as ``killed`` (:func:`vase.runs.status_of`)."""
+    job = job_dir()
+    try:
+        out = or_exit(body, cfg)
+    except Interrupted:
+        if job is not None:
+            set_status(job, "interrupted")
+        raise
+    except Exception as e:
+        if job is not None:
+            set_status(job, "failed", f"{type(e).__name__}: {one_line(e)}")
+        raise
+    if job is not None and read_status(job).get("status") == "running":
+        set_status(job, "finished")
+    return out
+
+
 def or_exit(check: Any, *args: Any) -> Any:
     """Run ``check(*args)`` and return what it returns; on a vase error (a bad config value, a bad input file) print
     its one line to stderr, mark the run directories this process holds as failed, and exit with status 2, the same
@@ -957,6 +1082,6 @@ def or_exit(check: Any, *args: Any) -> Any:
     try:
         return check(*args)
     except VaseError as e:
-        set_status_held("failed")
+        set_status_held("failed", one_line(e))
         print(f"{'config error' if isinstance(e, ConfigError) else 'error'}: {one_line(e)}", file=sys.stderr)
         sys.exit(2)

@@ -11,11 +11,12 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from vase.config import check_retrieval, check_zoom
 from vase.data.dataset import VIEWS, VaseDataset, VaseExample, VideoFrames, models_to_render
 from vase.data.layouts import detect_layout, load_split, read_records
 from vase.data.loader import ResumableLoader, ResumableSampler
 from vase.data.synthetic import SHAPE_SPECS, generate
-from vase.errors import ConfigError, DataError
+from vase.errors import DataError
 from vase.io import atomic_write_json, file_lock, own_output_dir, read_json
 from vase.metrics.features import view_encoder
 from vase.render import RenderSettings, render_dataset
@@ -192,13 +193,8 @@ class VaseDataModule(pl.LightningDataModule):
                  zoom: bool = False, zoom_width: float = 1.0, zoom_direct: int = 5) -> None:
         super().__init__()
         self.zoom = zoom  # teach the zoom-in tool on the decoration question (vase.eval.zoom)
-        if not 0.0 < float(zoom_width) <= 1.0:
-            raise ConfigError(f"data.zoom_width={zoom_width!r} must be in (0, 1]: the share of the frieze's width the "
-                              "taught zoom call covers")
+        check_zoom(zoom_width, zoom_direct)  # the config check's own rule (library use skips the config)
         self.zoom_width = float(zoom_width)
-        if not 0 <= int(zoom_direct) <= 5:
-            raise ConfigError(f"data.zoom_direct={zoom_direct!r} must be 0 to 5: how many of the five other questions "
-                              "per vase are taught with the tool offered")
         self.zoom_direct = int(zoom_direct)
         self.retrieval = dict(retrieval or {})  # k > 0: the nearest training vases' metadata in every prompt
         self.layout = layout  # auto | vase | release | paper_eval | swift (vase.data.layouts)
@@ -336,6 +332,21 @@ class VaseDataModule(pl.LightningDataModule):
             self.layout = detect_layout(self.root)
         return self.layout
 
+    def check_trainable(self, train_set: VaseDataset | None = None) -> int:
+        """The number of training samples (``data.task``'s samples of the train split); a DataError naming the data
+        when there are none, so that nothing trains on nothing and ends "finished" without an adapter. Cheap: no
+        view is read, no model is needed (train.py calls it before loading one)."""
+        train = train_set if train_set is not None else self.dataset("train", self.limit_train, set(self.left_out()))
+        self._require_dimensions(train)
+        n = len(ChatDataset(train, self.task, self.zoom, self.zoom_width, self.zoom_direct))
+        if n == 0:
+            what = f"{len(train.records)} vases" if train.records else "no vases"
+            limit = f", data.limit_train={self.limit_train}" if self.limit_train is not None else ""
+            raise DataError(f"{self.root} ({self.layout_name} layout): its train split has {what} and no "
+                            f"{self.task} sample to train on{limit}; nothing would train (python -m vase.data.check "
+                            f"{self.root} lists what it read)")
+        return n
+
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is None:
             skipped = self.left_out()
@@ -343,15 +354,20 @@ class VaseDataModule(pl.LightningDataModule):
                 log.warning("training and evaluating without %d vases that failed to render: %s", len(skipped),
                             ", ".join(sorted(skipped)[:10]) + (" ..." if len(skipped) > 10 else ""))
             self.train_set = self.dataset("train", self.limit_train, set(skipped))
+            if stage == "fit":
+                self.check_trainable(self.train_set)
             self.val_set = self.dataset("val", self.limit_val, set(skipped))
             if int(self.retrieval.get("k", 0) or 0) > 0:
                 self.attach_retrieval()
-            if self.stage == "grpo":  # the reward scores the six dimensions: a record without them has no target
-                lacking = [r.id for r in self.train_set.records if not r.has_dimensions]
-                if lacking:
-                    raise DataError(f"{self.root}: GRPO's reward needs the six dimensions, but {len(lacking)} training "
-                                    f"vase(s) lack some ({', '.join(lacking[:5])}); give them metadata (a raw museum "
-                                    f"line) or train these with stage=sft")
+            self._require_dimensions(self.train_set)
+
+    def _require_dimensions(self, train: VaseDataset) -> None:
+        """GRPO's reward scores the six dimensions: a training record without them has no target."""
+        lacking = [r.id for r in train.records if not r.has_dimensions] if self.stage == "grpo" else []
+        if lacking:
+            raise DataError(f"{self.root}: GRPO's reward needs the six dimensions, but {len(lacking)} training "
+                            f"vase(s) lack some ({', '.join(lacking[:5])}); give them metadata (a raw museum "
+                            f"line) or train these with stage=sft")
 
     def index_encoder(self) -> Any:
         """What the retrieval index embeds views with (``encode_images`` and ``name``): ``retrieval.features``."""
@@ -362,9 +378,8 @@ class VaseDataModule(pl.LightningDataModule):
         ``retrieval.k`` nearest training vases: never itself, never a validation vase (only training vases are
         indexed). Contexts are computed here, once, so DataLoader workers need neither the index nor the encoder."""
         r = self.retrieval
+        check_retrieval(r)
         fmt = str(r.get("format") or "asked")
-        if fmt not in ("lines", "asked"):
-            raise ConfigError(f"retrieval.format={fmt!r} must be lines or asked")
         encoder = self.index_encoder()
         where = index_dir(r.get("index_dir"), self.root, self.owns_root, self.split.get("cache_dir")
                           or self.render.get("cache_dir"))

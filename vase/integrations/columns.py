@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from vase.annotate.records import parse_raw_metadata
 from vase.annotate.vocab import DIMENSIONS
-from vase.config import load_option
+from vase.config import load_option, reward_keys, validate_reward
 from vase.errors import ConfigError, DataError
 from vase.rewards.reward import RewardOutput, VaseReward, reward_from_node
 from vase.tasks.base import fields_of
@@ -54,10 +55,16 @@ def load_reward(spec: str | None = None, overrides: str | list[str] | None = Non
                               f"'reward' section)")
     else:
         node = load_option("reward", spec)
+    where = f"{ENV_OVERRIDES}={' '.join(dotlist)!r} (on {ENV_REWARD}={spec})"
     try:
-        return reward_from_node(OmegaConf.merge(node, OmegaConf.from_dotlist(dotlist)))
-    except ValueError as e:
-        raise ConfigError(f"the reward of {spec!r} with overrides {dotlist}: {e}") from e
+        merged = OmegaConf.merge(node, OmegaConf.from_dotlist(dotlist))
+        # the checks train.py makes of reward.* (tau in [0, 1], weights >= 0, known keys), before anything is scored
+        validate_reward(OmegaConf.create(OmegaConf.to_container(merged, resolve=True)))
+        return reward_from_node(merged)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e}; valid keys: {reward_keys(node)}") from None
+    except (ValueError, OmegaConfBaseException) as e:
+        raise ConfigError(f"{where}: {str(e).splitlines()[0]}; valid keys: {reward_keys(node)}") from None
 
 
 def _dating(value: Any) -> Any:

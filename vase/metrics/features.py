@@ -19,10 +19,11 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from vase.choices import VIEW_FEATURES
 from vase.errors import ConfigError
 from vase.metrics.encoders import build_clip_encoder
 
-FEATURES = ("auto", "clip", "pixels")
+FEATURES = VIEW_FEATURES
 
 
 class ViewDescriptor:
