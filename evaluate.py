@@ -16,7 +16,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from vase.config import EVAL_TASKS, or_exit, preflight_overrides, tasks_help, validated
+from vase.config import EVAL_TASKS, or_exit, preflight_overrides, run_entry, tasks_help, validated
 from vase.loggers import finish_wandb
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
@@ -30,7 +30,7 @@ def main(cfg: DictConfig) -> None:
     from vase.pipeline.evaluate import run_evaluation
 
     try:
-        out = or_exit(run_evaluation, cfg)  # a bad input is one line and exit 2
+        out = run_entry(run_evaluation, cfg)  # a bad input is one line and exit 2; the run record says how it ended
         if "check" in out and not out["check"]["ok"]:
             sys.exit(1)  # task=check: a dataset with problems fails the command, as python -m vase.data.check does
     finally:

@@ -17,7 +17,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from vase.config import or_exit, preflight_overrides, validated
+from vase.config import or_exit, preflight_overrides, run_entry, validated
 from vase.loggers import finish_wandb, quiet_sacct_warnings
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
@@ -32,7 +32,7 @@ def main(cfg: DictConfig) -> float | None:
     from vase.training.callbacks import TrainingInterrupted
 
     try:
-        out = or_exit(run_training, cfg)  # a bad input is one line and exit 2
+        out = run_entry(run_training, cfg)  # a bad input is one line and exit 2; the run record says how it ended
     except TrainingInterrupted as e:  # the checkpoint is saved and its line printed: exit as the signal asks
         sys.exit(128 + e.signum)
     finally:

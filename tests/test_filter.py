@@ -238,9 +238,11 @@ def _cli(args: list[str], cache: Path) -> list[str]:
 
 def test_killed_run_resumes_to_the_same_final_manifest(photos: Path, tmp_path: Path, session_dirs: dict) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # the killed run and its rerun share a run folder (the rerun takes it up); a finished run's is never reused
     common = [f"filter.input={photos / 'photos'}", f"hydra.run.dir={tmp_path / 'hydra'}"]
     ref, killed = tmp_path / "ref", tmp_path / "killed"
-    subprocess.run(_cli([*common, f"filter.output={ref}"], session_dirs["cache"]), env=env, check=True,
+    subprocess.run(_cli([f"filter.input={photos / 'photos'}", f"hydra.run.dir={tmp_path / 'hydra-ref'}",
+                         f"filter.output={ref}"], session_dirs["cache"]), env=env, check=True,
                    capture_output=True, cwd=ROOT)
     n_files = sum(1 for _ in (ref / "manifest.jsonl").open()) - 1
     proc = subprocess.Popen(_cli([*common, f"filter.output={killed}"], session_dirs["cache"]), env=env,

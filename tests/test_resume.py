@@ -77,10 +77,14 @@ def test_sigterm_then_sigkill_then_the_same_command_gives_the_uninterrupted_curv
     p.wait(timeout=600)
     assert p.returncode == -signal.SIGKILL
     assert _runs(logs) == [run] and _ckpt_step(ckpt) == 10
+    # its record still says running; the listing (and resume=auto) see that its process is gone
+    from vase.runs import list_runs
+
+    assert [(r["run"], r["status"]) for r in list_runs(logs)] == [(str(run), "killed")]
 
     text = _finish(_train(logs, cache, cmd))
     assert _runs(logs) == [run], "the rerun must resume the interrupted run, not start a new one"
-    assert f"resuming the interrupted run {run}" in text
+    assert f"resuming the killed run {run}" in text
     assert "not resumable" not in text  # Lightning's warning is wrong here: vase restores the data position
     resumed = _history(run)
     assert [h["step"] for h in resumed] == [h["step"] for h in full]  # complete: the interrupted steps too

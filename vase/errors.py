@@ -15,5 +15,13 @@ class DataError(VaseError):
     """A data file (GLB, image, annotation JSON) is missing or malformed; the message names the file."""
 
 
+class Interrupted(Exception):  # noqa: N818 - not an error: the user (or the scheduler) asked for it
+    """A run stopped on a signal after saving what a rerun resumes from; its record says ``interrupted``."""
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.signum = signum
+
+
 class MetricError(VaseError):
     """A metric could not be computed; raised instead of silently reporting 0.0."""

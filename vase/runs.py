@@ -138,6 +138,9 @@ def claim(path: str | Path, resume: str = "auto", overrides: list[str] | None = 
     overrides = job_overrides() if overrides is None else overrides
     record = {**status, "pid": os.getpid(), "status": "running", "key": status.get("key") or key or run_key(overrides),
               "overrides": status.get("overrides", overrides), "started": status.get("started", time.time())}
+    record.pop("reason", None)
+    if status.get("status"):  # taken up again: how the earlier process ended (a "running" one was killed)
+        record["resumed_from"] = "killed" if status["status"] == "running" else status["status"]
     atomic_write_json(path / RUN_FILE, record)
     return path
 
@@ -155,19 +158,58 @@ def _refuse_earlier(path: Path, status: dict[str, Any], live: bool, resume: str 
                           f" run, which this one would overwrite{how}; choose a new folder (hydra.run.dir=...)")
 
 
-def set_status(path: str | Path, status: str) -> None:
-    """Record ``status`` (``running``, ``finished``, ``interrupted``) for a run directory this process holds."""
+def set_status(path: str | Path, status: str, reason: str | None = None) -> None:
+    """Record ``status`` (``running``, ``finished``, ``failed``, ``interrupted``, ``checked``) and, for a failure, its
+    one-line ``reason`` for a run directory this process holds."""
     path = Path(path).resolve()
     if path in _held:
-        atomic_write_json(path / RUN_FILE, {**read_status(path), "status": status})
+        record = {**read_status(path), "status": status, "ended": time.time()}
+        record.pop("reason", None)
+        if reason:
+            record["reason"] = reason
+        atomic_write_json(path / RUN_FILE, record)
 
 
-def set_status_held(status: str) -> None:
-    """Record ``status`` for every run directory this process holds: ``failed`` when a config or input error stopped
-    it (neither ``resume=auto`` nor a reader takes it for live; one that had saved a checkpoint is still resumed),
-    ``checked`` when only its config was checked."""
+def set_status_held(status: str, reason: str | None = None) -> None:
+    """Record ``status`` for every run directory this process holds that is still ``running`` (a sweep's finished
+    jobs keep theirs): ``failed`` with its reason when an error stopped it (neither ``resume=auto`` nor a reader takes
+    it for live; one that had saved a checkpoint is still resumed), ``checked`` when only its config was checked."""
     for path in list(_held):
-        set_status(path, status)
+        if read_status(path).get("status", "running") == "running":
+            set_status(path, status, reason)
+
+
+def job_dir() -> Path | None:
+    """The run directory of the Hydra job this process runs (None outside one)."""
+    try:
+        return Path(HydraConfig.get().runtime.output_dir).resolve()
+    except ValueError:
+        return None
+
+
+def status_of(path: str | Path) -> str:
+    """A run directory's status as a reader should see it: its record's, except that a run recorded ``running``
+    whose process is gone (no live process holds its lock: killed, or the machine went down) is ``killed``."""
+    path = Path(path)
+    status = read_status(path).get("status", "")
+    if status != "running" or Path(path).resolve() in _held:
+        return status
+    fd = _try_lock(path)
+    if fd is None:
+        return "running"
+    os.close(fd)
+    return "killed"
+
+
+def list_runs(root: str | Path) -> list[dict[str, Any]]:
+    """Every run directory under ``root`` (any depth) with its status as :func:`status_of` sees it, newest first."""
+    rows = []
+    for record in Path(root).rglob(RUN_FILE):
+        d = record.parent
+        st = read_status(d)
+        rows.append({"run": str(d), "status": status_of(d), "reason": st.get("reason", ""),
+                     "started": st.get("started", 0), "overrides": " ".join(st.get("overrides", []))})
+    return sorted(rows, key=lambda r: r["started"], reverse=True)
 
 
 def release(path: str | Path) -> None:
@@ -224,7 +266,8 @@ def run_dir(base: str, resume: str = "never", kind: str = "run", digest: str = "
         if resume == "auto" and _rank() == 0:
             chosen = _resumable(root, key, sweep=kind == "sweep")
             if chosen is not None:
-                print(f"resuming the interrupted run {chosen} (same command; resume=never starts afresh)")
+                how = read_status(chosen).get("resumed_from") or "interrupted"
+                print(f"resuming the {how} run {chosen} (same command; resume=never starts afresh)")
         if chosen is None:
             stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
             for n in range(1000):
@@ -303,3 +346,28 @@ def check_given_dir(path: str | Path, key: str = "hydra.run.dir", resume: str | 
     if foreign:
         raise ConfigError(f"{key}={path} already holds files vase did not write ({', '.join(foreign[:3])}"
                           f"{', ...' if len(foreign) > 3 else ''}); choose an empty or new folder")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m vase.runs [ROOT ...]``: every run under the roots (default ``logs``) with how it ended: running,
+    finished, failed (with its reason), interrupted (saved on a signal), killed (its process gone without a word),
+    checked (its config only)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m vase.runs", description=main.__doc__.splitlines()[0])
+    ap.add_argument("roots", nargs="*", default=["logs"], help="folders of runs (default: logs)")
+    args = ap.parse_args(argv)
+    rows = [r for root in args.roots for r in list_runs(root)]
+    if not rows:
+        print(f"no runs under {', '.join(args.roots)}")
+        return 0
+    width = max(len(r["run"]) for r in rows)
+    for r in rows:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started"])) if r["started"] else "?"
+        why = f"  {r['reason']}" if r["reason"] else ""
+        print(f"{r['run']:<{width}}  {when}  {r['status']:<11}{why}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -18,8 +18,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
-from vase.config import FILTER_TASKS, or_exit, preflight_overrides, tasks_help, validated
-from vase.errors import VaseError
+from vase.config import FILTER_TASKS, or_exit, preflight_overrides, run_entry, tasks_help, validated
 from vase.filter.synthetic import generate_photos
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -61,11 +60,7 @@ def run(cfg: DictConfig) -> dict:
 def main(cfg: DictConfig) -> None:
     if not validated(cfg):
         return
-    try:
-        run(cfg)
-    except VaseError as e:  # bad input or settings: one line naming the file or key, exit 2 (nothing lost)
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    run_entry(run, cfg)  # bad input or settings: one line naming the file or key, exit 2 (nothing lost)
 
 
 if __name__ == "__main__":

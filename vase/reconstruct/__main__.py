@@ -16,7 +16,7 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from vase.config import or_exit, preflight_overrides, validated
+from vase.config import or_exit, preflight_overrides, run_entry, validated
 from vase.reconstruct.base import reconstruct_folder
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -26,10 +26,15 @@ CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 def main(cfg: DictConfig) -> None:
     if not validated(cfg):
         return
-    report = or_exit(reconstruct_folder, instantiate(cfg.reconstruct.generator), cfg.input, cfg.output)
+    report = run_entry(_reconstruct, cfg)
     print(json.dumps({"output": str(cfg.output), **report}, indent=1))
     if report["failed"]:
         sys.exit(1)
+
+
+def _reconstruct(cfg: DictConfig) -> dict:
+    # the generator is built here, inside the run's lifecycle: a bad reconstruct.generator value is its failure
+    return reconstruct_folder(instantiate(cfg.reconstruct.generator), cfg.input, cfg.output)
 
 
 if __name__ == "__main__":

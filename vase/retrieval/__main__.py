@@ -17,8 +17,7 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 
-from vase.config import or_exit, preflight_overrides, validated
-from vase.errors import VaseError
+from vase.config import or_exit, preflight_overrides, run_entry, validated
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
@@ -27,22 +26,22 @@ CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 def main(cfg: DictConfig) -> None:
     if not validated(cfg):
         return
-    with open_dict(cfg):
-        cfg.retrieval.k = max(int(cfg.retrieval.k), 3)
-    try:
-        dm = instantiate(cfg.data, stage="sft", _convert_="partial")
-        dm.prepare_data()
-        dm.retrieval["k"] = 0  # setup without contexts; attach them here to print the counts
-        dm.setup()
-        dm.retrieval["k"] = int(cfg.retrieval.k)
-        counts = dm.attach_retrieval()
-    except VaseError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    dm, counts = run_entry(_index, cfg)
     print(f"index: {counts}")
     if len(dm.val_set):
         rec = dm.val_set.records[0]
         print(f"nearest training vases of validation vase {rec.id}:\n{dm.val_set.contexts.get(rec.id, '')}")
+
+
+def _index(cfg: DictConfig) -> tuple:
+    with open_dict(cfg):
+        cfg.retrieval.k = max(int(cfg.retrieval.k), 3)
+    dm = instantiate(cfg.data, stage="sft", _convert_="partial")
+    dm.prepare_data()
+    dm.retrieval["k"] = 0  # setup without contexts; attach them here to print the counts
+    dm.setup()
+    dm.retrieval["k"] = int(cfg.retrieval.k)
+    return dm, dm.attach_retrieval()
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 
+from vase.errors import Interrupted
 from vase.io import atomic_directory, atomic_write_json
 from vase.models.loading import LINEAGE_FILE
 
@@ -67,12 +68,8 @@ class SaveAdapter(pl.Callback):
         self._save(trainer, pl_module)
 
 
-class TrainingInterrupted(Exception):  # noqa: N818 - not an error: the user asked for it
+class TrainingInterrupted(Interrupted):
     """Training stopped on a signal after its checkpoint was saved; the message says where and how to resume."""
-
-    def __init__(self, message: str, signum: int) -> None:
-        super().__init__(message)
-        self.signum = signum
 
 
 class ResumeCheckpoint(pl.Callback):
