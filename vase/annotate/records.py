@@ -35,6 +35,12 @@ class VaseRecord:
     images: list[str] = field(default_factory=list)
     videos: list[str] = field(default_factory=list)
     system: str = ""  # the dataset's own system prompt (an ms-swift conversation's system message), when it has one
+    # where it was read, for messages that name it: an ms-swift JSONL's "file:line" (and how its id was made)
+    source: str = ""
+
+    def where(self) -> str:
+        """``"<source>: "`` for a record read from a line of a file, else ""."""
+        return f"{self.source}: " if self.source else ""
 
     def missing_dimensions(self) -> list[str]:
         return [d for d in DIMENSIONS if getattr(self, d) is None]
@@ -55,6 +61,7 @@ class VaseRecord:
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict; ``metadata`` holds the raw museum line as the real dataset has it."""
         d = asdict(self)
+        del d["source"]  # where it was read is not part of the vase
         d["dating"] = list(self.dating) if self.dating is not None else None
         for k in ("prompt", "images", "videos", "system"):
             if not d[k]:

@@ -46,6 +46,7 @@ KINDS = {
     "unreadable_view": "view or listed media file that cannot be decoded",
     "split_overlap": "id in both train and val",
     "path_like_id": "id or model field that is a path, not a name (files are named by a hash of it)",
+    "empty": "dataset or training split with no vases: nothing would train",
 }
 CARRIES = {"vase": {"models", "dimensions"}, "release": {"models", "dimensions"}, "paper_eval": set(), "swift": set()}
 
@@ -133,6 +134,10 @@ def check_dataset(path: str | Path, layout: str = "auto", views: list[str] | tup
         problems.append(("unreadable_file", "-", str(e)))
         splits = {}
     records = [r for rs in splits.values() for r in rs]
+    if not records:
+        problems.append(("empty", "-", f"{root}: no vase could be read ({layout} layout): nothing would train on it"))
+    elif "train" in splits and not splits["train"]:
+        problems.append(("empty", "train", f"{root}: its train split has no vases ({layout} layout)"))
     problems += _split_overlaps(splits)
     problems += _path_like(records)
     problems += _dimension_problems(records, layout, stage, problems, info)
@@ -147,9 +152,9 @@ def check_dataset(path: str | Path, layout: str = "auto", views: list[str] | tup
         if r.images or r.videos:
             for p in [Path(x) for x in (r.videos or r.images)]:
                 if not p.exists():
-                    problems.append(("missing_view", r.id, f"{p}: listed for vase {r.id!r} but missing"))
+                    problems.append(("missing_view", r.id, f"{r.where()}{p}: listed for vase {r.id!r} but missing"))
                 elif (why := _readable(p)) is not None:
-                    problems.append(("unreadable_view", r.id, f"{p}: {why}"))
+                    problems.append(("unreadable_view", r.id, f"{r.where()}{p}: {why}"))
         else:
             for v in views:
                 p = find_view([root], v, r.id)

@@ -172,7 +172,7 @@ class VaseDataset:
         for r in explicit:  # layouts that list their media: every listed file must be there
             for p in r.videos[:1] or r.images:
                 if not Path(p).exists():
-                    raise DataError(f"{p}: listed for vase {r.id!r} (split {split!r}) but missing")
+                    raise DataError(f"{r.where()}{p}: listed for vase {r.id!r} (split {split!r}) but missing")
         if explicit:
             return
         if check_views and modality == "orbit":

@@ -397,6 +397,7 @@ def read_swift(path: Path, problems: Problems | None = None) -> list[VaseRecord]
             if rec is None:
                 rec = by_id[vid] = _swift_record(line, vid, where, problems)
                 rec.caption, rec.images, rec.videos, rec.system = "", images, videos, system
+                rec.source = where if line.get("id") else f"{where} (no 'id' column: the vase is named after its media)"
             elif (images, videos) != (rec.images, rec.videos):
                 _fault(problems, "bad_line", vid, f"{where}: vase {vid!r} appears with other media than on an "
                                                   f"earlier line")

@@ -22,6 +22,14 @@ def build_datamodule(cfg: DictConfig, processor: Any, stage: str, batch_size: in
     return datamodule
 
 
+def check_training_data(cfg: DictConfig, stage: str) -> None:
+    """Before any model loads: the run's data must give the stage something to train on (a DataError naming the data
+    otherwise: an empty ms-swift JSONL, a ``train.json`` of ``[]``, a split filtered to nothing)."""
+    datamodule = instantiate(cfg.data, processor=None, stage=str(stage), _convert_="partial")
+    datamodule.prepare_data()
+    datamodule.check_trainable()
+
+
 def build_stage_module(stage: DictConfig, model: Any, processor: Any, cfg: DictConfig,
                        lineage: dict[str, Any] | None = None) -> Any:
     """The LightningModule of one stage, with the processor and lineage its adapter is saved with; GRPO also gets

@@ -24,7 +24,13 @@ from vase.eval.vqa import evaluate_vqa
 from vase.io import atomic_write_json, atomic_write_text, file_lock, read_json
 from vase.loggers import build_loggers, log_eval_rows
 from vase.models.loading import load_model_and_processor
-from vase.pipeline.build import build_callbacks, build_datamodule, build_stage_module, build_trainer
+from vase.pipeline.build import (
+    build_callbacks,
+    build_datamodule,
+    build_stage_module,
+    build_trainer,
+    check_training_data,
+)
 from vase.pipeline.evaluate import evaluate_captions
 from vase.pipeline.learned import learned_heads
 from vase.pipeline.report import write_run_report
@@ -42,6 +48,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     """
     if runs.finished_sweep_job(cfg.paths.output_dir, str(cfg.get("resume") or "never")):
         return _kept(Path(cfg.paths.output_dir))
+    check_training_data(cfg, cfg.stage.name)  # nothing trains on nothing: refused before any model loads
     out_dir, init_adapter = _start(cfg)
     log.info("loading model %s", cfg.model.name_or_path)
     # an initial adapter (e.g. from SFT) is merged first, as the paper merged LoRA before RL; the new stage's
