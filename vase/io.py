@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -75,6 +76,38 @@ BUILT_MARKER = ".vase-built"
 """Written into every directory :func:`atomic_directory` builds: only such a directory may ever be replaced."""
 
 
+def _builder_tag() -> str:
+    """This process and machine, as the temporary folder of a build names them (``b<pid>-<host hash>``)."""
+    return f"b{os.getpid()}-{hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def clear_stale_builds(path: str | Path) -> list[Path]:
+    """The temporary folders (``.<name>.b<pid>-<host>.*`` beside ``path``) that builds of ``path`` killed mid-way
+    left behind, removed: only folders whose name says a process of this machine made them and that process is gone,
+    so a live build, another machine's, or anything vase did not make is never touched. Returns what was removed."""
+    path = Path(path)
+    host = _builder_tag().split("-", 1)[1]
+    pattern = re.compile(rf"^\.{re.escape(path.name)}\.b(\d+)-([0-9a-f]{{8}})\.")
+    removed = []
+    for d in path.parent.glob(f".{path.name}.b*"):
+        m = pattern.match(d.name)
+        if d.is_symlink() or not d.is_dir() or m is None or m.group(2) != host or _alive(int(m.group(1))):
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        removed.append(d)
+    return removed
+
+
 def built_by_vase(path: str | Path) -> bool:
     """Whether ``path`` is a directory that :func:`atomic_directory` built (it carries the marker file)."""
     return (Path(path) / BUILT_MARKER).is_file()
@@ -100,7 +133,8 @@ def atomic_directory(path: str | Path, replace: bool = False) -> Iterator[Path]:
             raise FileExistsError(f"{path}: exists and was not built by vase (no {BUILT_MARKER} file); "
                                   f"refusing to replace it. Choose another output path")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
+    clear_stale_builds(path)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.{_builder_tag()}."))
     try:
         yield tmp
         (tmp / BUILT_MARKER).write_text("built by vase; this directory may be replaced by a later build\n")

@@ -34,6 +34,7 @@ except ImportError:  # loaded by path (--external_plugins) from a checkout that 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from vase.annotate.vocab import DIMENSIONS  # noqa: E402
+from vase.errors import ConfigError  # noqa: E402
 from vase.integrations.columns import ColumnReward  # noqa: E402
 
 try:
@@ -62,15 +63,28 @@ class VaseORM(ORM):
     def __init__(self, args: Any = None, **kwargs: Any) -> None:
         self.args = args
         self.reward = shared_reward()
+        reward_log()  # a bad VASE_REWARD_LOG fails when ms-swift builds the reward, not at the first scored batch
 
     def __call__(self, completions: list[Any], **kwargs: Any) -> list[float]:
         if self.term is None:
             values = self.reward.total(completions, kwargs)
         else:
             values = self.reward.term(self.term, completions, kwargs)
-        if os.environ.get(ENV_LOG):
-            log_scores(Path(os.environ[ENV_LOG]), type(self).__name__, completions, kwargs, values)
+        if (path := reward_log()) is not None:
+            log_scores(path, type(self).__name__, completions, kwargs, values)
         return values
+
+
+def reward_log() -> Path | None:
+    """The file ``VASE_REWARD_LOG`` names (None when unset); a folder there is a ConfigError naming the variable."""
+    value = os.environ.get(ENV_LOG)
+    if not value:
+        return None
+    path = Path(value)
+    if path.is_dir():
+        raise ConfigError(f"{ENV_LOG}={path} is a folder: give the JSONL file every scored batch is appended to "
+                          f"(e.g. {path / 'rewards.jsonl'})")
+    return path
 
 
 def log_scores(path: Path, name: str, completions: list[Any], columns: dict[str, Any], values: list[float]) -> None:
@@ -79,7 +93,8 @@ def log_scores(path: Path, name: str, completions: list[Any], columns: dict[str,
     keep = {k: list(columns[k]) for k in ("id", "task", "solution", "metadata", *DIMENSIONS) if k in columns}
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps({"reward": name, "completions": [str(c) for c in completions], "columns": keep,
+        f.write(json.dumps({"reward": name, "completions": ["" if c is None else str(c) for c in completions],
+                            "columns": keep,
                             "values": values}, ensure_ascii=False, default=str) + "\n")
 
 

@@ -7,6 +7,7 @@ killed run resumes), records each failure with its reason in ``failures.json`` a
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,7 @@ from vase.io import atomic_write_json, inside, own_output_dir, safe_name
 from vase.render.renderer import load_scene
 
 Generator = Callable[[list[Path], Path], None]
+log = logging.getLogger("vase")
 
 
 class GenerationError(VaseError):
@@ -29,8 +31,10 @@ class GenerationError(VaseError):
 def objects_in(input_dir: Path) -> dict[str, list[Path]]:
     """Object name -> its images: each image file is an object; each sub-folder of images is one object."""
     out: dict[str, list[Path]] = {}
+    hidden = []
     for p in sorted(input_dir.iterdir()):
-        if p.name.startswith("."):
+        if p.name.startswith("."):  # hidden (.DS_Store, editors' files, vase's own temporary folders): said, not read
+            hidden.append(p.name)
             continue
         if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS:
             out[p.stem] = [p]
@@ -38,6 +42,9 @@ def objects_in(input_dir: Path) -> dict[str, list[Path]]:
             imgs = sorted(q for q in p.iterdir() if q.suffix.lower() in IMAGE_EXTENSIONS)
             if imgs:
                 out[p.name] = imgs
+    if hidden:
+        log.warning("%s: %d hidden entr%s skipped (names starting with '.'): %s", input_dir, len(hidden),
+                    "y" if len(hidden) == 1 else "ies", ", ".join(hidden[:5]) + (" ..." if len(hidden) > 5 else ""))
     return out
 
 

@@ -30,7 +30,14 @@ from vase.rewards.terms import RewardTerm, Similarity
 
 
 def _text(completion: Any) -> str:
-    """A completion as text: TRL passes strings, or chat messages for conversational data."""
+    """A completion as text: TRL passes strings, or chat messages for conversational data; nothing (None) is the
+    empty answer, never the text "None".
+
+    >>> _text(None), _text([{"role": "assistant", "content": "Kylix."}])
+    ('', 'Kylix.')
+    """
+    if completion is None:
+        return ""
     if isinstance(completion, str):
         return completion
     if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
