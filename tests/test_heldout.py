@@ -194,6 +194,11 @@ def test_a_grpo_run_scores_itself_and_its_start_on_held_out_vases(train_cfg, tmp
     again = score_answers([{"id": i, "caption": c} for i, c in by_id.items()],
                           {i: _target_of(cfg, i) for i in by_id}, reward)
     assert {i: v["total"] for i, v in again.items()} == pytest.approx({i: v["total"] for i, v in held["items"].items()})
+    # the same held-out captions on the paper's caption metrics, against the start's, paired over vases
+    comp = held["captions_vs_start"]
+    assert set(comp) == {"fid_score", "clip_score", "r_at_1", "r_at_5", "r_at_10", "lexical_similarity",
+                         "overall_score"} and comp["lexical_similarity"]["n"] == 2
+    assert held["caption_answers"] == by_id and "paired difference" in (out / "heldout_reward.md").read_text()
     cached = list((Path(cfg.paths.cache_dir) / "sft").glob("*/heldout_start_caption_t6.jsonl"))
     assert len(cached) == 1  # the start's answers, made once for every job of this SFT
     mtime = cached[0].stat().st_mtime_ns
@@ -371,3 +376,32 @@ def test_grpo_with_the_inverse_rendering_term_is_judged_against_its_own_start(tm
     md = (root / "compare.md").read_text()
     assert "against each job's own start" in md and "| **silhouette IoU (x 100)** (target) | draw 0, seed 1 |" in md
     assert "shape named in the answer (target): **not shown to help**" in md
+
+
+@pytest.mark.parametrize("case", ["held", "one_draw_crosses_zero"])
+def test_the_ablation_reports_the_papers_caption_claim_at_the_papers_weight(tmp_path: Path, case: str) -> None:
+    """Target three: GRPO at the paper's weight above its SFT start on lexical similarity and the overall score, on
+    every draw, on paired intervals (captions_vs_start of each job's held-out reward)."""
+    from vase.metrics.paired import METRICS
+    from vase.reports.ablation import write_ablation_report
+
+    def comp(lo: float) -> dict:
+        return {m: {"run": 0.5, "start": 0.45, "diff": lo + 0.02, "lo": lo, "hi": lo + 0.04, "sd": 0.1, "n": 40}
+                for m in METRICS}
+
+    start = _result({"shape": 12})
+    sweep = tmp_path / "sweep"
+    n = 0
+    for draw in ("0", "5"):
+        for w in (0.0, 0.15, 0.6):
+            held = _result({"shape": {0.0: 12, 0.15: 16, 0.6: 32}[w]})
+            if w == 0.15:
+                held["captions_vs_start"] = comp(-0.01 if case != "held" and draw == "5" else 0.01)
+            _job(sweep, n, [f"reward.weights.shape={w}", "seed=1", f"data.synthetic.seed={draw}"], held, start)
+            n += 1
+    v = write_ablation_report(sweep)
+    assert v["captions"]["held"] is (case == "held")
+    assert v["captions"]["per_group"] == {"draw 0, seed 1": True, "draw 5, seed 1": case == "held"}
+    md = (sweep / "ablation.md").read_text()
+    assert "The paper's claim on vase's held-out captions" in md and "lexical_similarity" in md
+    assert f"**{'held' if case == 'held' else 'not held'}**." in md

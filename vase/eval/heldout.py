@@ -152,6 +152,10 @@ def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_t
               "max_new_tokens": max_new_tokens, "decoding": decoding.record(), **summarize(scored, reward), "named": named, "items": scored}
     if zoom is not None:
         result["zoom"] = zoom
+    captions = [r for r in rows if r.get("task") == "caption"]
+    if captions:  # what the paper's caption metrics score (vase.metrics.paired: this run against its start)
+        result["caption_answers"] = {r["id"]: r["caption"] for r in captions}
+        result["caption_references"] = {r["id"]: r["reference"] for r in captions}
     atomic_write_json(out, result)
     warn = collapsed(named)
     for line in warn:

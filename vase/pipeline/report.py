@@ -12,19 +12,24 @@ from omegaconf import DictConfig
 from vase.io import atomic_write_json
 from vase.loggers import log_results_table
 from vase.metrics.caption import markdown_table
+from vase.metrics.paired import compare_captions, format_comparison
 from vase.reports.report import write_report
 
 log = logging.getLogger("vase")
 
 
 def write_run_report(cfg: DictConfig, out_dir: Path, results: dict[str, Any], histories: dict[str, Any],
-                     generations: dict[str, Any], dataset: Any, module: Any, loggers: list[Any]) -> None:
-    """``results.json``, and with ``report=true`` the report, its table printed and everything sent to the loggers."""
+                     generations: dict[str, Any], dataset: Any, module: Any, loggers: list[Any],
+                     scorer: Any = None) -> None:
+    """``results.json``, and with ``report=true`` the report, its table printed and everything sent to the loggers.
+    With two trained stages (SFT then GRPO), the last one's captions against the one before, paired over the
+    validation vases (``paired_captions.json`` and a section of the report)."""
     atomic_write_json(out_dir / "results.json", results)
+    paired = _last_stage_vs_previous(cfg, out_dir, generations, scorer)
     if not cfg.get("report", True):
         return
     report = write_report(out_dir, results, histories, _sheet_items(dataset, generations),
-                          title=f"vase: {cfg.task_name}", notes=_notes(cfg, module))
+                          title=f"vase: {cfg.task_name}", notes=_notes(cfg, module), extra=paired)
     log.info("report: %s", report)
     print("\n" + markdown_table(results))
     print(f"report written to {report}")
@@ -34,6 +39,25 @@ def write_run_report(cfg: DictConfig, out_dir: Path, results: dict[str, Any], hi
             imgs = [str(p) for p in (out_dir / "loss.png", out_dir / "contact_sheet.png") if p.is_file()]
             if imgs:
                 lg.log_image(key="report", images=imgs)
+
+
+def _last_stage_vs_previous(cfg: DictConfig, out_dir: Path, generations: dict[str, list[dict[str, Any]]],
+                            scorer: Any) -> str:
+    trained = [k for k in generations if not k.endswith("(untrained)")]
+    if scorer is None or len(trained) < 2:
+        return ""
+    run, start = trained[-1], trained[-2]
+    refs = {r["id"]: r["reference"] for r in generations[run]}
+    comp = compare_captions(scorer, {r["id"]: r["caption"] for r in generations[run]},
+                            {r["id"]: r["caption"] for r in generations[start]}, refs,
+                            weights=cfg.metrics.get("weights"))
+    atomic_write_json(out_dir / "paired_captions.json", {"run": run, "start": start, "metrics": comp})
+    n = comp["lexical_similarity"]["n"]
+    return (f"\n## {run} against {start}, paired over the same {n} validation vases\n\n"
+            + format_comparison(comp, run, start)
+            + "\nA difference is shown (**held**) only where its interval excludes 0. 'Detectable' is the smallest "
+              "true difference this many vases find with 80 % power (from the run's own per-vase spread); a "
+              "difference below it, or an interval that holds 0, says nothing either way.\n")
 
 
 def _sheet_items(dataset: Any, generations: dict[str, list[dict[str, Any]]], n: int = 4) -> list[dict[str, Any]]:

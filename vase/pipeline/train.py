@@ -23,6 +23,7 @@ from vase.eval.scoring import build_scorer
 from vase.eval.vqa import evaluate_vqa
 from vase.io import atomic_write_json, atomic_write_text, file_lock, read_json
 from vase.loggers import build_loggers, log_eval_rows
+from vase.metrics.paired import compare_captions, format_comparison
 from vase.models.loading import load_model_and_processor
 from vase.pipeline.build import (
     build_callbacks,
@@ -94,7 +95,8 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
             ev.captions(module, datamodule, str(stage.name), before=False)
 
     if trainer is not None and trainer.is_global_zero and ev.results:
-        write_run_report(cfg, out_dir, ev.results, ev.histories, ev.generations, datamodule.val_set, module, loggers)
+        write_run_report(cfg, out_dir, ev.results, ev.histories, ev.generations, datamodule.val_set, module, loggers,
+                         ev.scorer)
     runs.set_status(out_dir, "finished")
     return {"results": ev.results, "history": ev.histories.get(str(cfg.stage.name), []), "histories": ev.histories,
             "vqa": ev.vqa, "output_dir": str(out_dir), "module": module}
@@ -192,14 +194,35 @@ class _Evaluation:
                 answers = shared_sft.parent / f"heldout_start_{task}_t{tokens}{self.decoding.tag()}.jsonl"
             with file_lock(answers.with_suffix(".lock")) if answers else contextlib.nullcontext(), \
                     module.model.disable_adapter():
-                heldout_reward(module.model, self.processor, datamodule.val_set, reward, task,
-                               self.out_dir / f"heldout_reward_start{suffix}.json", f"{self.label} (start)",
-                               int(ev.batch_size), tokens, answers=answers, decoding=self.decoding)
+                start = heldout_reward(module.model, self.processor, datamodule.val_set, reward, task,
+                                       self.out_dir / f"heldout_reward_start{suffix}.json", f"{self.label} (start)",
+                                       int(ev.batch_size), tokens, answers=answers, decoding=self.decoding)
+            self.captions_vs_start(self.heldout[str(stage.name)], start, self.out_dir / f"heldout_reward{suffix}.json")
         res = self.heldout[str(stage.name)]
         for lg in self.loggers:
             lg.log_metrics({**{f"val/{stage.name}/heldout/{d}_right": s["mean"] for d, s in res["pass"].items()},
                             **{f"val/{stage.name}/heldout/{n}": s["mean"] for n, s in res["terms"].items()},
                             f"val/{stage.name}/heldout/reward": res["total"]["mean"]})
+
+    def captions_vs_start(self, run: dict[str, Any], start: dict[str, Any], path: Path) -> None:
+        """The held-out captions of this stage against its start's on the paper's caption metrics, each a paired
+        interval over vases with the difference the set can detect (vase.metrics.paired): written into
+        ``heldout_reward*.json`` (``captions_vs_start``) and its table, and logged."""
+        if not (run.get("caption_answers") and start.get("caption_answers")):
+            return
+        if self.scorer is None:
+            with torch.random.fork_rng(devices=[]):  # as in __init__: the encoders stay off the training stream
+                self.scorer = build_scorer(self.cfg.metrics)
+        comp = compare_captions(self.scorer, run["caption_answers"], start["caption_answers"],
+                                run["caption_references"], weights=self.cfg.metrics.get("weights"))
+        run["captions_vs_start"] = comp
+        atomic_write_json(path, run)
+        md = path.with_suffix(".md")
+        atomic_write_text(md, md.read_text() + "\nThe held-out captions on the paper's metrics, against the start "
+                          "(paired over vases; 'detectable': the smallest difference this set, and one of the "
+                          "paper's size, finds at 80 % power):\n\n" + format_comparison(comp))
+        for lg in self.loggers:
+            lg.log_metrics({f"val/heldout_captions/{m}_diff": c["diff"] for m, c in comp.items()})
 
     def vqa_after(self, module: Any, datamodule: Any, stage: str) -> None:
         """Per-dimension VQA on the validation set (``evaluate.vqa``), written to ``vqa_<stage>.json``."""

@@ -26,6 +26,7 @@ from vase.annotate.vocab import DIMENSIONS
 from vase.choices import PROTOCOL_LABELS
 from vase.eval.stats import heldout_difference, paired_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
+from vase.metrics.paired import held as paired_held
 from vase.reports.jobs import LAST_STEPS, _heldout, _job_dirs, _overrides, _sft_vqa, job_row
 from vase.runs import machine_stamp
 
@@ -75,6 +76,10 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
         verdict["basis"] = "held-out VQA (no held-out reward in these jobs: evaluate.heldout=true adds it)"
         verdict.update(got["verdict"])
         lines += got["lines"]
+    captions = _caption_verdict(xs, groups, held)
+    if captions is not None:
+        verdict["captions"] = captions["verdict"]
+        lines += captions["lines"]
     dose = _dose_response(dim, xs, groups)
     if dose:
         verdict["dose_response"] = all(v["at_max"] > v["at_0"] for v in dose.values())
@@ -92,6 +97,43 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
     atomic_write_json(sweep_dir / "ablation.json", verdict)
     _plot(sweep_dir / "ablation.png", dim, xs, groups, held, jobs, ov)
     return verdict
+
+
+CAPTION_TARGETS = ("lexical_similarity", "overall_score")
+"""The paper's claim read on vase's held-out captions: GRPO at the paper's weights above its SFT start on these."""
+
+
+def _caption_verdict(xs: list[float], groups: dict[str, dict[float, Path]],
+                     held: dict[Path, tuple[dict[str, Any] | None, dict[str, Any] | None]]) -> dict[str, Any] | None:
+    """The paper's caption metrics of each job at the paper's weight against its SFT start (``captions_vs_start`` of
+    its held-out reward), and the target: above the start on lexical similarity and the overall score, on every draw
+    and seed, on paired intervals."""
+    if PAPER_WEIGHT not in xs:
+        return None
+    comps = {g: (held[jobs[PAPER_WEIGHT]][0] or {}).get("captions_vs_start") for g, jobs in groups.items()
+             if PAPER_WEIGHT in jobs}
+    comps = {g: c for g, c in comps.items() if c}
+    if not comps:
+        return None
+    metrics = list(next(iter(comps.values())))
+
+    def cell(m: str, c: dict[str, float]) -> str:
+        f = 100.0 if m.startswith("r_at") else 1.0
+        star = "**" if paired_held(c, m) else ""
+        return f"{star}{f * c['diff']:+.3f} [{f * c['lo']:+.3f}, {f * c['hi']:+.3f}]{star}"
+
+    ok = {g: all(paired_held(c[m], m) for m in CAPTION_TARGETS) for g, c in comps.items()}
+    lines = ["", f"**The paper's claim on vase's held-out captions**: GRPO at the paper's weight ({PAPER_WEIGHT:g}) "
+                 f"against its own SFT start, paired over the held-out vases (R@k in points; FID lower is better; "
+                 f"bold: the interval excludes 0 in GRPO's favour). Target: above the start on "
+                 f"{' and '.join(CAPTION_TARGETS)} on every draw and seed: "
+                 f"**{'held' if all(ok.values()) else 'not held'}**.", "",
+             "| draw, seed | n | " + " | ".join(metrics) + " |", "|---|---|" + "---|" * len(metrics)]
+    for g, c in comps.items():
+        lines.append(f"| {_who(g)} | {c[metrics[0]]['n']} | " + " | ".join(cell(m, c[m]) for m in metrics) + " |")
+    lines.append("\nThe smallest difference each set can detect: `python -m vase.reports.power <sweep folder>`.")
+    return {"verdict": {"target": list(CAPTION_TARGETS), "held": all(ok.values()), "per_group": ok,
+                        "differences": comps}, "lines": lines}
 
 
 def _who(group: str) -> str:

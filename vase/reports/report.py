@@ -96,10 +96,11 @@ def contact_sheet(items: list[dict[str, Any]], path: str | Path, thumb: int = 12
 
 def write_report(out_dir: str | Path, rows: dict[str, dict[str, Any]],
                  histories: dict[str, list[dict[str, float]]] | None, sheet_items: list[dict[str, Any]] | None,
-                 title: str = "vase run", notes: str = "") -> Path:
-    """``report.md`` with the table, the training curves (``loss.png``) and the contact sheet (``contact_sheet.png``)."""
+                 title: str = "vase run", notes: str = "", extra: str = "") -> Path:
+    """``report.md`` with the table (and ``extra`` after it), the training curves (``loss.png``) and the contact sheet
+    (``contact_sheet.png``)."""
     out = Path(out_dir)
-    parts = [f"# {title}\n", notes + "\n" if notes else "", "## Caption metrics\n", markdown_table(rows)]
+    parts = [f"# {title}\n", notes + "\n" if notes else "", "## Caption metrics\n", markdown_table(rows), extra]
     histories = {k: v for k, v in (histories or {}).items() if v}
     if histories:
         training_curves_png(histories, out / "loss.png")

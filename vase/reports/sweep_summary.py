@@ -70,6 +70,18 @@ def heldout_section(sweep_dir: Path, rows: list[dict[str, Any]]) -> list[str]:
         dims = [d for d in DIMENSIONS if d in any_held["pass"]]
         lines += ["", "Change from each job's start (its adapter off), points, paired 95 % interval:", "",
                   "| job | " + " | ".join(d.capitalize() for d in dims) + " |", "|---|" + "---|" * len(dims), *changes]
+    captions = [(r, (_heldout(sweep_dir / r["job"])[0] or {}).get("captions_vs_start")) for r in rows]
+    captions = [(r, c) for r, c in captions if c]
+    if captions:
+        metrics = list(captions[0][1])
+        lines += ["", "The held-out captions on the paper's metrics, change from each job's start, paired 95 % "
+                      "interval (R@k in points; FID lower is better):", "",
+                  "| job | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
+        for r, c in captions:
+            f = {m: 100.0 if m.startswith("r_at") else 1.0 for m in metrics}
+            lines.append(f"| job {r['job']} ({r['overrides']}) | " + " | ".join(
+                f"{f[m] * c[m]['diff']:+.3f} [{f[m] * c[m]['lo']:+.3f}, {f[m] * c[m]['hi']:+.3f}]" for m in metrics)
+                + " |")
     return lines
 
 
