@@ -99,3 +99,22 @@ def test_the_power_command_reads_a_runs_paired_file(tmp_path: Path, capsys: pyte
     # the paper's +0.022 lexical is below what 96 vases detect at this spread (0.057)
     assert "+0.022 (below it)" in out
     assert main([str(tmp_path / "nothing")]) == 2
+
+
+def test_the_leaderboard_shows_intervals_where_a_results_file_carries_per_vase_terms(tmp_path: Path) -> None:
+    from vase.eval.stats import bootstrap_ci
+    from vase.reports.leaderboard import build_leaderboard, write_leaderboard
+
+    lex = [1.0, 0.0] * 20
+    with_terms = {"clip_score": 0.8, "fid_score": 0.4, "r_at_1": 0.1, "r_at_5": 0.3, "r_at_10": 0.5,
+                  "lexical_similarity": 0.5, "overall_score": 0.6, "n_pairs": 40,
+                  "per_vase": {"ids": [f"v{i}" for i in range(40)], "lexical_similarity": lex}}
+    old = {k: v for k, v in with_terms.items() if k != "per_vase"}
+    (tmp_path / "a.json").write_text(json.dumps({"new": with_terms}))
+    (tmp_path / "b.json").write_text(json.dumps({"old": old}))
+    rows = build_leaderboard([str(tmp_path / "a.json"), str(tmp_path / "b.json")], include_paper=False)
+    assert rows["new"]["ci"]["lexical_similarity"] == list(bootstrap_ci(lex)) and "ci" not in rows["old"]
+    md = write_leaderboard(rows, tmp_path / "out")["md"].read_text()
+    lo, hi = bootstrap_ci(lex)
+    assert f"| new | 0.400 | 0.800 |" in md and f"0.500 [{lo:.3f}, {hi:.3f}]" in md
+    assert "| old |" in md and "0.500 [" not in md.split("| old |")[1].split("\n")[0]

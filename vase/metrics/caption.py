@@ -313,6 +313,8 @@ def markdown_table(rows: dict[str, dict[str, Any]]) -> str:
     sep = "|---|" + "---|" * (len(TABLE_COLUMNS) + 1)
     lines = [head, sep]
     for name, m in rows.items():
-        cells = [_fmt(k, m.get(k)) for k, _ in TABLE_COLUMNS]
+        ci = m.get("ci") or {}  # 95 % intervals where the results carry per-vase terms (the leaderboard adds them)
+        cells = [_fmt(k, m.get(k)) + (f" [{_fmt(k, ci[k][0])}, {_fmt(k, ci[k][1])}]" if k in ci else "")
+                 for k, _ in TABLE_COLUMNS]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {m.get('n_pairs', '–')} |")
     return "\n".join(lines) + "\n"

@@ -24,6 +24,7 @@ from vase.errors import ConfigError, DataError
 from vase.eval.invrender import run_invrender
 from vase.io import atomic_directory, atomic_write_json, atomic_write_text, is_within
 from vase.loggers import build_loggers, log_eval_rows, log_results_table
+from vase.metrics.paired import per_vase_scores
 from vase.models.loading import LINEAGE_FILE, load_model_and_processor, resolve_model_path
 from vase.tasks.invrender import PROMPT, VaseParams
 
@@ -43,7 +44,11 @@ def evaluate_captions(model: Any, processor: Any, dataset: Any, scorer: Any, out
     rows = generate_captions(model, processor, dataset, out_dir / f"generations_{name}.jsonl",
                              batch_size=batch_size, max_new_tokens=max_new_tokens, decoding=decoding)
     images = [dataset[i].images for i in range(len(dataset))] if image_score else None
-    scores = scorer.score([r["caption"] for r in rows], [r["reference"] for r in rows], images)
+    preds, refs = [r["caption"] for r in rows], [r["reference"] for r in rows]
+    scores = scorer.score(preds, refs, images)
+    if len(rows) > 1:  # each vase's term of every per-vase metric: intervals (leaderboard) and pairings need them
+        per_vase, _, _ = per_vase_scores(scorer, preds, refs, weights=scorer.weights)
+        scores["per_vase"] = {"ids": [r["id"] for r in rows], **{m: v.tolist() for m, v in per_vase.items()}}
     log.info("%s: %s", name, {k: round(v, 4) for k, v in scores.items()})
     if getattr(scorer, "encoders", None):
         scores["encoders"] = scorer.encoders

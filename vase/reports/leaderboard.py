@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from vase.errors import DataError
+from vase.eval.stats import bootstrap_ci
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 from vase.metrics.caption import TABLE_COLUMNS, markdown_table, overall_score
+from vase.metrics.paired import PER_VASE
 
 # what the paper's scorer encodes with (vase.eval.scoring.encoders_label of metrics=paper)
 PAPER_ENCODERS = "clip-vit-base-patch32 + all-mpnet-base-v2"
@@ -97,6 +99,16 @@ def load_run(path: str | Path) -> dict[str, dict[str, Any]]:
     raise DataError(f"{p}: holds neither results.json nor a W&B run with a val/table")
 
 
+def with_intervals(metrics: dict[str, Any]) -> dict[str, Any]:
+    """``metrics`` with a 95 % bootstrap interval (``ci``) for every metric whose per-vase terms the results file
+    carries (``per_vase``: results written since vase kept them); FID, a statistic of the whole set, has none here."""
+    per = metrics.get("per_vase")
+    if not isinstance(per, dict):
+        return metrics
+    ci = {m: list(bootstrap_ci(per[m])) for m in PER_VASE if isinstance(per.get(m), list) and len(per[m]) > 1}
+    return {**metrics, "ci": ci} if ci else metrics
+
+
 def build_leaderboard(runs: list[str], include_paper: bool = True) -> dict[str, dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {}
     if include_paper:
@@ -111,7 +123,7 @@ def build_leaderboard(runs: list[str], include_paper: bool = True) -> dict[str, 
             while key in rows:  # the same model name from two runs: keep both
                 key = f"{name} [{n}]"
                 n += 1
-            rows[key] = metrics
+            rows[key] = with_intervals(metrics)
     if not rows:
         raise DataError("leaderboard: no runs given (runs=[...]) and include_paper=false")
     return rows
