@@ -116,5 +116,5 @@ def test_the_leaderboard_shows_intervals_where_a_results_file_carries_per_vase_t
     assert rows["new"]["ci"]["lexical_similarity"] == list(bootstrap_ci(lex)) and "ci" not in rows["old"]
     md = write_leaderboard(rows, tmp_path / "out")["md"].read_text()
     lo, hi = bootstrap_ci(lex)
-    assert f"| new | 0.400 | 0.800 |" in md and f"0.500 [{lo:.3f}, {hi:.3f}]" in md
+    assert "| new | 0.400 | 0.800 |" in md and f"0.500 [{lo:.3f}, {hi:.3f}]" in md
     assert "| old |" in md and "0.500 [" not in md.split("| old |")[1].split("\n")[0]
