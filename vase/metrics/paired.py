@@ -49,6 +49,22 @@ def per_vase_scores(scorer: Any, preds: list[str], refs: list[str], ks: tuple[in
     return out, sent[: len(preds)], sent[len(preds):]
 
 
+def fid_by_eigenvalues(x: np.ndarray, y: np.ndarray, eps: float = 1e-6) -> float:
+    """:func:`~vase.metrics.caption.frechet_distance` by the eigenvalues of the covariances' product (the trace of
+    the square root of a product of two positive definite matrices is the sum of the roots of its eigenvalues): the
+    same number, many times faster than a matrix square root, for the bootstrap's hundreds of resamples.
+
+    >>> rng = np.random.default_rng(0); x, y = rng.normal(size=(30, 8)), rng.normal(1, 2, size=(30, 8))
+    >>> abs(fid_by_eigenvalues(x, y) - frechet_distance(x, y)) < 1e-6
+    True
+    """
+    s1 = np.cov(x, rowvar=False) + eps * np.eye(x.shape[1])
+    s2 = np.cov(y, rowvar=False) + eps * np.eye(y.shape[1])
+    roots = np.sqrt(np.clip(np.linalg.eigvals(s1 @ s2).real, 0.0, None)).sum()
+    diff = x.mean(0) - y.mean(0)
+    return float(diff @ diff + np.trace(s1) + np.trace(s2) - 2 * roots)
+
+
 def _interval(x: np.ndarray, level: float) -> tuple[float, float]:
     a = (1 - level) / 2
     return float(np.quantile(x, a)), float(np.quantile(x, 1 - a))
@@ -76,7 +92,7 @@ def compare_captions(scorer: Any, run: dict[str, str], start: dict[str, str], re
         out[m] = {"run": float(a[m].mean()), "start": float(b[m].mean()), "diff": float(d.mean()), "lo": lo,
                   "hi": hi, "sd": float(d.std(ddof=1)), "n": n}
     fid_a, fid_b = frechet_distance(sa, sr), frechet_distance(sb, sr)
-    diffs = np.array([frechet_distance(sa[idx], sr[idx]) - frechet_distance(sb[idx], sr[idx])
+    diffs = np.array([fid_by_eigenvalues(sa[idx], sr[idx]) - fid_by_eigenvalues(sb[idx], sr[idx])
                       for idx in boot[:n_boot_fid]])
     lo, hi = _interval(diffs, level)
     out["fid_score"] = {"run": fid_a, "start": fid_b, "diff": fid_a - fid_b, "lo": lo, "hi": hi,

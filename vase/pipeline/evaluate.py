@@ -49,7 +49,7 @@ def evaluate_captions(model: Any, processor: Any, dataset: Any, scorer: Any, out
     if len(rows) > 1:  # each vase's term of every per-vase metric: intervals (leaderboard) and pairings need them
         per_vase, _, _ = per_vase_scores(scorer, preds, refs, weights=scorer.weights)
         scores["per_vase"] = {"ids": [r["id"] for r in rows], **{m: v.tolist() for m, v in per_vase.items()}}
-    log.info("%s: %s", name, {k: round(v, 4) for k, v in scores.items()})
+    log.info("%s: %s", name, {k: round(v, 4) for k, v in scores.items() if isinstance(v, (int, float))})
     if getattr(scorer, "encoders", None):
         scores["encoders"] = scorer.encoders
     if write:
