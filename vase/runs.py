@@ -15,6 +15,7 @@ when the process dies, even by SIGKILL), and records its task, overrides and sta
 
 from __future__ import annotations
 
+import argparse
 import fcntl
 import hashlib
 import json
@@ -352,8 +353,6 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m vase.runs [ROOT ...]``: every run under the roots (default ``logs``) with how it ended: running,
     finished, failed (with its reason), interrupted (saved on a signal), killed (its process gone without a word),
     checked (its config only)."""
-    import argparse
-
     ap = argparse.ArgumentParser(prog="python -m vase.runs", description=main.__doc__.splitlines()[0])
     ap.add_argument("roots", nargs="*", default=["logs"], help="folders of runs (default: logs)")
     args = ap.parse_args(argv)

@@ -15,25 +15,25 @@ from statistics import NormalDist
 from typing import Any
 
 import numpy as np
-import torch
-
-from vase.metrics.caption import PAPER_OVERALL_WEIGHTS, encode_once, frechet_distance, jaccard
 
 PER_VASE = ("clip_score", "r_at_1", "r_at_5", "r_at_10", "lexical_similarity", "overall_score")
 METRICS = ("fid_score", *PER_VASE)
 LOWER_IS_BETTER = {"fid_score"}
 
 
-def _unit(x: torch.Tensor) -> torch.Tensor:
-    return x.double() / x.double().norm(dim=-1, keepdim=True).clamp_min(1e-12)
-
-
 def per_vase_scores(scorer: Any, preds: list[str], refs: list[str], ks: tuple[int, ...] = (1, 5, 10),
                     weights: dict[str, float] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """Each vase's term of every per-vase metric (their means are the set's metrics, as :class:`CaptionScorer`
     computes them), and the sentence embeddings of the captions and the references (for FID)."""
-    clip = encode_once(scorer.clip_encoder, list(preds) + list(refs))
-    g, r = _unit(clip[: len(preds)]), _unit(clip[len(preds):])
+    # lazy: torch: the reports that read held() and the power figures (every run's Hydra callback) must not load it
+    import torch
+
+    # lazy: torch, torchmetrics (the caption metrics' module), for the same reason
+    from vase.metrics.caption import PAPER_OVERALL_WEIGHTS, encode_once, jaccard
+
+    clip = encode_once(scorer.clip_encoder, list(preds) + list(refs)).double()
+    clip = clip / clip.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    g, r = clip[: len(preds)], clip[len(preds):]
     sim = g @ r.T
     own = sim.diagonal().unsqueeze(1)
     n = sim.shape[0]
@@ -54,6 +54,7 @@ def fid_by_eigenvalues(x: np.ndarray, y: np.ndarray, eps: float = 1e-6) -> float
     the square root of a product of two positive definite matrices is the sum of the roots of its eigenvalues): the
     same number, many times faster than a matrix square root, for the bootstrap's hundreds of resamples.
 
+    >>> from vase.metrics.caption import frechet_distance
     >>> rng = np.random.default_rng(0); x, y = rng.normal(size=(30, 8)), rng.normal(1, 2, size=(30, 8))
     >>> abs(fid_by_eigenvalues(x, y) - frechet_distance(x, y)) < 1e-6
     True
@@ -76,6 +77,9 @@ def compare_captions(scorer: Any, run: dict[str, str], start: dict[str, str], re
     """``run`` - ``start`` on every caption metric over the vases both captioned (id -> caption; ``refs``: id ->
     reference), each with its paired bootstrap interval over vases, the standard deviation of the per-vase
     differences (FID: the bootstrap's standard error times sqrt(n)) and ``n``."""
+    # lazy: torch, torchmetrics (see per_vase_scores)
+    from vase.metrics.caption import frechet_distance
+
     ids = [i for i in run if i in start and i in refs]
     if len(ids) < 2:
         raise ValueError(f"a paired comparison needs at least 2 vases captioned by both, got {len(ids)}")
