@@ -973,7 +973,7 @@ def preflight_overrides(argv: list[str], conf_dir: str | Path, config_name: str 
         key = key.lstrip("+~")
         if key in ("hydra.run.dir", "hydra.sweep.dir"):
             check_given_dir(value, key, resume if key == "hydra.run.dir" else None)  # before Hydra writes there
-        if key == "hydra.run.dir":
+        if key == "hydra.run.dir" and not {"-m", "--multirun"} & set(argv):  # a multirun never writes there
             # held from here, before Hydra writes its .hydra/ files and log there: a second command given the same
             # folder while this one still starts up is refused before it writes anything
             claim(value, resume or "auto", overrides=[a for a in argv if "=" in a and not a.startswith("-")])
