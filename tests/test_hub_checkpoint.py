@@ -168,12 +168,14 @@ def test_every_entry_point_runs_on_the_hub_checkpoint_and_leaves_it_untouched(
 
 
 @pytest.mark.parametrize("key,value", [("generation.temperature", "0"), ("generation.top_p", "1.5"),
+                                       ("generation.temperature", "abc"), ("evaluate.repetition_penalty", "x"),
                                        ("generation.top_k", "-1"), ("generation.do_sample", "maybe")])
 def test_a_bad_decoding_value_is_refused_naming_the_key(key: str, value: str, tmp_path: Path,
                                                         session_dirs: dict) -> None:
     from vase.errors import ConfigError
 
-    cfg = compose_cfg("evaluate", [f"{key}={value}"], tmp_path, session_dirs)
+    config = "train" if key.startswith("evaluate.") else "evaluate"  # train.py's decoding keys sit under evaluate.*
+    cfg = compose_cfg(config, [f"{key}={value}"], tmp_path, session_dirs)
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         validate(cfg)
 

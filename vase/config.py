@@ -374,11 +374,16 @@ class Decoding:
         defaults; a bad value raises ConfigError naming ``<key>.<field>``."""
         get = node.get if hasattr(node, "get") else (lambda k, d=None: getattr(node, k, d))
         d = cls(**{f: get(f, default) for f, default in asdict(cls()).items() if get(f, None) is not None})
+        def number(x: Any) -> bool:  # a number, not a word or a flag ("abc" must be a config error, not a ValueError)
+            return isinstance(x, (int, float)) and not isinstance(x, bool)
+
         _check(isinstance(d.do_sample, bool), f"{key}.do_sample", d.do_sample, "must be true or false")
-        _check(float(d.temperature) > 0, f"{key}.temperature", d.temperature, "must be positive")
-        _check(0 < float(d.top_p) <= 1, f"{key}.top_p", d.top_p, "must lie in (0, 1]")
-        _check(isinstance(d.top_k, int) and d.top_k >= 0, f"{key}.top_k", d.top_k, "must be a whole number >= 0")
-        _check(float(d.repetition_penalty) > 0, f"{key}.repetition_penalty", d.repetition_penalty, "must be positive")
+        _check(number(d.temperature) and d.temperature > 0, f"{key}.temperature", d.temperature, "must be positive")
+        _check(number(d.top_p) and 0 < d.top_p <= 1, f"{key}.top_p", d.top_p, "must lie in (0, 1]")
+        _check(number(d.top_k) and int(d.top_k) == d.top_k and d.top_k >= 0, f"{key}.top_k", d.top_k,
+               "must be a whole number >= 0")
+        _check(number(d.repetition_penalty) and d.repetition_penalty > 0, f"{key}.repetition_penalty",
+               d.repetition_penalty, "must be positive")
         return d
 
     def record(self) -> dict[str, Any]:
