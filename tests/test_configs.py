@@ -123,13 +123,27 @@ def test_bad_value_fails_fast_with_one_line_naming_the_key(override: str, key: s
 
 @pytest.mark.parametrize("override, key", [("trainer.devices=abc", "trainer.devices"),
                                            ("trainer.max_steps=1.5", "trainer.max_steps"),
-                                           ("trainer.precision=17", "trainer.precision")])
+                                           ("trainer.precision=17", "trainer.precision"),
+                                           ("trainer.max_time=90", "trainer.max_time"),
+                                           ("trainer.max_time=00:00:00:00", "trainer.max_time")])
 def test_bad_trainer_values_fail_before_any_model_loads(override: str, key: str, tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "train.py", override, f"hydra.run.dir={tmp_path}"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2
     assert p.stderr.strip().startswith(f"config error: {key}=") and len(p.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "config.yaml").exists()  # the run never started
+
+
+def test_a_training_time_budget_reaches_lightnings_timer(tmp_path: Path, session_dirs: dict) -> None:
+    """trainer.max_time (what the SLURM time-limit check trains by) becomes Lightning's Timer with that duration."""
+    from pytorch_lightning.callbacks import Timer
+
+    from vase.pipeline.build import build_trainer
+
+    cfg = compose_cfg("train", ["trainer.max_time=00:00:02:30"], tmp_path, session_dirs)
+    trainer = build_trainer(cfg, cfg.stage, [], [], tmp_path, first=True)
+    timers = [c for c in trainer.callbacks if isinstance(c, Timer)]
+    assert len(timers) == 1 and timers[0]._duration == 150.0
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "experiments").glob("*.yaml")))

@@ -13,6 +13,7 @@ import inspect
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, make_dataclass
@@ -712,6 +713,11 @@ def _validate_trainer(trainer: DictConfig) -> None:
         if v is not None:
             _check(isinstance(v, int) and not isinstance(v, bool) and v >= -1, f"trainer.{key}", v,
                    "must be an integer >= -1 (-1: no limit)")
+    max_time = trainer.get("max_time")
+    if max_time is not None:
+        _check(isinstance(max_time, str) and re.fullmatch(r"\d+:\d{1,2}:\d{1,2}:\d{1,2}", max_time) is not None
+               and any(int(p) for p in max_time.split(":")), "trainer.max_time", max_time,
+               "must be a training-time budget DD:HH:MM:SS above zero (00:03:50:00), or null")
     acc = trainer.get("accelerator", "auto")
     _check(acc in ("cpu", "gpu", "cuda", "mps", "tpu", "auto"), "trainer.accelerator", acc,
            "must be one of cpu, gpu, cuda, mps, tpu, auto")

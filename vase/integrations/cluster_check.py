@@ -9,8 +9,9 @@ a CPU partition ``debug``) and runs what users run through ``cluster=slurm`` (Hy
    adapters land, one ``summary.md`` whose overrides column shows what differs, submitit's sacct warning once.
 2. ``preemption``: ``scancel --signal=USR2`` to the running job: vase saves its checkpoint, submitit requeues the job,
    the requeued job resumes; its loss history equals an uninterrupted run's (1e-5).
-3. ``time-limit``: a job whose run outlasts its time limit gets SLURM's warning signal before the limit, is requeued
-   (as many times as it takes) and finishes with its whole history.
+3. ``time-limit``: a job whose training time (``trainer.max_time``) outlasts its SLURM limit gets the warning signal
+   before the limit, saves, is requeued (as many times as it takes) and finishes with its whole history, whatever
+   the machine's speed.
 4. ``ddp``: two tasks on the node (``cluster.tasks_per_node=2``, gloo): Lightning takes its ranks from SLURM, both
    ranks train, one adapter and one history are written, and only rank 0 writes the report.
 5. ``grpo-ddp``: a GRPO job the same way (group statistics gathered across the two ranks).
@@ -22,6 +23,7 @@ and slurmd logs are kept there when a part fails.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -29,7 +31,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -142,23 +144,44 @@ def check_preemption(work: Path, cache: Path, slurm: LocalSlurm, reference: list
             "reference_steps": len(reference), "history_equals_uninterrupted": same, "sweep": str(sweep)}
 
 
+TIME_LIMIT_MIN = 3  # the job's SLURM limit; the warning comes 60 s before it
+TRAIN_BUDGET = "00:00:02:30"  # trainer.max_time: more training than one start can hold, whatever the machine's speed
+
+
+def _contiguous(history: list[dict[str, Any]]) -> bool:
+    steps = [h.get("step") for h in history]
+    if not steps or not all(isinstance(s, (int, float)) and s == int(s) for s in steps):
+        return False
+    first = int(steps[0])
+    return [int(s) for s in steps] == list(range(first, first + len(steps)))
+
+
 def check_time_limit(work: Path, cache: Path, env: dict[str, str]) -> dict[str, Any]:
-    """A 2-minute limit with the warning signal 60 s before it: slurmctld sends it at its first limit test (every
-    ~30 s) with under 90 s left, so 30 to 60 s into each start; the run (1200 steps, over a minute of training here)
-    is signalled, requeued as a timeout and resumed, as often as it takes, and ends with its whole history. (With 90 s
-    the signal can come at launch, before submitit's handler exists: vase refuses such a limit, config.check_slurm_signal.)"""
+    """A job whose length is set by time, not by steps: SLURM's limit is 3 minutes with the warning 60 s before it,
+    which slurmctld sends at its first limit test (every ~30 s) with under 90 s left, so 90 to 120 s into each start;
+    the run trains for ``trainer.max_time`` = 150 s (Lightning's timer, kept in the checkpoint across restarts) on
+    a step budget no machine finishes (``stage.epochs`` 100,000). One start can never hold 150 s of training, on a
+    fast machine or a loaded one, so the warning always comes mid-run: vase saves the checkpoint, submitit requeues
+    the job as a timeout, the next start resumes from it (as often as it takes), and the run ends when its training
+    time is spent, with one contiguous history. (A limit whose warning can come at launch, before submitit's handler
+    exists, is refused: config.check_slurm_signal.)"""
     logs = work / "time-limit"
-    rc = _wait(_train(["-m", *CLUSTER, *LONG, "stage.epochs=200", "cluster.timeout_min=2",
-                       "hydra.launcher.signal_delay_s=60", "hydra.launcher.max_num_timeout=8"], logs, cache, env),
-               timeout=600)  # a job that dies leaves no result file, and without sacct submitit would wait for it
+    rc = _wait(_train(["-m", *CLUSTER, *LONG, "stage.epochs=100000", f"trainer.max_time={TRAIN_BUDGET}",
+                       f"cluster.timeout_min={TIME_LIMIT_MIN}", "hydra.launcher.signal_delay_s=60",
+                       "hydra.launcher.max_num_timeout=8"], logs, cache, env),
+               timeout=1200)  # a job that dies leaves no result file, and without sacct submitit would wait for it
     sweep = _sweep_dir(logs)
     text = _job_logs(sweep)
     history = _history(sweep / "0") if sweep else []
     resumed = len(set(re.findall(r"\n(resuming sft from .*)", text)))
     requeued = len(set(re.findall(r"\(([^)]+)\) - Caught signal SIGUSR2 on \S+: this job is timed-out", text)))
-    ok = rc == 0 and resumed >= 1 and requeued >= 1 and len(history) == 1200
-    return {"passed": ok, "rc": rc, "resumed_times": resumed, "requeued_as_timeout": requeued, "steps": len(history),
-            "sweep": str(sweep)}
+    saved = sorted({int(s) for s in re.findall(r"saved step (\d+) to \S*last\.ckpt", text)})
+    timer = "Time limit reached" in text
+    ok = (rc == 0 and requeued >= 1 and bool(saved) and resumed >= 1 and timer and _contiguous(history)
+          and len(history) > saved[-1])
+    return {"passed": ok, "rc": rc, "warned_and_saved_at_steps": saved, "requeued_as_timeout": requeued,
+            "resumed_times": resumed, "ended_by_training_time": timer, "steps": len(history),
+            "history_contiguous": _contiguous(history), "sweep": str(sweep)}
 
 
 def _ddp(work: Path, cache: Path, env: dict[str, str], name: str, extra: list[str]) -> dict[str, Any]:
@@ -191,9 +214,10 @@ def check_grpo_ddp(work: Path, cache: Path, env: dict[str, str]) -> dict[str, An
     return out
 
 
-def report(results: dict[str, dict[str, Any]], seconds: float) -> str:
+def report(results: dict[str, dict[str, Any]], seconds: float, spinning: int = 0) -> str:
+    load = f" ({spinning} busy processes beside it)" if spinning else ""
     lines = ["# SLURM cluster check (one node on the loopback)", "",
-             f"{machine_stamp()['date']}, {os.cpu_count()} CPU cores, {seconds / 60:.1f} minutes", "",
+             f"{machine_stamp()['date']}, {os.cpu_count()} CPU cores{load}, {seconds / 60:.1f} minutes", "",
              "| part | result | seconds | details |", "|---|---|---:|---|"]
     for name, r in results.items():
         details = ", ".join(f"{k}={v}" for k, v in r.items() if k not in ("passed", "seconds", "sweep"))
@@ -201,10 +225,25 @@ def report(results: dict[str, dict[str, Any]], seconds: float) -> str:
     return "\n".join(lines) + "\n"
 
 
+@contextlib.contextmanager
+def _spinning(n: int) -> Iterator[None]:
+    """``n`` processes that keep the cores busy for the duration (--load)."""
+    procs: list[subprocess.Popen] = []
+    try:
+        procs += [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m vase.integrations.cluster_check", description=__doc__.splitlines()[0])
     ap.add_argument("--cache-dir", default=str(ROOT / ".cache"))
     ap.add_argument("--only", nargs="+", help="run only these parts")
+    ap.add_argument("--load", type=int, default=0, metavar="N",
+                    help="keep N busy processes spinning on the cores throughout (the parts must pass on a loaded machine)")
     a = ap.parse_args(argv)
     if missing_tools():
         print(f"error: SLURM is not installed ({', '.join(missing_tools())} missing); make cluster-check installs "
@@ -222,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     started, cache = time.time(), Path(a.cache_dir)
     work = Path(run_dir(str(ROOT / "logs" / "cluster_check"), "never"))
     results: dict[str, dict[str, Any]] = {}
-    with LocalSlurm(keep_logs_to=work / "slurm-logs") as slurm:
+    with _spinning(a.load), LocalSlurm(keep_logs_to=work / "slurm-logs") as slurm:
         parts: dict[str, Callable[[], dict[str, Any]]] = {
             "sweep": lambda: check_sweep(work, cache, slurm.env),
             "preemption": lambda: check_preemption(work, cache, slurm, _reference(work, cache, [])),
@@ -247,8 +286,8 @@ def main(argv: list[str] | None = None) -> int:
         for log in (work / "slurm-logs").glob("*"):
             log.unlink()
         (work / "slurm-logs").rmdir()
-    atomic_write_json(work / "cluster_check.json", {"machine": machine_stamp(), "results": results})
-    atomic_write_text(work / "cluster_check.md", report(results, time.time() - started))
+    atomic_write_json(work / "cluster_check.json", {"machine": machine_stamp(), "load": a.load, "results": results})
+    atomic_write_text(work / "cluster_check.md", report(results, time.time() - started, a.load))
     print(f"{'PASS' if ok else 'FAIL'}: cluster check, {len(results)} parts, {(time.time() - started) / 60:.1f} min "
           f"({work})")
     return 0 if ok else 1
