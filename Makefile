@@ -10,7 +10,7 @@ SYSDEPS := libegl1 libegl-mesa0 libgl1-mesa-dri
 SLURMDEPS := slurm-wlm munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup sysdeps slurm-deps demo ablation-demo beyond-demo grpo-sanity readme-tables stack-check cluster-check test test-slow lint format clean clean-runs
+.PHONY: setup sysdeps slurm-deps docs docs-serve docs-check demo ablation-demo beyond-demo grpo-sanity readme-tables stack-check cluster-check test test-slow lint format clean clean-runs
 
 setup: sysdeps $(STAMP)
 
@@ -50,7 +50,7 @@ beyond-demo: setup
 grpo-sanity: setup
 	$(BIN)/python -m vase.sanity
 
-# README tables that come from runs (the learning check, the ablation demo) are rebuilt from their results files
+# The README's and docs/ pages' tables that come from runs (the learning check, the ablation demo, beyond) are rebuilt from their results files
 readme-tables: setup
 	$(BIN)/python -m vase.readme_tables
 
@@ -72,6 +72,16 @@ slurm-deps:
 # ranks; PASS/FAIL per part under logs/cluster_check/<time>/
 cluster-check: setup slurm-deps
 	$(BIN)/python -m vase.integrations.cluster_check
+
+# The documentation site (docs/, mkdocs.yml) into site/, --strict: a broken link, a missing page or an API
+# reference that no longer resolves fails; the configuration reference must equal what the code generates
+docs: setup
+	$(BIN)/python -m vase.reports.config_reference --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	@echo "site built: site/index.html"
+
+docs-serve: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
 test: setup
 	$(BIN)/python -m pytest -m "not slow"

@@ -22,10 +22,16 @@ from vase.errors import DataError
 # ------------------------------------------------------------------ every README command composes and validates
 
 
+def _pages() -> str:
+    """The README and every page of the documentation site, as one text."""
+    return "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))])
+
+
 def readme_commands() -> list[str]:
-    """Every ``python ...`` command in the README's fenced shell blocks (continuation lines joined, comments cut)."""
+    """Every ``python ...`` command in the fenced shell blocks of the README and the docs pages (continuation lines
+    joined, comments cut)."""
     out = []
-    for block in re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S):
+    for block in re.findall(r"```bash\n(.*?)```", _pages(), re.S):
         for line in block.replace("\\\n", " ").splitlines():
             line = line.split(" #")[0].strip()
             if line.startswith("python "):
@@ -34,8 +40,8 @@ def readme_commands() -> list[str]:
 
 
 def readme_python_block(marker: str) -> str:
-    """The README's fenced Python block that opens with the comment ``# <marker>``."""
-    return re.search(rf"```python\n# {re.escape(marker)}\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    """The fenced Python block (README or docs) that opens with the comment ``# <marker>``."""
+    return re.search(rf"```python\n# {re.escape(marker)}\n(.*?)```", _pages(), re.S).group(1)
 
 
 def _check_command(cmd: str, tmp_path: Path, env: dict) -> tuple[str, subprocess.CompletedProcess]:
@@ -74,7 +80,7 @@ def test_ci_runs_lint_the_default_suite_and_the_slow_suite() -> None:
     sweeps, the learning check) is caught because CI runs it too, stopping at the first failure."""
     lines = [ln.split("#")[0].strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert "set -euo pipefail" in lines
-    assert [ln for ln in lines if ln.startswith("make ")] == ["make lint", "make test", "make test-slow"]
+    assert [ln for ln in lines if ln.startswith("make ")] == ["make lint", "make docs", "make test", "make test-slow"]
     make = (ROOT / "Makefile").read_text()
     assert '-m pytest -m "not slow"' in make and "-m pytest -m slow" in make  # pytest exits 5 when nothing ran
 

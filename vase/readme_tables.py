@@ -27,6 +27,7 @@ from omegaconf.errors import OmegaConfBaseException
 from yaml import YAMLError
 
 from vase.io import atomic_write_text, read_json
+from vase.metrics.paired import format_comparison
 from vase.reports.compare import IDEAS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,6 +94,26 @@ def _command_overrides(sweep: Path) -> list[str] | None:
         return None
 
 
+def _run_overrides(run: Path) -> list[str] | None:
+    """The overrides a single run's command line gave (Hydra's ``.hydra/overrides.yaml``)."""
+    try:
+        return [str(o) for o in OmegaConf.load(run / ".hydra" / "overrides.yaml")]
+    except (OSError, YAMLError, OmegaConfBaseException, TypeError):
+        return None
+
+
+def demo_table(log_dir: Path) -> str | None:
+    """The newest ``make demo``'s GRPO-against-SFT captions, paired over its validation vases (its
+    ``paired_captions.json``): a run of ``python train.py experiment=demo`` as it ships, nothing else."""
+    path = _newest([p for p in sorted(log_dir.glob("demo/runs/*/paired_captions.json"))
+                    if _run_overrides(p.parent) == ["experiment=demo"]])
+    if path is None:
+        return None
+    v = read_json(path)
+    return (format_comparison(v["metrics"], v["run"], v["start"]) +
+            f"\nFrom `{path.parent.relative_to(log_dir.parent)}` ({_machine(v.get('machine'))}).\n")
+
+
 def beyond_table(log_dir: Path) -> str | None:
     """Per idea of the beyond-the-paper comparisons (vase.reports.compare.IDEAS), the newest ``compare.json`` of
     ``make beyond-demo`` as it ships (``experiment=beyond_<idea>``, no other override): its table and verdicts."""
@@ -111,7 +132,7 @@ def beyond_table(log_dir: Path) -> str | None:
     return "\n".join(parts) if parts else None
 
 
-TABLES = {"sanity": sanity_table, "ablation": ablation_table, "beyond": beyond_table}
+TABLES = {"demo": demo_table, "sanity": sanity_table, "ablation": ablation_table, "beyond": beyond_table}
 
 
 def rewrite(text: str, log_dir: Path) -> tuple[str, dict[str, str]]:
@@ -133,25 +154,32 @@ def rewrite(text: str, log_dir: Path) -> tuple[str, dict[str, str]]:
     return _BLOCK.sub(sub, text), report
 
 
+def pages() -> list[Path]:
+    """The README and every page of the documentation site."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--readme", default=str(ROOT / "README.md"))
+    ap.add_argument("--readme", action="append", help="a page to rewrite (repeatable; default: README.md and docs/)")
     ap.add_argument("--logs", default=str(ROOT / "logs"), help="where make grpo-sanity / ablation-demo wrote")
     ap.add_argument("--check", action="store_true", help="change nothing; exit 1 when a table is out of date")
     a = ap.parse_args(argv)
-    readme = Path(a.readme)
-    text = readme.read_text()
-    new, report = rewrite(text, Path(a.logs).resolve())
-    if not report:
-        print(f"{readme}: no <!-- vase:table NAME --> blocks", file=sys.stderr)
+    files = [Path(p) for p in a.readme] if a.readme else pages()
+    stale, blocks = False, 0
+    for page in files:
+        text = page.read_text()
+        new, report = rewrite(text, Path(a.logs).resolve())
+        blocks += len(report)
+        for name, what in report.items():
+            print(f"{page.name if page.parent != ROOT / 'docs' else page.relative_to(ROOT)}: {name}: {what}")
+        stale |= new != text
+        if new != text and not a.check:
+            atomic_write_text(page, new)  # the project's own page, written whole or not at all
+    if not blocks:
+        print(f"{', '.join(map(str, files))}: no <!-- vase:table NAME --> blocks", file=sys.stderr)
         return 2
-    for name, what in report.items():
-        print(f"{name}: {what}")
-    if a.check:
-        return int(new != text)
-    if new != text:
-        atomic_write_text(readme, new)  # the README is this project's own file, written whole or not at all
-    return 0
+    return int(stale) if a.check else 0
 
 
 if __name__ == "__main__":

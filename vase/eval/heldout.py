@@ -99,7 +99,7 @@ def named_values(rows: list[dict[str, Any]], targets: dict[str, dict[str, Any]])
     named most) and its ``top_share`` of the answers asked for that dimension, ``distinct`` values named, and
     ``true_top_share`` (the commonest true value's share). A model that names one value for most vases (``top_share``
     over :data:`COLLAPSED` times ``true_top_share``) is a weak start for GRPO: its reward teaches it to say that value
-    less, everywhere, rather than to read the views (README, "Why the QA transfer went down")."""
+    less, everywhere, rather than to read the views (docs/findings/ablation-search.md, "Why the QA transfer went down")."""
     out: dict[str, dict[str, Any]] = {}
     for dim in VOCABULARY:
         asked = [r for r in rows if targets[r["id"]].get(dim) is not None]

@@ -14,6 +14,7 @@ from vase.loggers import log_results_table
 from vase.metrics.caption import markdown_table
 from vase.metrics.paired import compare_captions, format_comparison
 from vase.reports.report import write_report
+from vase.runs import machine_stamp
 
 log = logging.getLogger("vase")
 
@@ -51,7 +52,8 @@ def _last_stage_vs_previous(cfg: DictConfig, out_dir: Path, generations: dict[st
     comp = compare_captions(scorer, {r["id"]: r["caption"] for r in generations[run]},
                             {r["id"]: r["caption"] for r in generations[start]}, refs,
                             weights=cfg.metrics.get("weights"))
-    atomic_write_json(out_dir / "paired_captions.json", {"run": run, "start": start, "metrics": comp})
+    atomic_write_json(out_dir / "paired_captions.json", {"run": run, "start": start, "metrics": comp,
+                                                        "machine": machine_stamp()})
     n = comp["lexical_similarity"]["n"]
     return (f"\n## {run} against {start}, paired over the same {n} validation vases\n\n"
             + format_comparison(comp, run, start)

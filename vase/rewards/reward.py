@@ -142,12 +142,13 @@ class VaseReward:
     Targets come from the batch: ``targets`` (dicts with the six dimensions, dating as text or [start, end]) and/or
     ``reference`` (target captions; fields are extracted from them where ``targets`` is absent).
 
-    >>> r = reward_from_config(terms={"decoration": {"similarity": "sequence"}, "penalty": {"length": 0.0},
-    ...                               "bonus": {"weight": 0.0}})
-    >>> t = {"fabric": "Athenian", "technique": "red-figure", "shape": "kylix", "dating": [-480, -470],
-    ...      "decoration": "a symposium scene", "attribution": "Douris"}
-    >>> [round(x, 6) for x in r(["Attic red-figure kylix, c. 480–470 BCE, depicting a symposium scene; attributed to Douris."], targets=[t])]
-    [1.0]
+    Examples:
+        >>> r = reward_from_config(terms={"decoration": {"similarity": "sequence"}, "penalty": {"length": 0.0},
+        ...                               "bonus": {"weight": 0.0}})
+        >>> t = {"fabric": "Athenian", "technique": "red-figure", "shape": "kylix", "dating": [-480, -470],
+        ...      "decoration": "a symposium scene", "attribution": "Douris"}
+        >>> [round(x, 6) for x in r(["Attic red-figure kylix, c. 480–470 BCE, depicting a symposium scene; attributed to Douris."], targets=[t])]
+        [1.0]
     """
 
     def __init__(self, tau: float, terms: dict[str, Any], weights: dict[str, float] | None = None,

@@ -1,0 +1,280 @@
+"""The configuration reference, generated from ``conf/`` and the structured configs in :mod:`vase.config`.
+
+    python -m vase.reports.config_reference            # writes docs/reference/configuration.md
+    python -m vase.reports.config_reference --check    # exit 1 when the committed page differs from what this makes
+
+Every primary config (``train.yaml``, ``evaluate.yaml``, ...) and every option of every group: each key with its
+type (the schema's annotation where :data:`vase.config.SECTIONS` has one, else the default's), its default as the
+YAML file writes it (interpolations unresolved), and its one-line doc (the comment on the key's line, else the comment
+block right above it). ``make docs`` builds the page; a test fails when it drifts from the code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import sys
+import typing
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from vase.config import SECTIONS
+from vase.io import atomic_write_text
+
+ROOT = Path(__file__).resolve().parents[2]
+CONF = ROOT / "conf"
+PAGE = ROOT / "docs" / "reference" / "configuration.md"
+PRIMARY = ("train", "evaluate", "curate", "generate3d")
+_KEY = re.compile(r"^(\s*)([A-Za-z_@][\w@.\-/]*|\"[^\"]+\"|'[^']+'):(\s|$)(.*)$")
+
+
+def _comment(rest: str) -> str:
+    """The ``# comment`` that ends a YAML line's value, if any (a ``#`` inside quotes is not one)."""
+    quote = None
+    for i, ch in enumerate(rest):
+        if ch in "\"'" and quote in (None, ch):
+            quote = None if quote == ch else ch
+        elif ch == "#" and quote is None and (i == 0 or rest[i - 1] in " \t"):
+            return rest[i + 1:].strip()
+    return ""
+
+
+def _first_sentence(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def key_docs(path: Path) -> dict[str, str]:
+    """Dotted key -> its doc, from the comments of one YAML file."""
+    docs: dict[str, str] = {}
+    stack: list[tuple[int, str]] = []
+    above: list[str] = []
+    block_indent: int | None = None  # inside a block scalar (key: |) or a list: skipped
+    last: tuple[str, int] | None = None  # the previous key and the column of its inline comment
+    seen_key = False
+    for line in path.read_text().splitlines():
+        stripped = line.strip()
+        indent = len(line) - len(line.lstrip())
+        if block_indent is not None and (not stripped or indent > block_indent):
+            continue
+        block_indent = None
+        if not stripped:
+            above = []
+            continue
+        if stripped.startswith("#"):
+            if last is not None and indent == last[1]:  # the previous key's inline comment, wrapped
+                docs[last[0]] = _first_sentence(docs.get(last[0], "") + " " + stripped.lstrip("#").strip())
+                continue
+            last = None
+            if not stripped.startswith("# @package"):
+                above.append(stripped.lstrip("#").strip())
+            continue
+        m = _KEY.match(line)
+        if m is None or stripped.startswith("- "):
+            above = []
+            continue
+        key = m.group(2).strip("\"'")
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        dotted = ".".join([k for _, k in stack] + [key])
+        rest = m.group(4)
+        inline = _comment(rest)
+        doc = inline or (" ".join(above) if seen_key else "")  # a file's opening comment is the file's, not a key's
+        seen_key = True
+        if doc:
+            docs[dotted] = _first_sentence(doc)
+        above = []
+        last = (dotted, line.index("#", len(line) - len(rest) + rest.index(inline) - 2)) if inline else None
+        value = rest.split(" #")[0].strip()
+        if value in ("", "|", ">", "|-", ">-"):
+            if value:
+                block_indent = indent
+            else:
+                stack.append((indent, key))
+    return docs
+
+
+def _flatten(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    if isinstance(node, DictConfig):
+        out: list[tuple[str, Any]] = []
+        for k in node.keys():
+            if prefix == "" and k == "defaults":
+                continue
+            v = node._get_node(k)
+            key = f"{prefix}{k}"
+            if isinstance(v, DictConfig) and len(v) and not v._is_interpolation() and "_target_" not in v:
+                out += _flatten(v, key + ".")
+            elif isinstance(v, DictConfig) and "_target_" in v and not v._is_interpolation():
+                out += _flatten(v, key + ".")
+            else:
+                out.append((key, v))
+        return out
+    return [(prefix.rstrip("."), node)]
+
+
+def _shown(v: Any) -> str:
+    if isinstance(v, (DictConfig, ListConfig)):
+        value = str(v._value()) if v._is_interpolation() else OmegaConf.to_container(v, resolve=False)
+    else:
+        value = v._value() if hasattr(v, "_value") else v
+    if value is None:
+        return "null"
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    return text if len(text) <= 70 else text[:69] + "…"
+
+
+def _type_of(section: str | None, key: str, v: Any) -> str:
+    schema = SECTIONS.get(section) if section else None
+    field = key.split(".")[0] if schema is not None else None
+    if schema is not None and field in {f.name for f in dataclasses.fields(schema)} and "." not in key:
+        hints = typing.get_type_hints(schema)
+        hint = hints.get(field)
+        if hint is not None:
+            return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+    value = v._value() if hasattr(v, "_value") else v
+    if isinstance(value, str) and "${" in value:
+        return "interpolation"
+    if isinstance(v, ListConfig):
+        return "list"
+    if isinstance(v, DictConfig):
+        return "mapping"
+    return {bool: "bool", int: "int", float: "float", str: "str", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _cell(text: str, html: bool = False) -> str:
+    text = text.replace("|", "\\|").replace("\n", " ")
+    return text.replace("<", "&lt;").replace(">", "&gt;") if html else text
+
+
+def shared_docs() -> dict[str, str]:
+    """Full dotted key -> the doc some file gives it (a group's option first, then the primary configs, then
+    experiments), so a key an experiment or another option sets without a comment still says what it is."""
+    out: dict[str, str] = {}
+    files = [(p, p.parent.name) for g in sorted(CONF.iterdir()) if g.is_dir() and g.name != "experiment"
+             for p in sorted(g.glob("*.yaml"))]
+    files += [(CONF / f"{n}.yaml", None) for n in PRIMARY]
+    files += [(p, None) for p in sorted((CONF / "experiment").glob("*.yaml"))]
+    for path, section in files:
+        prefix = f"{section}." if section and not _is_global(path) else ""
+        for key, doc in key_docs(path).items():
+            out.setdefault(prefix + key, doc)
+    return out
+
+
+def _fallback(full: str, v: Any, shared: dict[str, str]) -> str:
+    """A doc for a key no file comments: the same key of the stage it configures, what an interpolation follows,
+    what a sweep's parameter or an instantiated node's ``_target_`` is."""
+    head, _, rest = full.partition(".")
+    if head in ("followup", "sft") and shared.get(f"stage.{rest}"):
+        return shared[f"stage.{rest}"]
+    if full.startswith("hydra.sweeper.params."):
+        return f"the values the sweep runs for `{full.removeprefix('hydra.sweeper.params.')}`"
+    if full.endswith("._target_") or full == "_target_":
+        return "the class Hydra instantiates for this node (your own class works the same way)"
+    value = v._value() if hasattr(v, "_value") else v
+    if isinstance(value, str) and value.startswith("${") and value.endswith("}"):
+        return f"follows `{value[2:-1]}` unless set"
+    return ""
+
+
+def option_table(path: Path, section: str | None, shared: dict[str, str]) -> list[str]:
+    node = OmegaConf.load(path)
+    docs = key_docs(path)
+    rows = ["| key | type | default | doc |", "|---|---|---|---|"]
+    for key, v in _flatten(node):
+        full = f"{section}.{key}" if section and not _is_global(path) else key
+        doc = docs.get(key) or shared.get(full) or _fallback(full, v, shared)
+        rows.append(f"| `{_cell(full)}` | {_type_of(section if not _is_global(path) else None, key, v)} | "
+                    f"`{_cell(_shown(v))}` | {_cell(doc, html=True)} |")
+    return rows if len(rows) > 2 else ["(no keys: choosing it adds nothing)"]
+
+
+def _is_global(path: Path) -> bool:
+    return "@package _global_" in path.read_text().split("\n", 1)[0] or path.parent == CONF
+
+
+def _summary(path: Path) -> str:
+    """The option's own description: its file's first comment line."""
+    for line in path.read_text().splitlines():
+        s = line.strip()
+        if s.startswith("#") and not s.startswith("# @package"):
+            return _first_sentence(s.lstrip("#").strip())
+        if s and not s.startswith("#"):
+            break
+    return ""
+
+
+def _defaults(path: Path) -> dict[str, str]:
+    node = OmegaConf.load(path)
+    out: dict[str, str] = {}
+    for entry in node.get("defaults", []) if isinstance(node, DictConfig) else []:
+        if isinstance(entry, DictConfig):
+            for k, v in entry.items():
+                out[str(k).split("@")[0].removeprefix("override ").strip("/")] = str(v)
+    return out
+
+
+def generate() -> str:
+    shared = shared_docs()
+    lines = ["# Configuration reference", "",
+             "Generated from `conf/` and the structured configs in `vase.config` by "
+             "`python -m vase.reports.config_reference`; do not edit by hand (`make test` fails when this page differs "
+             "from what the code generates). Every key can be set on the command line (`python train.py "
+             "stage.module.beta=0.04`); a group's option is chosen by its name (`python train.py stage=grpo`). Types "
+             "come from the schema where `vase.config` validates the section, else from the default; defaults are as "
+             "the YAML writes them (`${...}` is resolved at run time).", ""]
+    lines += ["## Entry points", "", "| config | used by | default options |", "|---|---|---|"]
+    users = {"train": "`python train.py`", "evaluate": "`python evaluate.py`", "curate": "`python -m vase.filter`",
+             "generate3d": "`python -m vase.reconstruct`"}
+    for name in PRIMARY:
+        d = _defaults(CONF / f"{name}.yaml")
+        shown = ", ".join(f"`{k}={v}`" for k, v in d.items() if k != "_self_" and v not in ("None", "null"))
+        lines.append(f"| [`{name}.yaml`](#{name}yaml) | {users[name]} | {_cell(shown)} |")
+    lines.append("")
+    for name in PRIMARY:
+        path = CONF / f"{name}.yaml"
+        lines += [f"### {name}.yaml", "", _cell(_summary(path), html=True), "", *option_table(path, None, shared), ""]
+    lines += ["## Groups", ""]
+    groups = sorted(p for p in CONF.iterdir() if p.is_dir())
+    lines += ["| group | options | default in train.py |", "|---|---|---|"]
+    train_defaults = _defaults(CONF / "train.yaml")
+    for g in groups:
+        opts = sorted(p.stem for p in g.glob("*.yaml"))
+        lines.append(f"| [`{g.name}`](#group-{g.name}) | {', '.join(f'`{o}`' for o in opts)} | "
+                     f"{'`' + train_defaults[g.name] + '`' if g.name in train_defaults else '–'} |")
+    lines.append("")
+    for g in groups:
+        lines += [f"### Group `{g.name}` {{#group-{g.name}}}", ""]
+        for path in sorted(g.glob("*.yaml")):
+            section = None if _is_global(path) else g.name
+            lines += [f"#### `{g.name}={path.stem}`", "", _cell(_summary(path), html=True), ""]
+            d = _defaults(path)
+            if d:
+                lines += ["Builds on: " + ", ".join(f"`{k}: {v}`" for k, v in d.items() if k != "_self_"), ""]
+            lines += [*option_table(path, section, shared), ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m vase.reports.config_reference", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(PAGE))
+    ap.add_argument("--check", action="store_true", help="exit 1 when the page differs from what the code generates")
+    a = ap.parse_args(argv)
+    text, out = generate(), Path(a.out)
+    if a.check:
+        current = out.read_text() if out.is_file() else ""
+        if current != text:
+            print(f"{out} differs from the configs: run python -m vase.reports.config_reference", file=sys.stderr)
+            return 1
+        print(f"{out}: up to date")
+        return 0
+    atomic_write_text(out, text)
+    print(f"wrote {out} ({text.count(chr(10))} lines)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
