@@ -942,10 +942,16 @@ def check_slurm_signal(timeout_min: Any, signal_delay_s: Any) -> None:
                           f"to start and catch it. Raise cluster.timeout_min or lower hydra.launcher.signal_delay_s")
 
 
+def mlflow_uri(log_dir: str) -> str:
+    """``${vase.mlflow_uri:<log_dir>}``: MLFLOW_TRACKING_URI when set (and not empty), else a SQLite store in the log
+    folder (MLflow 3 refuses its old file store)."""
+    return os.environ.get("MLFLOW_TRACKING_URI", "").strip() or f"sqlite:///{Path(log_dir).resolve()}/mlflow.db"
+
+
 def register_resolvers() -> None:
     for name, fn in (("vase.run_name", run_name), ("vase.sweep_group", sweep_group),
                      ("vase.overrides_hash", overrides_hash), ("vase.tags", run_tags),
-                     ("vase.slurm_gpus", slurm_gpus), ("vase.slurm_tasks", slurm_tasks)):
+                     ("vase.slurm_gpus", slurm_gpus), ("vase.slurm_tasks", slurm_tasks), ("vase.mlflow_uri", mlflow_uri)):
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)
     if not OmegaConf.has_resolver("vase.wandb_offline"):
@@ -996,7 +1002,9 @@ def preflight_overrides(argv: list[str], conf_dir: str | Path, config_name: str 
         options = sorted(p.stem for p in group.glob("*.yaml"))
         if key == "task" and tasks is not None:
             options = [t for t in options if t in tasks]  # conf/task holds every entry point's tasks
-        for v in value.split(","):  # a multirun sweep lists several
+        # a multirun sweep lists several (a,b); [a,b] selects several at once (logger=[wandb,mlflow])
+        for v in value.strip("[]").split(","):
+            v = v.strip()
             if v not in options:
                 raise ConfigError(f"{key}={v!r} is not a known option; choose one of {options} (files in {group})")
     _check_override_keys(argv, conf_dir, config_name)

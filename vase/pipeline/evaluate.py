@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 from hydra.utils import instantiate
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig
 
 import vase.config  # noqa: F401  (registers the config resolvers)
 from vase.config import Decoding
@@ -23,7 +23,7 @@ from vase.data.layouts import read_keyed
 from vase.errors import ConfigError, DataError
 from vase.eval.invrender import run_invrender
 from vase.io import atomic_directory, atomic_write_json, atomic_write_text, is_within
-from vase.loggers import build_loggers, log_eval_rows, log_results_table
+from vase.loggers import build_loggers, log_config, log_eval_rows, log_results_table
 from vase.metrics.paired import per_vase_scores
 from vase.models.loading import LINEAGE_FILE, load_model_and_processor, resolve_model_path
 from vase.tasks.invrender import PROMPT, VaseParams
@@ -73,8 +73,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     if cfg.task in ("check", "vaseeval"):
         return out
     loggers = build_loggers(cfg)
+    log_config(loggers, cfg)
     for lg in loggers:
-        lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
         if out.get("scores"):
             lg.log_metrics({f"{cfg.split}/{k}": float(v) for k, v in out["scores"].items() if isinstance(v, (int, float))})
         if out.get("rows"):

@@ -10,7 +10,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from vase.io import atomic_write_json
-from vase.loggers import log_results_table
+from vase.loggers import log_images, log_results_table
 from vase.metrics.caption import markdown_table
 from vase.metrics.paired import compare_captions, format_comparison
 from vase.reports.report import write_report
@@ -35,11 +35,7 @@ def write_run_report(cfg: DictConfig, out_dir: Path, results: dict[str, Any], hi
     print("\n" + markdown_table(results))
     print(f"report written to {report}")
     log_results_table(loggers, results)
-    for lg in loggers:
-        if hasattr(lg, "log_image"):
-            imgs = [str(p) for p in (out_dir / "loss.png", out_dir / "contact_sheet.png") if p.is_file()]
-            if imgs:
-                lg.log_image(key="report", images=imgs)
+    log_images(loggers, "report", [out_dir / "loss.png", out_dir / "contact_sheet.png"])
 
 
 def _last_stage_vs_previous(cfg: DictConfig, out_dir: Path, generations: dict[str, list[dict[str, Any]]],

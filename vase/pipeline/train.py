@@ -22,7 +22,7 @@ from vase.eval.heldout import heldout_reward
 from vase.eval.scoring import build_scorer
 from vase.eval.vqa import evaluate_vqa
 from vase.io import atomic_write_json, atomic_write_text, file_lock, read_json
-from vase.loggers import build_loggers, log_eval_rows
+from vase.loggers import build_loggers, log_config, log_end_metrics, log_eval_rows
 from vase.metrics.paired import compare_captions, format_comparison
 from vase.models.loading import load_model_and_processor
 from vase.pipeline.build import (
@@ -59,8 +59,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     shared_sft = None if cfg.get("init_adapter") or not init_adapter else Path(init_adapter)  # vase's cache: writable
     datamodule = build_datamodule(cfg, processor, cfg.stage.name)
     loggers = build_loggers(cfg)
-    for lg in loggers:
-        lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+    log_config(loggers, cfg)
     ev = _Evaluation(cfg, processor, out_dir, loggers)
 
     stages = [(cfg.stage, out_dir)]
@@ -94,12 +93,40 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
                              shared_sft if i == 0 else None)
             ev.captions(module, datamodule, str(stage.name), before=False)
 
+    if trainer is not None and trainer.is_global_zero:
+        log_end_metrics(loggers, cfg, end_metrics(ev.results, ev.histories))
     if trainer is not None and trainer.is_global_zero and ev.results:
         write_run_report(cfg, out_dir, ev.results, ev.histories, ev.generations, datamodule.val_set, module, loggers,
                          ev.scorer)
     runs.set_status(out_dir, "finished")
     return {"results": ev.results, "history": ev.histories.get(str(cfg.stage.name), []), "histories": ev.histories,
             "vqa": ev.vqa, "output_dir": str(out_dir), "module": module}
+
+
+def _number(v: Any) -> float | None:
+    """A history value as a float (numpy and torch scalars too), or None."""
+    try:
+        return None if v is None or isinstance(v, bool) else float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def end_metrics(results: dict[str, dict[str, Any]], histories: dict[str, list[dict[str, Any]]],
+                last: int = 20) -> dict[str, float]:
+    """What a run ended at, for dashboards' run tables (``hp/*``): the last evaluated model's caption scores, and
+    the last stage's mean training loss or reward over its last ``last`` steps."""
+    out: dict[str, float] = {}
+    if results:
+        row = list(results.values())[-1]
+        out.update({f"hp/{k}": float(v) for k, v in row.items()
+                    if k in ("overall_score", "lexical_similarity", "clip_score", "fid_score", "r_at_5")
+                    and isinstance(v, (int, float))})
+    history = list(histories.values())[-1] if histories else []
+    for key in ("reward", "loss"):
+        values = [v for v in (_number(h.get(key)) for h in history[-last:]) if v is not None]
+        if values:
+            out[f"hp/train_{key}_last{last}"] = sum(values) / len(values)
+    return out
 
 
 def _kept(out_dir: Path) -> dict[str, Any]:

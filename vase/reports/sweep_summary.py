@@ -247,7 +247,7 @@ def _log_to_wandb(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]
     import wandb
 
     choices = OmegaConf.select(config, "hydra.runtime.choices") or {}
-    group = f"{choices.get('sweep') or 'multirun'}-{sweep_dir.name}"
+    group = _group(config, sweep_dir)
     plain = {k: v for k, v in OmegaConf.to_container(config, resolve=False).items() if k != "hydra"}
     tags = [str(t) for t in (config.get("tags") or [])] + [f"sweep:{choices.get('sweep') or 'multirun'}"]
     run = wandb.init(project=str(node.get("project", "vase")), group=group, name=f"{group}-summary",
@@ -260,6 +260,47 @@ def _log_to_wandb(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]
                 run.log({f"sweep/{name}": wandb.Image(str(sweep_dir / f"{name}.png"))})
     finally:
         run.finish()
+
+
+def _group(config: DictConfig, sweep_dir: Path) -> str:
+    """The sweep's name and launch time, as its jobs' ``${vase.sweep_group:}`` gives it."""
+    choices = OmegaConf.select(config, "hydra.runtime.choices") or {}
+    return f"{choices.get('sweep') or 'multirun'}-{sweep_dir.name}"
+
+
+SWEEP_FILES = ("summary.md", "summary.json", "summary.csv", "sweep.png", "ablation.md", "ablation.json",
+               "ablation.png", "compare.md", "compare.json")
+
+
+def _log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]], columns: list[str]) -> str | None:
+    """The sweep as an MLflow parent run (its summary table, sweep.png and the ablation report attached), with every
+    job's run (tagged with the sweep's group) made its child; the parent's run id, or None without logger=mlflow."""
+    node = OmegaConf.select(config, "logger.mlflow")
+    if node is None:
+        return None
+    # lazy: mlflow: slow to import, and only this path needs it
+    from mlflow.tracking import MlflowClient
+
+    group = _group(config, sweep_dir)
+    client = MlflowClient(str(node.tracking_uri))
+    experiment = client.get_experiment_by_name(str(node.experiment_name))
+    exp_id = experiment.experiment_id if experiment is not None else client.create_experiment(
+        str(node.experiment_name), artifact_location=node.get("artifact_location"))
+    parent = client.create_run(exp_id, run_name=f"{group}-summary",
+                               tags={"sweep_group": group, "job_type": "sweep", "mlflow.note.content":
+                                     f"sweep {group}: {len(rows)} jobs, files from {sweep_dir}"}).info.run_id
+    try:
+        client.log_dict(parent, {"columns": columns, "data": [[r.get(c) for c in columns] for r in rows]},
+                        "tables/sweep_summary.json")
+        for name in SWEEP_FILES:
+            if (sweep_dir / name).is_file():
+                client.log_artifact(parent, str(sweep_dir / name), artifact_path="sweep")
+        for run in client.search_runs([exp_id], filter_string=f"tags.sweep_group = '{group}'", max_results=10000):
+            if run.info.run_id != parent:
+                client.set_tag(run.info.run_id, "mlflow.parentRunId", parent)
+    finally:
+        client.set_terminated(parent)
+    return parent
 
 
 class SweepSummary(Callback):
@@ -305,6 +346,12 @@ class SweepSummary(Callback):
             _log_to_wandb(config, sweep_dir, data["jobs"], data["columns"])
         except Exception as e:  # noqa: BLE001 - the summary files are written; W&B is a copy of them
             log.warning("the sweep summary was written to %s but could not be logged to W&B: %s", paths["md"], e)
+        try:
+            parent = _log_to_mlflow(config, sweep_dir, data["jobs"], data["columns"])
+            if parent:
+                print(f"MLflow: the sweep is run {parent}, its jobs its children")
+        except Exception as e:  # noqa: BLE001 - the summary files are written; MLflow is a copy of them
+            log.warning("the sweep summary was written to %s but could not be logged to MLflow: %s", paths["md"], e)
         print(f"sweep summary: {paths['md']}")
 
 

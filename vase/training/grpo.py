@@ -25,6 +25,7 @@ import torch.distributed as dist
 
 from vase.choices import NEGATIVE_CONTROLS
 from vase.data.datamodule import VISUAL_KEYS
+from vase.loggers import kind, log_table
 from vase.models.logprobs import selected_logprobs
 from vase.training.rollout import core_model, make_decoder, sample_groups
 from vase.training.sft import LoRAStageModule
@@ -376,18 +377,22 @@ class GRPOModule(LoRAStageModule):
             self._log_completions_table(r, batch)
 
     def _log_completions_table(self, r: Rollout, batch: dict[str, Any]) -> None:
+        """Sampled completions with their reward breakdown: in W&B with the view the prompt showed, in TensorBoard
+        and MLflow as a table."""
         loggers = self.loggers if self.trainer is not None else []
-        for lg in loggers:
-            if not hasattr(lg, "log_table"):
-                continue
+        if not loggers:
+            return
+        dims = [k for k in r.components if not k.endswith(("_sim", "_pass"))]
+        rows = [[int(self.global_step), batch["ids"][k // self.G], text, float(r.rewards[k]),
+                 *[float(r.components[d][k]) for d in dims]] for k, text in enumerate(r.texts)]
+        columns = ["step", "id", "completion", "reward", *dims]
+        wandb_loggers = [lg for lg in loggers if kind(lg) == "wandb"]
+        if wandb_loggers:
             # lazy: wandb: slow to import, and only this path needs it
             import wandb
 
-            dims = [k for k in r.components if not k.endswith(("_sim", "_pass"))]
-            rows = []
-            for k, text in enumerate(r.texts):
-                image = batch["images"][k // self.G][0]
-                rows.append([int(self.global_step), batch["ids"][k // self.G], wandb.Image(image), text,
-                             float(r.rewards[k]), *[float(r.components[d][k]) for d in dims]])
-            lg.log_table(key="train/completions", columns=["step", "id", "view", "completion", "reward", *dims],
-                         data=rows)
+            with_views = [[*row[:2], wandb.Image(batch["images"][k // self.G][0]), *row[2:]] for k, row in enumerate(rows)]
+            for lg in wandb_loggers:
+                lg.log_table(key="train/completions", columns=[*columns[:2], "view", *columns[2:]], data=with_views)
+        log_table([lg for lg in loggers if kind(lg) != "wandb"], "train/completions", columns, rows,
+                  step=int(self.global_step))
