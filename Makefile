@@ -8,6 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.vase-installed
 SYSDEPS := libegl1 libegl-mesa0 libgl1-mesa-dri
 SLURMDEPS := slurm-wlm munge
+BROWSERDEPS := chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup sysdeps slurm-deps docs docs-serve docs-check demo ablation-demo beyond-demo grpo-sanity readme-tables stack-check cluster-check test test-slow lint format clean clean-runs
@@ -79,6 +80,16 @@ docs: setup
 	$(BIN)/python -m vase.reports.config_reference --check
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	@echo "site built: site/index.html"
+
+# The site as a reader sees it: built, opened in headless Chromium (Debian's, installed when missing), the home page,
+# the ablation page and the configuration reference screenshotted; a page without its rendered tables or plots fails
+# (logs/docs_check/<time>/)
+docs-check: setup
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		echo "installing $(BROWSERDEPS) (headless screenshots of the documentation site)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BROWSERDEPS); \
+	fi
+	$(BIN)/python -m vase.integrations.docs_check
 
 docs-serve: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000

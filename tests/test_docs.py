@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 
 
@@ -103,3 +105,39 @@ def test_the_demo_table_is_written_into_its_docs_page_from_the_newest_demo(tmp_p
     out = page.read_text()
     assert "| lexical_similarity | 0.400 | 0.420 | +0.020 [-0.010, +0.050]" in out and "GRPO-A" in out
     assert "GRPO-B" not in out and "old" not in out and out.endswith("more\n")
+
+
+def test_the_page_check_finds_raw_markdown_a_missing_image_and_a_blank_screenshot(tmp_path: Path) -> None:
+    import numpy as np
+    from PIL import Image
+
+    from vase.integrations.docs_check import blank, inspect_dom
+
+    site = tmp_path / "site"
+    (site / "p" / "img").mkdir(parents=True)
+    (site / "p" / "img" / "plot.png").write_bytes(b"\x89PNG...")
+    page = site / "p" / "index.html"
+    good = '<nav>menu</nav><article><table><tr><td>1</td></tr></table><img alt="x" src="img/plot.png"></article>'
+    assert inspect_dom(good, page, site) == {"tables": 1, "raw_markdown_table": False, "images": 1,
+                                             "missing_images": []}
+    raw = '<article><p>| run | x |\n|---|---|\n| a | 1 |</p><img src="img/gone.png"></article>'
+    found = inspect_dom(raw, page, site)
+    assert found["tables"] == 0 and found["raw_markdown_table"] and found["missing_images"] == ["img/gone.png"]
+    escape = '<article><img src="../../../../etc/passwd"></article>'  # outside the site is not the page's image
+    assert inspect_dom(escape, page, site)["missing_images"]
+    Image.fromarray(np.full((40, 40), 255, np.uint8)).save(tmp_path / "white.png")
+    noisy = np.random.default_rng(0).integers(0, 255, (40, 40), dtype=np.uint8)
+    Image.fromarray(noisy).save(tmp_path / "page.png")
+    assert blank(tmp_path / "white.png") and not blank(tmp_path / "page.png")
+
+
+@pytest.mark.slow
+def test_make_docs_check_screenshots_the_rendered_pages() -> None:
+    """Headless Chromium (Debian's, installed by make when missing) renders the home page, the ablation page and the
+    configuration reference: tables rendered, the ablation plot shown, no blank page."""
+    p = subprocess.run(["make", "docs-check"], cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    for page in ("home", "ablation", "reference"):
+        assert f"PASS  {page}" in p.stdout
+    out = Path(re.search(r"\((/[^)]+docs_check/[^)]+)\)", p.stdout).group(1))
+    assert all((out / f"{page}.png").stat().st_size > 10_000 for page in ("home", "ablation", "reference"))

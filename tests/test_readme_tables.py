@@ -68,3 +68,19 @@ def test_the_beyond_table_comes_from_the_newest_comparison_as_it_ships(tmp_path:
     text = readme.read_text()
     assert "| attribution | draw 0, seed 1 | +12.5 |" in text and "+99.0" not in text and "not run yet" not in text
     assert "`python train.py -m experiment=beyond_retrieval`" in text
+
+
+def test_rows_whose_results_are_on_another_machine_are_kept_not_dropped(tmp_path: Path) -> None:
+    """The learning check's negative controls ran on an earlier machine: a rebuild here, with only the plain check's
+    results, leaves the table as it is (and says which rows it lacks) instead of dropping their rows."""
+    logs = tmp_path / "logs"
+    _sanity(logs, "2026-11-26_10-00-00", {"1": 0.42}, None)
+    readme = tmp_path / "README.md"
+    block = ("<!-- vase:table sanity -->\n| run | x |\n|---|---|\n| seed 1 | old |\n"
+             "| seed 1, `flip_advantages` | -0.2 |\n<!-- vase:end -->\n")
+    readme.write_text(block)
+    assert main(["--readme", str(readme), "--logs", str(logs)]) == 0
+    assert readme.read_text() == block
+    _sanity(logs, "2026-11-26_11-00-00", {"1": -0.2}, "flip_advantages")  # now they are here: rebuilt
+    assert main(["--readme", str(readme), "--logs", str(logs)]) == 0
+    assert "| seed 1 | old |" not in readme.read_text() and "`flip_advantages`" in readme.read_text()

@@ -26,7 +26,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from yaml import YAMLError
 
-from vase.io import atomic_write_text, read_json
+from vase.io import atomic_write_bytes, atomic_write_text, read_json
 from vase.metrics.paired import format_comparison
 from vase.reports.compare import IDEAS
 
@@ -73,11 +73,25 @@ def sanity_table(log_dir: Path) -> str | None:
     return "\n".join(rows) + f"\n\nFrom {src} ({'; '.join(sorted(set(machines)))}).\n"
 
 
+def _shipped_ablation(log_dir: Path) -> Path | None:
+    """The newest ``ablation.json`` of ``make ablation-demo`` as it ships (no override but the experiment)."""
+    return _newest([p for p in sorted(log_dir.glob("ablation_demo/multiruns/*/ablation.json"))
+                    if _command_overrides(p.parent) == ["experiment=ablation_demo"]])
+
+
+def figures(log_dir: Path) -> dict[Path, Path]:
+    """The plots the docs pages show beside their tables: page image -> the results file it is copied from."""
+    out: dict[Path, Path] = {}
+    ablation = _shipped_ablation(log_dir)
+    if ablation is not None and (ablation.parent / "ablation.png").is_file():
+        out[ROOT / "docs" / "img" / "ablation.png"] = ablation.parent / "ablation.png"
+    return out
+
+
 def ablation_table(log_dir: Path) -> str | None:
     """The newest ablation demo's tables and verdicts, as its own ``ablation.md`` states them: a run of
     ``make ablation-demo`` as it ships (no override but the experiment), never a probe run with other settings."""
-    path = _newest([p for p in sorted(log_dir.glob("ablation_demo/multiruns/*/ablation.json"))
-                    if _command_overrides(p.parent) == ["experiment=ablation_demo"]])
+    path = _shipped_ablation(log_dir)
     if path is None:
         return None
     v = read_json(path)
@@ -135,6 +149,11 @@ def beyond_table(log_dir: Path) -> str | None:
 TABLES = {"demo": demo_table, "sanity": sanity_table, "ablation": ablation_table, "beyond": beyond_table}
 
 
+def _rows_of(body: str) -> set[str]:
+    """The labelled kinds of a table's rows (a negative control's name in backticks, ``seed 1, `flip_advantages```)."""
+    return set(re.findall(r"^\| [^|]*?`(\w+)` \|", body, re.M))
+
+
 def rewrite(text: str, log_dir: Path) -> tuple[str, dict[str, str]]:
     """The README text with every table block rebuilt; and, per block, what happened to it."""
     report: dict[str, str] = {}
@@ -147,6 +166,10 @@ def rewrite(text: str, log_dir: Path) -> tuple[str, dict[str, str]]:
         body = TABLES[name](log_dir)
         if body is None:
             report[name] = "no results found: left as it is"
+            return m.group(0)
+        lost = _rows_of(m.group(3)) - _rows_of(body)
+        if lost:  # a negative control run on another machine: its rows stay until its results are here too
+            report[name] = f"no results here for the rows {sorted(lost)}: left as it is"
             return m.group(0)
         report[name] = "unchanged" if body == m.group(3) else "rewritten"
         return m.group(1) + body + m.group(4)
@@ -179,6 +202,14 @@ def main(argv: list[str] | None = None) -> int:
     if not blocks:
         print(f"{', '.join(map(str, files))}: no <!-- vase:table NAME --> blocks", file=sys.stderr)
         return 2
+    if not a.readme:  # the plots beside the docs' tables
+        for dest, src in figures(Path(a.logs).resolve()).items():
+            same = dest.is_file() and dest.read_bytes() == src.read_bytes()
+            print(f"{dest.relative_to(ROOT)}: {'unchanged' if same else 'rewritten'} (from {src})")
+            stale |= not same
+            if not same and not a.check:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_bytes(dest, src.read_bytes())
     return int(stale) if a.check else 0
 
 

@@ -1,0 +1,119 @@
+"""The documentation site as a reader sees it (``make docs-check``): built, opened in headless Chromium, screenshotted.
+
+    python -m vase.integrations.docs_check             # PASS/FAIL per page; logs/docs_check/<time>/
+
+Builds the site (``mkdocs build --strict``) into the check's folder, then for the home page, the ablation page and the
+configuration reference: Chromium (Debian's package; ``make docs-check`` installs it when missing) renders the page
+and dumps its DOM, and screenshots it. A page fails when its DOM has no rendered table, when markdown was left raw (a
+``|---|`` row in the text), when an image it shows does not exist in the site or is empty, or when its screenshot is
+blank. The screenshots and ``docs_check.json`` / ``.md`` stay in the check's folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from vase.io import atomic_write_json, atomic_write_text
+from vase.runs import machine_stamp, run_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = {"home": "index.html", "ablation": "ablation/index.html", "reference": "reference/configuration/index.html"}
+NEEDS_IMAGE = ("ablation",)  # pages whose point is a plot
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+
+
+def browser() -> str | None:
+    return next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
+
+
+def _chromium(exe: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def inspect_dom(dom: str, page: Path, site: Path) -> dict[str, Any]:
+    """What a rendered page shows: its tables, whether markdown was left raw, its images and which are missing."""
+    main = dom.split('<article', 1)[-1] if "<article" in dom else dom  # the page's content, not the theme's chrome
+    text = html.unescape(re.sub(r"<[^>]+>", " ", main))
+    images = re.findall(r"<img[^>]*\ssrc=\"([^\"]+)\"", main)
+    missing = []
+    for src in images:
+        if src.startswith(("http://", "https://", "data:")):
+            continue
+        path = (page.parent / src.split("#")[0].split("?")[0]).resolve()
+        if not (path.is_file() and path.stat().st_size > 0 and site.resolve() in path.parents):
+            missing.append(src)
+    raw = bool(re.search(r"\|\s*-{3,}\s*\|", text))
+    return {"tables": main.count("<table"), "raw_markdown_table": raw, "images": len(images), "missing_images": missing}
+
+
+def blank(png: Path) -> bool:
+    """A screenshot of one flat colour (a page that failed to render)."""
+    with Image.open(png) as im:
+        return float(np.asarray(im.convert("L"), dtype=np.float32).std()) < 2.0
+
+
+def check_page(exe: str, site: Path, name: str, rel: str, out: Path) -> dict[str, Any]:
+    page = site / rel
+    if not page.is_file():
+        return {"passed": False, "error": f"{rel} was not built"}
+    url = page.resolve().as_uri()
+    dump = _chromium(exe, "--virtual-time-budget=3000", "--dump-dom", url)
+    shot = out / f"{name}.png"
+    _chromium(exe, "--window-size=1280,2200", f"--screenshot={shot}", url)
+    found = inspect_dom(dump.stdout, page, site)
+    found["screenshot"] = str(shot)
+    found["blank_screenshot"] = not shot.is_file() or blank(shot)
+    ok = (dump.returncode == 0 and found["tables"] >= 1 and not found["raw_markdown_table"]
+          and not found["missing_images"] and not found["blank_screenshot"]
+          and (found["images"] >= 1 or name not in NEEDS_IMAGE))
+    return {"passed": ok, **found}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m vase.integrations.docs_check", description=__doc__.splitlines()[0])
+    ap.add_argument("--site", help="check this built site instead of building one")
+    a = ap.parse_args(argv)
+    exe = browser()
+    if exe is None:
+        print("error: no Chromium found; make docs-check installs Debian's chromium", file=sys.stderr)
+        return 2
+    started = time.time()
+    out = Path(run_dir(str(ROOT / "logs" / "docs_check"), "never"))
+    site = Path(a.site) if a.site else out / "site"
+    if not a.site:
+        p = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)], cwd=ROOT,
+                           capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"}, timeout=600)
+        if p.returncode != 0:
+            print(f"FAIL: mkdocs build --strict\n{p.stderr[-3000:]}", file=sys.stderr)
+            return 1
+    results = {name: check_page(exe, site, name, rel, out) for name, rel in PAGES.items()}
+    for name, r in results.items():
+        print(f"{'PASS' if r['passed'] else 'FAIL'}  {name}  tables={r.get('tables')} images={r.get('images')} "
+              f"missing={r.get('missing_images')} raw_markdown={r.get('raw_markdown_table')}  {r.get('screenshot', '')}")
+    ok = all(r["passed"] for r in results.values())
+    atomic_write_json(out / "docs_check.json", {"machine": machine_stamp(), "browser": exe, "results": results})
+    atomic_write_text(out / "docs_check.md", "# Documentation check\n\n| page | result | tables | images | screenshot |\n"
+                      "|---|---|---:|---:|---|\n" + "".join(
+                          f"| {n} | {'PASS' if r['passed'] else 'FAIL'} | {r.get('tables')} | {r.get('images')} | "
+                          f"![{n}]({n}.png) |\n" for n, r in results.items()))
+    print(f"{'PASS' if ok else 'FAIL'}: documentation check, {len(results)} pages, {time.time() - started:.0f} s ({out})")
+    print(json.dumps({n: r["passed"] for n, r in results.items()}))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
