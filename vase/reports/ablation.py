@@ -50,9 +50,14 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
     xs = sorted({float(o[key]) for o in ov.values()})
     draws = sorted({o.get(DRAW_KEY, "-") for o in ov.values()})
 
-    def group(j: Path) -> str:  # one seed on one draw of the data
+    # anything else the sweep varies (reward.terms.bonus.weight=0.3,0.6) tells its jobs apart too: never merged
+    others = [k for k in sorted({k for o in ov.values() for k in o} - {key, DRAW_KEY, "seed"})
+              if len({o.get(k) for o in ov.values()}) > 1]
+
+    def group(j: Path) -> str:  # one seed on one draw of the data (and one value of anything else swept)
         seed = ov[j].get("seed", "-")
-        return seed if len(draws) == 1 else f"draw {ov[j].get(DRAW_KEY, '-')}, seed {seed}"
+        label = seed if len(draws) == 1 else f"draw {ov[j].get(DRAW_KEY, '-')}, seed {seed}"
+        return ", ".join([label, *(f"{k}={ov[j].get(k, '-')}" for k in others)])
 
     groups: dict[str, dict[float, Path]] = {}
     for j in jobs:
@@ -80,7 +85,7 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
     if captions is not None:
         verdict["captions"] = captions["verdict"]
         lines += captions["lines"]
-    dose = _dose_response(dim, xs, groups)
+    dose = _dose_response(dim, xs, groups) if len(xs) > 1 else {}
     if dose:
         verdict["dose_response"] = all(v["at_max"] > v["at_0"] for v in dose.values())
         verdict["dose_response_per_seed"] = dose
@@ -155,7 +160,7 @@ def _heldout_verdict(verdict: dict[str, Any], dim: str, xs: list[float], groups:
     lo_w, hi_w = min(xs), max(xs)
     per_group = {}
     for g, at in groups.items():
-        if hi_w not in at or lo_w not in at:
+        if hi_w not in at or lo_w not in at or hi_w == lo_w:  # one weight: nothing to set against it
             continue
         (hmax, start), (h0, _) = held[at[hi_w]], held[at[lo_w]]
         key = _pass_key(hmax, dim)
@@ -204,11 +209,16 @@ def _heldout_verdict(verdict: dict[str, Any], dim: str, xs: list[float], groups:
                 h = held[at[x]][0]
                 lines.append(f"| GRPO, {dim} weight {x:g} ({_who(g)}) | " + " | ".join(_pct(_rate(h, d)) for d in dims)
                              + f" | {h['total']['mean']:.3f} |")
-    lines.append(f"\n**Target (i)**, held-out {any_h['task']}s: {dim} right at weight {hi_w:g} above weight {lo_w:g} "
-                 f"and above SFT on every draw and seed, decided on {verdict['i_rule']}: "
-                 f"**{'held' if verdict['i'] else 'not held'}** ("
-                 + "; ".join(f"{_who(g)}: {_pct(v['at_max'])} vs {_pct(v['at_0'])} and SFT {_pct(v['sft'])}" + _diffs(v)
-                             for g, v in per_group.items()) + ").")
+    if hi_w == lo_w:
+        verdict["i"] = None
+        lines.append(f"\n**Target (i)** needs two values of the swept weight; this sweep ran {dim} weight {hi_w:g} "
+                     f"only: not decided.")
+    else:
+        lines.append(f"\n**Target (i)**, held-out {any_h['task']}s: {dim} right at weight {hi_w:g} above weight {lo_w:g} "
+                     f"and above SFT on every draw and seed, decided on {verdict['i_rule']}: "
+                     f"**{'held' if verdict['i'] else 'not held'}** ("
+                     + "; ".join(f"{_who(g)}: {_pct(v['at_max'])} vs {_pct(v['at_0'])} and SFT {_pct(v['sft'])}"
+                                 + _diffs(v) for g, v in per_group.items()) + ").")
     if "ii" in verdict:
         drops = ", ".join(f"{d} {100 * v:+.1f}" for d, v in verdict["ii_worst_drop"].items())
         lines.append(f"\n**Target (ii)**, at the paper's weights: {verdict['ii_rule']}: "
