@@ -405,3 +405,31 @@ def test_the_ablation_reports_the_papers_caption_claim_at_the_papers_weight(tmp_
     md = (sweep / "ablation.md").read_text()
     assert "The paper's claim on vase's held-out captions" in md and "lexical_similarity" in md
     assert f"**{'held' if case == 'held' else 'not held'}**." in md
+
+
+def test_a_sweep_over_another_setting_at_one_weight_keeps_its_jobs_apart_and_decides_no_weight_target(
+        tmp_path: Path) -> None:
+    """The search for target three swept reward.terms.bonus.weight=0.3,0.6 at the paper's weight only: each job is its
+    own row (they were merged, one silently replacing the other), and target (i) and the dose-response, which need
+    two weights, are not decided (they had compared weight 0.15 with itself)."""
+    from vase.metrics.paired import METRICS
+    from vase.reports.ablation import write_ablation_report
+
+    start = _result({"shape": 12})
+    sweep = tmp_path / "sweep"
+    n = 0
+    for draw in ("0", "5"):
+        for bonus in ("0.3", "0.6"):
+            held = _result({"shape": 16})
+            lo = 0.01 if bonus == "0.3" else -0.01
+            held["captions_vs_start"] = {m: {"run": 0.5, "start": 0.45, "diff": lo + 0.02, "lo": lo, "hi": lo + 0.04,
+                                             "sd": 0.1, "n": 40} for m in METRICS}
+            _job(sweep, n, ["reward.weights.shape=0.15", "seed=1", f"data.synthetic.seed={draw}",
+                            f"reward.terms.bonus.weight={bonus}"], held, start)
+            n += 1
+    v = write_ablation_report(sweep)
+    assert v["groups"] == [f"draw {d}, seed 1, reward.terms.bonus.weight={b}" for d in ("0", "5") for b in ("0.3", "0.6")]
+    assert v["i"] is None and "dose_response" not in v
+    assert v["captions"]["per_group"] == {g: "0.3" in g for g in v["groups"]} and v["captions"]["held"] is False
+    md = (sweep / "ablation.md").read_text()
+    assert "this sweep ran shape weight 0.15 only: not decided" in md and "above weight 0.15" not in md
