@@ -14,6 +14,8 @@ import json
 import logging
 import os
 import re
+import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, make_dataclass
@@ -946,6 +948,50 @@ def mlflow_uri(log_dir: str) -> str:
     """``${vase.mlflow_uri:<log_dir>}``: MLFLOW_TRACKING_URI when set (and not empty), else a SQLite store in the log
     folder (MLflow 3 refuses its old file store)."""
     return os.environ.get("MLFLOW_TRACKING_URI", "").strip() or f"sqlite:///{Path(log_dir).resolve()}/mlflow.db"
+
+
+def slurm_partition_nodes(partition: str | None, run: Any = None) -> tuple[str, int] | None:
+    """The partition's name and how many nodes it has (``sinfo``), the default partition when none is named; None
+    where SLURM's tools are not here or the cluster does not answer (nothing to check against)."""
+    if shutil.which("sinfo") is None:
+        return None
+    run = run or (lambda args: subprocess.run(args, capture_output=True, text=True, timeout=30))
+    try:
+        p = run(["sinfo", "-h", "-o", "%P %D"])
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if p.returncode != 0:
+        return None
+    counts: dict[str, int] = {}
+    default = None
+    for line in p.stdout.splitlines():
+        name, _, n = line.strip().partition(" ")
+        if not n.strip().isdigit():
+            continue
+        if name.endswith("*"):
+            name = default = name[:-1]
+        counts[name] = counts.get(name, 0) + int(n)
+    name = partition or default
+    return (name, counts[name]) if name in counts else None
+
+
+def check_slurm_nodes(nodes: Any, partition: Any, run: Any = None) -> None:
+    r"""Refuse a job that asks for more nodes than its partition has: sbatch accepts it and it pends for ever.
+
+    >>> ok = lambda args: type("P", (), {"returncode": 0, "stdout": "debug* 2\ngpu 8\n"})()
+    >>> check_slurm_nodes(2, None, run=ok)
+    >>> check_slurm_nodes(3, None, run=ok)
+    Traceback (most recent call last):
+    ...
+    vase.errors.ConfigError: cluster.nodes=3 asks for more nodes than partition debug has (2); a job that asks for more pends for ever. Lower cluster.nodes or choose a larger partition with cluster.partition
+    """
+    if nodes in (None, ""):
+        return
+    found = slurm_partition_nodes(None if partition in (None, "") else str(partition), run)
+    if found is not None and int(nodes) > found[1]:
+        raise ConfigError(f"cluster.nodes={nodes} asks for more nodes than partition {found[0]} has ({found[1]}); a job "
+                          f"that asks for more pends for ever. Lower cluster.nodes or choose a larger partition with "
+                          f"cluster.partition")
 
 
 def register_resolvers() -> None:

@@ -412,10 +412,16 @@ class VaseDataModule(pl.LightningDataModule):
                    else SFTCollator(self.processor, self.max_length))
         data = ChatDataset(self.train_set, self.task, self.zoom, self.zoom_width, self.zoom_direct)
         seed = self.seed if self.seed is not None else torch.initial_seed()
-        sampler = ResumableSampler(len(data), seed=seed, shuffle=True)
-        if self._resume is not None:  # the interrupted epoch continues after the batches it had consumed
-            world = max(1, int(getattr(self.trainer, "world_size", 1) or 1))
-            sampler.resume(self._resume["epoch"], self._resume["batches_done"] * self.batch_size * world)
+        # each rank its own shard of every epoch's order (the trainer leaves sharding to vase: Lightning's wrapper
+        # cannot shard a resumed, shortened epoch)
+        world = max(1, int(getattr(self.trainer, "world_size", 1) or 1)) if self.trainer is not None else 1
+        rank = int(getattr(self.trainer, "global_rank", 0) or 0) if self.trainer is not None else 0
+        sampler = ResumableSampler(len(data), seed=seed, shuffle=True, rank=rank, world=world)
+        if world > 1:
+            log.info("training data: rank %d of %d takes %d of %d items an epoch (seed %d)", rank, world, len(sampler),
+                     len(data), seed)
+        if self._resume is not None:  # the interrupted epoch continues after the batches each rank had consumed
+            sampler.resume(self._resume["epoch"], self._resume["batches_done"] * self.batch_size)
             self._resume = None
         # a private generator: creating the loader's iterator then draws its worker seed from it, not from the
         # global RNG, so a resumed run's dropout and sampling streams match an uninterrupted run's

@@ -27,6 +27,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -184,11 +185,15 @@ def check_time_limit(work: Path, cache: Path, env: dict[str, str]) -> dict[str, 
             "history_contiguous": _contiguous(history), "sweep": str(sweep)}
 
 
-def _ddp(work: Path, cache: Path, env: dict[str, str], name: str, extra: list[str]) -> dict[str, Any]:
+ONE_NODE_TWO_TASKS = ["cluster.tasks_per_node=2"]
+TWO_NODES = ["cluster.nodes=2", "cluster.tasks_per_node=1"]  # one task on each node
+
+
+def _ddp(work: Path, cache: Path, env: dict[str, str], name: str, extra: list[str],
+         layout: list[str] = ONE_NODE_TWO_TASKS) -> dict[str, Any]:
     logs = work / name
-    rc = _wait(_train(["-m", *CLUSTER, "cluster.tasks_per_node=2", "cluster.cpus_per_task=1", "trainer=ddp",
-                       "trainer.accelerator=cpu", "debug=fast", "trainer.max_steps=4", "evaluate.after=true", *extra], logs,
-                      cache, env))
+    rc = _wait(_train(["-m", *CLUSTER, *layout, "cluster.cpus_per_task=1", "trainer=ddp", "trainer.accelerator=cpu",
+                       "debug=fast", "trainer.max_steps=4", "evaluate.after=true", *extra], logs, cache, env))
     sweep = _sweep_dir(logs)
     text = _job_logs(sweep)
     job = sweep / "0" if sweep else Path("/nonexistent")
@@ -198,16 +203,96 @@ def _ddp(work: Path, cache: Path, env: dict[str, str], name: str, extra: list[st
     history = _history(job)
     ok = rc == 0 and ranks == ["0", "1"] and len(adapters) == 1 and len(reports) == 1 and len(history) > 0
     return {"passed": ok, "rc": rc, "ranks_seen": ranks, "adapters": adapters, "reports": reports,
-            "steps": len(history), "sweep": str(sweep)}
+            "steps": len(history), "sweep": str(sweep), "node_ranks": _node_ranks(text),
+            "world_size": sorted(set(re.findall(r"MEMBER: \d/(\d+)", text)))}
+
+
+def _node_ranks(text: str) -> list[str]:
+    """The node ranks the job's tasks ran with (vase prints each task's SLURM placement at start)."""
+    return sorted(set(re.findall(r"SLURM task: node rank (\d+)", text)))
+
+
+def _two_node(work: Path, cache: Path, env: dict[str, str], name: str, extra: list[str],
+              one_node: dict[str, Any] | None) -> dict[str, Any]:
+    """The same job as a one-node two-task part, on two nodes with one task each: world size 2, node ranks 0 and 1,
+    and (the same global batch, the same global ranks) the same history as the one-node run to 1e-5."""
+    out = _ddp(work, cache, env, name, extra, layout=TWO_NODES)
+    history = _history(Path(out["sweep"]) / "0") if out.get("sweep") else []
+    reference = _history(Path(one_node["sweep"]) / "0") if one_node and one_node.get("sweep") else []
+    out["history_equals_one_node_two_tasks"] = _same_losses(history, reference)
+    out["passed"] = (out["passed"] and out["node_ranks"] == ["0", "1"] and out["world_size"] == ["2"]
+                     and out["history_equals_one_node_two_tasks"])
+    return out
+
+
+def check_two_node_sweep(work: Path, cache: Path, env: dict[str, str]) -> dict[str, Any]:
+    """Two jobs (lora.r 4 and 8), each on both nodes: both adapters, one summary."""
+    logs = work / "sweep-two-node"
+    rc = _wait(_train(["-m", *CLUSTER, *TWO_NODES, "trainer=ddp", "trainer.accelerator=cpu", "debug=fast",
+                       "stage.module.lora.r=4,8"], logs, cache, env))
+    sweep = _sweep_dir(logs)
+    ranks = {}
+    for job in ("0", "1"):
+        cfg = sweep / job / "adapter" / "adapter_config.json" if sweep else None
+        ranks[job] = json.loads(cfg.read_text())["r"] if cfg is not None and cfg.is_file() else None
+    md = (sweep / "summary.md").read_text() if sweep and (sweep / "summary.md").is_file() else ""
+    nodes = _node_ranks(_job_logs(sweep))
+    ok = rc == 0 and ranks == {"0": 4, "1": 8} and "| 1 | stage.module.lora.r=8 |" in md and nodes == ["0", "1"]
+    return {"passed": ok, "rc": rc, "adapter_r": ranks, "summary": bool(md), "node_ranks": nodes, "sweep": str(sweep)}
+
+
+def check_two_node_preemption(work: Path, cache: Path, slurm: LocalSlurm) -> dict[str, Any]:
+    """USR2 to a two-node job: the checkpoint written once (rank 0), the job requeued and resumed on both nodes, and
+    its history equal to the same two-node run uninterrupted."""
+    args = [*TWO_NODES, "trainer=ddp", "trainer.accelerator=cpu", *LONG, "stage.epochs=20"]
+    ref_logs = work / "preemption-two-node-reference"
+    ref_rc = _wait(_train(["-m", *CLUSTER, *args], ref_logs, cache, slurm.env))
+    ref_sweep = _sweep_dir(ref_logs)
+    reference = _history(ref_sweep / "0") if ref_rc == 0 and ref_sweep else []
+    logs = work / "preemption-two-node"
+    p = _train(["-m", *CLUSTER, *args], logs, cache, slurm.env)
+    signalled, deadline = None, time.time() + 900
+    while p.poll() is None and time.time() < deadline and signalled is None:
+        sweep = _sweep_dir(logs)
+        ckpt = sweep / "0" / "checkpoints" / "last.ckpt" if sweep else None
+        job = _job_id(slurm)
+        if ckpt is not None and ckpt.is_file() and job:
+            signalled = slurm.run("scancel", "--signal=USR2", job).returncode == 0 and job
+        time.sleep(1)
+    rc = _wait(p)
+    sweep = _sweep_dir(logs)
+    text = _job_logs(sweep)
+    history = _history(sweep / "0") if sweep else []
+    saves = re.findall(r"saved step (\d+) to \S*last\.ckpt", text)
+    resumed = sorted(set(re.findall(r"resuming sft from .* \(node rank (\d)\)", text)))
+    same = _same_losses(history, reference)
+    ok = rc == 0 and bool(signalled) and len(saves) == 1 and resumed == ["0", "1"] and same
+    return {"passed": ok, "rc": rc, "signalled_job": signalled, "saved_messages": len(saves),
+            "resumed_on_node_ranks": resumed, "steps": len(history), "reference_steps": len(reference),
+            "history_equals_uninterrupted": same, "sweep": str(sweep)}
+
+
+def check_too_many_nodes(work: Path, cache: Path, env: dict[str, str]) -> dict[str, Any]:
+    """A job asking for more nodes than the partition has is refused by vase before submitting, in one line."""
+    logs = work / "too-many-nodes"
+    p = _train(["-m", *CLUSTER, "cluster.nodes=3", "debug=fast"], logs, cache, env)
+    rc = _wait(p, timeout=300)
+    console = (logs / "console.log").read_text(errors="replace")
+    errors = [ln for ln in console.splitlines() if ln.startswith("error:")]
+    submitted = bool(list(logs.rglob(".submitit")))
+    ok = rc == 2 and len(errors) == 1 and "cluster.nodes=3" in errors[0] and not submitted
+    return {"passed": ok, "rc": rc, "error": errors[0] if errors else None, "submitted": submitted}
 
 
 def check_ddp(work: Path, cache: Path, env: dict[str, str]) -> dict[str, Any]:
     return _ddp(work, cache, env, "ddp", [])
 
 
+GRPO_SMALL = ["stage=grpo", "stage.module.num_generations=2", "stage.module.max_completion_length=8"]
+
+
 def check_grpo_ddp(work: Path, cache: Path, env: dict[str, str]) -> dict[str, Any]:
-    out = _ddp(work, cache, env, "grpo-ddp", ["stage=grpo", "stage.module.num_generations=2",
-                                             "stage.module.max_completion_length=8"])
+    out = _ddp(work, cache, env, "grpo-ddp", GRPO_SMALL)
     history = _history(Path(out["sweep"]) / "0") if out.get("sweep") else []
     out["reward_logged"] = bool(history) and all("reward" in h for h in history)
     out["passed"] = out["passed"] and out["reward_logged"]
@@ -216,7 +301,7 @@ def check_grpo_ddp(work: Path, cache: Path, env: dict[str, str]) -> dict[str, An
 
 def report(results: dict[str, dict[str, Any]], seconds: float, spinning: int = 0) -> str:
     load = f" ({spinning} busy processes beside it)" if spinning else ""
-    lines = ["# SLURM cluster check (one node on the loopback)", "",
+    lines = ["# SLURM cluster check (one node, then two, on the loopback)", "",
              f"{machine_stamp()['date']}, {os.cpu_count()} CPU cores{load}, {seconds / 60:.1f} minutes", "",
              "| part | result | seconds | details |", "|---|---|---:|---|"]
     for name, r in results.items():
@@ -261,31 +346,43 @@ def main(argv: list[str] | None = None) -> int:
     started, cache = time.time(), Path(a.cache_dir)
     work = Path(run_dir(str(ROOT / "logs" / "cluster_check"), "never"))
     results: dict[str, dict[str, Any]] = {}
-    with _spinning(a.load), LocalSlurm(keep_logs_to=work / "slurm-logs") as slurm:
-        parts: dict[str, Callable[[], dict[str, Any]]] = {
-            "sweep": lambda: check_sweep(work, cache, slurm.env),
-            "preemption": lambda: check_preemption(work, cache, slurm, _reference(work, cache, [])),
-            "time-limit": lambda: check_time_limit(work, cache, slurm.env),
-            "ddp": lambda: check_ddp(work, cache, slurm.env),
-            "grpo-ddp": lambda: check_grpo_ddp(work, cache, slurm.env),
-        }
-        for name, part in parts.items():
-            if a.only and name not in a.only:
+    one_node: dict[str, Callable[[LocalSlurm], dict[str, Any]]] = {
+        "sweep": lambda slurm: check_sweep(work, cache, slurm.env),
+        "preemption": lambda slurm: check_preemption(work, cache, slurm, _reference(work, cache, [])),
+        "time-limit": lambda slurm: check_time_limit(work, cache, slurm.env),
+        "ddp": lambda slurm: check_ddp(work, cache, slurm.env),
+        "grpo-ddp": lambda slurm: check_grpo_ddp(work, cache, slurm.env),
+    }
+    two_nodes: dict[str, Callable[[LocalSlurm], dict[str, Any]]] = {
+        "two-node": lambda slurm: _two_node(work, cache, slurm.env, "two-node", [], results.get("ddp")),
+        "grpo-two-node": lambda slurm: _two_node(work, cache, slurm.env, "grpo-two-node", GRPO_SMALL,
+                                                 results.get("grpo-ddp")),
+        "preemption-two-node": lambda slurm: check_two_node_preemption(work, cache, slurm),
+        "sweep-two-node": lambda slurm: check_two_node_sweep(work, cache, slurm.env),
+        "too-many-nodes": lambda slurm: check_too_many_nodes(work, cache, slurm.env),
+    }
+    wanted = set(a.only or [*one_node, *two_nodes])
+    wanted |= {"ddp" for w in wanted if w == "two-node"} | {"grpo-ddp" for w in wanted if w == "grpo-two-node"}
+    with _spinning(a.load):
+        for nodes, parts in ((1, one_node), (2, two_nodes)):
+            chosen = {n: p for n, p in parts.items() if n in wanted}
+            if not chosen:
                 continue
-            t0 = time.time()
-            try:
-                results[name] = part()
-            except Exception as e:  # a part that breaks is a FAIL with its reason; the others still run
-                results[name] = {"passed": False, "error": f"{type(e).__name__}: {e}"}
-            results[name]["seconds"] = round(time.time() - t0, 1)
-            print(f"{'PASS' if results[name]['passed'] else 'FAIL'}  {name}  ({results[name]['seconds']} s)", flush=True)
-            if not results[name]["passed"]:
-                print(json.dumps(results[name], indent=1, default=str), flush=True)
+            with LocalSlurm(keep_logs_to=work / "slurm-logs" / f"{nodes}-node", nodes=nodes) as slurm:
+                for name, part in chosen.items():
+                    t0 = time.time()
+                    try:
+                        results[name] = part(slurm)
+                    except Exception as e:  # a part that breaks is a FAIL with its reason; the others still run
+                        results[name] = {"passed": False, "error": f"{type(e).__name__}: {e}"}
+                    results[name]["seconds"] = round(time.time() - t0, 1)
+                    print(f"{'PASS' if results[name]['passed'] else 'FAIL'}  {name}  ({results[name]['seconds']} s)",
+                          flush=True)
+                    if not results[name]["passed"]:
+                        print(json.dumps(results[name], indent=1, default=str), flush=True)
     ok = bool(results) and all(r["passed"] for r in results.values())
     if ok:  # the daemons' logs are kept for failures only
-        for log in (work / "slurm-logs").glob("*"):
-            log.unlink()
-        (work / "slurm-logs").rmdir()
+        shutil.rmtree(work / "slurm-logs", ignore_errors=True)  # this check's own folder under its run directory
     atomic_write_json(work / "cluster_check.json", {"machine": machine_stamp(), "load": a.load, "results": results})
     atomic_write_text(work / "cluster_check.md", report(results, time.time() - started, a.load))
     print(f"{'PASS' if ok else 'FAIL'}: cluster check, {len(results)} parts, {(time.time() - started) / 60:.1f} min "

@@ -32,11 +32,11 @@ AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket={root}/munge.socket,cred_expire=10
 StateSaveLocation={root}/state
-SlurmdSpoolDir={root}/spool
+SlurmdSpoolDir={root}/spool-%n
 SlurmctldPidFile={root}/slurmctld.pid
-SlurmdPidFile={root}/slurmd.pid
+SlurmdPidFile={root}/slurmd-%n.pid
 SlurmctldLogFile={root}/slurmctld.log
-SlurmdLogFile={root}/slurmd.log
+SlurmdLogFile={root}/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 MpiDefault=none
@@ -52,9 +52,12 @@ SlurmdTimeout=30
 InactiveLimit=0
 KillWait=10
 MinJobAge=600
-NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN
-PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP
+{node_lines}
+PartitionName=debug Nodes={node_list} Default=YES MaxTime=INFINITE State=UP
 """
+NODE_PREFIX = "vase-n"
+"""A cluster of several nodes names them vase-n1, vase-n2, ... (each its own slurmd on this machine, on its own port);
+a one-node cluster's node is this machine by its own name."""
 
 
 def missing_tools() -> list[str]:
@@ -82,8 +85,11 @@ def _mem_mb() -> int:
 class LocalSlurm:
     """slurmctld, slurmd and munged started on the loopback with a config of their own; stopped on exit."""
 
-    def __init__(self, cpus: int | None = None, keep_logs_to: Path | None = None) -> None:
+    def __init__(self, cpus: int | None = None, keep_logs_to: Path | None = None, nodes: int = 1) -> None:
         self.cpus = cpus or os.cpu_count() or 1
+        self.nodes = nodes
+        host = socket.gethostname()
+        self.node_names = [host] if nodes == 1 else [f"{NODE_PREFIX}{i + 1}" for i in range(nodes)]
         self.keep_logs_to = keep_logs_to
         self.root = Path(tempfile.mkdtemp(prefix="vase-slurm-"))
         self.conf = self.root / "slurm.conf"
@@ -91,10 +97,18 @@ class LocalSlurm:
         self._pids: list[int] = []
 
     def _write_conf(self) -> None:
-        for d in ("state", "spool"):
-            (self.root / d).mkdir()
+        (self.root / "state").mkdir()
+        for name in self.node_names:
+            (self.root / f"spool-{name}").mkdir()
+        host = socket.gethostname()
+        cpus, mem = max(1, self.cpus // self.nodes), _mem_mb() // self.nodes
+        if self.nodes == 1:
+            lines = f"NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem} State=UNKNOWN"
+        else:  # several slurmd on this one machine, each on its own port (Slurm's "multiple slurmd" setup)
+            lines = "\n".join(f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={_free_port()} CPUs={cpus} "
+                              f"RealMemory={mem} State=UNKNOWN" for n in self.node_names)
         self.conf.write_text(CONF.format(root=self.root, ctld_port=_free_port(), d_port=_free_port(),
-                                         host=socket.gethostname(), cpus=self.cpus, mem_mb=_mem_mb()))
+                                         node_lines=lines, node_list=",".join(self.node_names)))
 
     def _start(self, cmd: list[str], pidfile: Path) -> int:
         p = subprocess.run(cmd, capture_output=True, text=True, env=self.env, timeout=60)
@@ -118,8 +132,10 @@ class LocalSlurm:
                          f"--pid-file={self.root / 'munged.pid'}", f"--log-file={self.root / 'munged.log'}",
                          f"--seed-file={self.root / 'munge.seed'}"], self.root / "munged.pid")
             self._start([_tool("slurmctld"), "-f", str(self.conf), "-c"], self.root / "slurmctld.pid")
-            # the node is this machine by its own name (DDP ranks find their master by the node's name)
-            self._start([_tool("slurmd"), "-f", str(self.conf), "-N", socket.gethostname()], self.root / "slurmd.pid")
+            # a one-node cluster's node is this machine by its own name (DDP ranks find their master by it); several
+            # nodes are several slurmd here, and vase takes the master's address from the allocation (NodeAddr)
+            for name in self.node_names:
+                self._start([_tool("slurmd"), "-f", str(self.conf), "-N", name], self.root / f"slurmd-{name}.pid")
             self.wait_idle()
         except BaseException:
             self.__exit__(None, None, None)
@@ -132,8 +148,10 @@ class LocalSlurm:
         state = ""
         while time.time() < end:
             p = subprocess.run([_tool("sinfo"), "-h", "-N", "-o", "%T"], capture_output=True, text=True, env=self.env)
-            state = p.stdout.strip()
-            if p.returncode == 0 and state in ("idle", "mixed", "allocated"):
+            states = p.stdout.split()
+            state = " ".join(states)
+            if p.returncode == 0 and len(states) == self.nodes and all(
+                    s in ("idle", "mixed", "allocated") for s in states):
                 return
             time.sleep(0.5)
         raise RuntimeError(f"the SLURM node did not come up (state {state!r}); slurmctld log: "
@@ -204,7 +222,7 @@ class LocalSlurm:
                 pass
         if self.keep_logs_to is not None:
             self.keep_logs_to.mkdir(parents=True, exist_ok=True)
-            for log in ("slurmctld.log", "slurmd.log", "munged.log", "slurm.conf"):
+            for log in ("slurmctld.log", *(f"slurmd-{n}.log" for n in self.node_names), "munged.log", "slurm.conf"):
                 if (self.root / log).is_file():
                     shutil.copy2(self.root / log, self.keep_logs_to / log)
         shutil.rmtree(self.root, ignore_errors=True)  # the folder this object made, nothing else

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import logging
+import os
+import re
+import shutil
+import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +15,52 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 log = logging.getLogger("vase")
+
+
+def slurm_placement(env: dict[str, str] | None = None) -> str:
+    """`` (node rank N)`` inside a SLURM task, else empty: where a line a task prints came from."""
+    env = os.environ if env is None else env
+    return f" (node rank {env['SLURM_NODEID']})" if "SLURM_NODEID" in env and "SLURM_PROCID" in env else ""
+
+
+def slurm_task_line(env: dict[str, str] | None = None) -> str | None:
+    """One line saying where this SLURM task runs (node rank, global rank, world size, the rendezvous address), or
+    None outside SLURM."""
+    env = os.environ if env is None else env
+    if "SLURM_PROCID" not in env or "SLURM_NODEID" not in env:
+        return None
+    return (f"SLURM task: node rank {env['SLURM_NODEID']} of {env.get('SLURM_JOB_NUM_NODES', '?')} nodes, global "
+            f"rank {env['SLURM_PROCID']} of {env.get('SLURM_NTASKS', '?')} tasks, on {env.get('SLURMD_NODENAME', '?')}, "
+            f"master {env.get('MASTER_ADDR', '(from the node list)')}")
+
+
+def slurm_master_address(env: dict[str, str] | None = None, run: Any = None) -> str | None:
+    """In a SLURM job over several nodes, the address of its first node for DDP's rendezvous (``MASTER_ADDR``), when
+    that node's name does not resolve: Lightning takes the first name of ``SLURM_NODELIST`` as the address, and a
+    cluster whose node names are not in DNS (several ``slurmd`` on one host, some private clusters) fails there. The
+    allocation knows the address (``scontrol show node``: ``NodeAddr``); it is set and returned. None where nothing
+    is needed: one node, ``MASTER_ADDR`` already given, or a name that resolves."""
+    env = os.environ if env is None else env
+    if env.get("MASTER_ADDR") or int(env.get("SLURM_JOB_NUM_NODES", env.get("SLURM_NNODES", "1")) or 1) < 2:
+        return None
+    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+    if not nodelist or shutil.which("scontrol") is None:
+        return None
+    run = run or (lambda args: subprocess.run(args, capture_output=True, text=True, timeout=30))
+    names = run(["scontrol", "show", "hostnames", nodelist]).stdout.split()
+    if not names:
+        return None
+    try:
+        socket.gethostbyname(names[0])
+        return None
+    except OSError:
+        pass
+    found = re.search(r"NodeAddr=(\S+)", run(["scontrol", "show", "node", names[0], "-o"]).stdout)
+    if found is None:
+        return None
+    env["MASTER_ADDR"] = found.group(1)
+    log.info("SLURM: node %s does not resolve; MASTER_ADDR=%s from the allocation", names[0], found.group(1))
+    return found.group(1)
 
 
 def build_datamodule(cfg: DictConfig, processor: Any, stage: str, batch_size: int | None = None) -> Any:
@@ -73,7 +124,9 @@ def build_trainer(cfg: DictConfig, stage: DictConfig, callbacks: list[Any], logg
                   first: bool, ckpt: Path | None = None) -> Any:
     """The Lightning trainer for a stage. GRPO optimises manually (it accumulates and clips itself); ``ckpt`` is the
     checkpoint it will resume from, if any."""
-    kwargs: dict[str, Any] = {"callbacks": callbacks, "logger": loggers or False, "default_root_dir": str(root)}
+    # the training loader shards itself across ranks (vase.data.loader.ResumableSampler), exactly on resume too
+    kwargs: dict[str, Any] = {"callbacks": callbacks, "logger": loggers or False, "default_root_dir": str(root),
+                              "use_distributed_sampler": False}
     epochs, steps = int(cfg.trainer.get("max_epochs", stage.epochs) or -1), int(cfg.trainer.get("max_steps", -1) or -1)
     if not first:
         # a later stage has its own length, but never runs past the trainer's cap (debug=fast caps every stage)

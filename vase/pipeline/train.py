@@ -31,6 +31,9 @@ from vase.pipeline.build import (
     build_stage_module,
     build_trainer,
     check_training_data,
+    slurm_master_address,
+    slurm_placement,
+    slurm_task_line,
 )
 from vase.pipeline.evaluate import evaluate_captions
 from vase.pipeline.learned import learned_heads
@@ -50,6 +53,9 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     if runs.finished_sweep_job(cfg.paths.output_dir, str(cfg.get("resume") or "never")):
         return _kept(Path(cfg.paths.output_dir))
     check_training_data(cfg, cfg.stage.name)  # nothing trains on nothing: refused before any model loads
+    slurm_master_address()  # a job over several SLURM nodes whose names do not resolve: the address from SLURM
+    if slurm_task_line():
+        print(slurm_task_line(), flush=True)
     out_dir, init_adapter = _start(cfg)
     log.info("loading model %s", cfg.model.name_or_path)
     # an initial adapter (e.g. from SFT) is merged first, as the paper merged LoRA before RL; the new stage's
@@ -76,7 +82,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
         ckpt = Path(cfg.ckpt_path) if i == 0 and cfg.get("ckpt_path") else runs.resume_checkpoint(
             out_dir, stage_dir, str(cfg.get("resume") or "never"))
         if ckpt is not None and not cfg.get("ckpt_path"):
-            print(f"resuming {stage.name} from {ckpt} (resume=auto; resume=never starts afresh)")
+            print(f"resuming {stage.name} from {ckpt} (resume=auto; resume=never starts afresh){slurm_placement()}")
         trainer = build_trainer(cfg, stage, build_callbacks(cfg, None if i == 0 else stage_dir), loggers, stage_dir,
                                 first=i == 0, ckpt=ckpt)
         if i == 0 and trainer.is_global_zero:

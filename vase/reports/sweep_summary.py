@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import PROTOCOL_LABELS
-from vase.config import check_slurm_signal, wandb_offline
+from vase.config import check_slurm_nodes, check_slurm_signal, wandb_offline
 from vase.errors import ConfigError
 from vase.eval.stats import format_heldout, heldout_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
@@ -312,6 +312,7 @@ class SweepSummary(Callback):
         if "timeout_min" in launcher and "signal_delay_s" in launcher:  # submitit's SLURM launcher
             try:
                 check_slurm_signal(launcher.timeout_min, launcher.signal_delay_s)
+                check_slurm_nodes(launcher.get("nodes"), launcher.get("partition"))
             except ConfigError as e:  # Hydra turns a callback's exception into a warning and submits anyway
                 print(f"error: {e}", file=sys.stderr, flush=True)
                 raise SystemExit(2) from e

@@ -97,13 +97,23 @@ class LoRAStageModule(TrainableStateMixin, pl.LightningModule):
         return self.model(**batch)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """A resumed run continues the history and the random streams of the interrupted one."""
+        """A resumed run continues the history and the random streams of the interrupted one: every rank's (each
+        draws its own dropout and samples), gathered into the one file rank 0 writes."""
         checkpoint["vase_history"] = list(self.history)
         checkpoint["vase_rng"] = rng_state()
+        if torch.distributed.is_available() and torch.distributed.is_initialized() and \
+                torch.distributed.get_world_size() > 1:
+            states: list[Any] = [None] * torch.distributed.get_world_size()
+            torch.distributed.all_gather_object(states, checkpoint["vase_rng"])  # every rank saves (a collective)
+            checkpoint["vase_rng_per_rank"] = states
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.history = list(checkpoint.get("vase_history", []))
-        if "vase_rng" in checkpoint:
+        per_rank = checkpoint.get("vase_rng_per_rank")
+        rank = self.trainer.global_rank if self._trainer is not None else 0
+        if per_rank and len(per_rank) > rank and (self._trainer is None or len(per_rank) == self.trainer.world_size):
+            set_rng_state(per_rank[rank])
+        elif "vase_rng" in checkpoint:
             set_rng_state(checkpoint["vase_rng"])
 
     def total_optimizer_steps(self) -> int:
