@@ -64,7 +64,7 @@ stack-check: setup
 # Debian's SLURM and munge for make cluster-check; installed only when missing
 slurm-deps:
 	@if ! dpkg -s $(SLURMDEPS) >/dev/null 2>&1; then \
-		echo "installing $(SLURMDEPS) (a one-node SLURM cluster for make cluster-check)"; \
+		echo "installing $(SLURMDEPS) (a SLURM cluster on the loopback for make cluster-check)"; \
 		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SLURMDEPS); \
 	fi
 

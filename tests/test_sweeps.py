@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from multiprocessing import get_context
 from pathlib import Path
@@ -369,11 +370,17 @@ def test_submitits_repeated_sacct_warning_is_shown_once_with_its_meaning() -> No
 @pytest.mark.slow
 def test_make_cluster_check_passes_on_a_real_slurm_cluster() -> None:
     """A one-node SLURM cluster on the loopback (Debian's slurm-wlm, installed by make when missing): a sweep on a CPU
-    partition, preemption, a time limit, two ranks per node, GRPO on two ranks."""
+    partition, preemption, a time limit, two ranks per node, GRPO on two ranks; then two nodes: SFT and GRPO across
+    them, preemption across them, a two-node sweep, and a job asking for more nodes than there are refused."""
     p = subprocess.run(["make", "cluster-check"], cwd=ROOT, capture_output=True, text=True, timeout=3600)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
-    for part in ("sweep", "preemption", "time-limit", "ddp", "grpo-ddp"):
+    for part in ("sweep", "preemption", "time-limit", "ddp", "grpo-ddp", "two-node", "grpo-two-node",
+                 "preemption-two-node", "sweep-two-node", "too-many-nodes"):
         assert f"PASS  {part}" in p.stdout, p.stdout[-4000:]
+    # nothing left behind: no daemon of the check's clusters, no cluster folder
+    left = subprocess.run(["pgrep", "-af", "vase-slurm-"], capture_output=True, text=True).stdout
+    assert not left.strip(), left
+    assert not list(Path(tempfile.gettempdir()).glob("vase-slurm-*"))
 
 
 @pytest.mark.slow
@@ -460,3 +467,41 @@ def test_the_slurm_facing_tests_pass_on_a_machine_without_slurm(tmp_path: Path) 
     assert str(fake / "srun") in found
     assert p.returncode == 0, (p.stdout[-3000:], p.stderr[-2000:])
     assert "4 passed" in p.stdout, p.stdout[-2000:]
+
+
+def test_a_multi_node_job_takes_its_master_address_from_the_allocation_when_node_names_do_not_resolve() -> None:
+    from vase.pipeline.build import slurm_master_address
+
+    calls = []
+
+    def scontrol(args: list[str]):
+        calls.append(args)
+        out = {"hostnames": "vase-n1\nvase-n2\n", "node": "NodeName=vase-n1 Arch=x86_64 NodeAddr=10.1.2.3 Port=1"}
+        return type("P", (), {"returncode": 0, "stdout": out[args[2]]})()
+
+    env = {"SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "vase-n[1-2]"}
+    if shutil.which("scontrol") is None:
+        pytest.skip("no scontrol on PATH (the function asks SLURM only where its tools are)")
+    assert slurm_master_address(env, run=scontrol) == "10.1.2.3" and env["MASTER_ADDR"] == "10.1.2.3"
+    assert calls[0] == ["scontrol", "show", "hostnames", "vase-n[1-2]"]
+    # one node, or an address already given: nothing asked, nothing set
+    assert slurm_master_address({"SLURM_JOB_NUM_NODES": "1", "SLURM_JOB_NODELIST": "a"}, run=scontrol) is None
+    given = {**env, "MASTER_ADDR": "head"}
+    assert slurm_master_address(given, run=scontrol) is None and given["MASTER_ADDR"] == "head"
+    # a first node whose name resolves is left to Lightning
+    assert slurm_master_address({"SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "localhost"},
+                                run=lambda a: type("P", (), {"stdout": "localhost\n"})()) is None
+
+
+def test_a_resumed_ddp_epoch_continues_each_ranks_own_shard() -> None:
+    """Lightning's sampler wrapper sharded a resumed (shortened) epoch against the full length and failed; vase's
+    sampler shards itself, as DistributedSampler does, and skips each rank's own consumed items."""
+    from vase.data.loader import ResumableSampler
+
+    for n in (7, 8):
+        full = [list(ResumableSampler(n, seed=5, rank=r, world=2)) for r in (0, 1)]
+        assert set(full[0]) | set(full[1]) == set(range(n)) and len(full[0]) == len(full[1]) == -(-n // 2)
+        for r in (0, 1):
+            s = ResumableSampler(n, seed=5, rank=r, world=2)
+            s.resume(epoch=0, skip=2)
+            assert list(s) == full[r][2:] and len(s) == len(full[r])

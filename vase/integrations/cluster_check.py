@@ -1,4 +1,4 @@
-"""vase on a real SLURM cluster (``make cluster-check``): a one-node cluster on the loopback, PASS/FAIL per part.
+"""vase on a real SLURM cluster (``make cluster-check``): one node, then two, on the loopback, PASS/FAIL per part.
 
     python -m vase.integrations.cluster_check
 
@@ -15,6 +15,15 @@ a CPU partition ``debug``) and runs what users run through ``cluster=slurm`` (Hy
 4. ``ddp``: two tasks on the node (``cluster.tasks_per_node=2``, gloo): Lightning takes its ranks from SLURM, both
    ranks train, one adapter and one history are written, and only rank 0 writes the report.
 5. ``grpo-ddp``: a GRPO job the same way (group statistics gathered across the two ranks).
+
+Then a second cluster of two nodes (two ``slurmd`` on this machine, ``vase-n1`` and ``vase-n2``, one CPU each):
+
+6. ``two-node`` / ``grpo-two-node``: the ``ddp`` / ``grpo-ddp`` job with ``cluster.nodes=2``, one task per node:
+   world size 2, node ranks 0 and 1, and the same history as the one-node two-task run (1e-5).
+7. ``preemption-two-node``: USR2 to a two-node job: one save (rank 0), requeue, resume on both nodes, the history
+   equal to the same run uninterrupted.
+8. ``sweep-two-node``: two jobs, each on both nodes, and the sweep's summary.
+9. ``too-many-nodes``: ``cluster.nodes=3`` is refused by vase before submitting, in one line.
 
 Writes ``cluster_check.json`` / ``.md`` under ``logs/cluster_check/<time>/`` with each part's folder; the slurmctld
 and slurmd logs are kept there when a part fails.
