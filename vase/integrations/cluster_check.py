@@ -99,15 +99,21 @@ def _same_losses(a: list[dict[str, Any]], b: list[dict[str, Any]], tol: float = 
                                         max(1.0, abs(y["loss"])) for x, y in zip(a, b))
 
 
-def check_sweep(work: Path, cache: Path, env: dict[str, str]) -> dict[str, Any]:
-    logs = work / "sweep"
-    rc = _wait(_train(["-m", *CLUSTER, "stage.module.lora.r=4,8", "debug=fast"], logs, cache, env))
-    sweep = _sweep_dir(logs)
+def _lora_sweep(sweep: Path | None) -> tuple[dict[str, int | None], str]:
+    """A ``stage.module.lora.r=4,8`` sweep's outcome: each job's adapter rank, and its summary.md."""
     ranks = {}
     for job in ("0", "1"):
         cfg = sweep / job / "adapter" / "adapter_config.json" if sweep else None
         ranks[job] = json.loads(cfg.read_text())["r"] if cfg is not None and cfg.is_file() else None
     md = (sweep / "summary.md").read_text() if sweep and (sweep / "summary.md").is_file() else ""
+    return ranks, md
+
+
+def check_sweep(work: Path, cache: Path, env: dict[str, str]) -> dict[str, Any]:
+    logs = work / "sweep"
+    rc = _wait(_train(["-m", *CLUSTER, "stage.module.lora.r=4,8", "debug=fast"], logs, cache, env))
+    sweep = _sweep_dir(logs)
+    ranks, md = _lora_sweep(sweep)
     console = (logs / "console.log").read_text(errors="replace")
     shows_difference = "| 0 | stage.module.lora.r=4 |" in md and "| 1 | stage.module.lora.r=8 |" in md
     # one warning (submitit prints each record through three handlers) and no sacct output at every poll
@@ -132,10 +138,11 @@ def _reference(work: Path, cache: Path, extra: list[str]) -> list[dict[str, Any]
     return _history(runs[-1]) if runs else []
 
 
-def check_preemption(work: Path, cache: Path, slurm: LocalSlurm, reference: list[dict[str, Any]]) -> dict[str, Any]:
-    logs = work / "preemption"
-    p = _train(["-m", *CLUSTER, *LONG], logs, cache, slurm.env)
-    signalled, job, deadline = None, None, time.time() + 900
+def _preempt_once(p: subprocess.Popen, logs: Path, slurm: LocalSlurm) -> tuple[Any, int, Path | None, str, list]:
+    """Once the running sweep's first job has a checkpoint, ``scancel --signal=USR2`` it (as SLURM's preemption
+    does); then wait for the sweep to end. The job id signalled (or None), the sweep's exit code, its folder, its
+    tasks' logs and the first job's history."""
+    signalled, deadline = None, time.time() + 900
     while p.poll() is None and time.time() < deadline and signalled is None:
         sweep = _sweep_dir(logs)
         ckpt = sweep / "0" / "checkpoints" / "last.ckpt" if sweep else None
@@ -145,8 +152,13 @@ def check_preemption(work: Path, cache: Path, slurm: LocalSlurm, reference: list
         time.sleep(1)
     rc = _wait(p)
     sweep = _sweep_dir(logs)
-    text = _job_logs(sweep)
-    history = _history(sweep / "0") if sweep else []
+    return signalled or None, rc, sweep, _job_logs(sweep), _history(sweep / "0") if sweep else []
+
+
+def check_preemption(work: Path, cache: Path, slurm: LocalSlurm, reference: list[dict[str, Any]]) -> dict[str, Any]:
+    logs = work / "preemption"
+    p = _train(["-m", *CLUSTER, *LONG], logs, cache, slurm.env)
+    signalled, rc, sweep, text, history = _preempt_once(p, logs, slurm)
     resumed = "resuming sft from" in text
     same = _same_losses(history, reference)
     ok = rc == 0 and bool(signalled) and resumed and same
@@ -240,11 +252,7 @@ def check_two_node_sweep(work: Path, cache: Path, env: dict[str, str]) -> dict[s
     rc = _wait(_train(["-m", *CLUSTER, *TWO_NODES, "trainer=ddp", "trainer.accelerator=cpu", "debug=fast",
                        "stage.module.lora.r=4,8"], logs, cache, env))
     sweep = _sweep_dir(logs)
-    ranks = {}
-    for job in ("0", "1"):
-        cfg = sweep / job / "adapter" / "adapter_config.json" if sweep else None
-        ranks[job] = json.loads(cfg.read_text())["r"] if cfg is not None and cfg.is_file() else None
-    md = (sweep / "summary.md").read_text() if sweep and (sweep / "summary.md").is_file() else ""
+    ranks, md = _lora_sweep(sweep)
     nodes = _node_ranks(_job_logs(sweep))
     ok = rc == 0 and ranks == {"0": 4, "1": 8} and "| 1 | stage.module.lora.r=8 |" in md and nodes == ["0", "1"]
     return {"passed": ok, "rc": rc, "adapter_r": ranks, "summary": bool(md), "node_ranks": nodes, "sweep": str(sweep)}
@@ -260,18 +268,7 @@ def check_two_node_preemption(work: Path, cache: Path, slurm: LocalSlurm) -> dic
     reference = _history(ref_sweep / "0") if ref_rc == 0 and ref_sweep else []
     logs = work / "preemption-two-node"
     p = _train(["-m", *CLUSTER, *args], logs, cache, slurm.env)
-    signalled, deadline = None, time.time() + 900
-    while p.poll() is None and time.time() < deadline and signalled is None:
-        sweep = _sweep_dir(logs)
-        ckpt = sweep / "0" / "checkpoints" / "last.ckpt" if sweep else None
-        job = _job_id(slurm)
-        if ckpt is not None and ckpt.is_file() and job:
-            signalled = slurm.run("scancel", "--signal=USR2", job).returncode == 0 and job
-        time.sleep(1)
-    rc = _wait(p)
-    sweep = _sweep_dir(logs)
-    text = _job_logs(sweep)
-    history = _history(sweep / "0") if sweep else []
+    signalled, rc, sweep, text, history = _preempt_once(p, logs, slurm)
     saves = re.findall(r"saved step (\d+) to \S*last\.ckpt", text)
     resumed = sorted(set(re.findall(r"resuming sft from .* \(node rank (\d)\)", text)))
     same = _same_losses(history, reference)
