@@ -11,7 +11,7 @@ SLURMDEPS := slurm-wlm munge
 BROWSERDEPS := chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup sysdeps slurm-deps docs docs-serve docs-check demo ablation-demo beyond-demo grpo-sanity readme-tables stack-check cluster-check test test-slow lint format clean clean-runs
+.PHONY: setup sysdeps slurm-deps browser-deps docs docs-serve docs-check dashboards-check demo ablation-demo beyond-demo grpo-sanity readme-tables stack-check cluster-check test test-slow lint format clean clean-runs
 
 setup: sysdeps $(STAMP)
 
@@ -81,15 +81,23 @@ docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	@echo "site built: site/index.html"
 
+# Debian's Chromium for the headless screenshots of docs-check and dashboards-check; installed only when missing
+browser-deps:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		echo "installing $(BROWSERDEPS) (headless screenshots)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BROWSERDEPS); \
+	fi
+
 # The site as a reader sees it: built, opened in headless Chromium (Debian's, installed when missing), the home page,
 # the ablation page and the configuration reference screenshotted; a page without its rendered tables or plots fails
 # (logs/docs_check/<time>/)
-docs-check: setup
-	@if ! command -v chromium >/dev/null 2>&1; then \
-		echo "installing $(BROWSERDEPS) (headless screenshots of the documentation site)"; \
-		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BROWSERDEPS); \
-	fi
+docs-check: setup browser-deps
 	$(BIN)/python -m vase.integrations.docs_check
+
+# The self-hosted dashboards for real: an MLflow server (its own venv under .cache/dashboards/) and TensorBoard on
+# 127.0.0.1, a two-job sweep logged to both, read back through their HTTP APIs, screenshotted in headless Chromium
+dashboards-check: setup browser-deps
+	$(BIN)/python -m vase.integrations.dashboards_check
 
 docs-serve: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000

@@ -81,3 +81,14 @@ def test_several_loggers_are_chosen_at_once_and_a_wrong_one_is_named(tmp_path: P
     p = subprocess.run([sys.executable, "train.py", "logger=[wandb,mlfow]", f"paths.log_dir={tmp_path}"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "logger='mlfow' is not a known option" in p.stderr and "mlflow" in p.stderr
+
+
+@pytest.mark.slow
+def test_make_dashboards_check_passes_against_real_mlflow_and_tensorboard_servers() -> None:
+    """MLflow's own server (its venv built from the package index) and TensorBoard on the loopback: a two-job sweep
+    logged to both, read back through their HTTP APIs, the comparison pages screenshotted; servers stopped."""
+    p = subprocess.run(["make", "dashboards-check"], cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
+    assert "PASS  mlflow" in p.stdout and "PASS  tensorboard" in p.stdout
+    left = subprocess.run(["pgrep", "-af", "mlflow server|tensorboard.main"], capture_output=True, text=True).stdout
+    assert not left.strip(), left

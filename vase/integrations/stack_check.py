@@ -38,7 +38,8 @@ from typing import Any
 from vase.data.layouts import read_records
 from vase.data.synthetic import generate
 from vase.integrations.columns import load_reward
-from vase.io import atomic_write_json, atomic_write_text, one_builder_at_a_time
+from vase.integrations.venvs import OFFLINE, run_logged, tool_venv
+from vase.io import atomic_write_json, atomic_write_text
 from vase.models.tiny import TinySpec, build_tiny
 from vase.runs import machine_stamp, run_dir
 from vase.tasks.base import fields_of, only
@@ -46,40 +47,16 @@ from vase.tasks.base import fields_of, only
 ROOT = Path(__file__).resolve().parents[2]
 SWIFT_PACKAGES = ["torch==2.14.1", "torchvision==0.29.1", "ms-swift==4.6.0", "qwen_vl_utils", "msgspec"]
 PLUGIN = Path(__file__).resolve().parent / "swift_plugin.py"
-OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false"}
 
 
-def _run(cmd: list[str], log: Path, cwd: Path, env: dict[str, str] | None = None, timeout: int = 900) -> int:
-    """Run ``cmd`` with its output to ``log``; the return code (124 when it ran past ``timeout``)."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "w") as f:
-        try:
-            return subprocess.run(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout,
-                                  env={**os.environ, **OFFLINE, **(env or {})}).returncode
-        except subprocess.TimeoutExpired:
-            return 124
+_run = run_logged
 
 
-@one_builder_at_a_time
 def swift_venv(venv: Path, log: Path) -> Path:
     """ms-swift's own virtualenv (built from the package index when missing or not built for these packages)."""
-    stamp = venv / ".vase-stack.json"
-    want = {"packages": SWIFT_PACKAGES, "reward": (ROOT / "vase/integrations/requirements-reward.txt").read_text()}
-    if stamp.is_file() and json.loads(stamp.read_text()) == want:
-        return venv
-    py = venv / "bin" / "python"
-    base = getattr(sys, "_base_executable", None) or "python3"  # the interpreter vase's own venv was made from
-    steps = [[base, "-m", "venv", str(venv)] if not py.is_file() else None,
-             [str(py), "-m", "pip", "install", "-q", "--no-cache-dir", "--upgrade", "pip"],
-             [str(py), "-m", "pip", "install", "-q", "--no-cache-dir", *SWIFT_PACKAGES],
-             [str(py), "-m", "pip", "install", "-q", "--no-cache-dir", "--no-deps", "-e", str(ROOT)],
-             [str(py), "-m", "pip", "install", "-q", "--no-cache-dir", "-r", str(ROOT / "vase/integrations/requirements-reward.txt")]]
-    print(f"building ms-swift's virtualenv in {venv} (a few minutes, once)", flush=True)
-    for n, cmd in enumerate(c for c in steps if c is not None):
-        if _run(cmd, log.with_suffix(f".{n}.log"), ROOT, timeout=1800) != 0:
-            raise RuntimeError(f"building {venv} failed at: {' '.join(cmd)} (log: {log.with_suffix(f'.{n}.log')})")
-    stamp.write_text(json.dumps(want))
-    return venv
+    reward = ROOT / "vase/integrations/requirements-reward.txt"
+    return tool_venv(venv, SWIFT_PACKAGES, log, "ms-swift",
+                     after=[["--no-deps", "-e", str(ROOT)], ["-r", str(reward)]], stamp_extra=reward.read_text())
 
 
 def check_export(work: Path, cache: Path) -> dict[str, Any]:
