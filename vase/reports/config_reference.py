@@ -177,6 +177,9 @@ def _fallback(full: str, v: Any, shared: dict[str, str]) -> str:
     value = v._value() if hasattr(v, "_value") else v
     if isinstance(value, str) and value.startswith("${") and value.endswith("}"):
         return f"follows `{value[2:-1]}` unless set"
+    parent = full.rsplit(".", 1)[0] if "." in full else ""
+    if parent and shared.get(parent):  # an entry of a documented mapping (reward.weights.shape, metrics.weights...)
+        return f"`{full.rsplit('.', 1)[1]}` of: {shared[parent]}"
     return ""
 
 
