@@ -451,7 +451,9 @@ def test_the_slurm_facing_tests_pass_on_a_machine_without_slurm(tmp_path: Path) 
     empty = tmp_path / "empty"
     empty.write_text("")
     env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
-    found = sorted({str(Path(p).resolve()) for b in SLURM_BINARIES for p in [shutil.which(b, path=env["PATH"])] if p})
+    # every copy on PATH, not only the first: the stand-in shadows a real srun where SLURM is installed
+    found = sorted({str(Path(p).resolve()) for b in SLURM_BINARIES for d in env["PATH"].split(os.pathsep)
+                    for p in [shutil.which(b, path=d)] if p})
     binds = "".join(f"mount --bind {empty} {p} && " for p in found)
     check = f"{sys.executable} -c \"import shutil,sys; sys.exit(any(shutil.which(b) for b in {SLURM_BINARIES!r}))\""
     tests = ["tests/test_sweeps.py::test_a_cpu_partition_asks_for_no_gpu_and_one_task_per_node",
