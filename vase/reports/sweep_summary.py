@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import PROTOCOL_LABELS
-from vase.config import check_slurm_nodes, check_slurm_signal, wandb_offline
+from vase.config import CHECK_ONLY_ENV, check_slurm_nodes, check_slurm_signal, validate, wandb_offline
 from vase.errors import ConfigError
 from vase.eval.stats import format_heldout, heldout_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
@@ -316,6 +316,18 @@ class SweepSummary(Callback):
             except ConfigError as e:  # Hydra turns a callback's exception into a warning and submits anyway
                 print(f"error: {e}", file=sys.stderr, flush=True)
                 raise SystemExit(2) from e
+            if os.environ.get(CHECK_ONLY_ENV) == "1":
+                # the jobs would check their configs only once SLURM ran them: the sweep's own config (every value
+                # but the swept ones) is checked here, and nothing is submitted
+                sweep_cfg = OmegaConf.masked_copy(config, [k for k in config if k != "hydra"])
+                OmegaConf.update(sweep_cfg, "paths.output_dir", "<sweep>/<job>", force_add=True)  # Hydra sets it per job
+                try:
+                    validate(sweep_cfg)
+                except ConfigError as e:
+                    print(f"config error: {e}", file=sys.stderr, flush=True)
+                    raise SystemExit(2) from e
+                print(f"config ok: {' '.join(config.hydra.overrides.task)} (SLURM sweep: checked, not submitted)")
+                raise SystemExit(0)
         note_multirun(list(config.hydra.overrides.task), str(config.hydra.sweeper.get("_target_", "")), config)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
