@@ -414,8 +414,8 @@ class VaseDataModule(pl.LightningDataModule):
         seed = self.seed if self.seed is not None else torch.initial_seed()
         # each rank its own shard of every epoch's order (the trainer leaves sharding to vase: Lightning's wrapper
         # cannot shard a resumed, shortened epoch)
-        world = max(1, int(getattr(self.trainer, "world_size", 1) or 1)) if self.trainer is not None else 1
-        rank = int(getattr(self.trainer, "global_rank", 0) or 0) if self.trainer is not None else 0
+        world = max(1, int(getattr(self.trainer, "world_size", 1) or 1))  # no trainer: one process
+        rank = int(getattr(self.trainer, "global_rank", 0) or 0)
         sampler = ResumableSampler(len(data), seed=seed, shuffle=True, rank=rank, world=world)
         if world > 1:
             log.info("training data: rank %d of %d takes %d of %d items an epoch (seed %d)", rank, world, len(sampler),

@@ -34,7 +34,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from vase.integrations.docs_check import blank, browser
+from vase.integrations.docs_check import browser, screenshot
 from vase.integrations.slurm import _free_port
 from vase.integrations.venvs import tool_venv
 from vase.io import atomic_write_json, atomic_write_text
@@ -87,13 +87,10 @@ def _api(url: str, path: str, body: dict[str, Any] | None = None) -> dict[str, A
         return json.loads(r.read() or b"{}")
 
 
-def _screenshot(url: str, out: Path, wait_ms: int = 15000) -> bool:
+def _screenshot(url: str, out: Path) -> bool:
+    """A dashboard's page (its scripts given 15 s) into ``out``; False without Chromium or on a blank page."""
     exe = browser()
-    if exe is None:
-        return False
-    subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1400,1000",
-                    f"--virtual-time-budget={wait_ms}", f"--screenshot={out}", url], capture_output=True, timeout=180)
-    return out.is_file() and not blank(out)
+    return exe is not None and screenshot(exe, url, out, "1400,1000", wait_ms=15000, timeout=180)
 
 
 def run_sweep(work: Path, mlflow_url: str) -> tuple[int, Path | None]:

@@ -39,9 +39,18 @@ def browser() -> str | None:
     return next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
 
 
-def _chromium(exe: str, *args: str) -> subprocess.CompletedProcess:
+def chromium(exe: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Headless Chromium on ``args`` (a URL and what to do with it: --dump-dom, --screenshot=...)."""
     return subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", *args],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def screenshot(exe: str, url: str, out: Path, size: str, wait_ms: int | None = None, timeout: float = 120) -> bool:
+    """``url`` rendered at ``size`` (``1280,2200``) into ``out``; whether it shows a page (the file exists and is not
+    one flat colour). ``wait_ms``: virtual time the page's scripts get first."""
+    budget = [f"--virtual-time-budget={wait_ms}"] if wait_ms else []
+    chromium(exe, f"--window-size={size}", *budget, f"--screenshot={out}", url, timeout=timeout)
+    return out.is_file() and not blank(out)
 
 
 def inspect_dom(dom: str, page: Path, site: Path) -> dict[str, Any]:
@@ -71,12 +80,12 @@ def check_page(exe: str, site: Path, name: str, rel: str, out: Path) -> dict[str
     if not page.is_file():
         return {"passed": False, "error": f"{rel} was not built"}
     url = page.resolve().as_uri()
-    dump = _chromium(exe, "--virtual-time-budget=3000", "--dump-dom", url)
+    dump = chromium(exe, "--virtual-time-budget=3000", "--dump-dom", url)
     shot = out / f"{name}.png"
-    _chromium(exe, "--window-size=1280,2200", f"--screenshot={shot}", url)
+    shown = screenshot(exe, url, shot, "1280,2200")
     found = inspect_dom(dump.stdout, page, site)
     found["screenshot"] = str(shot)
-    found["blank_screenshot"] = not shot.is_file() or blank(shot)
+    found["blank_screenshot"] = not shown
     ok = (dump.returncode == 0 and found["tables"] >= 1 and not found["raw_markdown_table"]
           and not found["missing_images"] and not found["blank_screenshot"]
           and (found["images"] >= 1 or name not in NEEDS_IMAGE))

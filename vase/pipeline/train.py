@@ -54,8 +54,9 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
         return _kept(Path(cfg.paths.output_dir))
     check_training_data(cfg, cfg.stage.name)  # nothing trains on nothing: refused before any model loads
     slurm_master_address()  # a job over several SLURM nodes whose names do not resolve: the address from SLURM
-    if slurm_task_line():
-        print(slurm_task_line(), flush=True)
+    placement = slurm_task_line()
+    if placement:
+        print(placement, flush=True)
     out_dir, init_adapter = _start(cfg)
     log.info("loading model %s", cfg.model.name_or_path)
     # an initial adapter (e.g. from SFT) is merged first, as the paper merged LoRA before RL; the new stage's
@@ -124,9 +125,9 @@ def end_metrics(results: dict[str, dict[str, Any]], histories: dict[str, list[di
     out: dict[str, float] = {}
     if results:
         row = list(results.values())[-1]
-        out.update({f"hp/{k}": float(v) for k, v in row.items()
-                    if k in ("overall_score", "lexical_similarity", "clip_score", "fid_score", "r_at_5")
-                    and isinstance(v, (int, float))})
+        for k in ("clip_score", "r_at_5", "fid_score", "lexical_similarity", "overall_score"):
+            if _number(row.get(k)) is not None:
+                out[f"hp/{k}"] = _number(row[k])
     history = list(histories.values())[-1] if histories else []
     for key in ("reward", "loss"):
         values = [v for v in (_number(h.get(key)) for h in history[-last:]) if v is not None]
