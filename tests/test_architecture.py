@@ -32,6 +32,24 @@ def test_architecture_md_lists_the_layers_the_contract_enforces() -> None:
     assert parts == named, f"parts with no layer: {sorted(parts - named)}; layers naming no part: {sorted(named - parts)}"
 
 
+def test_architecture_md_lists_vase_config_s_layers_and_every_module_has_one() -> None:
+    """vase.config's own contract: ARCHITECTURE.md shows its layers, each module of the package sits in one, and each
+    says in its docstring's first line what it holds."""
+    cp = configparser.ConfigParser()
+    cp.read(ROOT / ".importlinter")
+    contract = cp["importlinter:contract:config"]
+    assert contract["containers"].strip() == "vase.config"
+    layers = [line.strip() for line in contract["layers"].splitlines() if line.strip()]
+    block = re.search(r"```layers vase.config\n(.*?)```", (ROOT / "ARCHITECTURE.md").read_text(), re.DOTALL)
+    assert block and [line.strip() for line in block.group(1).splitlines() if line.strip()] == layers
+    named = {p.strip() for line in layers for p in line.split("|")}
+    modules = {p.stem for p in (ROOT / "vase" / "config").glob("*.py") if p.stem != "__init__"}
+    assert modules == named, f"modules with no layer: {sorted(modules - named)}; layers naming none: {sorted(named - modules)}"
+    for name in modules:
+        text = (ROOT / "vase" / "config" / f"{name}.py").read_text()
+        assert text.startswith('"""') and len(text.splitlines()) <= 400, name
+
+
 def test_the_contracts_pass_and_an_upward_import_breaks_them(tmp_path: Path) -> None:
     ok = subprocess.run([str(LINT), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stdout[-3000:]
@@ -44,6 +62,14 @@ def test_the_contracts_pass_and_an_upward_import_breaks_them(tmp_path: Path) -> 
                          env={"PYTHONPATH": str(tmp_path), "PATH": str(LINT.parent)})
     assert bad.returncode != 0
     assert "vase.data.datamodule -> vase.eval.zoom" in bad.stdout and "BROKEN" in bad.stdout
+    # and inside vase.config: a low module reaching up to the validation
+    mod.write_text(mod.read_text().rsplit("\n\ndef _upward", 1)[0] + "\n")
+    low = tmp_path / "vase" / "config" / "naming.py"
+    low.write_text(low.read_text() + "\n\ndef _upward():\n    from vase.config.validate import validate\n\n    return validate\n")
+    bad = subprocess.run([str(LINT), "--no-cache"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         env={"PYTHONPATH": str(tmp_path), "PATH": str(LINT.parent)})
+    assert bad.returncode != 0 and "vase.config.naming -> vase.config.validate" in bad.stdout
+    assert "Layers: each part imports only parts below it KEPT" in bad.stdout
 
 
 def test_every_data_task_is_built_by_registered_tasks() -> None:

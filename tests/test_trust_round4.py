@@ -128,7 +128,7 @@ def test_a_finished_evaluation_says_so_and_a_killed_run_is_reported_killed(tmp_p
 
 
 def test_run_entry_marks_an_unexpected_exception_and_an_interruption(tmp_path: Path, monkeypatch) -> None:
-    import vase.config as config
+    import vase.config.entry as config
     from vase import runs
     from vase.errors import Interrupted
 

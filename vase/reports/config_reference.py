@@ -133,7 +133,8 @@ def _type_of(section: str | None, key: str, v: Any) -> str:
         hints = typing.get_type_hints(schema)
         hint = hints.get(field)
         if hint is not None:
-            return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+            text = getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+            return re.sub(r"\bvase\.config\.\w+\.", "vase.config.", text)  # a schema by the path it is imported from
     value = v._value() if hasattr(v, "_value") else v
     if isinstance(value, str) and "${" in value:
         return "interpolation"

@@ -1,0 +1,116 @@
+"""vase's configuration: schemas and validation of a composed config before any model loads, the ``${vase.*}``
+resolvers, and the lifecycle every entry point shares. Importing the package registers the resolvers and schemas.
+
+One job per module (layers from top to bottom; `.importlinter` keeps them so):
+
+- `vase.config.entry`: the entry points' lifecycle (`validated`, `run_entry`, `or_exit`, ``VASE_CHECK_CONFIG``)
+- `vase.config.preflight`: the command line checked before Hydra composes (`preflight_overrides`)
+- `vase.config.resolvers`: the ``${vase.*}`` resolvers, registered in one table
+- `vase.config.validate`: a whole composed config checked (`validate`, `validate_reward`)
+- `vase.config.decoding`: how evaluation decodes (`Decoding`)
+- `vase.config.schemas`: one dataclass per section and its range checks (`SECTIONS`)
+- `vase.config.naming`: run names, sweep groups, tags and hashes of overrides
+- `vase.config.cluster`: the SLURM checks (`check_slurm_signal`, `check_slurm_nodes`)
+- `vase.config.loggers`: W&B's offline mode and MLflow's store
+- `vase.config.tasks`: each entry point's tasks (`EVAL_TASKS`, `FILTER_TASKS`)
+- `vase.config.options`: where ``conf/`` is, and one group option read as its file (`load_option`)
+"""
+
+from __future__ import annotations
+
+from vase.config.cluster import (
+    SLURM_LIMIT_CHECK_S,
+    SLURM_STARTUP_S,
+    check_slurm_nodes,
+    check_slurm_signal,
+    slurm_gpus,
+    slurm_partition_nodes,
+    slurm_tasks,
+)
+from vase.config.decoding import Decoding
+from vase.config.entry import CHECK_ONLY_ENV, one_line, or_exit, run_entry, validated
+from vase.config.loggers import mlflow_uri, wandb_offline
+from vase.config.naming import (
+    launch_dir,
+    name_from_overrides,
+    overrides_hash,
+    run_name,
+    run_tags,
+    sweep_group,
+    tiny_key,
+)
+from vase.config.options import CONF_DIR, load_option
+from vase.config.preflight import preflight_overrides
+from vase.config.resolvers import register_resolvers
+from vase.config.schemas import (
+    SECTIONS,
+    DataSchema,
+    FilterSchema,
+    GRPOSchema,
+    LoraSchema,
+    MetricsSchema,
+    ModelSchema,
+    RenderSchema,
+    RewardSchema,
+    RewardWeights,
+    StageSchema,
+    SyntheticSchema,
+    check_retrieval,
+    check_zoom,
+    register_configs,
+)
+from vase.config.tasks import EVAL_TASKS, FILTER_TASKS, tasks_help
+from vase.config.validate import reward_keys, validate, validate_reward
+
+__all__ = [
+    "CHECK_ONLY_ENV",
+    "CONF_DIR",
+    "EVAL_TASKS",
+    "FILTER_TASKS",
+    "SECTIONS",
+    "SLURM_LIMIT_CHECK_S",
+    "SLURM_STARTUP_S",
+    "DataSchema",
+    "Decoding",
+    "FilterSchema",
+    "GRPOSchema",
+    "LoraSchema",
+    "MetricsSchema",
+    "ModelSchema",
+    "RenderSchema",
+    "RewardSchema",
+    "RewardWeights",
+    "StageSchema",
+    "SyntheticSchema",
+    "check_retrieval",
+    "check_slurm_nodes",
+    "check_slurm_signal",
+    "check_zoom",
+    "launch_dir",
+    "load_option",
+    "mlflow_uri",
+    "name_from_overrides",
+    "one_line",
+    "or_exit",
+    "overrides_hash",
+    "preflight_overrides",
+    "register_configs",
+    "register_resolvers",
+    "reward_keys",
+    "run_entry",
+    "run_name",
+    "run_tags",
+    "slurm_gpus",
+    "slurm_partition_nodes",
+    "slurm_tasks",
+    "sweep_group",
+    "tasks_help",
+    "tiny_key",
+    "validate",
+    "validate_reward",
+    "validated",
+    "wandb_offline",
+]
+
+register_resolvers()
+register_configs()

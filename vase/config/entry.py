@@ -1,0 +1,81 @@
+"""The one lifecycle of every Hydra entry point: validate (or only check, with ``VASE_CHECK_CONFIG=1``), run, record
+the outcome in the run record, and turn a vase error into one line and exit status 2."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from omegaconf import DictConfig
+
+from vase.config.validate import validate
+from vase.errors import ConfigError, Interrupted, VaseError
+from vase.runs import job_dir, job_overrides, read_status, set_status, set_status_held
+
+CHECK_ONLY_ENV = "VASE_CHECK_CONFIG"
+"""With ``VASE_CHECK_CONFIG=1`` an entry point composes and validates its config, says so and stops: how the tests
+run every command of the README without training anything."""
+
+
+def validated(cfg: DictConfig) -> bool:
+    """Validate ``cfg`` (a bad value: one line and exit 2); True when the command should go on, False when
+    ``VASE_CHECK_CONFIG=1`` asked only for the check (the run directory is marked ``checked``)."""
+    or_exit(validate, cfg)
+    if os.environ.get(CHECK_ONLY_ENV) != "1":
+        return True
+    set_status_held("checked")
+    print(f"config ok: {' '.join(job_overrides())}")
+    return False
+
+
+def one_line(e: BaseException) -> str:
+    """The message of a vase error as one line: an error raised in a DataLoader worker comes back wrapped in the
+    worker's traceback ("Caught DataError in DataLoader worker process 0. Original Traceback ..."), whose last line
+    is the original message.
+
+    >>> one_line(ValueError("Caught DataError in DataLoader worker process 0.\\nOriginal Traceback (most recent "
+    ...                     "call last):\\n  File x\\nvase.errors.DataError: /d/a.png: too large"))
+    '/d/a.png: too large'
+    """
+    msg = str(e)
+    if "\nOriginal Traceback" not in msg:
+        return msg
+    last = [x for x in msg.splitlines() if x.strip()][-1]
+    head, _, rest = last.partition(": ")
+    return rest if rest and " " not in head else last
+
+
+def run_entry(body: Any, cfg: DictConfig) -> Any:
+    """The one run lifecycle of every Hydra entry point (train.py, evaluate.py, ``python -m vase.filter``,
+    ``vase.reconstruct``, ``vase.retrieval``), after :func:`validated`: ``body(cfg)``, then the job's run record says
+    ``finished``. A vase error (a bad value, a bad input file): one line, the record ``failed`` with it, exit 2. A stop
+    on a signal after saving (:class:`~vase.errors.Interrupted`): ``interrupted``, re-raised. Any other exception:
+    ``failed`` with its one-line reason, re-raised (its traceback is the report). A process killed outright leaves
+    ``running``, which readers see as ``killed`` (:func:`vase.runs.status_of`)."""
+    job = job_dir()
+    try:
+        out = or_exit(body, cfg)
+    except Interrupted:
+        if job is not None:
+            set_status(job, "interrupted")
+        raise
+    except Exception as e:
+        if job is not None:
+            set_status(job, "failed", f"{type(e).__name__}: {one_line(e)}")
+        raise
+    if job is not None and read_status(job).get("status") == "running":
+        set_status(job, "finished")
+    return out
+
+
+def or_exit(check: Any, *args: Any) -> Any:
+    """Run ``check(*args)`` and return what it returns; on a vase error (a bad config value, a bad input file) print
+    its one line to stderr, mark the run directories this process holds as failed, and exit with status 2, the same
+    for every entry point."""
+    try:
+        return check(*args)
+    except VaseError as e:
+        set_status_held("failed", one_line(e))
+        print(f"{'config error' if isinstance(e, ConfigError) else 'error'}: {one_line(e)}", file=sys.stderr)
+        sys.exit(2)

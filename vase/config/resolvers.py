@@ -1,0 +1,37 @@
+"""The ``${vase.*}`` resolvers the YAML files use, registered with OmegaConf in one table (on ``import vase.config``)."""
+
+from __future__ import annotations
+
+from omegaconf import OmegaConf
+
+from vase.config.cluster import slurm_gpus, slurm_tasks
+from vase.config.loggers import mlflow_uri, wandb_offline
+from vase.config.naming import launch_dir, overrides_hash, run_name, run_tags, sweep_group, tiny_key
+from vase.runs import root_digest, run_dir
+from vase.views import path_key
+
+RESOLVERS = {
+    "vase.run_name": run_name,
+    "vase.sweep_group": sweep_group,
+    "vase.overrides_hash": overrides_hash,
+    "vase.tags": run_tags,
+    "vase.slurm_gpus": slurm_gpus,
+    "vase.slurm_tasks": slurm_tasks,
+    "vase.mlflow_uri": mlflow_uri,
+    "vase.wandb_offline": wandb_offline,
+    "vase.cwd": launch_dir,
+    "vase.input_key": path_key,
+    "vase.tiny_key": tiny_key,
+    "vase.config_digest": root_digest,  # not cached: it reads the config it is resolved in
+    "vase.run_dir": run_dir,
+}
+"""Each ``${name:...}`` the configs use and the function that resolves it."""
+# cached in the config too, so a sweep's jobs (and a requeued SLURM job's pickled config) keep one folder
+CACHED = ("vase.run_dir",)
+
+
+def register_resolvers() -> None:
+    """Register every resolver of `RESOLVERS` with OmegaConf (those already registered are left as they are)."""
+    for name, fn in RESOLVERS.items():
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, fn, use_cache=name in CACHED)
