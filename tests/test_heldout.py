@@ -154,7 +154,8 @@ def test_the_ablation_verdict_is_decided_on_the_heldout_reward(tmp_path: Path, c
 
 def test_a_sweep_over_any_key_gets_the_heldout_table(tmp_path: Path) -> None:
     """Not only reward weights: a sweep over tau gets the held-out columns, the table with paired changes from each
-    job's start, and the held-out panel in sweep.png; no ablation report (it sweeps no weight)."""
+    job's start, and the held-out panel in sweep.png; and its ablation report (issue 44) sets each tau against its
+    own start."""
     from vase.reports.sweep_summary import write_sweep_summary
 
     start = _result({"shape": 10, "technique": 20})
@@ -168,7 +169,58 @@ def test_a_sweep_over_any_key_gets_the_heldout_table(tmp_path: Path) -> None:
     md = paths["md"].read_text()
     assert "## Held-out reward" in md and md.count("| start of job") == 1  # one shared start, shown once
     assert "+50.0 [" in md  # job 2's change in shape from its start, with its interval
-    assert paths["png"].stat().st_size > 1000 and not (sweep / "ablation.md").exists()
+    assert paths["png"].stat().st_size > 1000
+    from vase.reports.ablation import write_ablation_report
+
+    v = write_ablation_report(sweep)
+    assert v["swept"] == "reward.tau" and v["basis"].startswith("held-out reward")
+    assert v["moved"] == {"0.5 (seed 1)": [], "0.7 (seed 1)": ["shape"], "0.9 (seed 1)": ["shape"]}
+    assert v["changes"]["0.9 (seed 1)"]["shape"]["diff"] == pytest.approx(0.5) and v["ii"] is True
+
+
+def test_a_tau_sweep_reports_what_each_tau_moved_against_its_own_start(tmp_path: Path) -> None:
+    """Tau is part of the scorer: each job is read against its own start scored at the same tau. A rise beyond the
+    interval is bold and named; a fall at the paper's tau (0.7) breaks target (ii), naming the dimension and seed; the
+    plot is written; a job without its start gives no report (nothing to set it against)."""
+    from vase.reports.ablation import write_ablation_report
+
+    sweep = tmp_path / "sweep"
+    n = 0
+    for seed in (1, 2):
+        for tau in (0.5, 0.7, 0.9):
+            start = _result({"shape": 20, "fabric": 20})
+            run = {0.5: {"shape": 36, "fabric": 20}, 0.7: {"shape": 20, "fabric": 4 if seed == 2 else 20},
+                   0.9: {"shape": 21, "fabric": 20}}[tau]
+            _job(sweep, n, [f"reward.tau={tau}", f"seed={seed}"], _result(run), start)
+            n += 1
+    v = write_ablation_report(sweep)
+    assert v["weights"] == [0.5, 0.7, 0.9] and v["groups"] == ["1", "2"]
+    assert v["moved"]["0.5 (seed 1)"] == ["shape"] and v["moved"]["0.9 (seed 2)"] == []
+    assert v["ii"] is False and v["ii_fell"] == ["fabric (seed 2)"] and v["nothing_learned"] is False
+    md = (sweep / "ablation.md").read_text()
+    assert "# Reward ablation: `reward.tau` on held-out vases" in md and "read a row against 0" in md
+    assert "| 0.5 (seed 1) | **+0.0" not in md and "**+40.0 [" in md  # shape at 0.5: +16 of 40, bold
+    assert "**Target (ii)**, at the paper's tau (0.7)" in md and "not held** (below: fabric (seed 2))" in md
+    assert (sweep / "ablation.png").stat().st_size > 5000
+    (sweep / "5" / "heldout_reward_start.json").unlink()
+    assert write_ablation_report(sweep) is None
+
+
+def test_a_sweep_where_nothing_was_learned_says_so_instead_of_a_bare_not_held(tmp_path: Path) -> None:
+    """The default sweep on the tiny model: every job and its start get 0 % on every dimension. The report says there
+    was nothing to move, first, and what to run for a verdict."""
+    from vase.reports.ablation import write_ablation_report
+
+    zero = _result(dict.fromkeys(DIMENSIONS, 0))
+    sweep = tmp_path / "sweep"
+    for n, w in enumerate((0.0, 0.6)):
+        _job(sweep, n, [f"reward.weights.shape={w}", "seed=1"], zero, zero)
+    v = write_ablation_report(sweep)
+    assert v["nothing_learned"] is True and v["i"] is False
+    md = (sweep / "ablation.md").read_text().splitlines()
+    assert md[2].startswith("**Nothing to decide on**") and "experiment=ablation_demo" in md[2]
+    _job(sweep, 2, ["reward.weights.shape=0.3", "seed=1"], _result({"shape": 1}), zero)
+    assert write_ablation_report(sweep)["nothing_learned"] is False
 
 
 def test_a_grpo_run_scores_itself_and_its_start_on_held_out_vases(train_cfg, tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
-"""Self-hosted dashboards (issue 38): logger=tensorboard and logger=mlflow, alone or with others (logger=[a,b]), get
-what the W&B logger gets: the config with the effective reward weights, training curves, evaluation tables and images;
-a sweep becomes an MLflow parent run with its jobs as children, and TensorBoard one folder per job with the hparams
-view."""
+"""The dashboards (issues 38 and 44): logger=tensorboard, logger=mlflow and logger=wandb, alone or together
+(logger=[a,b]), get the same: what was swept and the effective reward weights as short parameters (the full config as
+a file), training curves, evaluation tables and images, the held-out verdict as metrics; a sweep becomes an MLflow
+parent run with its jobs as children and a W&B group with a summary run; TensorBoard one folder per job named by its
+overrides, with the swept key first in the hparams view."""
 
 from __future__ import annotations
 
@@ -15,19 +16,31 @@ import pytest
 from tests.conftest import ROOT
 
 
+SWEEP = ["-m", "debug=fast", "stage=grpo", "sft_init=true", "+stage@sft=sft", "+sft.max_steps=2",
+         "reward.weights.shape=0,0.6", "reward.normalize_weights=[shape]", "evaluate.heldout=true",
+         "logger=[mlflow,tensorboard,wandb]", "stage.module.log_completions_every=1", "evaluate.after=true"]
+"""The ablation loop at debug size: a two-job reward-weight sweep from one shared SFT, held-out verdict on, logged to
+the three dashboards at once."""
+
+
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     logs = tmp_path_factory.mktemp("loggers") / "logs"
-    p = subprocess.run([sys.executable, "train.py", "-m", "debug=fast", "stage=grpo", "stage.module.lora.r=4,8",
-                        "logger=[mlflow,tensorboard]", "stage.module.log_completions_every=1", "evaluate.after=true",
-                        f"paths.log_dir={logs}"], cwd=ROOT, capture_output=True, text=True, timeout=900,
-                       env={**os.environ, "WANDB_MODE": "disabled", "MLFLOW_TRACKING_URI": ""})
+    p = subprocess.run([sys.executable, "train.py", *SWEEP, f"paths.log_dir={logs}"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=900, env={**os.environ, "WANDB_MODE": "offline", "MLFLOW_TRACKING_URI": ""})
     assert p.returncode == 0, p.stderr[-3000:]
-    assert "MLflow: the sweep is run" in p.stdout
+    assert "MLflow: the sweep is run" in p.stdout and "mlflow ui --backend-store-uri sqlite:///" in p.stdout
+    assert "ablation: this sweep varies reward.weights.shape; at its end ablation.md" in p.stdout
     return logs
 
 
-def test_a_sweep_is_an_mlflow_parent_run_with_every_job_a_child_that_has_what_wandb_gets(sweep: Path) -> None:
+# what a sweep over reward.weights.shape (others rescaled in proportion) may vary between its jobs: the swept key and
+# the effective weights it determines; nothing else (no path, no time, no hash)
+SWEPT = "sweep/reward.weights.shape"
+DETERMINED = {f"weights/{d}" for d in ("fabric", "technique", "shape", "dating", "decoration", "attribution")}
+
+
+def test_a_sweep_is_an_mlflow_parent_run_with_every_job_a_child_that_shows_what_was_swept(sweep: Path) -> None:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(f"sqlite:///{sweep / 'mlflow.db'}")
@@ -35,29 +48,45 @@ def test_a_sweep_is_an_mlflow_parent_run_with_every_job_a_child_that_has_what_wa
     runs = client.search_runs([exp.experiment_id])
     parents = [r for r in runs if r.data.tags.get("job_type") == "sweep"]
     assert len(parents) == 1 and len(runs) == 3
-    parent = parents[0].info.run_id
-    attached = {a.path for a in client.list_artifacts(parent, "sweep")}
-    assert {"sweep/summary.md", "sweep/summary.json", "sweep/sweep.png"} <= attached
-    children = [r for r in runs if r.info.run_id != parent]
-    assert all(r.data.tags.get("mlflow.parentRunId") == parent for r in children)
+    parent = parents[0]
+    attached = {a.path for a in client.list_artifacts(parent.info.run_id, "sweep")}
+    assert {"sweep/summary.md", "sweep/summary.json", "sweep/sweep.png", "sweep/ablation.png"} <= attached
+    verdict = {a.path for a in client.list_artifacts(parent.info.run_id, "tables")}
+    assert "tables/ablation_verdict.json" in verdict and parent.data.params[SWEPT] == "0,0.6"
+    children = [r for r in runs if r.info.run_id != parent.info.run_id]
+    assert all(r.data.tags.get("mlflow.parentRunId") == parent.info.run_id for r in children)
+    assert sorted(r.info.run_name for r in children) == ["grpo-w_shape=0", "grpo-w_shape=0.6"]
     for r in children:
         params, metrics = r.data.params, r.data.metrics
-        assert params["reward/effective_weights/shape"] == "0.15" and params["stage/name"] == "grpo"
+        assert params["stage"] == "grpo" and params["reward.tau"] == "0.7" and len(params) < 40
+        assert not any("dir" in k or "path" in k for k in params)  # paths are tags and files, never params
+        assert list(params)[0] == SWEPT or SWEPT in params
         assert {"train/reward", "hp/overall_score", "hp/train_reward_last20"} <= set(metrics)
-        history = client.get_metric_history(r.info.run_id, "train/reward")
-        assert len(history) >= 2  # a curve, not a single point
+        # the held-out verdict per dimension and the paper's caption metrics against the start, as metrics
+        assert {"hp/heldout/shape_vs_start", "hp/heldout/shape_vs_start_lo", "hp/heldout/shape_verdict",
+                "hp/heldout/shape_start", "hp/heldout_captions/lexical_similarity_vs_start",
+                "hp/heldout_captions/overall_score_start"} <= set(metrics)
+        assert len(client.get_metric_history(r.info.run_id, "train/reward")) >= 2  # a curve, not a single point
         files = {a.path for d in ("tables", "report") for a in client.list_artifacts(r.info.run_id, d)}
         assert {"tables/train_completions.json", "tables/val_table.json", "report/loss.png"} <= files
-    assert sorted(r.data.params["stage/module/lora/r"] for r in children) == ["4", "8"]
+        assert "config.yaml" in {a.path for a in client.list_artifacts(r.info.run_id)}  # the full config, a file
+        assert r.data.tags["vase.run_dir"].endswith(("/0", "/1"))
+    a, b = (r.data.params for r in children)
+    assert sorted(float(r.data.params[SWEPT]) for r in children) == [0.0, 0.6]
+    assert {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)} == {SWEPT} | DETERMINED
+    exp = client.get_experiment(exp.experiment_id)  # opened on its runs in MLflow 3's UI, not the GenAI overview
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
 
 
-def test_tensorboard_gets_one_folder_per_job_with_curves_tables_images_and_the_hparams_view(sweep: Path) -> None:
+def test_tensorboard_gets_one_folder_per_job_named_by_its_overrides_with_the_swept_key_first(sweep: Path) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from tensorboard.plugins.hparams import plugin_data_pb2
 
     sweep_dir = next((sweep / "train" / "multiruns").iterdir())
-    folders = sorted(p.parent for p in sweep_dir.glob("*/tensorboard/hparams.yaml"))
-    assert [f.parent.name for f in folders] == ["0", "1"]
+    folders = sorted(p.parent for p in sweep_dir.glob("*/tensorboard/*/hparams.yaml"))
+    # each run's folder is named by its overrides: TensorBoard shows 0/tensorboard/grpo-w_shape=0, not 0/tensorboard
+    assert [str(f.relative_to(sweep_dir)) for f in folders] == ["0/tensorboard/grpo-w_shape=0",
+                                                                 "1/tensorboard/grpo-w_shape=0.6"]
     for folder in folders:
         ea = EventAccumulator(str(folder), size_guidance={"tensors": 0, "images": 0, "scalars": 0})
         ea.Reload()
@@ -65,16 +94,48 @@ def test_tensorboard_gets_one_folder_per_job_with_curves_tables_images_and_the_h
         assert "train/reward" in tags["scalars"] and len(ea.Scalars("train/reward")) >= 2
         assert {"report/loss", "report/contact_sheet"} <= set(tags["images"])
         assert {"val/table/text_summary", "train/completions/text_summary"} <= set(tags["tensors"])
+        assert "config/text_summary" in tags["tensors"]  # the full config, as a text panel
         hp = {}
         metrics: list[str] = []
+        columns: list[tuple[bool, str]] = []
         for content in ea.PluginTagToContent("hparams").values():
             data = plugin_data_pb2.HParamsPluginData.FromString(content)
             if data.HasField("session_start_info"):
                 hp = dict(data.session_start_info.hparams)
             if data.HasField("experiment"):
                 metrics = [m.name.tag for m in data.experiment.metric_infos]
-        assert hp["w_shape"].number_value == pytest.approx(0.15) and "stage.module.lora.r" in hp
+                columns = [(not h.differs, h.name) for h in data.experiment.hparam_infos]
+        assert hp["weights/shape"].number_value in (0.0, pytest.approx(0.6)) and SWEPT in hp
+        # its metric columns: the held-out change per dimension first, then the end scores
+        assert metrics[0] == "hp/heldout/fabric_vs_start" and "hp/heldout/shape_vs_start" in metrics
         assert "hp/overall_score" in metrics and "hp/train_reward_last20" in metrics
+        # TensorBoard orders its columns by (not differs, name) and ticks the first few: the swept key comes first,
+        # then the weights it moves
+        order = [name for _, name in sorted(columns)]
+        assert order[0] == SWEPT and set(order[1:7]) == DETERMINED
+
+
+def test_wandb_s_record_shows_the_same_keys_and_metrics_and_groups_the_sweep(sweep: Path) -> None:
+    """Read back from the offline run files (W&B's own records): each job named by its sweep values, in the sweep's
+    group, with the same short parameters MLflow gets, the held-out metrics, and the full config as a file; the
+    summary run holds the verdict table and the plots."""
+    from tests.wandb_records import run_view
+
+    sweep_dir = next((sweep / "train" / "multiruns").iterdir())
+    jobs = [run_view(next((sweep_dir / j / "wandb").glob("offline-run-*/run-*.wandb"))) for j in ("0", "1")]
+    group = f"multirun-{sweep_dir.name}"
+    assert [j["name"] for j in jobs] == ["grpo-w_shape=0", "grpo-w_shape=0.6"]
+    assert all(j["group"] == group and j["job_type"] == "grpo" for j in jobs)
+    a, b = ({k: v for k, v in j["config"].items() if not k.startswith("_")} for j in jobs)
+    assert SWEPT in a and len(a) < 40 and not any("dir" in k or "path" in k for k in a)
+    assert {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)} == {SWEPT} | DETERMINED
+    assert all({"hp/heldout/shape_vs_start", "hp/heldout_captions/overall_score_vs_start", "train/reward"}
+               <= j["history"] for j in jobs)
+    assert all("config.yaml" in j["files"] for j in jobs)
+    summary = run_view(next((sweep_dir / "wandb").glob("offline-run-*/run-*.wandb")))
+    assert summary["group"] == group and summary["config"][SWEPT] == "0,0.6"
+    assert {"sweep/summary", "sweep/ablation_verdict", "sweep/ablation"} <= summary["history"]
+    assert "ablation.md" in summary["files"]
 
 
 def test_several_loggers_are_chosen_at_once_and_a_wrong_one_is_named(tmp_path: Path) -> None:

@@ -300,10 +300,19 @@ def one_builder_at_a_time(build: Callable[..., Any]) -> Callable[..., Any]:
     do not see it; for them :func:`atomic_directory` keeps a build that another moved into place first.)"""
     @functools.wraps(build)
     def locked(out: str | Path, *args: Any, **kwargs: Any) -> Any:
-        key = hashlib.sha256(str(Path(out).resolve()).encode()).hexdigest()[:16]
-        with file_lock(Path(tempfile.gettempdir()) / f"vase-locks-{os.getuid()}" / f"build-{key}.lock"):
+        with path_lock(out, "build"):
             return build(out, *args, **kwargs)
     return locked
+
+
+@contextlib.contextmanager
+def path_lock(path: str | Path, kind: str) -> Iterator[None]:
+    """An exclusive lock on what lives at ``path`` (a cache entry, a tracking store), held for the block; others on
+    this machine wait. The lock file lives in the user's temp folder, keyed by ``kind`` and ``path``'s resolved path:
+    nothing is ever left beside a path a user named."""
+    key = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:16]
+    with file_lock(Path(tempfile.gettempdir()) / f"vase-locks-{os.getuid()}" / f"{kind}-{key}.lock"):
+        yield
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:

@@ -1,22 +1,33 @@
-"""Loggers for every entry point: building them from config (W&B honours WANDB_MODE=disabled), logging evaluation
-rows and tables, and closing W&B even when a job fails."""
+"""Loggers for every entry point: building them from config (W&B honours WANDB_MODE=disabled) after checking that
+their stores answer, what a dashboard compares (`run_params`: the swept keys, the effective reward weights and a few
+settings, with the full config attached as a file), evaluation rows, tables and end metrics, and closing W&B even when
+a job fails."""
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import numpy as np
-from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from PIL import Image
 from submitit.core import core as submitit_core
 from submitit.core import logger as submitit_logger
+
+from vase.annotate.vocab import DIMENSIONS
+from vase.config import SERVER_SCHEMES, swept_keys
+from vase.errors import ConfigError, VaseError
+from vase.io import path_lock
+from vase.runs import job_overrides
 
 log = logging.getLogger("vase")
 
@@ -94,41 +105,221 @@ def log_images(loggers: list[Any], key: str, paths: list[Any], step: int | None 
                 lg.experiment.log_artifact(lg.run_id, str(p), artifact_path=key)
 
 
-def log_config(loggers: list[Any], cfg: DictConfig) -> None:
-    """The run's resolved config (the effective reward weights with it) as each logger's hyperparameters."""
-    container = OmegaConf.to_container(cfg, resolve=True)
+IDENTITY = (("stage", "stage.name"), ("model", "model.label"), ("seed", "seed"), ("reward.tau", "reward.tau"),
+            ("data.task", "data.task"))
+"""Settings every run's parameters carry beside its overrides (name, config key)."""
+_NOT_PARAMS = ("hydra.", "paths.", "logger", "callbacks.", "resume")  # where files go, not what the run is
+_PARAM_UNSAFE = re.compile(r"[^A-Za-z0-9_\-.:/ ]")
+
+
+def _value(text: str) -> Any:
+    """An override's value as the number or flag it spells (dashboards sort and plot numbers), else the text."""
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def run_params(cfg: DictConfig) -> dict[str, Any]:
+    """What a dashboard compares runs by, in this order: the keys the sweep varies (``sweep/<key>``), the run's other
+    overrides (``override/<key>``), each reward term's weight as the reward uses it (``weights/<term>``: a dimension's
+    after ``reward.normalize_weights``) and a few settings that say what the run is (``IDENTITY``). Paths, times and
+    hashes are not here (they are tags, and the full config is a file of the run): two jobs of a sweep differ in
+    these only where the sweep made them differ.
+
+    >>> from omegaconf import OmegaConf
+    >>> run_params(OmegaConf.create({"stage": {"name": "grpo"}, "seed": 1, "reward": {"tau": 0.7,
+    ...     "effective_weights": {"shape": 0.6}, "terms": {"bonus": {"weight": 0.1}}}}))
+    {'weights/shape': 0.6, 'weights/bonus': 0.1, 'stage': 'grpo', 'seed': 1, 'reward.tau': 0.7}
+    """
+    swept = swept_keys()
+    given: dict[str, Any] = {}
+    for o in job_overrides():
+        key, _, value = o.partition("=")
+        key = key.lstrip("+~")
+        if not key.startswith(_NOT_PARAMS):
+            given[key] = _value(value)
+    swept = [k for k in swept if k in given]
+    # a name every dashboard takes (MLflow allows letters, digits and _ - . : / and space): stage@sft -> stage:sft
+    given = {_PARAM_UNSAFE.sub("_", k.replace("@", ":")): v for k, v in given.items()}
+    swept = [_PARAM_UNSAFE.sub("_", k.replace("@", ":")) for k in swept]
+    out = {f"sweep/{k}": given[k] for k in swept if k in given}
+    out.update({f"override/{k}": v for k, v in given.items() if k not in swept})
+    effective = OmegaConf.select(cfg, "reward.effective_weights", default=None) or {}
+    out.update({f"weights/{k}": float(v) for k, v in effective.items()})
+    for name, term in (OmegaConf.select(cfg, "reward.terms", default=None) or {}).items():
+        if isinstance(term, DictConfig) and name not in effective and f"weights/{term.get('dimension')}" not in out:
+            out[f"weights/{name}"] = float(term.get("weight", 1.0))
+    for name, key in IDENTITY:
+        v = OmegaConf.select(cfg, key, default=None)
+        if isinstance(v, (int, float, str, bool)):
+            out[name] = v
+    return out
+
+
+def log_config(loggers: list[Any], cfg: DictConfig, config_file: str | Path | None = None) -> None:
+    """Each logger's parameters are `run_params` (what was swept, the effective reward weights, what the run is), not
+    the config's hundreds of keys; the full resolved config travels as a file (``config_file``: a W&B run file, an
+    MLflow artifact, a TensorBoard text panel). MLflow says where to open the run."""
+    params = run_params(cfg)
+    path = Path(config_file) if config_file is not None and Path(config_file).is_file() else None
     for lg in loggers:
-        lg.log_hyperparams(container)
+        k = kind(lg)
+        lg.log_hyperparams(params)
+        if path is None:
+            continue
+        if k == "wandb":
+            lg.experiment.save(str(path), base_path=str(path.parent), policy="now")
+        elif k == "mlflow":
+            lg.experiment.log_artifact(lg.run_id, str(path))
+            lg.experiment.set_tag(lg.run_id, "vase.run_dir", str(path.parent))
+            print(f"MLflow: {mlflow_link(str(lg._tracking_uri), lg.experiment_id, lg.run_id)}", flush=True)
+        elif k == "tensorboard":
+            lg.experiment.add_text("config", "    " + path.read_text().replace("\n", "\n    "), global_step=0)
 
 
-def log_end_metrics(loggers: list[Any], cfg: DictConfig, metrics: dict[str, float]) -> None:
-    """The run's end metrics (``hp/*``: the last model's caption scores, GRPO's reward over its last steps): plain
-    metrics everywhere, and TensorBoard's hparams view row for this run (its config beside them), so the jobs of a
-    sweep compare in one table."""
-    metrics = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
+def mlflow_link(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> str:
+    """Where MLflow's UI shows an experiment's runs (or one run): the server's page, or for a local store the command
+    that serves it and the page to open."""
+    page = f"#/experiments/{experiment_id}/runs" + (f"/{run_id}" if run_id else "")
+    if urlparse(tracking_uri).scheme in ("http", "https"):
+        return f"{tracking_uri.rstrip('/')}/{page}"
+    return f"mlflow ui --backend-store-uri {tracking_uri}, then http://127.0.0.1:5000/{page}"
+
+
+def log_end_metrics(loggers: list[Any], cfg: DictConfig, metrics: dict[str, float],
+                    shown: list[str] | None = None) -> None:
+    """The run's end metrics (``hp/*``: the last model's caption scores, GRPO's reward over its last steps, the
+    held-out verdict per dimension against the start): plain metrics everywhere, and TensorBoard's hparams view row
+    for this run, whose metric columns are ``shown`` (default: all) and whose parameter columns start with the
+    swept keys (and the reward weights they move), so the jobs of a sweep compare in one table."""
+    metrics = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     if not metrics:
         return
     for lg in loggers:
+        lg.log_metrics(metrics)
         if kind(lg) == "tensorboard":
-            lg.log_hyperparams(_hparams(cfg), metrics=metrics)
-        else:
-            lg.log_metrics(metrics)
+            _tensorboard_hparams(lg, run_params(cfg), {k: metrics[k] for k in (shown or metrics) if k in metrics})
 
 
-def _hparams(cfg: DictConfig) -> dict[str, Any]:
-    """What the hparams view compares: the command line's overrides, the stage, and the effective reward weights."""
-    out: dict[str, Any] = {"stage": str(OmegaConf.select(cfg, "stage.name", default="")),
-                           "seed": OmegaConf.select(cfg, "seed", default=None)}
-    try:
-        for o in HydraConfig.get().overrides.task:
-            key, _, value = str(o).partition("=")
-            out[key.lstrip("+~")] = value
-    except ValueError:  # not inside a Hydra job
-        pass
-    weights = OmegaConf.select(cfg, "reward.effective_weights", default=None)
-    if isinstance(weights, DictConfig):
-        out.update({f"w_{k}": float(v) for k, v in weights.items()})
-    return {k: v for k, v in out.items() if v is not None}
+def _tensorboard_hparams(lg: Any, params: dict[str, Any], metrics: dict[str, float]) -> None:
+    """TensorBoard's hparams records for this run: the experiment (its columns) and the session (this run's values).
+    TensorBoard orders the columns by whether they differ between runs, then by name, and shows the first few ticked:
+    the swept keys, and the weights a swept reward key moves, are marked as differing so they come first."""
+    # lazy: torch's TensorBoard summaries and the hparams protobufs: only runs with logger=tensorboard need them
+    from tensorboard.plugins.hparams import plugin_data_pb2
+    from torch.utils.tensorboard.summary import hparams
+
+    if not metrics:
+        return
+    varied = {k for k in params if k.startswith("sweep/")} | moved_weights(params)
+    exp, ssi, sei = hparams(params, metrics)
+    value = exp.value[0]
+    data = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
+    for info in data.experiment.hparam_infos:
+        info.differs = info.name in varied
+    value.metadata.plugin_data.content = data.SerializeToString()
+    writer = lg.experiment._get_file_writer()
+    for summary in (exp, ssi, sei):
+        writer.add_summary(summary)
+    lg.experiment.flush()
+
+
+def moved_weights(params: dict[str, Any]) -> set[str]:
+    """The ``weights/<term>`` parameters that the swept keys determine: every dimension's effective weight when a
+    dimension weight or ``reward.normalize_weights`` is swept (the others are rescaled with it), a term's own weight
+    when ``reward.terms.<term>.weight`` is.
+
+    >>> sorted(moved_weights({"sweep/reward.weights.shape": 0.6, "weights/shape": 0.6, "weights/fabric": 0.2,
+    ...                       "weights/bonus": 0.1}))
+    ['weights/fabric', 'weights/shape']
+    """
+    swept = [k.removeprefix("sweep/") for k in params if k.startswith("sweep/")]
+    out = set()
+    if any(k.startswith(("reward.weights.", "reward.normalize_weights")) for k in swept):
+        out |= {f"weights/{d}" for d in DIMENSIONS if f"weights/{d}" in params}
+    for k in swept:
+        if k.startswith("reward.terms.") and k.endswith(".weight"):
+            out.add(f"weights/{k.split('.')[2]}")
+    return out
+
+
+def check_loggers(cfg: DictConfig) -> None:
+    """Before any model loads: each logger's store answers. MLflow against a server: one fast probe (a server that
+    does not answer is one line within seconds, not minutes of retries after the model loaded); MLflow's local SQLite
+    store: created, migrated and given its experiment once, under a lock (runs started together would otherwise race
+    the schema migration and break the store), and a store that cannot be opened is named in one line with what to
+    do."""
+    node = OmegaConf.select(cfg, "logger.mlflow", default=None)
+    if isinstance(node, DictConfig) and "_target_" in node:
+        prepare_mlflow(str(node.tracking_uri), str(node.experiment_name), node.get("artifact_location"))
+
+
+MLFLOW_PROBE_S = 5.0
+
+
+def prepare_mlflow(tracking_uri: str, experiment: str, artifact_location: str | None = None) -> None:
+    """See `check_loggers`. The experiment is created (if missing) as a model-training one, so MLflow's UI opens it on
+    its runs, not on the GenAI overview."""
+    scheme = urlparse(tracking_uri).scheme
+    if scheme in ("http", "https"):
+        where = f"logger.mlflow.tracking_uri={tracking_uri!r}"
+        todo = ("start it (mlflow server --host ... --port ...), fix MLFLOW_TRACKING_URI, or unset it to log to the "
+                "local store under paths.log_dir")
+        try:
+            urllib.request.urlopen(tracking_uri.rstrip("/") + "/health", timeout=MLFLOW_PROBE_S).close()
+        except urllib.error.HTTPError as e:
+            if e.code not in (401, 403):  # an auth wall in front of a server is a server; anything else is not one
+                raise ConfigError(f"{where}: no MLflow server there (HTTP {e.code} on /health); {todo}") from None
+        except (urllib.error.URLError, OSError) as e:
+            raise ConfigError(f"{where}: no MLflow server answers there ({getattr(e, 'reason', e)}); {todo}") from None
+        try:
+            _ensure_experiment(tracking_uri, experiment, None)
+        except Exception as e:  # noqa: BLE001 - the server's refusal, in one line, before any model loads
+            first = (str(e).strip().splitlines() or [""])[0][:300]
+            raise ConfigError(f"{where}: the server refused experiment {experiment!r} ({type(e).__name__}: {first})"
+                              ) from None
+    elif scheme == "sqlite":
+        db = Path(tracking_uri[len("sqlite:///"):])
+        with path_lock(db, "mlflow-store"):
+            try:
+                _ensure_experiment(tracking_uri, experiment, artifact_location)
+            except Exception as e:  # noqa: BLE001 - any failure to open the store is the user's to see, in one line
+                first = (str(e).strip().splitlines() or [""])[0][:300]
+                raise VaseError(
+                    f"{db}: MLflow's store cannot be opened ({type(e).__name__}: {first}). If an earlier run left it "
+                    f"half made, move it aside (mv {db} {db}.broken) and run again: a new store is made; or point "
+                    f"MLFLOW_TRACKING_URI at another store") from None
+    elif scheme not in SERVER_SCHEMES and scheme:
+        _ensure_experiment(tracking_uri, experiment, artifact_location)
+
+
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
+"""The experiment tag that makes MLflow 3's UI open an experiment on its runs (unset, it may open the GenAI overview)."""
+
+
+def _ensure_experiment(tracking_uri: str, name: str, artifact_location: str | None) -> None:
+    # lazy: mlflow: slow to import, and only runs with logger=mlflow need it
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    exp = client.get_experiment_by_name(name)
+    if exp is None:
+        try:
+            client.create_experiment(name, artifact_location=artifact_location, tags=dict([EXPERIMENT_KIND]))
+            return
+        except MlflowException:  # another client created it first (a server takes runs from many machines)
+            exp = client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+    if EXPERIMENT_KIND[0] not in exp.tags:
+        client.set_experiment_tag(exp.experiment_id, *EXPERIMENT_KIND)
 
 
 def log_eval_rows(loggers: list[Any], name: str, scores: dict[str, Any], rows: list[dict[str, Any]]) -> None:

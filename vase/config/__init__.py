@@ -29,14 +29,17 @@ from vase.config.cluster import (
 )
 from vase.config.decoding import Decoding
 from vase.config.entry import CHECK_ONLY_ENV, one_line, or_exit, run_entry, validated
-from vase.config.loggers import mlflow_uri, wandb_offline
+from vase.config.loggers import SERVER_SCHEMES, mlflow_artifacts, mlflow_uri, wandb_offline
 from vase.config.naming import (
+    folder_name,
     launch_dir,
     name_from_overrides,
     overrides_hash,
     run_name,
     run_tags,
     sweep_group,
+    sweep_keys_of,
+    swept_keys,
     tiny_key,
 )
 from vase.config.options import CONF_DIR, load_option
@@ -86,7 +89,10 @@ __all__ = [
     "check_slurm_nodes",
     "check_slurm_signal",
     "check_zoom",
+    "SERVER_SCHEMES",
+    "folder_name",
     "launch_dir",
+    "mlflow_artifacts",
     "load_option",
     "mlflow_uri",
     "name_from_overrides",
@@ -104,6 +110,8 @@ __all__ = [
     "slurm_partition_nodes",
     "slurm_tasks",
     "sweep_group",
+    "sweep_keys_of",
+    "swept_keys",
     "tasks_help",
     "tiny_key",
     "validate",

@@ -1,20 +1,24 @@
 """What names a run and a sweep: the resolvers behind W&B's run name, group and tags (``${vase.run_name:...}``,
-``${vase.sweep_group:}``, ``${vase.tags:...}``, ``${vase.overrides_hash:}``), the tiny model's cache key and the launch
-folder."""
+``${vase.sweep_group:}``, ``${vase.tags:...}``, ``${vase.overrides_hash:}``), the keys a sweep varies, a name made
+safe as one folder (``${vase.folder_name:...}``), the tiny model's cache key and the launch folder."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
 from vase.models.tiny import spec_fingerprint
-from vase.runs import job_overrides
+from vase.runs import job_overrides, read_status
 
 
 def tiny_key(overrides: Any = None) -> str:
@@ -36,8 +40,14 @@ _NOT_IN_NAMES = ("paths.", "logger", "hydra.", "sweep", "experiment", "callbacks
 
 
 def run_name(prefix: str = "") -> str:
-    """``${vase.run_name:<stage>}``: a W&B run name from the job's overrides (see :func:`name_from_overrides`)."""
-    return name_from_overrides(job_overrides(), prefix)
+    """``${vase.run_name:<stage>}``: a run's name in every dashboard, from its overrides (`name_from_overrides`); a
+    sweep's job is named by the values its sweep gave it (``grpo-w_shape=0.6-seed=1``), what tells it from the other
+    jobs of its group, and the overrides they share stay in each run's parameters."""
+    overrides = job_overrides()
+    swept = swept_keys()
+    if swept:
+        overrides = [o for o in overrides if o.partition("=")[0].lstrip("+~") in swept] or overrides
+    return name_from_overrides(overrides, prefix)
 
 
 def name_from_overrides(overrides: list[str], prefix: str = "") -> str:
@@ -92,3 +102,58 @@ def run_tags(tags: Any = None) -> list[str]:
             out.append(f"{group}:{choices[group]}")
     out.append(f"cfg:{overrides_hash()}")
     return out
+
+
+def sweep_keys_of(overrides: Iterable[str], params: Any = None) -> list[str]:
+    """The keys that a multirun's command-line ``overrides`` and its sweeper's ``params`` (``hydra.sweeper.params``)
+    vary: a list of values, a range or a search space; in the order given, the command line's first.
+
+    >>> sweep_keys_of(["reward.weights.shape=0,0.6", "stage=grpo", "seed=range(1,3)"], {"reward.tau": "0.6,0.7"})
+    ['reward.weights.shape', 'seed', 'reward.tau']
+    >>> sweep_keys_of(["stage=grpo"], {"lr": "interval(1e-5, 1e-3)"})
+    ['lr']
+    """
+    given = [str(o) for o in overrides] + [f"{k}={v}" for k, v in dict(params or {}).items()]
+    parser = OverridesParser.create()
+    out: list[str] = []
+    for o in given:
+        try:
+            parsed = parser.parse_override(o)
+        except HydraException:  # Hydra names a malformed override itself when it composes
+            continue
+        key = parsed.get_key_element().lstrip("+~")
+        if parsed.is_sweep_override() and key not in out:
+            out.append(key)
+    return out
+
+
+def swept_keys() -> list[str]:
+    """In a job of a multirun: the keys its sweep varies (its command line, noted in the sweep folder's run record when
+    it started, and ``hydra.sweeper.params``); [] in a single run or outside Hydra."""
+    try:
+        hc = HydraConfig.get()
+    except ValueError:  # not inside a Hydra job
+        return []
+    if hc.mode != RunMode.MULTIRUN:
+        return []
+    noted = read_status(str(hc.sweep.dir)).get("overrides", [])
+    return sweep_keys_of(noted, hc.sweeper.get("params"))
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._,=+-]+")
+
+
+def folder_name(name: Any, limit: int = 120) -> str:
+    """``${vase.folder_name:<text>}``: ``name`` as one safe folder name: every run of other characters (``/``, spaces,
+    quotes) becomes ``_``, never ``.`` or ``..``, at most ``limit`` characters (a longer name keeps its start and a
+    hash of the whole). Names come from overrides, which the user typed: they are never joined into a path as given.
+
+    >>> folder_name("grpo-w_shape=0.6-seed=1"), folder_name("grpo-init_adapter=../../x y"), folder_name("..")
+    ('grpo-w_shape=0.6-seed=1', 'grpo-init_adapter=.._.._x_y', '_')
+    """
+    text = _UNSAFE.sub("_", str(name)).strip() or "_"
+    if set(text) <= {"."}:
+        text = "_"
+    if len(text) > limit:
+        text = text[: limit - 9] + "-" + hashlib.sha256(str(name).encode()).hexdigest()[:8]
+    return text

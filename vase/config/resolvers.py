@@ -5,8 +5,16 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 from vase.config.cluster import slurm_gpus, slurm_tasks
-from vase.config.loggers import mlflow_uri, wandb_offline
-from vase.config.naming import launch_dir, overrides_hash, run_name, run_tags, sweep_group, tiny_key
+from vase.config.loggers import mlflow_artifacts, mlflow_uri, wandb_offline
+from vase.config.naming import (
+    folder_name,
+    launch_dir,
+    overrides_hash,
+    run_name,
+    run_tags,
+    sweep_group,
+    tiny_key,
+)
 from vase.runs import root_digest, run_dir
 from vase.views import path_key
 
@@ -18,8 +26,10 @@ RESOLVERS = {
     "vase.slurm_gpus": slurm_gpus,
     "vase.slurm_tasks": slurm_tasks,
     "vase.mlflow_uri": mlflow_uri,
+    "vase.mlflow_artifacts": mlflow_artifacts,
     "vase.wandb_offline": wandb_offline,
     "vase.cwd": launch_dir,
+    "vase.folder_name": folder_name,
     "vase.input_key": path_key,
     "vase.tiny_key": tiny_key,
     "vase.config_digest": root_digest,  # not cached: it reads the config it is resolved in

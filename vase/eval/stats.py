@@ -65,3 +65,46 @@ def format_heldout(results: dict[str, dict[str, Any]]) -> str:
         lines.append(f"| {label} | {r.get('n', '')} | " + " | ".join(cell(r["pass"].get(d), True) for d in dims)
                      + f" | {cell(r.get('total'), False)} |")
     return "\n".join(lines) + "\n"
+
+
+def heldout_metrics(held: dict[str, Any], start: dict[str, Any] | None = None) -> dict[str, float]:
+    """A run's held-out result as flat end metrics for the dashboards (``hp/heldout/...``): per dimension the share
+    right, the start's, the paired change with its 95 % interval and the verdict (+1 above the start, -1 below, 0 when
+    the interval holds 0); the weighted reward; and the paper's caption metrics against the start
+    (``hp/heldout_captions/<metric>``, ``..._start``, ``..._vs_start``, ``..._lo``, ``..._hi``) where they were scored.
+
+    >>> run = {"n": 2, "total": {"mean": 0.5}, "pass": {"shape": {"mean": 1.0}}, "term_of_dimension": {"shape": "s"},
+    ...        "items": {"a": {"s_pass": 1.0}, "b": {"s_pass": 1.0}}}
+    >>> start = {"pass": {"shape": {"mean": 0.0}}, "items": {"a": {"s_pass": 0.0}, "b": {"s_pass": 0.0}}}
+    >>> m = heldout_metrics(run, start); m["hp/heldout/shape_vs_start"], m["hp/heldout/shape_verdict"]
+    (1.0, 1.0)
+    """
+    out = {"hp/heldout/reward": float(held["total"]["mean"]), "hp/heldout/n": float(held["n"])}
+    for d, s in held["pass"].items():
+        out[f"hp/heldout/{d}_right"] = float(s["mean"])
+        if start and d in start.get("pass", {}):
+            c = heldout_difference(held, start, f"{held['term_of_dimension'][d]}_pass")
+            out.update({f"hp/heldout/{d}_start": float(start["pass"][d]["mean"]),
+                        f"hp/heldout/{d}_vs_start": c["diff"], f"hp/heldout/{d}_vs_start_lo": c["lo"],
+                        f"hp/heldout/{d}_vs_start_hi": c["hi"],
+                        f"hp/heldout/{d}_verdict": 1.0 if c["lo"] > 0 else -1.0 if c["hi"] < 0 else 0.0})
+    for m, c in (held.get("captions_vs_start") or {}).items():
+        out.update({f"hp/heldout_captions/{m}": c["run"], f"hp/heldout_captions/{m}_start": c["start"],
+                    f"hp/heldout_captions/{m}_vs_start": c["diff"], f"hp/heldout_captions/{m}_lo": c["lo"],
+                    f"hp/heldout_captions/{m}_hi": c["hi"]})
+    return out
+
+
+def dashboard_columns(metrics: dict[str, float]) -> list[str]:
+    """The end metrics a comparison table shows, most telling first: the held-out change from the start per
+    dimension, the held-out reward, the paper's lexical and overall scores against the start, then the last model's
+    caption scores and the training reward (the rest are logged, not columns).
+
+    >>> dashboard_columns({"hp/train_reward_last20": 0.1, "hp/heldout/shape_vs_start": 0.2, "hp/heldout/n": 8})
+    ['hp/heldout/shape_vs_start', 'hp/train_reward_last20']
+    """
+    held = [f"hp/heldout/{d}_vs_start" for d in DIMENSIONS] + ["hp/heldout/reward"]
+    held += [f"hp/heldout_captions/{m}_vs_start" for m in ("lexical_similarity", "overall_score")]
+    ends = ["hp/overall_score", "hp/lexical_similarity", "hp/clip_score", "hp/r_at_5", "hp/fid_score",
+            "hp/train_reward_last20", "hp/train_loss_last20"]
+    return [k for k in held + ends if k in metrics]

@@ -23,7 +23,7 @@ from vase.data.layouts import read_keyed
 from vase.errors import ConfigError, DataError
 from vase.eval.invrender import run_invrender
 from vase.io import atomic_directory, atomic_write_json, atomic_write_text, is_within
-from vase.loggers import build_loggers, log_config, log_eval_rows, log_results_table
+from vase.loggers import build_loggers, check_loggers, log_config, log_eval_rows, log_results_table
 from vase.metrics.paired import per_vase_scores
 from vase.models.loading import LINEAGE_FILE, load_model_and_processor, resolve_model_path
 from vase.tasks.invrender import PROMPT, VaseParams
@@ -69,11 +69,13 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     if cfg.task == "score" and cfg.get("generated") and cfg.get("ground_truth"):
         _score_inputs(cfg)  # its own, more telling refusal of an output that is one of its inputs
     refuse_foreign_outputs(written_files(cfg), cfg.paths.output_dir)
+    if cfg.task not in ("check", "vaseeval"):
+        check_loggers(cfg)  # a tracking server that does not answer: one line now, not after the evaluation
     out = tasks[cfg.task](cfg)
     if cfg.task in ("check", "vaseeval"):
         return out
     loggers = build_loggers(cfg)
-    log_config(loggers, cfg)
+    log_config(loggers, cfg, Path(str(cfg.paths.output_dir)) / ".hydra" / "config.yaml")
     for lg in loggers:
         if out.get("scores"):
             lg.log_metrics({f"{cfg.split}/{k}": float(v) for k, v in out["scores"].items() if isinstance(v, (int, float))})

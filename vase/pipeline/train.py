@@ -20,9 +20,10 @@ from vase.config import Decoding
 from vase.errors import ConfigError
 from vase.eval.heldout import heldout_reward
 from vase.eval.scoring import build_scorer
+from vase.eval.stats import dashboard_columns, heldout_metrics
 from vase.eval.vqa import evaluate_vqa
 from vase.io import atomic_write_json, atomic_write_text, file_lock, read_json
-from vase.loggers import build_loggers, log_config, log_end_metrics, log_eval_rows
+from vase.loggers import build_loggers, check_loggers, log_config, log_end_metrics, log_eval_rows
 from vase.metrics.paired import compare_captions, format_comparison
 from vase.models.loading import load_model_and_processor
 from vase.pipeline.build import (
@@ -53,6 +54,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     if runs.finished_sweep_job(cfg.paths.output_dir, str(cfg.get("resume") or "never")):
         return _kept(Path(cfg.paths.output_dir))
     check_training_data(cfg, cfg.stage.name)  # nothing trains on nothing: refused before any model loads
+    check_loggers(cfg)  # a tracking server that does not answer, a broken store: one line, before any model loads
     slurm_master_address()  # a job over several SLURM nodes whose names do not resolve: the address from SLURM
     placement = slurm_task_line()
     if placement:
@@ -66,7 +68,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     shared_sft = None if cfg.get("init_adapter") or not init_adapter else Path(init_adapter)  # vase's cache: writable
     datamodule = build_datamodule(cfg, processor, cfg.stage.name)
     loggers = build_loggers(cfg)
-    log_config(loggers, cfg)
+    log_config(loggers, cfg, out_dir / "config.yaml")
     ev = _Evaluation(cfg, processor, out_dir, loggers)
 
     stages = [(cfg.stage, out_dir)]
@@ -101,7 +103,11 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
             ev.captions(module, datamodule, str(stage.name), before=False)
 
     if trainer is not None and trainer.is_global_zero:
-        log_end_metrics(loggers, cfg, end_metrics(ev.results, ev.histories))
+        metrics = end_metrics(ev.results, ev.histories)
+        last = str(stages[-1][0].name)
+        if last in ev.heldout:  # the held-out verdict per dimension against the start, and the captions' metrics
+            metrics.update(heldout_metrics(ev.heldout[last], ev.heldout_start.get(last)))
+        log_end_metrics(loggers, cfg, metrics, shown=dashboard_columns(metrics))
     if trainer is not None and trainer.is_global_zero and ev.results:
         write_run_report(cfg, out_dir, ev.results, ev.histories, ev.generations, datamodule.val_set, module, loggers,
                          ev.scorer)
@@ -181,6 +187,7 @@ class _Evaluation:
         self.histories: dict[str, list[dict[str, float]]] = {}
         self.vqa: dict[str, dict[str, Any]] = {}
         self.heldout: dict[str, dict[str, Any]] = {}
+        self.heldout_start: dict[str, dict[str, Any]] = {}  # each stage's starting point (its adapter off)
         self.scorer = None
         if self.ev.get("before") or self.ev.get("after"):
             # loading encoders initialises modules from the global RNG: keep it off the seeded training stream, so
@@ -231,6 +238,7 @@ class _Evaluation:
                 start = heldout_reward(module.model, self.processor, datamodule.val_set, reward, task,
                                        self.out_dir / f"heldout_reward_start{suffix}.json", f"{self.label} (start)",
                                        int(ev.batch_size), tokens, answers=answers, decoding=self.decoding)
+            self.heldout_start[str(stage.name)] = start
             self.captions_vs_start(self.heldout[str(stage.name)], start, self.out_dir / f"heldout_reward{suffix}.json")
         res = self.heldout[str(stage.name)]
         for lg in self.loggers:

@@ -25,11 +25,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import PROTOCOL_LABELS
-from vase.config import CHECK_ONLY_ENV, check_slurm_nodes, check_slurm_signal, validate, wandb_offline
+from vase.config import CHECK_ONLY_ENV, check_slurm_nodes, check_slurm_signal, sweep_keys_of, validate, wandb_offline
 from vase.errors import ConfigError
 from vase.eval.stats import format_heldout, heldout_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
-from vase.reports.ablation import write_ablation_report
+from vase.loggers import mlflow_link, prepare_mlflow
+from vase.reports.ablation import ablation_key, verdict_rows, write_ablation_report
 from vase.reports.compare import write_comparison
 from vase.reports.jobs import _heldout, _job_dirs, _overrides, job_row
 from vase.runs import finish_sweep, note_multirun
@@ -248,18 +249,43 @@ def _log_to_wandb(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]
 
     choices = OmegaConf.select(config, "hydra.runtime.choices") or {}
     group = _group(config, sweep_dir)
-    plain = {k: v for k, v in OmegaConf.to_container(config, resolve=False).items() if k != "hydra"}
     tags = [str(t) for t in (config.get("tags") or [])] + [f"sweep:{choices.get('sweep') or 'multirun'}"]
     run = wandb.init(project=str(node.get("project", "vase")), group=group, name=f"{group}-summary",
                      job_type="summary", dir=str(sweep_dir), mode="offline" if wandb_offline() else "online",
-                     reinit="create_new", config=plain, tags=tags)
+                     reinit="create_new", config=sweep_params(config), tags=tags)
     try:
         run.log({"sweep/summary": wandb.Table(columns=columns, data=[[r.get(c) for c in columns] for r in rows])})
         for name in ("sweep", "ablation"):
             if (sweep_dir / f"{name}.png").is_file():
                 run.log({f"sweep/{name}": wandb.Image(str(sweep_dir / f"{name}.png"))})
+        verdict = _verdict(sweep_dir)
+        if verdict:
+            run.log({"sweep/ablation_verdict": wandb.Table(columns=list(VERDICT_COLUMNS), data=verdict)})
+        for name in SWEEP_FILES:  # the files themselves, as the run's files
+            if (sweep_dir / name).is_file():
+                run.save(str(sweep_dir / name), base_path=str(sweep_dir), policy="now")
     finally:
         run.finish()
+
+
+VERDICT_COLUMNS = ("target", "asks", "result")
+
+
+def _verdict(sweep_dir: Path) -> list[list[str]]:
+    """The ablation's verdict as table rows (none without ablation.json)."""
+    path = sweep_dir / "ablation.json"
+    return verdict_rows(read_json(path)) if path.is_file() else []
+
+
+def sweep_params(config: DictConfig) -> dict[str, Any]:
+    """What a sweep's summary run shows as its parameters: each swept key with the values it took
+    (``sweep/<key>``), and the sweep's name."""
+    given = {o.partition("=")[0].lstrip("+~"): o.partition("=")[2] for o in config.hydra.overrides.task}
+    params = dict(config.hydra.sweeper.get("params") or {})
+    out: dict[str, Any] = {"sweep": (OmegaConf.select(config, "hydra.runtime.choices") or {}).get("sweep") or "multirun"}
+    for key in sweep_keys_of(config.hydra.overrides.task, params):
+        out[f"sweep/{key}"] = str(given.get(key, params.get(key, "")))
+    return out
 
 
 def _group(config: DictConfig, sweep_dir: Path) -> str:
@@ -272,9 +298,11 @@ SWEEP_FILES = ("summary.md", "summary.json", "summary.csv", "sweep.png", "ablati
                "ablation.png", "compare.md", "compare.json")
 
 
-def _log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]], columns: list[str]) -> str | None:
-    """The sweep as an MLflow parent run (its summary table, sweep.png and the ablation report attached), with every
-    job's run (tagged with the sweep's group) made its child; the parent's run id, or None without logger=mlflow."""
+def _log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]],
+                   columns: list[str]) -> tuple[str, str] | None:
+    """The sweep as an MLflow parent run (its summary table, the ablation's verdict table, sweep.png and the ablation
+    report attached, the swept keys as its parameters), with every job's run (tagged with the sweep's group) made its
+    child; the parent's run id and its experiment's, or None without logger=mlflow."""
     node = OmegaConf.select(config, "logger.mlflow")
     if node is None:
         return None
@@ -282,16 +310,20 @@ def _log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any
     from mlflow.tracking import MlflowClient
 
     group = _group(config, sweep_dir)
+    prepare_mlflow(str(node.tracking_uri), str(node.experiment_name), node.get("artifact_location"))
     client = MlflowClient(str(node.tracking_uri))
-    experiment = client.get_experiment_by_name(str(node.experiment_name))
-    exp_id = experiment.experiment_id if experiment is not None else client.create_experiment(
-        str(node.experiment_name), artifact_location=node.get("artifact_location"))
+    exp_id = client.get_experiment_by_name(str(node.experiment_name)).experiment_id
     parent = client.create_run(exp_id, run_name=f"{group}-summary",
                                tags={"sweep_group": group, "job_type": "sweep", "mlflow.note.content":
                                      f"sweep {group}: {len(rows)} jobs, files from {sweep_dir}"}).info.run_id
     try:
         client.log_dict(parent, {"columns": columns, "data": [[r.get(c) for c in columns] for r in rows]},
                         "tables/sweep_summary.json")
+        verdict = _verdict(sweep_dir)
+        if verdict:
+            client.log_dict(parent, {"columns": list(VERDICT_COLUMNS), "data": verdict}, "tables/ablation_verdict.json")
+        for key, value in sweep_params(config).items():
+            client.log_param(parent, key, value)
         for name in SWEEP_FILES:
             if (sweep_dir / name).is_file():
                 client.log_artifact(parent, str(sweep_dir / name), artifact_path="sweep")
@@ -300,7 +332,29 @@ def _log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any
                 client.set_tag(run.info.run_id, "mlflow.parentRunId", parent)
     finally:
         client.set_terminated(parent)
-    return parent
+    return parent, exp_id
+
+
+def ablation_notice(config: DictConfig) -> str | None:
+    """What a sweep over reward settings says when it starts: whether its end brings an ablation report and, if not,
+    why and how to get one (one line; None for a sweep over other settings)."""
+    swept = sweep_keys_of(config.hydra.overrides.task, config.hydra.sweeper.get("params"))
+    reward = [k for k in swept if k.startswith("reward.")]
+    if not reward:
+        return None
+    key = ablation_key(reward)
+    ev = config.get("evaluate") or {}
+    if key is None:
+        what = (f"several reward keys ({', '.join(reward)})" if len(reward) > 1 else reward[0])
+        return (f"ablation: this sweep varies {what}; ablation.md decides one dimension weight "
+                f"(reward.weights.<dim>) or reward.tau at a time, so there will be none: summary.md compares every "
+                f"job's training and held-out reward")
+    if not ev.get("heldout") and not ev.get("vqa"):
+        return (f"ablation: this sweep varies {key} but evaluate.heldout is off, so there will be no ablation.md (no "
+                f"held-out answers to decide on): add evaluate.heldout=true (each job answers the validation vases "
+                f"and its start's answers are made once; about 10 s a job on the tiny model's 8 vases)")
+    return (f"ablation: this sweep varies {key}; at its end ablation.md/json/png give the held-out verdict "
+            f"(evaluate.heldout: each job against its start on the validation vases)")
 
 
 class SweepSummary(Callback):
@@ -329,6 +383,9 @@ class SweepSummary(Callback):
                 print(f"config ok: {' '.join(config.hydra.overrides.task)} (SLURM sweep: checked, not submitted)")
                 raise SystemExit(0)
         note_multirun(list(config.hydra.overrides.task), str(config.hydra.sweeper.get("_target_", "")), config)
+        line = ablation_notice(config)
+        if line:
+            print(line, flush=True)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         if getattr(job_return, "status", None) != JobStatus.FAILED:
@@ -362,7 +419,10 @@ class SweepSummary(Callback):
         try:
             parent = _log_to_mlflow(config, sweep_dir, data["jobs"], data["columns"])
             if parent:
-                print(f"MLflow: the sweep is run {parent}, its jobs its children")
+                node = config.logger.mlflow
+                exp = parent[1]
+                print(f"MLflow: the sweep is run {parent[0]}, its jobs its children: "
+                      f"{mlflow_link(str(node.tracking_uri), exp)}")
         except Exception as e:  # noqa: BLE001 - the summary files are written; MLflow is a copy of them
             log.warning("the sweep summary was written to %s but could not be logged to MLflow: %s", paths["md"], e)
         print(f"sweep summary: {paths['md']}")
