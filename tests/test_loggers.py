@@ -6,6 +6,7 @@ overrides, with the swept key first in the hparams view."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-
 
 SWEEP = ["-m", "debug=fast", "stage=grpo", "sft_init=true", "+stage@sft=sft", "+sft.max_steps=2",
          "reward.weights.shape=0,0.6", "reward.normalize_weights=[shape]", "evaluate.heldout=true",
@@ -131,11 +131,75 @@ def test_wandb_s_record_shows_the_same_keys_and_metrics_and_groups_the_sweep(swe
     assert {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)} == {SWEPT} | DETERMINED
     assert all({"hp/heldout/shape_vs_start", "hp/heldout_captions/overall_score_vs_start", "train/reward"}
                <= j["history"] for j in jobs)
-    assert all("config.yaml" in j["files"] for j in jobs)
+    assert all("vase_config.yaml" in j["files"] for j in jobs)
     summary = run_view(next((sweep_dir / "wandb").glob("offline-run-*/run-*.wandb")))
     assert summary["group"] == group and summary["config"][SWEPT] == "0,0.6"
     assert {"sweep/summary", "sweep/ablation_verdict", "sweep/ablation"} <= summary["history"]
     assert "ablation.md" in summary["files"]
+
+
+def test_runs_started_together_on_a_fresh_mlflow_store_both_land_and_the_store_stays_whole(tmp_path: Path) -> None:
+    """Two logger=mlflow runs started at once on a clone with no logs/mlflow.db yet: MLflow's migration of a new store
+    raced ("duplicate column name: step") and broke it for every later run; vase makes the store once, under a lock."""
+    from mlflow.tracking import MlflowClient
+
+    logs = tmp_path / "logs"
+    cmd = [sys.executable, "train.py", "logger=mlflow", "debug=fast", "trainer.max_steps=1", "evaluate.after=false",
+           "report=false", f"paths.log_dir={logs}"]
+    env = {**os.environ, "WANDB_MODE": "disabled", "MLFLOW_TRACKING_URI": ""}
+    procs = [subprocess.Popen([*cmd, f"seed={i}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env) for i in (1, 2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1][-1500:] for o in outs]
+    client = MlflowClient(f"sqlite:///{logs / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("vase").experiment_id])
+    assert sorted(r.data.params["override/seed"] for r in runs) == ["1", "2"]
+    assert not any(p.name.endswith(".lock") for p in logs.iterdir())  # the lock lives in the temp folder
+
+
+def test_a_tracking_server_that_does_not_answer_is_one_line_before_the_model_loads(tmp_path: Path) -> None:
+    """MLflow's client retried for minutes after the model had loaded; vase probes the server first."""
+    import socket
+    import time
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = time.time()
+    p = subprocess.run([sys.executable, "train.py", "logger=mlflow", "debug=fast", f"paths.log_dir={tmp_path}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "WANDB_MODE": "disabled", "MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}"})
+    assert p.returncode == 2 and time.time() - started < 60
+    assert p.stderr.strip().splitlines()[-1].startswith(
+        f"config error: logger.mlflow.tracking_uri='http://127.0.0.1:{port}': no MLflow server answers there")
+    assert "Traceback" not in p.stderr and "loading model" not in p.stderr + p.stdout
+    record = json.loads(next(tmp_path.glob("train/runs/*/.vase-run.json")).read_text())
+    assert record["status"] == "failed" and "no MLflow server" in record["reason"]
+
+
+def test_a_broken_mlflow_store_is_named_in_one_line_with_what_to_do(tmp_path: Path) -> None:
+    (tmp_path / "mlflow.db").write_bytes(b"not a database" * 300)
+    p = subprocess.run([sys.executable, "train.py", "logger=mlflow", "debug=fast", f"paths.log_dir={tmp_path}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "WANDB_MODE": "disabled", "MLFLOW_TRACKING_URI": ""})
+    last = p.stderr.strip().splitlines()[-1]
+    assert p.returncode == 2 and last.startswith(f"error: {tmp_path / 'mlflow.db'}: MLflow's store cannot be opened")
+    assert f"mv {tmp_path / 'mlflow.db'} {tmp_path / 'mlflow.db'}.broken" in last and "Traceback" not in p.stderr
+    assert (tmp_path / "mlflow.db").read_bytes() == b"not a database" * 300  # the store is the user's: left as it was
+
+
+def test_against_a_server_mlflow_keeps_artifacts_in_the_server_s_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client-side artifact_location sent a server's files to a folder only this machine sees."""
+    from hydra import compose, initialize_config_dir
+
+    from tests.conftest import ROOT as root
+
+    with initialize_config_dir(config_dir=str(root / "conf"), version_base="1.3"):
+        node = compose("train", overrides=["logger=mlflow", "paths.log_dir=/x/logs"]).logger.mlflow
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://10.0.0.5:5000")
+        assert (node.tracking_uri, node.artifact_location) == ("http://10.0.0.5:5000", None)
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", "")
+        assert (node.tracking_uri, node.artifact_location) == ("sqlite:////x/logs/mlflow.db", "/x/logs/mlartifacts")
 
 
 def test_several_loggers_are_chosen_at_once_and_a_wrong_one_is_named(tmp_path: Path) -> None:

@@ -62,7 +62,9 @@ def test_train_evaluates_and_reports(train_cfg) -> None:
     table = json.loads(next((runs[0] / "files" / "media" / "table" / "val").glob("table_*.table.json")).read_text())
     assert [row[0] for row in table["data"]] == list(results)
     log = next(runs[0].glob("run-*.wandb")).read_bytes()  # config and metrics live in the run's record log
-    assert b"val/sft/overall_score" in log and b"freeze_vision" in log
+    # the metrics, and the full resolved config as a file of the run (its parameters are what a comparison needs)
+    assert b"val/sft/overall_score" in log and b"vase_config.yaml" in log
+    assert "freeze_vision" in (runs[0] / "files" / "vase_config.yaml").read_text()
     assert out["results"] == results
 
 

@@ -507,3 +507,24 @@ def test_a_resumed_ddp_epoch_continues_each_ranks_own_shard() -> None:
             s = ResumableSampler(n, seed=5, rank=r, world=2)
             s.resume(epoch=0, skip=2)
             assert list(s) == full[r][2:] and len(s) == len(full[r])
+
+
+@pytest.mark.parametrize(("args", "expect"), [
+    (["sweep=reward_weights"], "ablation: this sweep varies reward.weights.shape; at its end ablation.md/json/png give "
+                               "the held-out verdict"),
+    (["sweep=tau", "evaluate.heldout=false"], "ablation: this sweep varies reward.tau but evaluate.heldout is off, so "
+                                              "there will be no ablation.md"),
+    (["stage=grpo", "reward.terms.bonus.weight=0.1,0.3"], "ablation: this sweep varies reward.terms.bonus.weight; "
+                                                          "ablation.md decides one dimension weight"),
+    (["stage=grpo", "stage.module.beta=0.0,0.04"], None),
+])
+def test_a_reward_sweep_says_at_its_start_whether_an_ablation_report_will_come(tmp_path: Path, args: list[str],
+                                                                             expect: str | None) -> None:
+    """The first sweep the docs show wrote summary.md and silently no ablation.md (held-out scoring was off): now its
+    sweep file turns it on, and any sweep over reward keys says in one line at its start what its end will bring."""
+    p = subprocess.run([sys.executable, "train.py", "-m", *args, f"paths.log_dir={tmp_path}"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "VASE_CHECK_CONFIG": "1", "WANDB_MODE": "disabled"})
+    assert p.returncode == 0, p.stderr[-2000:]
+    lines = [line for line in p.stdout.splitlines() if line.startswith("ablation:")]
+    assert (lines[0].startswith(expect) and len(lines) == 1) if expect else lines == []

@@ -22,11 +22,12 @@ from omegaconf import DictConfig, OmegaConf
 from PIL import Image
 from submitit.core import core as submitit_core
 from submitit.core import logger as submitit_logger
+from tensorboard.plugins.hparams import plugin_data_pb2
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.config import SERVER_SCHEMES, swept_keys
 from vase.errors import ConfigError, VaseError
-from vase.io import path_lock
+from vase.io import atomic_write_text, path_lock
 from vase.runs import job_overrides
 
 log = logging.getLogger("vase")
@@ -125,21 +126,24 @@ def _value(text: str) -> Any:
     return text
 
 
-def run_params(cfg: DictConfig) -> dict[str, Any]:
+def run_params(cfg: DictConfig, overrides: list[str] | None = None, swept: list[str] | None = None) -> dict[str, Any]:
     """What a dashboard compares runs by, in this order: the keys the sweep varies (``sweep/<key>``), the run's other
     overrides (``override/<key>``), each reward term's weight as the reward uses it (``weights/<term>``: a dimension's
     after ``reward.normalize_weights``) and a few settings that say what the run is (``IDENTITY``). Paths, times and
     hashes are not here (they are tags, and the full config is a file of the run): two jobs of a sweep differ in
     these only where the sweep made them differ.
 
+    ``overrides`` and ``swept`` default to the running job's (its command line, and the keys its sweep varies).
+
     >>> from omegaconf import OmegaConf
-    >>> run_params(OmegaConf.create({"stage": {"name": "grpo"}, "seed": 1, "reward": {"tau": 0.7,
-    ...     "effective_weights": {"shape": 0.6}, "terms": {"bonus": {"weight": 0.1}}}}))
-    {'weights/shape': 0.6, 'weights/bonus': 0.1, 'stage': 'grpo', 'seed': 1, 'reward.tau': 0.7}
+    >>> cfg = OmegaConf.create({"stage": {"name": "grpo"}, "seed": 1, "reward": {"tau": 0.7,
+    ...     "effective_weights": {"shape": 0.6}, "terms": {"bonus": {"weight": 0.1}}}})
+    >>> run_params(cfg, ["reward.weights.shape=0.6", "seed=1", "paths.log_dir=/x"], ["reward.weights.shape"])
+    {'sweep/reward.weights.shape': 0.6, 'override/seed': 1, 'weights/shape': 0.6, 'weights/bonus': 0.1, 'stage': 'grpo', 'seed': 1, 'reward.tau': 0.7}
     """
-    swept = swept_keys()
+    swept = swept_keys() if swept is None else swept
     given: dict[str, Any] = {}
-    for o in job_overrides():
+    for o in job_overrides() if overrides is None else overrides:
         key, _, value = o.partition("=")
         key = key.lstrip("+~")
         if not key.startswith(_NOT_PARAMS):
@@ -173,8 +177,10 @@ def log_config(loggers: list[Any], cfg: DictConfig, config_file: str | Path | No
         lg.log_hyperparams(params)
         if path is None:
             continue
-        if k == "wandb":
-            lg.experiment.save(str(path), base_path=str(path.parent), policy="now")
+        if k == "wandb":  # as vase_config.yaml: W&B keeps its own run config in the run's config.yaml
+            copy = Path(lg.experiment.dir) / "vase_config.yaml"
+            atomic_write_text(copy, path.read_text())
+            lg.experiment.save(str(copy), base_path=str(copy.parent), policy="now")
         elif k == "mlflow":
             lg.experiment.log_artifact(lg.run_id, str(path))
             lg.experiment.set_tag(lg.run_id, "vase.run_dir", str(path.parent))
@@ -211,8 +217,7 @@ def _tensorboard_hparams(lg: Any, params: dict[str, Any], metrics: dict[str, flo
     """TensorBoard's hparams records for this run: the experiment (its columns) and the session (this run's values).
     TensorBoard orders the columns by whether they differ between runs, then by name, and shows the first few ticked:
     the swept keys, and the weights a swept reward key moves, are marked as differing so they come first."""
-    # lazy: torch's TensorBoard summaries and the hparams protobufs: only runs with logger=tensorboard need them
-    from tensorboard.plugins.hparams import plugin_data_pb2
+    # lazy: torch's TensorBoard summaries (torch): only runs with logger=tensorboard need them
     from torch.utils.tensorboard.summary import hparams
 
     if not metrics:
@@ -258,6 +263,8 @@ def check_loggers(cfg: DictConfig) -> None:
     node = OmegaConf.select(cfg, "logger.mlflow", default=None)
     if isinstance(node, DictConfig) and "_target_" in node:
         prepare_mlflow(str(node.tracking_uri), str(node.experiment_name), node.get("artifact_location"))
+        # MLflow's own "View experiment at" link opens MLflow 3's GenAI overview; vase prints links to the runs
+        os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 
 MLFLOW_PROBE_S = 5.0

@@ -1,19 +1,25 @@
-"""vase's self-hosted dashboards against the real servers (``make dashboards-check``): MLflow and TensorBoard.
+"""vase's self-hosted dashboards against the real servers (``make dashboards-check``): MLflow and TensorBoard, checked
+for what a user sees.
 
     python -m vase.integrations.dashboards_check           # PASS/FAIL per part; logs/dashboards_check/<time>/
 
 Starts a real MLflow tracking server (``mlflow server`` from MLflow's own virtualenv, built under
-``.cache/dashboards/`` from the package index when missing: vase itself installs only MLflow's client) with a
-temporary SQLite store on 127.0.0.1, and TensorBoard on 127.0.0.1; runs a two-job reward-weight sweep at debug size
-(GRPO at shape weight 0 and 0.6, held-out reward on) with ``logger=[mlflow,tensorboard]`` against them; then:
+``.cache/dashboards/`` from the package index when missing: vase itself installs only MLflow's client) on 127.0.0.1,
+with its SQLite store and its artifact store in a folder of its own; runs a two-job reward-weight sweep at debug size
+(GRPO at shape weight 0 and 0.6 from one shared SFT, held-out verdict on) with ``logger=[mlflow,tensorboard]`` from
+another working directory, as a second machine would; starts TensorBoard on the sweep; then:
 
-1. ``mlflow``: reads the runs back through MLflow's REST API: one parent run for the sweep holding its summary, two
-   child runs whose params carry the effective reward weights and whose metrics carry the held-out reward per
-   dimension; and screenshots MLflow's run-comparison page in headless Chromium (it must not be blank).
-2. ``tensorboard``: TensorBoard's own HTTP API lists one run per job, with the training reward's scalars and the
-   hparams plugin's data; its HPARAMS page is screenshotted.
+1. ``mlflow``, through MLflow's REST API: one parent run for the sweep holding its summary and the ablation's verdict
+   table, two child runs whose parameters differ in exactly the swept key and the weights it determines, with the
+   held-out verdict per dimension as metrics; every file went to the server's artifact store (none to a client-side
+   folder). Through the rendered pages (headless Chromium, after the app has drawn them, shadow DOM included): the
+   run comparison plots the swept key and lists the held-out metric; the link vase printed opens the runs.
+2. ``tensorboard``: its HTTP API lists one run per job, named by its overrides, with the training reward's scalars and
+   the held-out metrics as the hparams view's metrics; the rendered HPARAMS table shows the swept key and a held-out
+   metric among its ticked columns.
 
-Both servers are stopped at the end, whatever happened. Results in ``dashboards_check.json`` / ``.md``.
+The screenshots are taken from the same rendered pages. Both servers are stopped at the end, whatever happened.
+Results in ``dashboards_check.json`` / ``.md``.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -34,7 +41,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from vase.integrations.docs_check import browser, screenshot
+from vase.integrations.docs_check import DEEP_TEXT, SCROLLED_TEXT, browser, rendered
 from vase.integrations.slurm import _free_port
 from vase.integrations.venvs import tool_venv
 from vase.io import atomic_write_json, atomic_write_text
@@ -87,25 +94,36 @@ def _api(url: str, path: str, body: dict[str, Any] | None = None) -> dict[str, A
         return json.loads(r.read() or b"{}")
 
 
-def _screenshot(url: str, out: Path) -> bool:
-    """A dashboard's page (its scripts given 15 s) into ``out``; False without Chromium or on a blank page."""
+SWEEP = ["debug=fast", "stage=grpo", "sft_init=true", "+stage@sft=sft", "+sft.max_steps=2", "reward.weights.shape=0,0.6",
+         "reward.normalize_weights=[shape]", "evaluate.heldout=true", "logger=[mlflow,tensorboard]"]
+SWEPT = "sweep/reward.weights.shape"
+DETERMINED = {f"weights/{d}" for d in ("fabric", "technique", "shape", "dating", "decoration", "attribution")}
+HELDOUT = "hp/heldout/shape_vs_start"
+
+
+def _page(url: str, out: Path, until: Any, script: str = DEEP_TEXT) -> str:
+    """What ``url`` shows once drawn (its text, shadow DOM included; "" without Chromium), screenshotted into
+    ``out``."""
     exe = browser()
-    return exe is not None and screenshot(exe, url, out, "1400,1000", wait_ms=15000, timeout=180)
+    return (rendered(exe, url, script=script, until=until, out=out, timeout=90) or "") if exe else ""
 
 
 def run_sweep(work: Path, mlflow_url: str) -> tuple[int, Path | None]:
-    logs = work / "logs"
-    cmd = [sys.executable, "train.py", "-m", "stage=grpo", "debug=fast", "reward.weights.shape=0,0.6",
-           "reward.normalize_weights=[shape]", "evaluate.heldout=true", "logger=[mlflow,tensorboard]",
-           f"paths.log_dir={logs}"]
+    """The sweep from ``work/client`` (not vase's folder: a second machine's working directory), against the server;
+    returns its exit status and its folder."""
+    client = work / "client"
+    client.mkdir(exist_ok=True)
+    logs = client / "logs"
+    cmd = [sys.executable, str(ROOT / "train.py"), "-m", *SWEEP, f"paths.log_dir={logs}",
+           f"paths.cache_dir={ROOT / '.cache'}"]
     with open(work / "sweep.log", "w") as f:
-        rc = subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, timeout=1800,
+        rc = subprocess.run(cmd, cwd=client, stdout=f, stderr=subprocess.STDOUT, timeout=1800,
                             env={**os.environ, "MLFLOW_TRACKING_URI": mlflow_url, "WANDB_MODE": "disabled"}).returncode
     found = sorted((logs / "train" / "multiruns").glob("*/")) if (logs / "train" / "multiruns").is_dir() else []
     return rc, found[-1] if found else None
 
 
-def check_mlflow(url: str, work: Path) -> dict[str, Any]:
+def check_mlflow(url: str, work: Path, artifacts: Path) -> dict[str, Any]:
     exp = _api(url, "/api/2.0/mlflow/experiments/get-by-name?" + urllib.parse.urlencode({"experiment_name": "vase"}))
     exp_id = exp["experiment"]["experiment_id"]
     runs = _api(url, "/api/2.0/mlflow/runs/search", {"experiment_ids": [exp_id], "max_results": 100}).get("runs", [])
@@ -113,24 +131,52 @@ def check_mlflow(url: str, work: Path) -> dict[str, Any]:
     def tags(r: dict[str, Any]) -> dict[str, str]:
         return {t["key"]: t["value"] for t in r["data"].get("tags", [])}
 
+    def params(r: dict[str, Any]) -> dict[str, str]:
+        return {p["key"]: p["value"] for p in r["data"].get("params", [])}
+
     parents = [r for r in runs if tags(r).get("job_type") == "sweep"]
     parent = parents[0]["info"]["run_id"] if len(parents) == 1 else None
     children = [r for r in runs if parent and tags(r).get("mlflow.parentRunId") == parent]
-    weights = sorted(float({p["key"]: p["value"] for p in r["data"].get("params", [])}.get(
-        "reward/effective_weights/shape", "nan")) for r in children)
-    heldout = [sorted(m["key"] for m in r["data"].get("metrics", []) if "/heldout/" in m["key"]) for r in children]
+    swept = sorted(float(params(r).get(SWEPT, "nan")) for r in children)
+    if len(children) == 2:
+        a, b = (params(r) for r in children)
+        differing = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+    else:
+        differing = []
+    heldout = [sorted(m["key"] for m in r["data"].get("metrics", []) if m["key"].startswith("hp/heldout/"))
+               for r in children]
     files = _api(url, "/api/2.0/mlflow/artifacts/list?" + urllib.parse.urlencode(
         {"run_id": parent, "path": "sweep"})).get("files", []) if parent else []
-    shot = work / "mlflow_compare.png"
+    tables = _api(url, "/api/2.0/mlflow/artifacts/list?" + urllib.parse.urlencode(
+        {"run_id": parent, "path": "tables"})).get("files", []) if parent else []
+    # the files are in the server's artifact store, and nowhere on the client's side
+    on_server = sorted(str(p.relative_to(artifacts)) for p in artifacts.rglob("summary.md"))
+    client_side = sorted(str(p) for p in (work / "client").rglob("mlartifacts"))
+    # what a user sees: the comparison page, and the page the link vase printed opens
     ids = json.dumps([r["info"]["run_id"] for r in children])
-    shown = _screenshot(f"{url}/#/compare-runs?runs={urllib.parse.quote(ids)}&experiments="
-                        f"{urllib.parse.quote(json.dumps([exp_id]))}", shot)
-    ok = (parent is not None and len(children) == 2 and weights == [0.0, 0.6]
-          and all("val/grpo/heldout/shape_right" in h for h in heldout)
-          and any(f["path"].endswith("summary.md") for f in files) and shown)
-    return {"passed": ok, "runs": len(runs), "children": len(children), "effective_shape_weights": weights,
-            "heldout_metrics": heldout[0][:8] if heldout else [], "parent_files": [f["path"] for f in files],
-            "screenshot": str(shot), "screenshot_shows_a_page": shown}
+    compare = _page(f"{url}/#/compare-runs?runs={urllib.parse.quote(ids)}&experiments="
+                    f"{urllib.parse.quote(json.dumps([exp_id]))}", work / "mlflow_compare.png",
+                    until=lambda t: SWEPT in t and HELDOUT in t)
+    if HELDOUT not in compare:  # its metrics table draws only the rows in view: read it scrolled, screen by screen
+        compare = _page(f"{url}/#/compare-runs?runs={urllib.parse.quote(ids)}&experiments="
+                        f"{urllib.parse.quote(json.dumps([exp_id]))}", work / "mlflow_compare_scrolled.png",
+                        until=lambda t: SWEPT in t and HELDOUT in t, script=SCROLLED_TEXT)
+    plotted = compare.split("Parameters:", 1)[-1].split("Metrics:", 1)[0] if "Parameters:" in compare else ""
+    printed = re.findall(r"its jobs its children: (\S+)", (work / "sweep.log").read_text(errors="replace"))
+    runs_page = _page(printed[-1], work / "mlflow_runs.png", until=lambda t: "matching runs" in t) if printed else ""
+    ok = (parent is not None and len(children) == 2 and swept == [0.0, 0.6]
+          and differing == sorted({SWEPT} | DETERMINED) and all(HELDOUT in h for h in heldout)
+          and any(f["path"].endswith("summary.md") for f in files)
+          and any(f["path"].endswith("ablation_verdict.json") for f in tables)
+          and bool(on_server) and not client_side
+          and SWEPT in plotted and HELDOUT in compare and "Training runs" in runs_page and "-summary" in runs_page)
+    return {"passed": ok, "runs": len(runs), "children": len(children), "swept_values": swept,
+            "params_differing_between_jobs": differing, "heldout_metrics": heldout[0][:6] if heldout else [],
+            "parent_files": [f["path"] for f in files], "files_in_server_store": on_server,
+            "client_side_artifact_folders": client_side, "comparison_plots": plotted.strip()[:200],
+            "comparison_lists_heldout_metric": HELDOUT in compare, "printed_link": printed[-1:] or None,
+            "printed_link_opens_the_runs": "Training runs" in runs_page,
+            "screenshots": [str(work / "mlflow_compare.png"), str(work / "mlflow_runs.png")]}
 
 
 def check_tensorboard(url: str, work: Path) -> dict[str, Any]:
@@ -139,11 +185,16 @@ def check_tensorboard(url: str, work: Path) -> dict[str, Any]:
     with_reward = sorted(r for r, t in tags.items() if "train/reward" in t)
     hparams = _api(url, "/data/plugin/hparams/experiment", {"experimentName": ""})
     metrics = [m["name"]["tag"] for m in hparams.get("metricInfos", [])]
-    shot = work / "tensorboard_hparams.png"
-    shown = _screenshot(f"{url}/#hparams", shot)
-    ok = len(runs) >= 2 and len(with_reward) == 2 and "hp/overall_score" in metrics and shown
-    return {"passed": ok, "runs": runs, "runs_with_reward": with_reward, "hparams_metrics": metrics,
-            "screenshot": str(shot), "screenshot_shows_a_page": shown}
+    columns = [h["name"] for h in hparams.get("hparamInfos", [])]
+    page = _page(f"{url}/#hparams", work / "tensorboard_hparams.png", until=lambda t: "Trial ID" in t and "/tensorboard/" in t)
+    # the table's header: the ticked columns, between "Trial ID" and the first run's row
+    header = page.split("Trial ID", 1)[-1].split("/tensorboard/", 1)[0] if "Trial ID" in page else ""
+    ok = (sorted(runs) == ["0/tensorboard/grpo-w_shape=0", "1/tensorboard/grpo-w_shape=0.6"] and len(with_reward) == 2
+          and metrics[:1] == ["hp/heldout/fabric_vs_start"] and HELDOUT in metrics and columns[:1] == [SWEPT]
+          and SWEPT in header and HELDOUT in header)
+    return {"passed": ok, "runs": runs, "runs_with_reward": with_reward, "hparams_columns": columns[:8],
+            "hparams_metrics": metrics[:8], "table_header_ticked": " ".join(header.split())[:400],
+            "screenshot": str(work / "tensorboard_hparams.png")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,13 +208,15 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, Any]] = {}
     ml_port, tb_port = _free_port(), _free_port()
     ml_url, tb_url = f"http://127.0.0.1:{ml_port}", f"http://127.0.0.1:{tb_port}"
+    store = work / "server"  # the server's own folder: its database and its artifact store
+    store.mkdir()
     ml_cmd = [str(venv / "bin" / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(ml_port),
-              "--backend-store-uri", f"sqlite:///{work / 'mlflow.db'}", "--artifacts-destination",
-              str(work / "mlartifacts"), "--workers", "1"]
+              "--backend-store-uri", f"sqlite:///{store / 'mlflow.db'}", "--artifacts-destination",
+              str(store / "artifacts"), "--workers", "1"]
     with server(ml_cmd, work / "mlflow_server.log", ml_url, "/health"):
         rc, sweep = run_sweep(work, ml_url)
         results["sweep"] = {"passed": rc == 0 and sweep is not None, "rc": rc, "sweep": str(sweep)}
-        for name, part in (("mlflow", lambda: check_mlflow(ml_url, work)),):
+        for name, part in (("mlflow", lambda: check_mlflow(ml_url, work, store / "artifacts")),):
             try:
                 results[name] = part()
             except Exception as e:  # noqa: BLE001 - a part that breaks is a FAIL with its reason
@@ -184,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write_json(work / "dashboards_check.json", {"machine": machine_stamp(), "results": results})
     atomic_write_text(work / "dashboards_check.md", "# Dashboards check\n\n| part | result |\n|---|---|\n" + "".join(
         f"| {n} | {'PASS' if r['passed'] else 'FAIL'} |\n" for n, r in results.items())
-        + "\n![MLflow](mlflow_compare.png)\n\n![TensorBoard](tensorboard_hparams.png)\n")
+        + "\n![MLflow's comparison](mlflow_compare.png)\n\n![MLflow's runs, from the printed link](mlflow_runs.png)\n"
+        "\n![TensorBoard's hparams](tensorboard_hparams.png)\n")
     print(f"{'PASS' if ok else 'FAIL'}: dashboards check, {time.time() - started:.0f} s ({work})")
     return 0 if ok else 1
 

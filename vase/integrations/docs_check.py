@@ -12,6 +12,7 @@ blank. The screenshots and ``docs_check.json`` / ``.md`` stay in the check's fol
 from __future__ import annotations
 
 import argparse
+import base64
 import html
 import json
 import os
@@ -19,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,106 @@ def screenshot(exe: str, url: str, out: Path, size: str, wait_ms: int | None = N
     budget = [f"--virtual-time-budget={wait_ms}"] if wait_ms else []
     chromium(exe, f"--window-size={size}", *budget, f"--screenshot={out}", url, timeout=timeout)
     return out.is_file() and not blank(out)
+
+
+DEEP_TEXT = """(() => {
+  const out = [];
+  const walk = (n) => {
+    if (!n) return;
+    if (n.nodeType === 3) { out.push(n.textContent); return; }
+    if (n.nodeType === 1 && ['SCRIPT', 'STYLE', 'TEMPLATE'].includes(n.tagName)) return;
+    if (n.shadowRoot) walk(n.shadowRoot);
+    if (n.tagName === 'IFRAME') { try { walk(n.contentDocument); } catch (e) {} }
+    for (const c of n.childNodes) walk(c);
+  };
+  walk(document);
+  return out.join(' ').replace(/\\s+/g, ' ');
+})()"""
+"""What a page shows as text once its scripts have rendered it, shadow roots (Polymer, web components) and same-origin
+frames included: what ``--dump-dom`` leaves out."""
+
+SCROLLED_TEXT = DEEP_TEXT.replace("walk(document);", """walk(document);
+  // tables that draw only the rows in view: each call scrolls every scrollable box on by a screen, and the text
+  // seen at every position so far is kept
+  const boxes = [document.scrollingElement];
+  const find = (n) => { if (!n) return; if (n.nodeType === 1 && n.scrollHeight > n.clientHeight + 4) boxes.push(n);
+    if (n.shadowRoot) find(n.shadowRoot); for (const c of n.children || []) find(c); };
+  find(document.body);
+  for (const b of boxes) { if (b) b.scrollTop = b.scrollTop + Math.max(b.clientHeight, 200); }
+  window.__vaseSeen = (window.__vaseSeen || '') + ' ' + out.join(' ');
+  out.length = 0; out.push(window.__vaseSeen);""")
+"""`DEEP_TEXT` for pages that draw long tables a screen at a time: scrolls on at each call, returns all text seen."""
+
+
+def rendered(exe: str, url: str, script: str = DEEP_TEXT, until: Any = None, out: Path | None = None,
+             size: tuple[int, int] = (1400, 1000), timeout: float = 90) -> Any:
+    """Open ``url`` in headless Chromium driven over its DevTools pipe (no extra package: JSON messages on fds 3 and
+    4), evaluate ``script`` in the page every second until ``until(value)`` holds or ``timeout`` passes, screenshot
+    the page into ``out`` (PNG) then, and return the script's last value."""
+    cmd_r, cmd_w = os.pipe()  # vase -> Chromium
+    res_r, res_w = os.pipe()  # Chromium -> vase
+    profile = tempfile.mkdtemp(prefix="vase-chromium-")
+    args = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--remote-debugging-pipe",
+            "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            f"--user-data-dir={profile}", f"--window-size={size[0]},{size[1]}", "about:blank"]
+
+    def child_fds() -> None:  # Chromium reads its commands on fd 3 and writes its answers on fd 4
+        a, b = os.dup(cmd_r), os.dup(res_w)  # (either end may itself be fd 3 or 4)
+        os.dup2(a, 3)
+        os.dup2(b, 4)
+
+    # pass_fds keeps 3 and 4 open across the fd cleanup that follows preexec_fn
+    proc = subprocess.Popen(args, pass_fds=(3, 4), preexec_fn=child_fds, stdout=subprocess.DEVNULL,  # noqa: PLW1509
+                            stderr=subprocess.DEVNULL)
+    os.close(cmd_r)
+    os.close(res_w)
+    writer, reader = os.fdopen(cmd_w, "wb"), os.fdopen(res_r, "rb")
+    buffer, ids = b"", iter(range(1, 1 << 30))
+
+    def send(method: str, params: dict[str, Any] | None = None, session: str | None = None) -> dict[str, Any]:
+        nonlocal buffer
+        n = next(ids)
+        msg = {"id": n, "method": method, "params": params or {}, **({"sessionId": session} if session else {})}
+        writer.write(json.dumps(msg).encode() + b"\0")
+        writer.flush()
+        while True:
+            while b"\0" not in buffer:
+                chunk = reader.read1(1 << 16)
+                if not chunk:
+                    raise RuntimeError(f"Chromium closed its DevTools pipe while opening {url}")
+                buffer += chunk
+            raw, buffer = buffer.split(b"\0", 1)
+            reply = json.loads(raw)
+            if reply.get("id") == n:
+                if "error" in reply:
+                    raise RuntimeError(f"Chromium: {method}: {reply['error'].get('message')}")
+                return reply.get("result", {})
+
+    try:
+        target = send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        send("Page.enable", session=session)
+        send("Page.navigate", {"url": url}, session)
+        deadline, value = time.time() + timeout, None
+        while True:
+            got = send("Runtime.evaluate", {"expression": script, "returnByValue": True}, session)
+            value = got.get("result", {}).get("value")
+            if until is None or (value is not None and until(value)) or time.time() > deadline:
+                break
+            time.sleep(1.0)
+        if out is not None:
+            shot = send("Page.captureScreenshot", {"format": "png"}, session)
+            Path(out).write_bytes(base64.b64decode(shot["data"]))
+        return value
+    finally:
+        writer.close()
+        reader.close()
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(profile, ignore_errors=True)
 
 
 def inspect_dom(dom: str, page: Path, site: Path) -> dict[str, Any]:
