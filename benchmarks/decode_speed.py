@@ -14,7 +14,6 @@ pays any compilation).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -26,6 +25,9 @@ if str(ROOT) not in sys.path:
 
 from benchmarks._results import machine, update_results  # noqa: E402
 from benchmarks.grpo_step import bench_model, bench_root  # noqa: E402
+from vase.io import WRITTEN_BY, atomic_write_json, user_output  # noqa: E402
+
+TOOL = "benchmarks/decode_speed.py"
 
 
 def _prompt(processor, root: Path, device: str):
@@ -119,15 +121,18 @@ def main() -> None:
     ap.add_argument("--cache", default=str(ROOT / ".cache" / "bench"))
     ap.add_argument("--results", default=str(ROOT / "benchmarks" / "RESULTS.md"))
     ap.add_argument("--json", help="also write the raw numbers here")
+    ap.add_argument("--force", action="store_true", help="replace an existing --json file whatever wrote it")
     args = ap.parse_args()
+    # checked before the run: never over a file vase did not write (--force replaces it)
+    json_out = user_output(args.json, "--json", TOOL, args.force) if args.json else None
     cache = Path(args.cache)
     args.model_label = Path(args.model).name if args.model else "tiny Qwen2.5-VL"
     res = run(bench_model(cache, args.model), args.device, args.g, args.tokens, args.repeats,
               bench_root(cache, args.resolution), [e.strip() for e in args.engines.split(",") if e.strip()])
     text = table(res, args)
     print(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps(res, indent=1))
+    if json_out is not None:
+        atomic_write_json(json_out, {WRITTEN_BY: TOOL, **res})
     update_results(args.results, f"decode_speed {args.device}", text)
 
 

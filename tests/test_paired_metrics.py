@@ -91,8 +91,9 @@ def test_the_power_command_reads_a_runs_paired_file(tmp_path: Path, capsys: pyte
     assert main([str(tmp_path), "--n", "96", "--json", str(tmp_path / "power.json")]) == 0
     out = capsys.readouterr().out
     assert "detectable at n=96" in out
-    figures = json.loads((tmp_path / "power.json").read_text())
-    (fig,) = figures.values()
+    written = json.loads((tmp_path / "power.json").read_text())
+    assert (written["written_by"], written["n"]) == ("vase.reports.power", 96)
+    (fig,) = written["figures"].values()
     assert fig["lexical_similarity"]["detectable_at_96"] == pytest.approx(minimal_detectable(0.2, 96))
     assert fig["lexical_similarity"]["detectable"] == pytest.approx(minimal_detectable(0.2, 240))
     assert paper_gains()["3B"]["lexical_similarity"] == pytest.approx(0.022)
@@ -118,3 +119,59 @@ def test_the_leaderboard_shows_intervals_where_a_results_file_carries_per_vase_t
     lo, hi = bootstrap_ci(lex)
     assert "| new | 0.400 | 0.800 |" in md and f"0.500 [{lo:.3f}, {hi:.3f}]" in md
     assert "| old |" in md and "0.500 [" not in md.split("| old |")[1].split("\n")[0]
+
+
+def test_the_fid_resamples_agree_with_the_exact_fid_of_each_resample() -> None:
+    """The FID interval's resamples from the Gram matrices (trace 5): each resample's FID against the paper's exact
+    formula (eps on both diagonals, scipy's matrix square root) within 5e-3, and a difference of two FIDs on one
+    reference set within 1e-3; wide embeddings and two-vase sets (where the old eigenvalue route took over a second a
+    resample) are no special case."""
+    from vase.metrics.caption import frechet_distance
+    from vase.metrics.paired import fid_resamples
+
+    rng = np.random.default_rng(3)
+    for n, d in ((40, 96), (2, 256)):
+        ref = rng.normal(size=(n, d)) * 0.1
+        a, b = ref + rng.normal(size=(n, d)) * 0.05, ref + rng.normal(size=(n, d)) * 0.08
+        boot = rng.integers(0, n, size=(6, n))
+        boot[:, :2] = [0, 1] if n > 2 else boot[:, :2]  # at least two distinct vases: a covariance to compare
+        exact_a = np.array([frechet_distance(a[i], ref[i]) for i in boot])
+        exact_b = np.array([frechet_distance(b[i], ref[i]) for i in boot])
+        fast_a, fast_b = fid_resamples(a, ref, boot), fid_resamples(b, ref, boot)
+        assert np.abs(fast_a - exact_a).max() < 5e-3
+        assert np.abs((fast_a - fast_b) - (exact_a - exact_b)).max() < 1e-3
+
+
+def test_power_refuses_bad_numbers_and_a_file_it_did_not_write(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """--n below 2, a JSON list, an entry without sd, a NaN: one line each and exit 2, never a nan verdict; --json over
+    a user's file is refused (its bytes kept), over its own earlier file rewritten, and --force replaces."""
+    from vase.reports.power import main
+
+    comp = {m: {"run": 0.5, "start": 0.45, "diff": 0.05, "lo": 0.01, "hi": 0.09, "sd": 0.2, "n": 240} for m in METRICS}
+    good = tmp_path / "heldout_reward.json"
+    good.write_text(json.dumps({"captions_vs_start": comp}))
+    bad_sd = tmp_path / "no_sd" / "heldout_reward.json"
+    bad_sd.parent.mkdir()
+    bad_sd.write_text(json.dumps({"captions_vs_start": {"fid_score": {"diff": 0.1, "n": 20}}}))
+    nan = tmp_path / "nan" / "heldout_reward.json"
+    nan.parent.mkdir()
+    nan.write_text(json.dumps({"captions_vs_start": {"fid_score": {"diff": float("nan"), "sd": 1.0, "n": 20}}}))
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
+    cases = [([str(good), "--n", "-5"], "error: --n -5: a test-set size must be at least 2"),
+             ([str(good), "--n", "0"], "error: --n 0: a test-set size must be at least 2"),
+             ([str(listed)], f"error: {listed}: holds a JSON list, not a results object"),
+             ([str(bad_sd)], f"error: {bad_sd}: metric 'fid_score' has sd=None; it must be a finite number >= 0"),
+             ([str(nan)], f"error: {nan}: metric 'fid_score' has diff=nan; it must be a finite number")]
+    for args, line in cases:
+        assert main(args) == 2, args
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [line] or (len(err) == 1 and err[0].startswith(line)), (args, err)
+    notes = tmp_path / "notes.md"
+    notes.write_text("my notes")
+    assert main([str(good), "--json", str(notes)]) == 2
+    assert "the file exists and vase.reports.power did not write it" in capsys.readouterr().err
+    assert notes.read_text() == "my notes"
+    assert main([str(good), "--json", str(tmp_path / "p.json")]) == 0
+    assert main([str(good), "--json", str(tmp_path / "p.json")]) == 0  # its own file: rewritten
+    assert main([str(good), "--json", str(notes), "--force"]) == 0 and "figures" in json.loads(notes.read_text())

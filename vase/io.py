@@ -49,6 +49,53 @@ def atomic_write_json(path: str | Path, obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
+WRITTEN_BY = "written_by"
+"""The key with which a JSON file that a vase tool writes at a path the user gave says which tool wrote it."""
+
+
+def user_output(path: str | Path, flag: str, tool: str, force: bool = False) -> Path:
+    """A file a command-line tool is about to write at a path the user named (``--json``, ``--report``): refused,
+    in one line naming the flag, when a file is already there that ``tool`` did not write (a JSON without its
+    ``written_by`` mark): a user's notes are never replaced. ``force`` (the tool's ``--force``) replaces it; a file
+    this tool wrote before is rewritten. Write the file with ``{WRITTEN_BY: tool, ...}``.
+
+    >>> import tempfile; d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "notes.md").write_text("mine"); _ = (d / "r.json").write_text('{"written_by": "vase.x"}')
+    >>> user_output(d / "r.json", "--json", "vase.x") == d / "r.json"
+    True
+    >>> user_output(d / "notes.md", "--json", "vase.x")
+    Traceback (most recent call last):
+    ...
+    vase.errors.ConfigError: --json ...notes.md: the file exists and vase.x did not write it; vase never replaces such a file: choose another path, or add --force to replace it
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"{flag} {p}: is a folder; give the path of a file")
+    if force or not (p.exists() or p.is_symlink()):
+        return p
+    try:
+        ours = json.loads(p.read_text(encoding="utf-8")).get(WRITTEN_BY) == tool
+    except (OSError, ValueError, AttributeError):  # not JSON, not a dict, unreadable: not one of ours
+        ours = False
+    if not ours:
+        raise ConfigError(f"{flag} {p}: the file exists and {tool} did not write it; vase never replaces such a file: "
+                          f"choose another path, or add --force to replace it")
+    return p
+
+
+def user_output_dir(path: str | Path, flag: str, tool: str, mark: str) -> Path:
+    """A folder a command-line tool writes into at a path the user named (``--out``): it must be new, empty, or one
+    this tool wrote before (it holds ``mark``, the file the tool always leaves there); any other folder is refused in
+    one line naming the flag (the user's files in it are never replaced). Returns the path."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"{flag} {p}: is a file; give a folder")
+    if p.is_dir() and any(p.iterdir()) and not (p / mark).exists():
+        raise ConfigError(f"{flag} {p}: the folder holds files and {tool} did not write it (no {mark}); give a new "
+                          f"or empty folder")
+    return p
+
+
 def save_figure(fig: Any, path: str | Path, dpi: int | None = None) -> Path:
     """Write a matplotlib figure as PNG atomically and close it."""
     import matplotlib.pyplot as plt  # lazy: matplotlib is heavy and only plots need it

@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from vase.errors import ConfigError
 from vase.eval.stats import heldout_difference
-from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
+from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure, user_output_dir
 from vase.runs import machine_stamp, run_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,7 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("overrides", nargs="*", help="train.py overrides, after --")
     a = ap.parse_args(argv)
     if a.out:
-        out = Path(a.out).resolve()
+        try:  # a folder the user named: a new one, or one an earlier check wrote (its sanity.json), never theirs
+            out = user_output_dir(Path(a.out).resolve(), "--out", "vase.sanity", "sanity.json")
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         out.mkdir(parents=True, exist_ok=True)
     else:  # a new folder of its own (a second check started in the same second gets <time>_1)
         out = Path(run_dir(str(ROOT / "logs" / "grpo_sanity"), "never"))

@@ -25,11 +25,13 @@ from vase.annotate.vocab import DIMENSIONS
 from vase.choices import LAYOUTS
 from vase.data.dataset import load_video
 from vase.data.layouts import detect_layout, read_records
-from vase.errors import DataError
+from vase.errors import DataError, VaseError
 from vase.images import open_photo
-from vase.io import atomic_write_json, is_within, name_problem, relpath_problem, safe_name
+from vase.io import WRITTEN_BY, atomic_write_json, is_within, name_problem, relpath_problem, safe_name, user_output
 from vase.render.renderer import load_glb
 from vase.views import VIEWS, default_model, find_view, path_key, render_cache_root, view_path
+
+TOOL = "vase.data.check"
 
 KINDS = {
     "unreadable_file": "annotation file that cannot be read",
@@ -216,7 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-models", action="store_true", help="do not load every GLB (faster; missing ones still count)")
     ap.add_argument("--stage", choices=["sft", "grpo"], default="sft",
                     help="what the data should train: grpo needs the six dimensions of every vase")
-    ap.add_argument("--report", help="where to write the JSON report (default ./check-<dataset>.json)")
+    ap.add_argument("--report", help="where to write the JSON report (default ./check-<dataset>.json); never over a "
+                                     "file vase did not write")
+    ap.add_argument("--force", action="store_true", help="replace an existing --report file whatever wrote it")
     ap.add_argument("--cache-dir", default=".cache",
                     help="vase's cache (paths.cache_dir): views rendered there for the dataset count as present")
     a = ap.parse_args(argv)
@@ -226,12 +230,13 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     try:
+        user_output(report_path, "--report", TOOL, a.force)
         report = check_dataset(a.path, a.layout, a.views, models=not a.no_models, cache_dir=a.cache_dir,
                                stage=a.stage)
-    except DataError as e:
+    except VaseError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    atomic_write_json(report_path, report)
+    atomic_write_json(report_path, {WRITTEN_BY: TOOL, **report})
     print(format_report(report), end="")
     print(f"JSON report: {report_path}")
     return 0 if report["ok"] else 1

@@ -11,6 +11,9 @@ recomputing both runs' FID on each resample.
 
 from __future__ import annotations
 
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
 from statistics import NormalDist
 from typing import Any
 
@@ -19,6 +22,7 @@ import numpy as np
 PER_VASE = ("clip_score", "r_at_1", "r_at_5", "r_at_10", "lexical_similarity", "overall_score")
 METRICS = ("fid_score", *PER_VASE)
 LOWER_IS_BETTER = {"fid_score"}
+log = logging.getLogger("vase")
 
 
 def per_vase_scores(scorer: Any, preds: list[str], refs: list[str], ks: tuple[int, ...] = (1, 5, 10),
@@ -66,6 +70,48 @@ def fid_by_eigenvalues(x: np.ndarray, y: np.ndarray, eps: float = 1e-6) -> float
     return float(diff @ diff + np.trace(s1) + np.trace(s2) - 2 * roots)
 
 
+def fid_resamples(x: np.ndarray, y: np.ndarray, boot: np.ndarray, chunk: int = 25) -> np.ndarray:
+    """The FID of ``x[idx]`` against ``y[idx]`` for every resample ``idx`` (a row of ``boot``, indices into the paired
+    rows of both sets), computed from the sets' Gram matrices, so a resample costs O(m^3) in the m distinct vases it
+    drew (about 0.63 n), whatever the embedding's width d; the resamples go through numpy stacked.
+
+    A resample that drew vase i c_i times has the weighted covariance S = A^T A / (n - 1), A's rows sqrt(c_i) times
+    the centred embeddings; then tr S = tr(A A^T) / (n - 1), and tr((Sx Sy)^(1/2)) = ||Ax Ay^T||_* / (n - 1) (the
+    nonzero eigenvalues of Sx Sy are the squared singular values of Ax Ay^T), all read off the Grams. The paper's eps
+    (1e-6 on both covariances' diagonals) is left out of the resamples only: it moves a FID by about 1e-3 and a
+    difference of two FIDs on one reference set by about 1e-4, against intervals some hundred times wider; the FID
+    itself is computed exactly.
+
+    >>> rng = np.random.default_rng(0); x, y = rng.normal(size=(30, 8)), rng.normal(1, 2, size=(30, 8))
+    >>> boot = rng.integers(0, 30, size=(3, 30))
+    >>> bool(np.allclose(fid_resamples(x, y, boot), [fid_by_eigenvalues(x[i], y[i], eps=0.0) for i in boot]))
+    True
+    """
+    n = x.shape[0]
+    kxx, kyy, kxy = x @ x.T, y @ y.T, x @ y.T
+    dist = kxx - kxy - kxy.T + kyy  # (x_i - y_i) . (x_j - y_j): the means' squared distance
+    out = np.empty(len(boot))
+    for start in range(0, len(boot), chunk):
+        counts = np.stack([np.bincount(idx, minlength=n) for idx in boot[start:start + chunk]])
+        m = int((counts > 0).sum(1).max())
+        # each resample's distinct vases first (padded with vase 0 at weight 0: zero rows and columns change nothing)
+        order = np.argsort(counts == 0, axis=1, kind="stable")[:, :m]
+        c = np.take_along_axis(counts, order, axis=1).astype(float)
+        w = c / n
+        rows, cols = order[:, :, None], order[:, None, :]
+        g, gxx, gd = kxy[rows, cols], kxx[rows, cols], dist[rows, cols]
+        gc = (g - (g @ w[:, :, None]) - (w[:, None, :] @ g) + np.einsum("bi,bij,bj->b", w, g, w)[:, None, None])
+        a = np.sqrt(c)
+        mat = a[:, :, None] * gc * a[:, None, :]
+        nuclear = np.sqrt(np.clip(np.linalg.eigvalsh(mat @ np.swapaxes(mat, 1, 2)), 0.0, None)).sum(1)
+
+        # sum_i c_i |v_i - mean|^2, for each set
+        tx = (c * np.take(np.diag(kxx), order)).sum(1) - n * np.einsum("bi,bij,bj->b", w, gxx, w)
+        ty = (c * np.take(np.diag(kyy), order)).sum(1) - n * np.einsum("bi,bij,bj->b", w, kyy[rows, cols], w)
+        out[start:start + chunk] = np.einsum("bi,bij,bj->b", w, gd, w) + (tx + ty - 2 * nuclear) / (n - 1)
+    return out
+
+
 def _interval(x: np.ndarray, level: float) -> tuple[float, float]:
     a = (1 - level) / 2
     return float(np.quantile(x, a)), float(np.quantile(x, 1 - a))
@@ -96,8 +142,12 @@ def compare_captions(scorer: Any, run: dict[str, str], start: dict[str, str], re
         out[m] = {"run": float(a[m].mean()), "start": float(b[m].mean()), "diff": float(d.mean()), "lo": lo,
                   "hi": hi, "sd": float(d.std(ddof=1)), "n": n}
     fid_a, fid_b = frechet_distance(sa, sr), frechet_distance(sb, sr)
-    diffs = np.array([fid_by_eigenvalues(sa[idx], sr[idx]) - fid_by_eigenvalues(sb[idx], sr[idx])
-                      for idx in boot[:n_boot_fid]])
+    started = time.perf_counter()
+    with ThreadPoolExecutor(2) as pool:  # numpy's eigensolver lets go of the GIL: the two sets on two cores
+        runs = [pool.submit(fid_resamples, e, sr, boot[:n_boot_fid]) for e in (sa, sb)]
+        diffs = runs[0].result() - runs[1].result()
+    log.info("paired intervals over %d vases: %d resamples (FID: %d) in %.2f s", n, n_boot, n_boot_fid,
+             time.perf_counter() - started)
     lo, hi = _interval(diffs, level)
     out["fid_score"] = {"run": fid_a, "start": fid_b, "diff": fid_a - fid_b, "lo": lo, "hi": hi,
                         "sd": float(diffs.std(ddof=1) * np.sqrt(n)), "n": n}

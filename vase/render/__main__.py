@@ -14,9 +14,10 @@ import sys
 from pathlib import Path
 
 from vase.data.dataset import models_to_render
-from vase.errors import VaseError
+from vase.errors import DataError, VaseError
+from vase.io import user_output_dir
 from vase.render.renderer import RenderSettings, render_dataset
-from vase.views import VIEWS, render_cache_root
+from vase.views import RENDER_CACHE_FILE, VIEWS, render_cache_root
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,6 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     views = tuple(v for v in args.views.split(",") if v)
     out = root if args.write_to_root else Path(args.out) if args.out else render_cache_root(args.cache_dir, root)
     try:
+        if not root.is_dir():
+            raise DataError(f"--root {root}: no such dataset folder (models/ and annotations/ are read from it)")
+        if args.out and not args.write_to_root:  # a folder the user named: renders never land among their files
+            user_output_dir(out, "--out", "vase.render", f"images/{RENDER_CACHE_FILE}")
         # the dataset's own views are used as they are: only vases missing one are rendered
         pairs = models_to_render(root, views, args.orbit_frames, missing_splits_ok=True)
         result = render_dataset(root, pairs, RenderSettings(args.resolution, args.fov_deg), views=views,

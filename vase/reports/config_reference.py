@@ -275,6 +275,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"{out}: up to date")
         return 0
+    if out.exists() and not out.read_text(errors="replace").startswith(text.split("\n", 1)[0]):
+        print(f"error: --out {out}: the file exists and is not a configuration reference vase generated; vase never "
+              f"replaces such a file: choose another path", file=sys.stderr)
+        return 2
     atomic_write_text(out, text)
     print(f"wrote {out} ({text.count(chr(10))} lines)")
     return 0

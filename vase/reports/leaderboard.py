@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +101,30 @@ def load_run(path: str | Path) -> dict[str, dict[str, Any]]:
     raise DataError(f"{p}: holds neither results.json nor a W&B run with a val/table")
 
 
+def _not_a_number(v: Any) -> bool:
+    return isinstance(v, float) and not math.isfinite(v)
+
+
+def finite_row(metrics: dict[str, Any], source: str) -> dict[str, Any]:
+    """A results row whose caption metrics are numbers: a NaN or infinite one (a scorer that failed, a file edited by
+    hand) is shown as missing (null in the JSON, "–" in the table, no interval) with one warning line naming where it
+    came from; the overall score, which was computed from it, is marked missing too."""
+    keys = [k for k, _ in TABLE_COLUMNS]
+    bad = [k for k in keys if _not_a_number(metrics.get(k))]
+    per = metrics.get("per_vase") if isinstance(metrics.get("per_vase"), dict) else {}
+    bad += [k for k in PER_VASE if k not in bad and isinstance(per.get(k), list)
+            and any(_not_a_number(v) for v in per[k])]
+    if not bad:
+        return metrics
+    said = ", ".join(f"{k}={metrics[k]!r}" if _not_a_number(metrics.get(k)) else f"{k} (a vase's term)" for k in bad)
+    out = {**metrics, **dict.fromkeys(bad), "overall_score": None}
+    if per:
+        out["per_vase"] = {k: v for k, v in per.items() if k not in bad and k != "overall_score"}
+    print(f"warning: {source}: {said} is not a number; shown as missing, and the overall score with it",
+          file=sys.stderr)
+    return out
+
+
 def with_intervals(metrics: dict[str, Any]) -> dict[str, Any]:
     """``metrics`` with a 95 % bootstrap interval (``ci``) for every metric whose per-vase terms the results file
     carries (``per_vase``: results written since vase kept them); FID, a statistic of the whole set, has none here."""
@@ -123,7 +149,7 @@ def build_leaderboard(runs: list[str], include_paper: bool = True) -> dict[str, 
             while key in rows:  # the same model name from two runs: keep both
                 key = f"{name} [{n}]"
                 n += 1
-            rows[key] = with_intervals(metrics)
+            rows[key] = with_intervals(finite_row(metrics, f"{r}: {name}"))
     if not rows:
         raise DataError("leaderboard: no runs given (runs=[...]) and include_paper=false")
     return rows
@@ -153,7 +179,7 @@ def bar_chart(rows: dict[str, dict[str, Any]], path: str | Path) -> Path:
     y = list(range(len(names)))[::-1]
     for ax, (key, title) in zip(axes, cols):
         vals = [rows[n].get(key) for n in names]
-        ax.barh(y, [float(v) if v is not None else 0.0 for v in vals], color=colours, height=0.75)
+        ax.barh(y, [float(v) if v is not None else float("nan") for v in vals], color=colours, height=0.75)  # no bar: missing
         for yy, v in zip(y, vals):
             if v is None:
                 ax.text(0.01, yy, "n/a", va="center", fontsize=6, color="0.4")

@@ -12,16 +12,18 @@ the paper's own SFT -> RL gains (Table 3), so a reader sees whether each could b
 from __future__ import annotations
 
 import argparse
-import json
+import math
+import sys
 from pathlib import Path
 from typing import Any
 
-from vase.errors import DataError
-from vase.io import read_json
+from vase.errors import ConfigError, DataError, VaseError
+from vase.io import WRITTEN_BY, atomic_write_json, read_json, user_output
 from vase.metrics.paired import METRICS, minimal_detectable
 from vase.reports.leaderboard import PAPER_TABLE3
 
 PAIRED_FILES = ("paired_captions.json", "heldout_reward.json")
+TOOL = "vase.reports.power"
 
 
 def paired_results(path: str | Path) -> dict[str, dict[str, Any]]:
@@ -31,14 +33,33 @@ def paired_results(path: str | Path) -> dict[str, dict[str, Any]]:
     out = {}
     for f in files:
         obj = read_json(f)
+        if not isinstance(obj, dict):
+            raise DataError(f"{f}: holds a JSON {type(obj).__name__}, not a results object (a heldout_reward.json or "
+                            f"a paired_captions.json)")
         comp = obj.get("metrics") if "metrics" in obj and "run" in obj else obj.get("captions_vs_start")
         if comp:
             label = f"{obj['run']} vs {obj['start']}" if "run" in obj and "metrics" in obj else str(f.parent.name)
-            out[f"{label} ({f.name})"] = comp
+            out[f"{label} ({f.name})"] = _checked(f, comp)
     if not out:
         raise DataError(f"{path}: no paired caption comparison found (a heldout_reward.json with captions_vs_start, "
                         f"or a paired_captions.json: runs with evaluate.heldout=true and a start, or SFT then GRPO)")
     return out
+
+
+def _checked(path: Path, comp: Any) -> dict[str, dict[str, Any]]:
+    """A paired comparison whose every metric has a finite ``diff`` and ``sd`` and a whole ``n`` of at least 2; else
+    one line naming the file, the metric and the field (never a figure computed from a bad number)."""
+    if not isinstance(comp, dict):
+        raise DataError(f"{path}: its paired comparison is a {type(comp).__name__}, not metric -> figures")
+    for m, c in comp.items():
+        for key in ("diff", "sd", "n"):
+            v = c.get(key) if isinstance(c, dict) else None
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            if not ok or (key == "sd" and v < 0) or (key == "n" and (v < 2 or int(v) != v)):
+                want = "a whole number of at least 2" if key == "n" else "a finite number" + (
+                    " >= 0" if key == "sd" else "")
+                raise DataError(f"{path}: metric {m!r} has {key}={v!r}; it must be {want}")
+    return comp
 
 
 def paper_gains() -> dict[str, dict[str, float]]:
@@ -81,12 +102,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=96, help="a test-set size to size the detectable differences for")
     ap.add_argument("--alpha", type=float, default=0.05)
     ap.add_argument("--power", type=float, default=0.8)
-    ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--json", help="also write the figures here (never over a file vase did not write)")
+    ap.add_argument("--force", action="store_true", help="replace an existing --json file whatever wrote it")
     args = ap.parse_args(argv)
     try:
+        if args.n < 2:
+            raise ConfigError(f"--n {args.n}: a test-set size must be at least 2 vases (a standard deviation of "
+                              f"per-vase differences needs two)")
+        if not (0 < args.alpha < 1 and 0 < args.power < 1):
+            raise ConfigError(f"--alpha {args.alpha} --power {args.power}: both must lie strictly between 0 and 1")
+        json_out = user_output(args.json, "--json", TOOL, args.force) if args.json else None
         found = paired_results(args.results)
-    except DataError as e:
-        print(f"error: {e}")
+    except VaseError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     figures = {}
     for label, comp in found.items():
@@ -95,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
                               "detectable": minimal_detectable(c["sd"], c["n"], args.alpha, args.power),
                               f"detectable_at_{args.n}": minimal_detectable(c["sd"], args.n, args.alpha, args.power)}
                           for m, c in comp.items()}
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2))
+    if json_out is not None:
+        atomic_write_json(json_out, {WRITTEN_BY: TOOL, "n": args.n, "alpha": args.alpha, "power": args.power,
+                                     "figures": figures})
     return 0
 
 
