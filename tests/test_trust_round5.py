@@ -95,3 +95,133 @@ def test_a_nan_metric_in_a_leaderboard_row_is_named_and_shown_missing(tmp_path: 
     assert "NaN" not in text and json.loads(text)["m"]["lexical_similarity"] is None
     line = next(ln for ln in paths["md"].read_text().splitlines() if ln.startswith("| m |"))
     assert "nan" not in line.lower() and "| – |" in line
+
+
+# ------------------------------------------------------------------ 4: config gaps, one line before any model loads
+
+
+def _run(args: list[str], tmp_path: Path, check: bool = False, timeout: float = 300) -> subprocess.CompletedProcess:
+    import os
+
+    env = {**os.environ, "WANDB_MODE": "disabled", **({"VASE_CHECK_CONFIG": "1"} if check else {})}
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def _records(root: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in root.rglob(".vase-run.json")] if root.exists() else []
+
+
+@pytest.mark.parametrize(("args", "check", "line"), [
+    (["train.py", "cluster=slurm", "cluster.nodes=0"], True,
+     "config error: cluster.nodes=0 must be a whole number of at least 1 (nodes per job)"),
+    (["train.py", "cluster=slurm", "cluster.nodes=-1"], True,
+     "config error: cluster.nodes=-1 must be a whole number of at least 1 (nodes per job)"),
+    (["train.py", "-m", "cluster=slurm", "cluster.nodes=abc"], False,
+     "error: cluster.nodes='abc' must be a whole number of at least 1 (nodes per job)"),
+    (["train.py", "nosuchkey=1"], True,
+     "config error: nosuchkey: the config has no key 'nosuchkey', so nothing would read it; valid keys: "),
+    (["train.py", "sede=3"], True, "config error: sede: the config has no key 'sede', so nothing would read it; "
+                                   "did you mean 'seed'?"),
+    (["train.py", "logger=tensorboard", "logger.tensorboard.save_dir=<file>", "debug=fast"], False,
+     "config error: logger.tensorboard.save_dir='<file>' is a file; the logger writes a folder there"),
+    (["-m", "vase.render", "--root", "<missing>"], False, "error: --root <missing>: no such dataset folder"),
+    (["-m", "vase.render", "--root", "<file>"], False, "error: --root <file>: no such dataset folder"),
+])
+def test_each_config_gap_is_one_line_and_leaves_no_record_running(args: list[str], check: bool, line: str,
+                                                                   tmp_path: Path) -> None:
+    afile = tmp_path / "a-file"
+    afile.write_text("x")
+    subs = {"<file>": str(afile), "<missing>": str(tmp_path / "nonexistent")}
+    args = [next((a.replace(k, v) for k, v in subs.items() if k in a), a) for a in args]
+    line = next((line.replace(k, v) for k, v in subs.items() if k in line), line)
+    logs = tmp_path / "logs"
+    if args[0] == "train.py":
+        args += [f"paths.log_dir={logs}"]
+    p = _run(args, tmp_path, check)
+    err = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and err and err[-1].startswith(line), p.stderr[-2000:]
+    assert "Traceback" not in p.stderr and "loading model" not in p.stdout + p.stderr
+    assert not [r for r in _records(logs) if r.get("status") == "running"]
+
+
+def test_evaluating_an_empty_split_is_refused_naming_the_data_before_any_encoder_loads(tmp_path: Path) -> None:
+    """evaluate.py on a dataset whose split is empty failed after the encoders loaded with "CLIPTextScore: no caption
+    pairs to score", naming no data."""
+    root = tmp_path / "empty"
+    (root / "annotations").mkdir(parents=True)
+    (root / "annotations" / "train.json").write_text("[]")
+    (root / "annotations" / "val.json").write_text("[]")
+    p = _run(["evaluate.py", "data=vasevqa3d", f"data.root={root}", f"paths.log_dir={tmp_path / 'logs'}",
+              f"paths.cache_dir={tmp_path / 'cache'}", "logger=none"], tmp_path)
+    err = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and err[-1].startswith(f"error: {root} (vase layout): its val split has no vase to "
+                                                    f"evaluate"), p.stderr[-2000:]
+    assert "CLIPTextScore" not in p.stderr and "Loading weights" not in p.stderr
+
+
+# ------------------------------------------------------------------ 2: a broken checkpoint, named in one line
+
+
+def _break(ckpt: Path, how: str) -> str:
+    """Damage a copy of the hub-shaped checkpoint as a user's download can be; returns what the line must name."""
+    if how == "no_preprocessor":
+        (ckpt / "preprocessor_config.json").unlink()
+        return f"{ckpt / 'preprocessor_config.json'} is missing"
+    if how == "cut_shard":
+        index = json.loads((ckpt / "model.safetensors.index.json").read_text())
+        shard = ckpt / sorted(set(index["weight_map"].values()))[-1]
+        data = shard.read_bytes()
+        shard.write_bytes(data[: len(data) // 2])
+        return f"shard {shard} is cut short"
+    if how == "no_chat_template":
+        for name in ("chat_template.jinja", "chat_template.json"):
+            (ckpt / name).unlink(missing_ok=True)
+        cfg = json.loads((ckpt / "tokenizer_config.json").read_text())
+        cfg.pop("chat_template", None)
+        (ckpt / "tokenizer_config.json").write_text(json.dumps(cfg))
+        return f"{ckpt} has no chat template"
+    raise ValueError(how)
+
+
+@pytest.mark.parametrize(("how", "entry"), [("no_preprocessor", ["train.py", "trainer=cpu"]),
+                                             ("cut_shard", ["evaluate.py"]), ("no_chat_template", ["train.py"])])
+def test_a_broken_checkpoint_folder_is_one_line_naming_the_file_before_the_model_loads(hub_checkpoint: Path,
+                                                                                      tmp_path: Path, how: str,
+                                                                                      entry: list[str]) -> None:
+    import hashlib
+    import time
+
+    names = _break(hub_checkpoint, how)
+    before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in hub_checkpoint.rglob("*") if p.is_file()}
+    started = time.time()
+    p = _run([*entry, "model=qwen2_5_vl_3b", "model.dtype=float32", f"model.name_or_path={hub_checkpoint}",
+              "logger=none", f"paths.log_dir={tmp_path / 'logs'}", f"paths.cache_dir={tmp_path / 'cache'}"], tmp_path)
+    err = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len([ln for ln in err if ln.startswith(("error:", "config error:"))]) == 1
+    assert err[-1].startswith(f"error: model.name_or_path='{hub_checkpoint}': ") and names in err[-1], err[-3:]
+    assert "Traceback" not in p.stderr and "Loading weights" not in p.stderr
+    assert time.time() - started < 120
+    assert before == {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in hub_checkpoint.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(("value", "line"), [
+    ("/nonexistent/qwen", "config error: model.name_or_path='/nonexistent/qwen': no such folder, and not a hub id"),
+    ("Qwen/Qwen2.5-VL-3B-Instruct", "config error: model.name_or_path='Qwen/Qwen2.5-VL-3B-Instruct' is not in this "
+                                    "machine's hub cache and "),
+])
+def test_a_missing_folder_or_an_unreachable_hub_id_is_one_line_within_seconds(tmp_path: Path, value: str,
+                                                                              line: str) -> None:
+    """transformers said "Repo id must use alphanumeric chars" of a missing folder, and retried an unreachable hub
+    for 2 min 45 s before 215 lines; the hub is reached through an address nothing answers (no network needed)."""
+    import os
+    import time
+
+    env_hub = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(tmp_path / "hf")}  # an empty hub cache
+    started = time.time()
+    p = subprocess.run([sys.executable, "train.py", "model=qwen2_5_vl_3b", f"model.name_or_path={value}",
+                        "logger=none", f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300, env={**os.environ, **env_hub, "WANDB_MODE": "disabled"})
+    err = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and err[-1].startswith(line), p.stderr[-2000:]
+    assert "pass a local checkpoint folder" in err[-1] or "give a local checkpoint folder" in err[-1]
+    assert time.time() - started < 60 and "Traceback" not in p.stderr

@@ -260,6 +260,11 @@ def check_loggers(cfg: DictConfig) -> None:
     store: created, migrated and given its experiment once, under a lock (runs started together would otherwise race
     the schema migration and break the store), and a store that cannot be opened is named in one line with what to
     do."""
+    for name, lg in (cfg.get("logger") or {}).items():
+        where = lg.get("save_dir") if isinstance(lg, DictConfig) else None
+        if where is not None and Path(str(where)).exists() and not Path(str(where)).is_dir():
+            raise ConfigError(f"logger.{name}.save_dir={str(where)!r} is a file; the logger writes a folder there: "
+                              f"give a folder (or leave it: the run's own folder)")
     node = OmegaConf.select(cfg, "logger.mlflow", default=None)
     if isinstance(node, DictConfig) and "_target_" in node:
         prepare_mlflow(str(node.tracking_uri), str(node.experiment_name), node.get("artifact_location"))

@@ -21,6 +21,7 @@ from __future__ import annotations
 from vase.config.cluster import (
     SLURM_LIMIT_CHECK_S,
     SLURM_STARTUP_S,
+    check_cluster,
     check_slurm_nodes,
     check_slurm_signal,
     slurm_gpus,
@@ -85,6 +86,7 @@ __all__ = [
     "RewardWeights",
     "StageSchema",
     "SyntheticSchema",
+    "check_cluster",
     "check_retrieval",
     "check_slurm_nodes",
     "check_slurm_signal",

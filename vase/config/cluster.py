@@ -105,3 +105,25 @@ def check_slurm_nodes(nodes: Any, partition: Any, run: Any = None) -> None:
         raise ConfigError(f"cluster.nodes={nodes} asks for more nodes than partition {found[0]} has ({found[1]}); a job "
                           f"that asks for more pends for ever. Lower cluster.nodes or choose a larger partition with "
                           f"cluster.partition")
+
+
+def check_cluster(node: Any) -> None:
+    """``cluster.*`` (``cluster=slurm``): whole numbers in range, each named in one line, before anything is submitted
+    (``cluster.nodes=0`` passed the config check and failed in Hydra's launcher once the model had loaded).
+
+    >>> check_cluster({"nodes": 2, "gpus_per_node": 0, "tasks_per_node": None, "timeout_min": 60})
+    >>> check_cluster({"nodes": 0})
+    Traceback (most recent call last):
+    ...
+    vase.errors.ConfigError: cluster.nodes=0 must be a whole number of at least 1 (nodes per job)
+    """
+    rules = {"nodes": (1, "nodes per job"), "gpus_per_node": (0, "0 for a CPU partition"),
+             "tasks_per_node": (1, "or null: one per GPU"), "cpus_per_task": (1, "CPU cores per task"),
+             "mem_gb": (1, "memory per node in GB"), "timeout_min": (1, "minutes")}
+    for key, (low, what) in rules.items():
+        if key not in node or (node[key] is None and key != "nodes"):  # null: the launcher's default
+            continue
+        v = node[key]
+        ok = isinstance(v, int) and not isinstance(v, bool) and v >= low
+        if not ok:
+            raise ConfigError(f"cluster.{key}={v!r} must be a whole number of at least {low} ({what})")

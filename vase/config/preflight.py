@@ -55,15 +55,16 @@ def _check_override_keys(argv: list[str], conf_dir: Path, config_name: str) -> N
     multi-line "not in struct" error. The config is composed from the group overrides alone (first option of a
     sweep list); anything this cannot compose is left for Hydra to report."""
     pairs = [a.split("=", 1) for a in argv if not a.startswith("-") and "=" in a]
-    dotted = [k for k, _ in pairs if "." in k and not k.startswith(("+", "~", "hydra.")) and "@" not in k
-              and "/" not in k]
+
+    def group(k: str) -> bool:  # a config group (conf/<group>/), possibly at a package (+stage@sft)
+        return "." not in k and (Path(conf_dir) / k.lstrip("+~").split("@")[0]).is_dir()
+
+    # a.b=value, and a top-level key=value that names no group (nosuchkey=1: Hydra's six-line block otherwise)
+    dotted = [k for k, _ in pairs if not k.startswith(("+", "~", "hydra")) and "@" not in k and "/" not in k
+              and not group(k)]
     if not dotted:
         return
-    groups = []
-    for k, v in pairs:
-        if "." in k.lstrip("+") or k.lstrip("+~").startswith("hydra") or "(" in v:
-            continue
-        groups.append(f"{k}={v.split(',')[0]}")
+    groups = [f"{k}={v.split(',')[0]}" for k, v in pairs if group(k) and "(" not in v]
     try:
         with initialize_config_dir(config_dir=str(Path(conf_dir).resolve()), version_base="1.3"):
             base = compose(config_name=config_name, overrides=groups)

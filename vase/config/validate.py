@@ -20,6 +20,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import TINY_OPEN_CLIP_NAME, VQA_PROTOCOLS
+from vase.config.cluster import check_cluster
 from vase.config.decoding import Decoding
 from vase.config.schemas import (
     SECTIONS,
@@ -95,6 +96,8 @@ def validate(cfg: DictConfig) -> None:
                    "must be open, mc, ll, both, or several joined by '+' (open+ll)")
     if isinstance(cfg.get("retrieval"), DictConfig):
         check_retrieval(_resolved(cfg, "retrieval"))
+    if isinstance(cfg.get("cluster"), DictConfig):
+        check_cluster(cfg.cluster)  # before the interpolations that read it (trainer.num_nodes, the launcher's)
     for key in ("generation", "evaluate"):  # the decoding of evaluate.py and of train.py's evaluation
         if isinstance(cfg.get(key), DictConfig):
             Decoding.of(_resolved(cfg, key), key)

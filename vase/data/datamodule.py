@@ -347,6 +347,16 @@ class VaseDataModule(pl.LightningDataModule):
                             f"{self.root} lists what it read)")
         return n
 
+    def check_evaluable(self, split: str, limit: int | None = None) -> int:
+        """The number of vases of ``split`` to evaluate on; a DataError naming the data when there are none, before
+        any model or encoder loads (evaluate.py calls it first)."""
+        n = len(self.dataset(split, limit, set(self.left_out())).records)
+        if n == 0:
+            cap = f", limited to {limit}" if limit is not None else ""
+            raise DataError(f"{self.root} ({self.layout_name} layout): its {split} split has no vase to evaluate"
+                            f"{cap}; nothing would be scored (python -m vase.data.check {self.root} lists what it read)")
+        return n
+
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is None:
             skipped = self.left_out()

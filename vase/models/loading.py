@@ -8,6 +8,7 @@ from typing import Any
 
 from vase.choices import DTYPES
 from vase.errors import ConfigError
+from vase.models.checkpoint import check_checkpoint
 from vase.models.tiny import TinySpec, build_tiny
 
 LINEAGE_FILE = "vase_lineage.json"
@@ -80,9 +81,17 @@ def load_model(path: str, dtype: str = "float32", attn_implementation: str | Non
         ) from e
 
 
+def check_model(cfg: Any) -> None:
+    """A ``model`` config's checkpoint checked before anything loads (`check_checkpoint`); a tiny model vase builds
+    itself is checked when built."""
+    if not cfg.get("build_tiny", False):
+        check_checkpoint(str(cfg.name_or_path))
+
+
 def load_model_and_processor(cfg: Any, adapter: str | None = None, merge: bool = False):
     """Model (optionally with a peft adapter, optionally merged) and processor from a ``model`` config group."""
     path = resolve_model_path(cfg)
+    check_checkpoint(path)  # one line naming the folder and the file, not transformers' traceback
     proc_cfg = cfg.get("processor", {}) or {}
     processor = load_processor(path, proc_cfg.get("min_pixels"), proc_cfg.get("max_pixels"))
     model = load_model(path, cfg.get("dtype", "float32"), cfg.get("attn_implementation"))

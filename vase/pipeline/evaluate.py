@@ -25,7 +25,7 @@ from vase.eval.invrender import run_invrender
 from vase.io import atomic_directory, atomic_write_json, atomic_write_text, is_within
 from vase.loggers import build_loggers, check_loggers, log_config, log_eval_rows, log_results_table
 from vase.metrics.paired import per_vase_scores
-from vase.models.loading import LINEAGE_FILE, load_model_and_processor, resolve_model_path
+from vase.models.loading import LINEAGE_FILE, check_model, load_model_and_processor, resolve_model_path
 from vase.tasks.invrender import PROMPT, VaseParams
 
 log = logging.getLogger("vase")
@@ -71,6 +71,12 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     refuse_foreign_outputs(written_files(cfg), cfg.paths.output_dir)
     if cfg.task not in ("check", "vaseeval"):
         check_loggers(cfg)  # a tracking server that does not answer: one line now, not after the evaluation
+    if cfg.task in ("generate", "vqa", "export") or (cfg.task == "invrender" and cfg.get("predictor") == "model"):
+        check_model(cfg.model)  # a broken checkpoint or an unreachable hub id: one line, before anything loads
+    if cfg.task in ("generate", "vqa", "attributes", "invrender"):  # nothing evaluates on nothing: said before a load
+        datamodule = instantiate(cfg.data, processor=None, _convert_="partial")
+        datamodule.prepare_data()
+        datamodule.check_evaluable(str(cfg.split), cfg.data.get("limit_val") if cfg.split == "val" else None)
     out = tasks[cfg.task](cfg)
     if cfg.task in ("check", "vaseeval"):
         return out

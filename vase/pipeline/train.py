@@ -25,7 +25,7 @@ from vase.eval.vqa import evaluate_vqa
 from vase.io import atomic_write_json, atomic_write_text, file_lock, read_json
 from vase.loggers import build_loggers, check_loggers, log_config, log_end_metrics, log_eval_rows
 from vase.metrics.paired import compare_captions, format_comparison
-from vase.models.loading import load_model_and_processor
+from vase.models.loading import check_model, load_model_and_processor
 from vase.pipeline.build import (
     build_callbacks,
     build_datamodule,
@@ -55,6 +55,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
         return _kept(Path(cfg.paths.output_dir))
     check_training_data(cfg, cfg.stage.name)  # nothing trains on nothing: refused before any model loads
     check_loggers(cfg)  # a tracking server that does not answer, a broken store: one line, before any model loads
+    check_model(cfg.model)  # a checkpoint folder missing a file or with a damaged shard, an unreachable hub id: the same
     slurm_master_address()  # a job over several SLURM nodes whose names do not resolve: the address from SLURM
     placement = slurm_task_line()
     if placement:

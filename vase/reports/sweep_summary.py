@@ -25,7 +25,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import PROTOCOL_LABELS
-from vase.config import CHECK_ONLY_ENV, check_slurm_nodes, check_slurm_signal, sweep_keys_of, validate, wandb_offline
+from vase.config import (
+    CHECK_ONLY_ENV,
+    check_cluster,
+    check_slurm_nodes,
+    check_slurm_signal,
+    sweep_keys_of,
+    validate,
+    wandb_offline,
+)
 from vase.errors import ConfigError
 from vase.eval.stats import format_heldout, heldout_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
@@ -365,6 +373,8 @@ class SweepSummary(Callback):
         launcher = config.hydra.launcher
         if "timeout_min" in launcher and "signal_delay_s" in launcher:  # submitit's SLURM launcher
             try:
+                if isinstance(config.get("cluster"), DictConfig):
+                    check_cluster(config.cluster)  # cluster.nodes=abc: one line here, not submitit's traceback
                 check_slurm_signal(launcher.timeout_min, launcher.signal_delay_s)
                 check_slurm_nodes(launcher.get("nodes"), launcher.get("partition"))
             except ConfigError as e:  # Hydra turns a callback's exception into a warning and submits anyway
