@@ -93,7 +93,7 @@ def synthetic_root(session_dirs: dict[str, Path]) -> Path:
     """8 synthetic vases, rendered at 64 pixels (the same root the tiny train config uses)."""
     from vase.data.datamodule import VaseDataModule
 
-    root = session_dirs["cache"] / "data" / "synthetic-n8-s0"
+    root = session_dirs["cache"] / "data" / "synthetic-n8-s0-r64-fov35"
     dm = VaseDataModule(
         str(root),
         synthetic={"num_vases": 8, "seed": 0, "val_fraction": 0.25},

@@ -48,7 +48,7 @@ def test_export_of_a_fresh_dataset_renders_views_into_the_cache_and_writes_absol
     p = _export(fresh, out, "swift", cache)
     assert p.returncode == 0, p.stderr[-2000:]
     assert tree_hash(fresh) == before  # rendered into the cache, never into the dataset
-    assert list((cache / "renders").glob("*/images/front/*.png"))
+    assert list((cache / "renders").glob("*/renders/r32-fov35/images/front/*.png"))  # keyed by its settings
     lines = [json.loads(x) for x in (out / "train.jsonl").read_text().splitlines()]
     paths = [p for line in lines for p in line["images"]]
     assert paths and all(Path(p).is_absolute() and Path(p).is_file() and Path(p).is_relative_to(out) for p in paths)
@@ -61,7 +61,7 @@ def test_export_reads_views_the_render_command_put_in_the_cache(fresh: Path, tmp
                         "--resolution", "32"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     stamps = {p: p.stat().st_mtime_ns for p in (cache / "renders").rglob("*.png")}
-    p = _export(fresh, tmp_path / "out", "swift", cache)
+    p = _export(fresh, tmp_path / "out", "swift", cache)  # at the settings they were rendered at (32 pixels)
     assert p.returncode == 0, p.stderr[-2000:]
     assert {p: p.stat().st_mtime_ns for p in (cache / "renders").rglob("*.png")} == stamps  # read, not re-rendered
 

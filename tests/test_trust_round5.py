@@ -57,7 +57,7 @@ def test_render_out_takes_a_new_folder_and_its_own_again(tmp_path: Path, synthet
     import shutil
 
     bare = tmp_path / "bare"  # the synthetic set without its views: a dataset that ships none
-    shutil.copytree(synthetic_root, bare, ignore=shutil.ignore_patterns("images"))
+    shutil.copytree(synthetic_root, bare, ignore=shutil.ignore_patterns("images", "renders"))
     out = tmp_path / "renders"
     cmd = [sys.executable, "-m", "vase.render", "--root", str(bare), "--out", str(out), "--resolution", "32",
            "--views", "front"]
@@ -225,3 +225,40 @@ def test_a_missing_folder_or_an_unreachable_hub_id_is_one_line_within_seconds(tm
     assert p.returncode == 2 and err[-1].startswith(line), p.stderr[-2000:]
     assert "pass a local checkpoint folder" in err[-1] or "give a local checkpoint folder" in err[-1]
     assert time.time() - started < 60 and "Traceback" not in p.stderr
+
+
+# ------------------------------------------------------------------ 5: the render settings key the views
+
+
+def test_two_runs_at_two_resolutions_at_once_each_train_on_their_own_views(tmp_path: Path) -> None:
+    """render.resolution once re-rendered the synthetic set's views in place: two runs at 32 and 48 pixels overwrote
+    each other's views and one trained on the other's. Each now reads a set named by its settings; a set given by
+    data.root at other settings than its views' is refused in one line, its views left as they were."""
+    import os
+
+    from PIL import Image
+
+    cache, logs = tmp_path / "cache", tmp_path / "logs"
+    common = ["train.py", "logger=none", "debug=fast", "trainer.max_steps=1", "evaluate.after=false", "report=false",
+              "data.synthetic.num_vases=8", f"paths.cache_dir={cache}", f"paths.log_dir={logs}"]
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    procs = [subprocess.Popen([sys.executable, *common, f"render.resolution={r}"], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (32, 48)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1][-1500:] for o in outs]
+    for r in (32, 48):
+        root = cache / "data" / f"synthetic-n8-s0-r{r}-fov35"
+        sizes = {Image.open(f).size for f in (root / "images" / "front").glob("*.png")}
+        assert sizes == {(r, r)}, (r, sizes)
+    import yaml
+
+    roots = sorted(yaml.safe_load(c.read_text())["data"]["root"] for c in logs.glob("train/runs/*/config.yaml"))
+    assert roots == [str(cache / "data" / f"synthetic-n8-s0-r{r}-fov35") for r in (32, 48)]  # each its own set
+    # the same set named by hand at another resolution: refused, nothing re-rendered
+    given = cache / "data" / "synthetic-n8-s0-r32-fov35"
+    before = {f: f.stat().st_mtime_ns for f in (given / "images" / "front").glob("*.png")}
+    p = subprocess.run([sys.executable, *common, "render.resolution=48", f"data.root={given}"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].startswith(
+        f"error: data.root='{given}' holds views rendered at other render settings than this run's"), p.stderr[-1500:]
+    assert before == {f: f.stat().st_mtime_ns for f in (given / "images" / "front").glob("*.png")}

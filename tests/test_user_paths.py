@@ -223,7 +223,7 @@ def test_shipped_views_are_read_not_rerendered(synthetic_root: Path, tmp_path: P
 
 def test_missing_views_render_to_the_cache_or_only_missing_files_to_the_root(synthetic_root: Path,
                                                                               tmp_path: Path) -> None:
-    from vase.views import VIEWS, render_cache_root, view_path
+    from vase.views import VIEWS, at_settings, render_cache_root, view_path
 
     root = _user_dataset(synthetic_root, tmp_path / "user", views=False)
     before = tree_hash(root)
@@ -231,7 +231,8 @@ def test_missing_views_render_to_the_cache_or_only_missing_files_to_the_root(syn
     dm.prepare_data()
     dm.setup()
     assert tree_hash(root) == before
-    rendered = render_cache_root(tmp_path / "cache", root)
+    rendered = at_settings(render_cache_root(tmp_path / "cache", root), 64)  # the run's settings name the folder
+    assert rendered == render_cache_root(tmp_path / "cache", root) / "renders" / "r64-fov35"
     ids = [r.id for r in dm.train_set.records + dm.val_set.records]
     assert all(view_path(rendered, v, i).is_file() for v in VIEWS for i in ids)
     assert dm.train_set[0].images[0].size == (64, 64)

@@ -10,7 +10,10 @@ a plain file name, else a cleaned stem plus a hash), for reading and writing ali
 is read only when it stays inside the dataset (:func:`model_file`).
 
 Views that vase renders for a dataset it does not own go to a cache folder with the same ``images/`` layout
-(:func:`render_cache_root`); readers search the dataset first and the cache second (:func:`find_view`).
+(`render_cache_root`); readers search the dataset first and the cache second (`find_view`). Views rendered at other
+than the default settings (224 pixels, 35 degrees) go one level further, to ``renders/r<pixels>-fov<degrees>/`` below
+that folder (`at_settings`), and a set vase generates is named by its settings (`settings_suffix`): two runs at two
+resolutions never share, or overwrite, one set of views.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from vase.errors import DataError
 from vase.io import relpath_problem, safe_name
@@ -83,6 +87,34 @@ def find_orbit(roots: Sequence[str | Path], vase_id: str) -> Path | None:
         if d.with_suffix(".mp4").is_file():
             return d.with_suffix(".mp4")
     return None
+
+
+DEFAULT_RESOLUTION = 224
+DEFAULT_FOV_DEG = 35.0
+
+
+def at_settings(base: str | Path, resolution: int = DEFAULT_RESOLUTION, fov_deg: float = DEFAULT_FOV_DEG) -> Path:
+    """Where views rendered at ``resolution`` and ``fov_deg`` live below an image root: the root itself at the default
+    settings, else ``renders/r<resolution>-fov<fov>/`` below it.
+
+    >>> at_settings("/c/a"), at_settings("/c/a", 64), at_settings("/c/a", 224, 50)
+    (PosixPath('/c/a'), PosixPath('/c/a/renders/r64-fov35'), PosixPath('/c/a/renders/r224-fov50'))
+    """
+    if int(resolution) == DEFAULT_RESOLUTION and float(fov_deg) == DEFAULT_FOV_DEG:
+        return Path(base)
+    return Path(base) / "renders" / f"r{int(resolution)}-fov{float(fov_deg):g}"
+
+
+def settings_suffix(resolution: Any = DEFAULT_RESOLUTION, fov_deg: Any = DEFAULT_FOV_DEG) -> str:
+    """``${vase.render_key:${render.resolution},${render.fov_deg}}``: what names a generated set's folder after its
+    render settings: "" at the defaults, else ``-r<pixels>-fov<degrees>``.
+
+    >>> settings_suffix(224, 35.0), settings_suffix(64, 35)
+    ('', '-r64-fov35')
+    """
+    if int(resolution) == DEFAULT_RESOLUTION and float(fov_deg) == DEFAULT_FOV_DEG:
+        return ""
+    return f"-r{int(resolution)}-fov{float(fov_deg):g}"
 
 
 def render_cache_root(cache_dir: str | Path, dataset_root: str | Path) -> Path:

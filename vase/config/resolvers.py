@@ -16,7 +16,7 @@ from vase.config.naming import (
     tiny_key,
 )
 from vase.runs import root_digest, run_dir
-from vase.views import path_key
+from vase.views import path_key, settings_suffix
 
 RESOLVERS = {
     "vase.run_name": run_name,
@@ -31,6 +31,7 @@ RESOLVERS = {
     "vase.cwd": launch_dir,
     "vase.folder_name": folder_name,
     "vase.input_key": path_key,
+    "vase.render_key": settings_suffix,
     "vase.tiny_key": tiny_key,
     "vase.config_digest": root_digest,  # not cached: it reads the config it is resolved in
     "vase.run_dir": run_dir,

@@ -124,6 +124,9 @@ def check_dataset(path: str | Path, layout: str = "auto", views: list[str] | tup
     data should train: ``sft`` (captions and QA) or ``grpo`` (the six-dimension reward: every vase needs them)."""
     root = Path(path)
     rendered = render_cache_root(cache_dir, root) if cache_dir else None
+    # views rendered at any settings count (at_settings: one folder per resolution and field of view)
+    rendered_roots = ([rendered, *sorted(p for p in (rendered / "renders").glob("*") if p.is_dir())]
+                      if rendered is not None else [])
     from_cache: set[str] = set()
     problems: list[tuple[str, str, str]] = []
     info: list[str] = []
@@ -160,8 +163,8 @@ def check_dataset(path: str | Path, layout: str = "auto", views: list[str] | tup
         else:
             for v in views:
                 p = find_view([root], v, r.id)
-                if p is None and rendered is not None:
-                    p = find_view([rendered], v, r.id)
+                if p is None and rendered_roots:
+                    p = find_view(rendered_roots, v, r.id)
                     if p is not None:
                         from_cache.add(r.id)
                 if p is None:

@@ -19,12 +19,12 @@ from vase.data.synthetic import SHAPE_SPECS, generate
 from vase.errors import DataError
 from vase.io import atomic_write_json, file_lock, own_output_dir, read_json
 from vase.metrics.features import view_encoder
-from vase.render import RenderSettings, render_dataset
+from vase.render import RenderSettings, render_dataset, rendered_settings
 from vase.retrieval.index import Retriever, VaseIndex, index_dir
 from vase.tasks import DATA_TASKS, SAMPLES
 from vase.tasks import zoom as zoom_task
 from vase.tasks.base import ChatSample
-from vase.views import path_key, render_cache_root
+from vase.views import DEFAULT_FOV_DEG, DEFAULT_RESOLUTION, at_settings, path_key, render_cache_root
 
 log = logging.getLogger("vase")
 FAILURES_FILE = "render_failures.json"
@@ -226,7 +226,9 @@ class VaseDataModule(pl.LightningDataModule):
 
     def render_root(self) -> Path:
         """Where views vase renders go: the root when vase owns it (or ``render.write_to_root``), else a cache
-        folder keyed by the dataset, so a user's dataset is only ever read."""
+        folder keyed by the dataset and, at other than the default render settings, by the settings too
+        (`vase.views.at_settings`), so a user's dataset is only ever read and runs at two resolutions never overwrite
+        each other's views (a root vase owns is named by its settings in conf/data/synthetic.yaml)."""
 
         if self.owns_root or self.render.get("write_to_root", False):
             return self.root
@@ -234,7 +236,8 @@ class VaseDataModule(pl.LightningDataModule):
         if not cache:
             raise DataError(f"{self.root}: views must be rendered for this dataset, but render.cache_dir is not set "
                             f"(vase renders a user's dataset into its cache, never into data.root)")
-        return render_cache_root(cache, self.root)
+        return at_settings(render_cache_root(cache, self.root), int(self.render.get("resolution", DEFAULT_RESOLUTION)),
+                           float(self.render.get("fov_deg", DEFAULT_FOV_DEG)))
 
     @property
     def image_roots(self) -> list[Path]:
@@ -288,6 +291,12 @@ class VaseDataModule(pl.LightningDataModule):
                 atomic_write_json(failures_path, [])
             return
         settings = RenderSettings(resolution=int(self.render["resolution"]), fov_deg=float(self.render["fov_deg"]))
+        if self.owns_root and rendered_settings(out_root) - {settings.key()}:
+            # re-rendering in place would swap the views under another run's feet (two resolutions at once)
+            raise DataError(f"data.root={str(self.root)!r} holds views rendered at other render settings than this "
+                            f"run's (render.resolution={settings.resolution}, render.fov_deg={settings.fov_deg:g}); a "
+                            f"set vase generates keeps one: leave data.root to its default, which names the settings "
+                            f"(synthetic-n<N>-s<seed>-r<pixels>-fov<degrees>), or give another data.root")
         result = render_dataset(self.root, pairs, settings, views=self.views, orbit_frames=orbit,
                                 out_root=out_root, keep_existing=out_root == self.root and not self.owns_root,
                                 on_error=str(self.render.get("on_error", "raise")),

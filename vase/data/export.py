@@ -28,7 +28,7 @@ from vase.io import atomic_directory, atomic_write_text, inside, is_within, safe
 from vase.prompts import CAPTION_PROMPT
 from vase.render.renderer import RenderSettings, render_dataset
 from vase.tasks.base import fields_of, only
-from vase.views import VIEWS, model_file, render_cache_root
+from vase.views import VIEWS, at_settings, model_file, render_cache_root
 
 
 def _check_fresh(out: Path) -> None:
@@ -158,11 +158,13 @@ def views_for_export(src: Path, splits: dict[str, list[VaseRecord]], layout: str
     """Where an export reads views: the dataset's own, then vase's render cache for it (``python -m vase.render``
     and training render there); views missing from both are rendered into the cache first, as training does. The
     dataset itself is never written."""
-    cache = render_cache_root(cache_dir, src)
+    settings = settings or RenderSettings()
+    # the folder training and python -m vase.render use for these settings (one per resolution and field of view)
+    cache = at_settings(render_cache_root(cache_dir, src), settings.resolution, settings.fov_deg)
     records = None if layout == "vase" else [r for rs in splits.values() for r in rs]
     pairs = models_to_render(src, VIEWS, records=records, missing_splits_ok=True)
     if pairs:
-        render_dataset(src, pairs, settings or RenderSettings(), views=VIEWS, out_root=cache)
+        render_dataset(src, pairs, settings, views=VIEWS, out_root=cache)
     return [src, cache]
 
 

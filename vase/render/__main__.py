@@ -17,7 +17,7 @@ from vase.data.dataset import models_to_render
 from vase.errors import DataError, VaseError
 from vase.io import user_output_dir
 from vase.render.renderer import RenderSettings, render_dataset
-from vase.views import RENDER_CACHE_FILE, VIEWS, render_cache_root
+from vase.views import RENDER_CACHE_FILE, VIEWS, at_settings, render_cache_root
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,7 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     root = Path(args.root)
     views = tuple(v for v in args.views.split(",") if v)
-    out = root if args.write_to_root else Path(args.out) if args.out else render_cache_root(args.cache_dir, root)
+    # the cache folder train.py reads for these settings (a folder per resolution and field of view)
+    cached = at_settings(render_cache_root(args.cache_dir, root), args.resolution, args.fov_deg)
+    out = root if args.write_to_root else Path(args.out) if args.out else cached
     try:
         if not root.is_dir():
             raise DataError(f"--root {root}: no such dataset folder (models/ and annotations/ are read from it)")

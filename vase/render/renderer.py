@@ -383,6 +383,12 @@ def _read_cache(path: Path) -> dict[str, str]:
         return {}
 
 
+def rendered_settings(out_root: str | Path) -> set[str]:
+    """The render settings (`RenderSettings.key`) the views under ``out_root`` were rendered with, from its cache."""
+    cache = _read_cache(Path(out_root) / "images" / RENDER_CACHE_FILE)
+    return {v.split(":")[1] for v in cache.values() if isinstance(v, str) and v.count(":") >= 1}
+
+
 def render_dataset(
     root: str | Path,
     ids_and_models: list[tuple[str, str]],
