@@ -159,8 +159,20 @@ def test_every_entry_point_runs_on_the_hub_checkpoint_and_leaves_it_untouched(
         assert tree_hash(hub_checkpoint) == before, f"{name} changed the checkpoint"
     results = json.loads((tmp_path / "generate" / "results.json").read_text())
     assert results["decoding"] == Decoding().record()
+    # the pixel cap beside the decoding in every results file: both decide the answers (conf/model/qwen2_5_vl_3b)
+    assert results["pixels"]["max_pixels"] == 200704 and heldout["pixels"]["max_pixels"] == 200704
+    assert json.loads((tmp_path / "vqa" / "results.json").read_text())["pixels"]["max_pixels"] == 200704
     merged = json.loads((tmp_path / "merged" / "processor_config.json").read_text())
     assert merged["image_processor"]["size"]["longest_edge"] == 200704
+    # the export in the layout older tools read too, and what vase evaluated it with recorded beside the hub's
+    # sampling generation_config.json
+    assert (tmp_path / "merged" / "preprocessor_config.json").is_file()
+    assert json.loads((tmp_path / "merged" / "chat_template.json").read_text())["chat_template"]
+    export = json.loads((tmp_path / "merged" / "vase_export.json").read_text())
+    assert export["decoding"] == Decoding().record() and export["pixels"]["max_pixels"] == 200704
+    from vase.models.checkpoint import check_checkpoint
+
+    check_checkpoint(str(tmp_path / "merged"))
     # the merged export loads without peft, like any checkpoint
     from vase.models.loading import load_model
 

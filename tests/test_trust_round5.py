@@ -262,3 +262,91 @@ def test_two_runs_at_two_resolutions_at_once_each_train_on_their_own_views(tmp_p
     assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].startswith(
         f"error: data.root='{given}' holds views rendered at other render settings than this run's"), p.stderr[-1500:]
     assert before == {f: f.stat().st_mtime_ns for f in (given / "images" / "front").glob("*.png")}
+
+
+# ------------------------------------------------------------------ 7: the small ones
+
+
+def test_greedy_batches_and_the_pixel_bounds_say_nothing(tiny_model_dir: Path, capfd: pytest.CaptureFixture,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """Every greedy batch warned "generation flags are not valid ... ['top_k']" and "Both min_new_tokens and
+    min_length"; the pixel bounds went through a processor-call path transformers says it will remove. Now: no warning,
+    and the bounds still decide the grid."""
+    import warnings
+
+    from PIL import Image
+
+    from vase.eval.generate import GenerationItem, generate_rows
+    from vase.models.loading import load_model, load_processor
+
+    processor = load_processor(str(tiny_model_dir), 3136, 12544)
+    model = load_model(str(tiny_model_dir))
+    img = Image.new("RGB", (448, 448), (120, 80, 40))
+    items = [GenerationItem(id=f"v{i}", prompt="Describe the vase.", reference="x", images=lambda: [img])
+             for i in range(2)]
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level("WARNING"):
+        warnings.simplefilter("always")
+        rows = generate_rows(model, processor, items, batch_size=2, max_new_tokens=4, progress=False)
+    said = capfd.readouterr().err + caplog.text + " ".join(str(w.message) for w in caught)
+    assert len(rows) == 2
+    assert "not valid" not in said and "min_new_tokens" not in said and "min_pixels" not in said, said[-1500:]
+    grid = processor(text=["<|vision_start|><|image_pad|><|vision_end|>x"], images=[img])["image_grid_thw"]
+    assert grid.tolist() == [[1, 8, 8]]  # 112 x 112 = 12,544 pixels: max_pixels decided it
+
+
+def test_a_missing_image_on_a_later_line_of_a_jsonl_is_named_as_missing(tmp_path: Path) -> None:
+    """A vase's second line in an ms-swift JSONL listing a file that is not there was reported as "appears with other
+    media than on an earlier line"; it is the missing file, named with its line."""
+    from PIL import Image
+
+    from vase.data.check import check_dataset
+
+    ok = tmp_path / "front.png"
+    Image.new("RGB", (32, 32)).save(ok)
+    gone = tmp_path / "gone.png"
+
+    def line(img: Path, q: str, a: str) -> str:
+        return json.dumps({"id": "v1", "messages": [{"role": "user", "content": f"<image>{q}"},
+                                                    {"role": "assistant", "content": a}], "images": [str(img)]})
+
+    jsonl = tmp_path / "train.jsonl"
+    jsonl.write_text(line(ok, "Describe the vase.", "An Attic amphora.") + "\n"
+                     + line(gone, "What is the shape of the vase?", "Amphora.") + "\n")
+    problems = check_dataset(jsonl, progress=False)["problems"]
+    assert [(p["kind"], p["message"]) for p in problems] == [
+        ("missing_view", f"{jsonl}:2: {gone}: listed for vase 'v1' but missing")]
+
+
+def test_a_venv_or_cache_that_is_a_symlink_stays_out_of_git(tmp_path: Path) -> None:
+    """.gitignore's /.venv/ matched only a folder: a .venv symlink (to a shared environment) showed as a new file."""
+    import shutil
+
+    repo = tmp_path / "clone"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    shutil.copy(ROOT / ".gitignore", repo / ".gitignore")
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    for name in (".venv", ".cache", "logs"):
+        (repo / name).symlink_to(target, target_is_directory=True)
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=repo, capture_output=True,
+                            text=True, check=True).stdout.split()
+    assert status == ["??", ".gitignore"], status
+
+
+def test_an_ablation_over_one_weight_compares_no_weight_with_itself_in_its_qa_transfer(tmp_path: Path) -> None:
+    """Target (i) said "not decided" for a sweep at one weight, but the QA-transfer line still read "shape accuracy at
+    weight 0.15 above weight 0.15 ... +0.0 [+0.0, +0.0]"."""
+    from tests.test_heldout import _job, _ll, _result
+    from vase.reports.ablation import write_ablation_report
+
+    sweep = tmp_path / "sweep"
+    for n, bonus in enumerate(("0.3", "0.6")):
+        _job(sweep, n, ["reward.weights.shape=0.15", "seed=1", f"reward.terms.bonus.weight={bonus}"],
+             _result({"shape": 16}), _result({"shape": 12}), _ll(14))
+    v = write_ablation_report(sweep)
+    md = (sweep / "ablation.md").read_text()
+    assert v["i"] is None and v["transfer"]["i"] is None
+    assert "above weight 0.15" not in md and "+0.0 [+0.0, +0.0]" not in md
+    assert "**Transfer: shape accuracy**, multiple choice (option likelihood), needs two values of the swept weight; " \
+           "this sweep ran shape weight 0.15 only: not decided." in md

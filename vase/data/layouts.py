@@ -399,8 +399,14 @@ def read_swift(path: Path, problems: Problems | None = None) -> list[VaseRecord]
                 rec.caption, rec.images, rec.videos, rec.system = "", images, videos, system
                 rec.source = where if line.get("id") else f"{where} (no 'id' column: the vase is named after its media)"
             elif (images, videos) != (rec.images, rec.videos):
-                _fault(problems, "bad_line", vid, f"{where}: vase {vid!r} appears with other media than on an "
-                                                  f"earlier line")
+                gone = [m for m in images + videos if not Path(m).exists()]
+                if gone:  # a file this line lists is not there: that, not the difference, is what to fix
+                    more = f" (and {len(gone) - 1} more)" if len(gone) > 1 else ""
+                    _fault(problems, "missing_view", vid, f"{where}: {gone[0]}: listed for vase {vid!r} but "
+                                                          f"missing{more}")
+                else:
+                    _fault(problems, "bad_line", vid, f"{where}: vase {vid!r} appears with other media than on an "
+                                                      f"earlier line")
             elif not rec.has_dimensions and (full := _swift_record(line, vid, where, problems)).has_dimensions:
                 for d in DIMENSIONS:  # a GRPO export's QA line came first: its caption line states all six
                     setattr(rec, d, getattr(full, d))

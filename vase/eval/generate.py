@@ -89,7 +89,9 @@ def _resumable_rows(model: Any, items: list[GenerationItem], out_path: str | Pat
 
 # Every decoding knob that a checkpoint's generation_config.json could set, at its neutral value: an explicit value in
 # the config passed to ``generate`` is never filled from the checkpoint's (transformers fills only unset fields).
-NEUTRAL_DECODING = {"num_beams": 1, "num_beam_groups": 1, "penalty_alpha": None, "min_length": 0, "min_new_tokens": 0,
+# min_length stays unset: min_new_tokens (0) takes precedence over any checkpoint's min_length, and setting both makes
+# transformers warn on every batch.
+NEUTRAL_DECODING = {"num_beams": 1, "num_beam_groups": 1, "penalty_alpha": None, "min_length": None, "min_new_tokens": 0,
                     "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, "min_p": None, "length_penalty": 1.0,
                     "no_repeat_ngram_size": 0, "encoder_repetition_penalty": 1.0, "num_return_sequences": 1,
                     "renormalize_logits": False, "use_cache": True}
@@ -105,8 +107,12 @@ def generation_config(model: Any, tokenizer: Any, decoding: Decoding, max_new_to
     eos = getattr(own, "eos_token_id", None)
     if eos is None:
         eos = tokenizer.eos_token_id
-    return GenerationConfig(**NEUTRAL_DECODING, do_sample=decoding.do_sample, temperature=float(decoding.temperature),
-                            top_p=float(decoding.top_p), top_k=int(decoding.top_k),
+    # greedy: the sampling knobs at transformers' own neutral values (top_k 50, which it never calls invalid for greedy
+    # decoding; 0 made it warn on every batch), set so a checkpoint's (top_k 1, temperature 0.1) is never merged in
+    sample = bool(decoding.do_sample)
+    return GenerationConfig(**NEUTRAL_DECODING, do_sample=sample,
+                            temperature=float(decoding.temperature) if sample else 1.0,
+                            top_p=float(decoding.top_p) if sample else 1.0, top_k=int(decoding.top_k) if sample else 50,
                             repetition_penalty=float(decoding.repetition_penalty), max_new_tokens=int(max_new_tokens),
                             eos_token_id=eos, pad_token_id=tokenizer.pad_token_id,
                             bos_token_id=getattr(own, "bos_token_id", None))

@@ -23,6 +23,7 @@ from vase.eval.generate import GenerationItem, generate_rows, prompt_context, vi
 from vase.eval.stats import bootstrap_ci, format_heldout
 from vase.eval.zoom import zoom_rows
 from vase.io import atomic_write_json, atomic_write_text
+from vase.models.loading import pixel_bounds
 from vase.rewards.extract import find_term
 from vase.rewards.terms import Similarity
 from vase.tasks import DATA_TASKS, SAMPLES
@@ -149,7 +150,8 @@ def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_t
                            if any(_reads_images(t) for t in reward.terms.values()) else None)
     named = named_values(rows, targets)
     result = {"label": label, "task": data_task, "n": len(scored), "vases": len(dataset.records),
-              "max_new_tokens": max_new_tokens, "decoding": decoding.record(), **summarize(scored, reward), "named": named, "items": scored}
+              "max_new_tokens": max_new_tokens, "decoding": decoding.record(), "pixels": pixel_bounds(processor),
+              **summarize(scored, reward), "named": named, "items": scored}
     if zoom is not None:
         result["zoom"] = zoom
     captions = [r for r in rows if r.get("task") == "caption"]

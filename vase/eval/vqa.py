@@ -20,6 +20,7 @@ from vase.eval.generate import GenerationItem, generate_rows, option_loglik_rows
 from vase.eval.stats import bootstrap_ci
 from vase.eval.zoom import zoom_rows
 from vase.io import atomic_write_json, atomic_write_text
+from vase.models.loading import pixel_bounds
 from vase.tasks import VQA
 
 PROTOCOLS = VQA_PROTOCOLS
@@ -183,7 +184,8 @@ def evaluate_vqa(model: Any, processor: Any, dataset: Any, reward: Any, tau: flo
         z = score_vqa(zrows, reward, tau)["open"]
         z["calls"] = {d: sum(1 for r in zrows if r["dimension"] == d and r.get("calls")) for d in DIMENSIONS}
         scores["open+zoom"] = z
-    atomic_write_json(out, {"name": name, "vqa": scores, "decoding": decoding.record(), **(extra or {})})
+    atomic_write_json(out, {"name": name, "vqa": scores, "decoding": decoding.record(), "pixels": pixel_bounds(processor),
+                            **(extra or {})})
     table = vqa_table(scores, name)
     atomic_write_text(out.with_suffix(".md"), table)
     return scores

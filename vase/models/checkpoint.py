@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from huggingface_hub import try_to_load_from_cache
+
 from vase.errors import ConfigError, DataError
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -131,9 +133,6 @@ def safetensors_problem(path: Path) -> str | None:
 def _check_hub_id(repo: str, key: str) -> None:
     """A hub id: fine when its config is in this machine's hub cache; else the hub must answer (one connection,
     a few seconds at most)."""
-    # lazy: huggingface_hub: only a hub id needs it
-    from huggingface_hub import try_to_load_from_cache
-
     if isinstance(try_to_load_from_cache(repo, "config.json"), str):
         return
     todo = f"pass a local checkpoint folder ({key}=/path/to/{repo.split('/')[-1]})"

@@ -45,13 +45,19 @@ def load_processor(path: str, min_pixels: int | None = None, max_pixels: int | N
 
     bounds = {k: int(v) for k, v in (("min_pixels", min_pixels), ("max_pixels", max_pixels)) if v}
     try:
-        proc = AutoProcessor.from_pretrained(path, **bounds)
+        proc = AutoProcessor.from_pretrained(path)
     except OSError as e:
         raise OSError(
             f"could not load the processor from {path!r}: {e}. Set model.name_or_path to a local "
             f"directory or a hub id available on this machine."
         ) from e
     edges = {"min_pixels": "shortest_edge", "max_pixels": "longest_edge"}
+    # set on the loaded processors' size (what every call reads), not passed to from_pretrained: transformers
+    # then hands them to each call as min_pixels/max_pixels, a path it warns is going away
+    for part in ("image_processor", "video_processor"):
+        sub = getattr(proc, part, None)
+        if sub is not None and bounds and getattr(sub, "size", None) is not None:
+            sub.size = type(sub.size)(**{**dict(sub.size), **{edges[k]: v for k, v in bounds.items()}})
     for part in ("image_processor", "video_processor"):
         sub = getattr(proc, part, None)
         size = getattr(sub, "size", None)
@@ -62,6 +68,14 @@ def load_processor(path: str, min_pixels: int | None = None, max_pixels: int | N
                                    f"this transformers version reads the pixel bounds differently")
     proc.tokenizer.padding_side = "right"
     return proc
+
+
+def pixel_bounds(processor: Any) -> dict[str, int | None]:
+    """The pixel bounds a processor resizes images within (``model.processor.min_pixels``/``max_pixels``, or the
+    checkpoint's own): what a results file records beside its decoding, since both decide the answers."""
+    size = getattr(getattr(processor, "image_processor", None), "size", None)
+    get = (lambda k: size.get(k)) if hasattr(size, "get") else (lambda k: getattr(size, k, None))
+    return {"min_pixels": get("shortest_edge"), "max_pixels": get("longest_edge")}
 
 
 def load_model(path: str, dtype: str = "float32", attn_implementation: str | None = None):

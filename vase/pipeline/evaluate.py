@@ -25,7 +25,7 @@ from vase.eval.invrender import run_invrender
 from vase.io import atomic_directory, atomic_write_json, atomic_write_text, is_within
 from vase.loggers import build_loggers, check_loggers, log_config, log_eval_rows, log_results_table
 from vase.metrics.paired import per_vase_scores
-from vase.models.loading import LINEAGE_FILE, check_model, load_model_and_processor, resolve_model_path
+from vase.models.loading import LINEAGE_FILE, check_model, load_model_and_processor, pixel_bounds, resolve_model_path
 from vase.tasks.invrender import PROMPT, VaseParams
 
 log = logging.getLogger("vase")
@@ -53,7 +53,8 @@ def evaluate_captions(model: Any, processor: Any, dataset: Any, scorer: Any, out
     if getattr(scorer, "encoders", None):
         scores["encoders"] = scorer.encoders
     if write:
-        write_results(out_dir / f"results_{name}.json", name, scores, {"decoding": (decoding or Decoding()).record()})
+        write_results(out_dir / f"results_{name}.json", name, scores, {"decoding": (decoding or Decoding()).record(),
+                                                                       "pixels": pixel_bounds(processor)})
     return scores, rows
 
 
@@ -150,7 +151,7 @@ def _eval_generate(cfg: DictConfig) -> dict[str, Any]:
                                      int(cfg.generation.max_new_tokens), int(cfg.generation.batch_size),
                                      bool(cfg.metrics.get("image_score", True)), write=False, decoding=decoding)
     write_results(out, str(cfg.name), scores, {"name": str(cfg.name), "split": cfg.split, "adapter": cfg.get("adapter"),
-                                               "decoding": decoding.record()})
+                                               "decoding": decoding.record(), "pixels": pixel_bounds(processor)})
     print("\n" + markdown_table({str(cfg.name): scores}))
     return {"scores": scores, "rows": rows, "output": str(out), "table": {str(cfg.name): scores}}
 
@@ -266,8 +267,18 @@ def _eval_export(cfg: DictConfig) -> dict[str, Any]:
     with atomic_directory(out) as tmp:
         model.save_pretrained(tmp)
         processor.save_pretrained(tmp)
-        (tmp / "vase_export.json").write_text(json.dumps(
-            {"base": base, "adapters": [*merged, str(cfg.adapter)]}, indent=1))
+        # also the layout older tools read (transformers < 5, ms-swift, vLLM): the image processor's own
+        # preprocessor_config.json and chat_template.json, beside transformers 5's processor_config.json
+        processor.image_processor.save_pretrained(tmp)
+        template = getattr(processor, "chat_template", None) or getattr(processor.tokenizer, "chat_template", None)
+        if template and not (tmp / "chat_template.json").is_file():
+            atomic_write_json(tmp / "chat_template.json", {"chat_template": template})
+        # generation_config.json is the base's (the hub's sampling settings): vase's own decoding and pixel bounds,
+        # which its evaluations used, are recorded here
+        atomic_write_json(tmp / "vase_export.json", {
+            "base": base, "adapters": [*merged, str(cfg.adapter)], "decoding": Decoding.of(cfg.generation).record(),
+            "pixels": pixel_bounds(processor),
+            "generation_config": "the base checkpoint's, unchanged; vase evaluates with the decoding above"})
     print(f"merged checkpoint written to {out}")
     return {"output": str(out)}
 

@@ -387,7 +387,12 @@ def _vqa_verdict(dim: str, xs: list[float], groups: dict[str, dict[float, Path]]
         lines += _vqa_table(dim, xs, protocols, _mean_sft_vqa([sft_of[j] for j in mine]),
                             {j: {p: {d: acc(j, p, d) for d in DIMENSIONS} for p in protocols} for j in mine}, ov,
                             "" if len(draws) == 1 else f", data draw {draw}")
-    if sft and decide in sft:
+    if sft and decide in sft and len(xs) < 2:  # one weight: nothing to set it against
+        verdict["i"] = None
+        name = "Target (i)" if targets else f"Transfer: {dim} accuracy"
+        lines.append(f"\n**{name}**, {PROTOCOL_LABELS[decide]}, needs two values of the swept weight; this sweep ran "
+                     f"{dim} weight {xs[0]:g} only: not decided.")
+    elif sft and decide in sft:
         per_group = {}
         for g, at in groups.items():
             jmax, j0 = at.get(max(xs)), at.get(min(xs))
