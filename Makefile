@@ -78,6 +78,7 @@ cluster-check: setup slurm-deps
 # reference that no longer resolves fails; the configuration reference must equal what the code generates
 docs: setup
 	$(BIN)/python -m vase.reports.config_reference --check
+	$(BIN)/python -m vase.reports.troubleshooting --check
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	@echo "site built: site/index.html"
 

@@ -217,3 +217,33 @@ def test_make_dashboards_check_passes_against_real_mlflow_and_tensorboard_server
     assert "PASS  mlflow" in p.stdout and "PASS  tensorboard" in p.stdout
     left = subprocess.run(["pgrep", "-af", "mlflow server|tensorboard.main"], capture_output=True, text=True).stdout
     assert not left.strip(), left
+
+
+def test_every_metric_a_run_logs_is_in_the_glossary(sweep: Path) -> None:
+    """docs/glossary.md names every metric the sweep's jobs logged (read back from MLflow), each dimension, term, stage
+    and caption metric written as its placeholder."""
+    import re
+
+    from mlflow.tracking import MlflowClient
+
+    from vase.annotate.vocab import DIMENSIONS
+
+    glossary = (ROOT / "docs" / "glossary.md").read_text()
+    listed = set(re.findall(r"`([^`]+)`", glossary))
+    metrics = ("image_clip_score", "lexical_similarity", "overall_score", "clip_score", "fid_score", "n_pairs",
+               "r_at_10", "r_at_5", "r_at_1")
+    client = MlflowClient(f"sqlite:///{sweep / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("vase").experiment_id])
+    keys = {k for r in runs if r.data.tags.get("job_type") != "sweep" for k in r.data.metrics}
+    assert len(keys) > 50
+
+    def placeholder(key: str) -> str:
+        for m in metrics:  # longest first: r_at_10 before r_at_1
+            key = re.sub(rf"(?<=/){m}(?=$|_)", "<metric>", key)
+        key = re.sub(r"^val/(untrained|sft|grpo)/", "val/<stage>/", key)
+        key = re.sub(rf"(?<=/)({'|'.join(DIMENSIONS)})(?=$|_)", "<dim>", key)
+        return re.sub(r"(?<=/)(bonus|penalty|invrender|learned|keyword)(?=$|_shape$)", "<term>", key)
+
+    missing = sorted({placeholder(k) for k in keys} - listed - {"<term>_shape"})
+    missing = [m for m in missing if not (m.endswith("_shape") and m.replace("_shape", "") in listed)]
+    assert not missing, missing

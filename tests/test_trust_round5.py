@@ -350,3 +350,19 @@ def test_an_ablation_over_one_weight_compares_no_weight_with_itself_in_its_qa_tr
     assert "above weight 0.15" not in md and "+0.0 [+0.0, +0.0]" not in md
     assert "**Transfer: shape accuracy**, multiple choice (option likelihood), needs two values of the swept weight; " \
            "this sweep ran shape weight 0.15 only: not decided." in md
+
+
+def test_a_slurm_sweep_on_a_machine_without_slurm_is_one_line(tmp_path: Path) -> None:
+    """cluster=slurm where SLURM's tools are not installed ended in submitit's raw traceback (Could not detect
+    "srun"); now one line before anything runs. PATH holds no SLURM tool here, whatever the machine has."""
+    import os
+
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    p = subprocess.run([sys.executable, "train.py", "-m", "cluster=slurm", "stage.module.lora.r=4,8",
+                        f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PATH": str(empty), "WANDB_MODE": "disabled"})
+    err = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and err[-1].startswith("error: cluster=slurm submits the jobs through SLURM's sbatch, "
+                                                    "which this machine does not have"), p.stderr[-2000:]
+    assert "Traceback" not in p.stderr and not list(tmp_path.rglob(".submitit"))

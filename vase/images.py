@@ -1,7 +1,7 @@
 """Finding and decoding photos robustly: every file is either a clean RGB image or a reason why not.
 
 Museum dumps hold CMYK scans, 16-bit and palette PNGs, thumbnails, truncated downloads and stray text files. None of
-them stops a run: :func:`open_photo` returns the image or the reason it was rejected, and the runner reports it.
+them stops a run: `open_photo` returns the image or the reason it was rejected, and the runner reports it.
 """
 
 from __future__ import annotations

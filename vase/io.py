@@ -40,7 +40,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Text version of :func:`atomic_write_bytes` (UTF-8)."""
+    """Text version of `atomic_write_bytes` (UTF-8)."""
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
@@ -120,7 +120,7 @@ def read_json(path: str | Path) -> Any:
 
 
 BUILT_MARKER = ".vase-built"
-"""Written into every directory :func:`atomic_directory` builds: only such a directory may ever be replaced."""
+"""Written into every directory `atomic_directory` builds: only such a directory may ever be replaced."""
 
 
 def _builder_tag() -> str:
@@ -156,7 +156,7 @@ def clear_stale_builds(path: str | Path) -> list[Path]:
 
 
 def built_by_vase(path: str | Path) -> bool:
-    """Whether ``path`` is a directory that :func:`atomic_directory` built (it carries the marker file)."""
+    """Whether ``path`` is a directory that `atomic_directory` built (it carries the marker file)."""
     return (Path(path) / BUILT_MARKER).is_file()
 
 
@@ -166,7 +166,7 @@ def atomic_directory(path: str | Path, replace: bool = False) -> Iterator[Path]:
 
     A model or adapter directory thus appears whole or not at all, and a failed build leaves the old one.
     An existing ``path`` is replaced only with ``replace=True`` *and* when vase built it (it carries
-    :data:`BUILT_MARKER`); anything else there (a user's checkpoint, a dataset) raises FileExistsError before any
+    `BUILT_MARKER`); anything else there (a user's checkpoint, a dataset) raises FileExistsError before any
     work is done, so no code path can delete a directory that vase did not make.
 
         with atomic_directory(out) as tmp:
@@ -206,7 +206,7 @@ def atomic_directory(path: str | Path, replace: bool = False) -> Iterator[Path]:
 
 def own_output_dir(path: str | Path, key: str, inputs: tuple[str | Path, ...] = ()) -> Path:
     """Make ``path`` a folder vase writes into, or refuse: it must be new, empty, or built by vase earlier (it carries
-    :data:`BUILT_MARKER`, which this writes), and lie neither inside nor around any of ``inputs`` (only read).
+    `BUILT_MARKER`, which this writes), and lie neither inside nor around any of ``inputs`` (only read).
 
     Raises ConfigError naming ``key``; a user's folder is never written into, and nothing found in it is taken as
     vase's own work (e.g. a GLB of the same name as "already done").
@@ -236,7 +236,7 @@ def name_problem(name: object) -> str | None:
     """Why ``name`` (an id or any other name read from data) cannot be a file name as it is; None when it can.
 
     Ids are data, never paths: a name with a separator, ``.``/``..``, NUL or control characters, a drive letter,
-    a leading dot (a hidden file) or over :data:`MAX_NAME_BYTES` bytes would steer or break a write.
+    a leading dot (a hidden file) or over `MAX_NAME_BYTES` bytes would steer or break a write.
 
     >>> name_problem("3f2a9c_7"), name_problem("vase 12")
     (None, None)
@@ -267,7 +267,7 @@ def name_problem(name: object) -> str | None:
 
 def safe_name(name: str) -> str:
     """The file name vase gives what ``name`` identifies: ``name`` itself when it is a plain file name
-    (:func:`name_problem`), else a cleaned stem plus a hash of the whole name, which is never a path. Records keep
+    (`name_problem`), else a cleaned stem plus a hash of the whole name, which is never a path. Records keep
     the original id; only file names are mapped, the same way for reading and writing.
 
     >>> safe_name("3f2a9c_7")
@@ -344,7 +344,7 @@ def one_builder_at_a_time(build: Callable[..., Any]) -> Callable[..., Any]:
     processes building the same ``out`` (jobs of a parallel sweep filling one cache entry) take turns, so the second
     finds the first's result instead of racing it to the final rename. The lock lives in the user's temp folder,
     keyed by ``out``'s resolved path: nothing is ever left beside a path a user named. (Processes on other machines
-    do not see it; for them :func:`atomic_directory` keeps a build that another moved into place first.)"""
+    do not see it; for them `atomic_directory` keeps a build that another moved into place first.)"""
     @functools.wraps(build)
     def locked(out: str | Path, *args: Any, **kwargs: Any) -> Any:
         with path_lock(out, "build"):
@@ -383,7 +383,7 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
 
 def append_jsonl(path: str | Path, rows: list[dict[str, Any]]) -> None:
     """Append ``rows`` in one write, flushed and synced: a kill leaves whole lines plus at most one torn tail line
-    (which :func:`read_jsonl` drops and :func:`repair_jsonl_tail` cuts before the next append)."""
+    (which `read_jsonl` drops and `repair_jsonl_tail` cuts before the next append)."""
     with open(path, "a", encoding="utf-8") as f:
         f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
         f.flush()

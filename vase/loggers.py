@@ -374,7 +374,7 @@ class _SacctOnce(logging.Filter):
 class _QuietCheckOutput:
     """``subprocess`` as submitit's status poll uses it, with the polled command's stderr dropped: without accounting,
     ``sacct`` prints "Slurm accounting storage is disabled" at every poll; the failure itself still reaches
-    :class:`_SacctOnce` as the exception submitit logs."""
+    `_SacctOnce` as the exception submitit logs."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(subprocess, name)
@@ -386,7 +386,7 @@ class _QuietCheckOutput:
 
 
 def quiet_sacct_warnings() -> None:
-    """Install :class:`_SacctOnce` on submitit's logger (after submitit configured it) and keep its status poll's
+    """Install `_SacctOnce` on submitit's logger (after submitit configured it) and keep its status poll's
     stderr off the console."""
     log = submitit_logger.get_logger()
     if not any(isinstance(f, _SacctOnce) for f in log.filters):

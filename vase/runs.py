@@ -1,13 +1,13 @@
 """Run directories: one per process, never shared, found again by a rerun of the same command.
 
-``hydra.run.dir`` and ``hydra.sweep.dir`` resolve through :func:`run_dir` (``${vase.run_dir:<base>,<resume>}``):
+``hydra.run.dir`` and ``hydra.sweep.dir`` resolve through `run_dir` (``${vase.run_dir:<base>,<resume>}``):
 
 - a new directory is created exclusively (``<base>/<time>``; a second process in the same second gets
   ``<time>_1``), so two runs started together never write into one folder;
 - with ``resume=auto`` a run that was killed (its folder holds a checkpoint, its status is not ``finished`` and no
   live process holds its lock) and that was started with the same overrides into the same config (config files
-  edited since make another run: :func:`config_digest`) is taken up again instead: rerunning the command resumes it
-  (see :func:`resume_checkpoint`).
+  edited since make another run: `config_digest`) is taken up again instead: rerunning the command resumes it
+  (see `resume_checkpoint`).
 
 Each run holds an advisory lock on ``<run>/.vase-run.lock`` for as long as its process lives (the kernel drops it
 when the process dies, even by SIGKILL), and records its task, overrides and status in ``<run>/.vase-run.json``.
@@ -61,7 +61,7 @@ def machine_stamp() -> dict[str, Any]:
 
 def run_key(overrides: list[str], digest: str = "") -> str:
     """A short hash of the overrides that define a run (``resume=`` and ``ckpt_path=`` left out) and of the config
-    they were composed into (``digest``, :func:`config_digest`): a config file edited since is another run.
+    they were composed into (``digest``, `config_digest`): a config file edited since is another run.
 
     >>> run_key(["seed=1", "resume=never"]) == run_key(["seed=1"]) != run_key(["seed=2"])
     True
@@ -203,7 +203,7 @@ def status_of(path: str | Path) -> str:
 
 
 def list_runs(root: str | Path) -> list[dict[str, Any]]:
-    """Every run directory under ``root`` (any depth) with its status as :func:`status_of` sees it, newest first."""
+    """Every run directory under ``root`` (any depth) with its status as `status_of` sees it, newest first."""
     rows = []
     for record in Path(root).rglob(RUN_FILE):
         d = record.parent
@@ -238,7 +238,7 @@ def _resumable(base: Path, key: str, sweep: bool = False) -> Path | None:
 
 
 def root_digest(*, _root_: Any) -> str:
-    """``${vase.config_digest:}``: :func:`config_digest` of the config it is resolved in."""
+    """``${vase.config_digest:}``: `config_digest` of the config it is resolved in."""
     return config_digest(_root_)
 
 

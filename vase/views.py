@@ -5,9 +5,9 @@
     <root>/images/<view>/<id>.png          # views a dataset ships, or that vase rendered into a root it owns
     <root>/images/orbit/<id>/NNN.png       # 360-degree orbit frames
 
-An id is data, never a path: every file name here is :func:`vase.io.safe_name` of the id (the id itself when it is
+An id is data, never a path: every file name here is `vase.io.safe_name` of the id (the id itself when it is
 a plain file name, else a cleaned stem plus a hash), for reading and writing alike, and a record's ``model`` field
-is read only when it stays inside the dataset (:func:`model_file`).
+is read only when it stays inside the dataset (`model_file`).
 
 Views that vase renders for a dataset it does not own go to a cache folder with the same ``images/`` layout
 (`render_cache_root`); readers search the dataset first and the cache second (`find_view`). Views rendered at other

@@ -137,7 +137,7 @@ _RAW_KEYS = {
 
 
 def parse_raw_metadata(line: str, vase_id: str, problems: list | None = None) -> VaseRecord:
-    """Parse a raw museum metadata line into a record (the inverse of :func:`raw_metadata`).
+    """Parse a raw museum metadata line into a record (the inverse of `raw_metadata`).
 
     >>> r = parse_raw_metadata("Fabric: ATHENIAN; Technique: BLACK-FIGURE; Shape: AMPHORA, NECK; "
     ...                        "Date: -525 to -475; Decoration: Herakles; Attribution: Unattributed", "v1")

@@ -111,7 +111,7 @@ VOCABULARY: dict[str, tuple[Term, ...]] = {
     "decoration": DECORATIONS,
     "attribution": ATTRIBUTIONS,
 }
-"""Categorical dimensions; dating is numeric and handled by :func:`parse_dating`."""
+"""Categorical dimensions; dating is numeric and handled by `parse_dating`."""
 
 
 def _norm(text: str) -> str:

@@ -48,11 +48,11 @@ def one_line(e: BaseException) -> str:
 
 def run_entry(body: Any, cfg: DictConfig) -> Any:
     """The one run lifecycle of every Hydra entry point (train.py, evaluate.py, ``python -m vase.filter``,
-    ``vase.reconstruct``, ``vase.retrieval``), after :func:`validated`: ``body(cfg)``, then the job's run record says
+    ``vase.reconstruct``, ``vase.retrieval``), after `validated`: ``body(cfg)``, then the job's run record says
     ``finished``. A vase error (a bad value, a bad input file): one line, the record ``failed`` with it, exit 2. A stop
-    on a signal after saving (:class:`~vase.errors.Interrupted`): ``interrupted``, re-raised. Any other exception:
+    on a signal after saving (`Interrupted`): ``interrupted``, re-raised. Any other exception:
     ``failed`` with its one-line reason, re-raised (its traceback is the report). A process killed outright leaves
-    ``running``, which readers see as ``killed`` (:func:`vase.runs.status_of`)."""
+    ``running``, which readers see as ``killed`` (`vase.runs.status_of`)."""
     job = job_dir()
     try:
         out = or_exit(body, cfg)

@@ -359,7 +359,7 @@ def _validate_stage(key: str, stage: DictConfig) -> None:
 
 
 def validate_reward(node: Any) -> None:
-    """The reward section's checks (:class:`RewardSchema`: tau, the weights, every term and its fields), one rule for
+    """The reward section's checks (`RewardSchema`: tau, the weights, every term and its fields), one rule for
     every way a reward is built: train.py's config, the ms-swift plugin and TRL's reward functions. Raises
     ConfigError naming the first bad key (``reward.tau=5.0 must lie in [0, 1]``)."""
     _validate_section("reward", RewardSchema, node)

@@ -253,7 +253,7 @@ class VaseDataModule(pl.LightningDataModule):
         """Synthesise (when configured) and render the views a dataset lacks; both are cached and safe to repeat.
 
         A dataset's own views are used as they are: only vases missing a view are rendered, into
-        :meth:`render_root`. With ``render.on_error=skip`` a GLB that fails is recorded with its reason
+        `render_root`. With ``render.on_error=skip`` a GLB that fails is recorded with its reason
         (``images/render_failures.json`` beside the renders) and its vase is left out of training and evaluation.
         """
         lock = self._lock_path()
@@ -321,7 +321,7 @@ class VaseDataModule(pl.LightningDataModule):
         return {f["id"]: f["reason"] for f in read_json(path)}
 
     def dataset(self, split: str, limit: int | None = None, exclude: set[str] | None = None) -> VaseDataset:
-        """One split's records and views (views searched in :attr:`image_roots`; the vases that failed to render,
+        """One split's records and views (views searched in `image_roots`; the vases that failed to render,
         or ``exclude`` when the caller has read them already, left out)."""
         records = None
         if self.layout_name != "vase":
@@ -334,7 +334,7 @@ class VaseDataModule(pl.LightningDataModule):
 
     @property
     def layout_name(self) -> str:
-        """The layout of :attr:`root` (``data.layout``, or detected from its files); the synthetic set is ``vase``."""
+        """The layout of `root` (``data.layout``, or detected from its files); the synthetic set is ``vase``."""
         if self.synthetic:
             return "vase"
         if self.layout == "auto":

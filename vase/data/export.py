@@ -42,7 +42,7 @@ def _fresh(out: Path) -> None:
 
 
 def check_output(src: Path, out: Path) -> None:
-    """The export goes outside the source, which is only read (and into a new or empty folder: :func:`_fresh`)."""
+    """The export goes outside the source, which is only read (and into a new or empty folder: `_fresh`)."""
     if is_within(out, src) or is_within(src, out):
         raise DataError(f"{out}: lies inside the source dataset {src.resolve()} (or holds it), which is only read; "
                         f"export to a folder outside it")
@@ -58,7 +58,7 @@ def _save(img: Any, out: Path, *parts: str, **kw: Any) -> str:
 
 def export_release(splits: dict[str, list[VaseRecord]], image_roots: list[Path], src: Path, out: Path) -> Path:
     """The release's documented layout; captions as a list of objects, QA as a mapping, metadata as raw lines.
-    The release names its files by vase id, so each vase's id there is its safe file name (:func:`safe_name`):
+    The release names its files by vase id, so each vase's id there is its safe file name (`safe_name`):
     the id itself unless it was path-like."""
     _fresh(out)
     recs = [r for rs in splits.values() for r in rs]
@@ -121,7 +121,7 @@ def export_swift(splits: dict[str, list[VaseRecord]], image_roots: list[Path], o
     Image paths are absolute, as the files will lie at ``final`` (the folder the export appears as; ``out`` is
     where it is being built), so the file works from any directory; ``relative`` writes them relative to the
     export folder instead (for a folder that will move: run ms-swift there, or set ``ROOT_IMAGE_DIR`` to it).
-    ``grpo`` writes GRPO lines (:func:`swift_grpo_line`) and needs the six dimensions of every vase."""
+    ``grpo`` writes GRPO lines (`swift_grpo_line`) and needs the six dimensions of every vase."""
     _fresh(out)
     base = (final or out).expanduser().resolve()
     if grpo:

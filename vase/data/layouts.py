@@ -122,7 +122,7 @@ def normalize_id(value: Any) -> str:
 
 
 def detect_layout(path: str | Path) -> str:
-    """Which of :data:`LAYOUTS` a path holds, from the files it has; a DataError lists what was looked for."""
+    """Which of `LAYOUTS` a path holds, from the files it has; a DataError lists what was looked for."""
     p = Path(path)
     if p.is_file() and p.suffix == ".jsonl":
         return "swift"

@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader, Sampler
 
 class ResumableSampler(Sampler[int]):
     """Indices of a dataset, shuffled per epoch by a generator seeded from (seed, epoch), so any epoch's order can
-    be rebuilt; :meth:`resume` makes the next pass over ``epoch`` start after the items already consumed.
+    be rebuilt; `resume` makes the next pass over ``epoch`` start after the items already consumed.
 
     Under data parallelism each rank takes its own shard of the epoch's order (``rank`` of ``world``), as
     torch's DistributedSampler would (padded by wrapping to a multiple of ``world``, then every ``world``-th item
@@ -82,7 +82,7 @@ class ResumableSampler(Sampler[int]):
 
 class ResumableLoader(DataLoader):
     """A DataLoader that tells Lightning it resumes exactly: its position travels in the data module's checkpoint
-    state and is restored through :class:`ResumableSampler`, so the loader itself has nothing to save."""
+    state and is restored through `ResumableSampler`, so the loader itself has nothing to save."""
 
     def state_dict(self) -> dict[str, Any]:
         return {}

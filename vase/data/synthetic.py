@@ -150,7 +150,7 @@ def _draw_glyph(draw: ImageDraw.ImageDraw, subject: str, x: int, y: int, color: 
 def paint_texture(rec: VaseRecord, rng: np.random.Generator, size: tuple[int, int] = (512, 256),
                   detail: bool = False) -> Image.Image:
     """Paint the vase's unwrapped surface: u goes around the vase, v from the foot (bottom row) to the lip (top row);
-    ``detail``: the figures' attributes (:data:`SUBJECT_GLYPHS`), drawn without drawing from ``rng``."""
+    ``detail``: the figures' attributes (`SUBJECT_GLYPHS`), drawn without drawing from ``rng``."""
     w, h = size
     spec = SHAPE_SPECS[rec.shape]
     ground, figure = {
@@ -344,7 +344,7 @@ def _handle(spec: ShapeSpec, y0: float, y1: float, kind: str, angle_deg: float,
 
 
 def build_mesh(rec: VaseRecord, rng: np.random.Generator, detail: bool = False):
-    """The textured trimesh of one vase (body of revolution + handles); ``detail``: :func:`paint_texture`'s."""
+    """The textured trimesh of one vase (body of revolution + handles); ``detail``: `paint_texture`'s."""
     return textured_vase(SHAPE_SPECS[rec.shape], paint_texture(rec, rng, detail=detail))
 
 
@@ -382,7 +382,7 @@ def mesh_to_glb(mesh) -> bytes:
 def generate(root: str | Path, num: int = 32, seed: int = 0, val_fraction: float = 0.25,
              overwrite: bool = False, progress: bool = True, detail: bool = False) -> dict[str, list[VaseRecord]]:
     """Write ``num`` procedural vases under ``root``; byte-identical output for the same (num, seed, val_fraction,
-    detail). ``detail``: the figures' attributes (:data:`SUBJECT_GLYPHS`; the same records, the same vases otherwise).
+    detail). ``detail``: the figures' attributes (`SUBJECT_GLYPHS`; the same records, the same vases otherwise).
 
     Existing output with the same parameters is reused (``overwrite=False``): the manifest records them.
     """

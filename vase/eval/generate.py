@@ -123,8 +123,8 @@ def generate_rows(model: Any, processor: Any, items: list[GenerationItem], out_p
                   batch_size: int = 8, max_new_tokens: int = 64, decoding: Decoding | None = None,
                   progress: bool = True, desc: str = "generating") -> list[dict[str, Any]]:
     """Answer every item; rows are ``{"id", "caption", "reference", **extra}`` in item order (resumable through
-    ``out_path``, see :func:`_resumable_rows`). ``decoding`` (default: greedy, no penalty) is all that decides how
-    tokens are chosen (:func:`generation_config`)."""
+    ``out_path``, see `_resumable_rows`). ``decoding`` (default: greedy, no penalty) is all that decides how
+    tokens are chosen (`generation_config`)."""
     tok = processor.tokenizer
     device = next(model.parameters()).device
     config = generation_config(model, tok, decoding or Decoding(), max_new_tokens)
@@ -155,7 +155,7 @@ def option_loglik_rows(model: Any, processor: Any, items: list[GenerationItem], 
     length (with Qwen's vocabulary by 2.2 tokens on average, up to 9), and a sum favours the shorter, so each row also
     carries the options' token counts (``tokens``), the per-token mean log-probabilities (``loglik_mean``) and the
     option they pick (``pick_mean``). Cheap (no generation) and free of answer-format luck, so hundreds of held-out
-    vases can be scored on a CPU. Resumable like :func:`generate_rows`."""
+    vases can be scored on a CPU. Resumable like `generate_rows`."""
     collate = SFTCollator(processor)
     device = next(model.parameters()).device
 
@@ -191,6 +191,6 @@ def option_loglik_rows(model: Any, processor: Any, items: list[GenerationItem], 
 def generate_captions(model: Any, processor: Any, dataset: VaseDataset, out_path: str | Path | None = None,
                       batch_size: int = 8, max_new_tokens: int = 64, decoding: Decoding | None = None,
                       prompt: str = CAPTION_PROMPT, progress: bool = True) -> list[dict[str, Any]]:
-    """Caption every vase of ``dataset`` (resumable, see :func:`generate_rows`); rows in dataset order."""
+    """Caption every vase of ``dataset`` (resumable, see `generate_rows`); rows in dataset order."""
     return generate_rows(model, processor, caption_items(dataset, prompt), out_path, batch_size, max_new_tokens,
                          decoding, progress, desc="generating captions")

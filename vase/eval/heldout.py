@@ -5,7 +5,7 @@ the same prompts, targets and ids as training, from ``vase.tasks``) for every he
 own reward terms score the answers: each term's mean value, the share of answers that get each dimension right
 (its similarity reaches tau: the term's ``<name>_pass``), the weighted total, each with a bootstrap 95 % interval,
 and every answer's values by id, so that two runs on the same vases compare by paired intervals
-(:func:`heldout_difference`). Term values are kept before their weights; a sweep's shared start (the SFT) is
+(`heldout_difference`). Term values are kept before their weights; a sweep's shared start (the SFT) is
 answered once and each job scores those answers with its own terms and weights."""
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def named_values(rows: list[dict[str, Any]], targets: dict[str, dict[str, Any]])
     """Per categorical dimension, which values the answers name and how often, beside the truth: ``top`` (the value
     named most) and its ``top_share`` of the answers asked for that dimension, ``distinct`` values named, and
     ``true_top_share`` (the commonest true value's share). A model that names one value for most vases (``top_share``
-    over :data:`COLLAPSED` times ``true_top_share``) is a weak start for GRPO: its reward teaches it to say that value
+    over `COLLAPSED` times ``true_top_share``) is a weak start for GRPO: its reward teaches it to say that value
     less, everywhere, rather than to read the views (docs/findings/ablation-search.md, "Why the QA transfer went down")."""
     out: dict[str, dict[str, Any]] = {}
     for dim in VOCABULARY:
@@ -129,7 +129,7 @@ def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_t
     """Answer ``data_task``'s prompts for every vase of ``dataset`` (decoded by ``decoding``, default greedy; resumable through ``answers``, default
     ``heldout_<out stem>.jsonl`` beside ``out``), score them with ``reward``'s terms and write ``out`` (JSON) with a
     markdown table beside it; returns the result. ``zoom_calls`` > 0: every prompt is asked with the zoom-in tool
-    offered, up to that many calls (:func:`vase.eval.zoom.zoom_rows`); the result counts the calls per dimension."""
+    offered, up to that many calls (`vase.eval.zoom.zoom_rows`); the result counts the calls per dimension."""
     out = Path(out)
     decoding = decoding or Decoding()
     items, targets = heldout_items(dataset, data_task)

@@ -6,7 +6,7 @@ the same cameras and scores it against the original.
     python evaluate.py task=invrender predictor=random     # seeded random parameters: the floor
     python evaluate.py task=invrender adapter=<run>/adapter   # predictor=model (default): the VLM answers
 
-Parameters (:class:`VaseParams`): ``shape`` (a shape family of the generator), ``height``, ``body``, ``neck`` and
+Parameters (`VaseParams`): ``shape`` (a shape family of the generator), ``height``, ``body``, ``neck`` and
 ``foot`` (multipliers of the family's proportions, 0.5-1.5), ``handles`` (true/false) and ``technique`` (which sets
 the colours). Scores per vase: silhouette IoU per view (and their mean), Chamfer distance of the two meshes (seeded
 surface samples, in the original's frame: a wrong size counts), colour distance (mean absolute RGB difference over

@@ -48,7 +48,7 @@ class CaptionFile:
 
 def load_captions(path: str | Path) -> CaptionFile:
     """Keyed captions from the paper's JSON list (``{"images": [...], "caption": ...}``, keyed by
-    :func:`paper_key` of the first image) or our JSONL / JSON rows (``{"id", "caption"}``, keyed by id).
+    `paper_key` of the first image) or our JSONL / JSON rows (``{"id", "caption"}``, keyed by id).
 
     Items without an id or image are counted and skipped, as the paper's scorer skips them; an item without a
     caption string is a DataError naming the file and the item.

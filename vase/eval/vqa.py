@@ -45,7 +45,7 @@ ITEM_ORDER = ("ll", "open", "mc")
 
 def vqa_items(dataset: Any, protocol: str = "both", num_choices: int = 4) -> list[GenerationItem]:
     """The questions of each protocol, six per vase and protocol, asked as the protocol's task asks them
-    (:data:`vase.tasks.VQA`)."""
+    (`vase.tasks.VQA`)."""
     wanted = protocols_of(protocol)
     items = []
     for i, rec in enumerate(dataset.records):

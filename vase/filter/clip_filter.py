@@ -17,7 +17,7 @@ from vase.metrics.encoders import build_clip_encoder
 
 
 class PromptEnsemble:
-    """Text side of a prompt list, encoded once; :meth:`similarity` scores a batch of normalised image features.
+    """Text side of a prompt list, encoded once; `similarity` scores a batch of normalised image features.
 
     >>> import torch
     >>> e = PromptEnsemble(torch.tensor([[1.0, 0.0], [0.0, 1.0]]), "mean_similarity")

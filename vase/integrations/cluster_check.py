@@ -2,7 +2,7 @@
 
     python -m vase.integrations.cluster_check
 
-Starts Debian's ``slurmctld``, ``slurmd`` and ``munged`` on this machine (:class:`~vase.integrations.slurm.LocalSlurm`,
+Starts Debian's ``slurmctld``, ``slurmd`` and ``munged`` on this machine (`LocalSlurm`,
 a CPU partition ``debug``) and runs what users run through ``cluster=slurm`` (Hydra's submitit launcher):
 
 1. ``sweep``: two jobs (``stage.module.lora.r=4,8``) on the CPU partition (``cluster.gpus_per_node=0``): both

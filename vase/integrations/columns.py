@@ -74,7 +74,7 @@ def _dating(value: Any) -> Any:
 
 
 def batch_from_columns(n: int, columns: dict[str, Any]) -> dict[str, Any]:
-    """What :meth:`VaseReward.compute` needs for ``n`` completions, from a batch's dataset columns."""
+    """What `VaseReward.compute` needs for ``n`` completions, from a batch's dataset columns."""
 
     def column(name: str) -> list[Any] | None:
         values = columns.get(name)
@@ -130,5 +130,5 @@ class ColumnReward:
         return [float(x) for x in self.score(completions, columns).total]
 
     def term(self, name: str, completions: list[Any], columns: dict[str, Any]) -> list[float]:
-        """One term's value before its weight (the total is the sum of weight x value over :attr:`terms`)."""
+        """One term's value before its weight (the total is the sum of weight x value over `terms`)."""
         return [float(x) for x in self.score(completions, columns).components[name]]

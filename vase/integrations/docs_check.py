@@ -1,12 +1,16 @@
-"""The documentation site as a reader sees it (``make docs-check``): built, opened in headless Chromium, screenshotted.
+"""The documentation site as a reader sees it (``make docs-check``): built, every page opened in headless Chromium,
+read after it renders, screenshotted.
 
     python -m vase.integrations.docs_check             # PASS/FAIL per page; logs/docs_check/<time>/
 
-Builds the site (``mkdocs build --strict``) into the check's folder, then for the home page, the ablation page and the
-configuration reference: Chromium (Debian's package; ``make docs-check`` installs it when missing) renders the page
-and dumps its DOM, and screenshots it. A page fails when its DOM has no rendered table, when markdown was left raw (a
-``|---|`` row in the text), when an image it shows does not exist in the site or is empty, or when its screenshot is
-blank. The screenshots and ``docs_check.json`` / ``.md`` stay in the check's folder.
+Builds the site (``mkdocs build --strict``) into the check's folder, then opens **every** page in one headless Chromium
+(Debian's package; ``make docs-check`` installs it when missing), driven over its DevTools pipe, and reads what the
+page shows once its scripts have run. A page fails on markdown left raw in its text (a ``|---|`` row, ``**``, a pair
+of backticks: what an HTML block swallowing the text below it leaves), a raw Sphinx role (``:func:``), a doctest shown
+as nested quotes, an image that does not load, a table or code block wider than the page without a scroll bar (at
+1,400 px and at phone width, 390 px), no ``##`` heading on a page of more than a screen, or a blank screenshot; the
+home page, the ablation page and the configuration reference must show their tables, the ablation page its plot.
+A full-page screenshot of every page, ``docs_check.json`` and ``docs_check.md`` stay in the check's folder.
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ from vase.runs import machine_stamp, run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = {"home": "index.html", "ablation": "ablation/index.html", "reference": "reference/configuration/index.html"}
+"""Pages whose point is a table: they must show one."""
 NEEDS_IMAGE = ("ablation",)  # pages whose point is a plot
+WIDTHS = (1400, 390)  # a laptop, a phone
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 
 
@@ -84,75 +90,116 @@ SCROLLED_TEXT = DEEP_TEXT.replace("walk(document);", """walk(document);
 """`DEEP_TEXT` for pages that draw long tables a screen at a time: scrolls on at each call, returns all text seen."""
 
 
-def rendered(exe: str, url: str, script: str = DEEP_TEXT, until: Any = None, out: Path | None = None,
-             size: tuple[int, int] = (1400, 1000), timeout: float = 90) -> Any:
-    """Open ``url`` in headless Chromium driven over its DevTools pipe (no extra package: JSON messages on fds 3 and
-    4), evaluate ``script`` in the page every second until ``until(value)`` holds or ``timeout`` passes, screenshot
-    the page into ``out`` (PNG) then, and return the script's last value."""
-    cmd_r, cmd_w = os.pipe()  # vase -> Chromium
-    res_r, res_w = os.pipe()  # Chromium -> vase
-    profile = tempfile.mkdtemp(prefix="vase-chromium-")
-    args = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--remote-debugging-pipe",
-            "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            f"--user-data-dir={profile}", f"--window-size={size[0]},{size[1]}", "about:blank"]
+class BrowserPage:
+    """One headless Chromium page driven over its DevTools pipe (no extra package: JSON messages on fds 3 and 4),
+    reused for many URLs: ``goto``, ``evaluate``, ``wait``, ``screenshot``, ``resize``. A context manager: Chromium
+    and its temporary profile are gone when the block ends."""
 
-    def child_fds() -> None:  # Chromium reads its commands on fd 3 and writes its answers on fd 4
-        a, b = os.dup(cmd_r), os.dup(res_w)  # (either end may itself be fd 3 or 4)
-        os.dup2(a, 3)
-        os.dup2(b, 4)
+    def __init__(self, exe: str, size: tuple[int, int] = (1400, 1000)) -> None:
+        self.exe, self.size = exe, size
 
-    # pass_fds keeps 3 and 4 open across the fd cleanup that follows preexec_fn
-    proc = subprocess.Popen(args, pass_fds=(3, 4), preexec_fn=child_fds, stdout=subprocess.DEVNULL,  # noqa: PLW1509
-                            stderr=subprocess.DEVNULL)
-    os.close(cmd_r)
-    os.close(res_w)
-    writer, reader = os.fdopen(cmd_w, "wb"), os.fdopen(res_r, "rb")
-    buffer, ids = b"", iter(range(1, 1 << 30))
+    def __enter__(self) -> BrowserPage:
+        cmd_r, cmd_w = os.pipe()  # vase -> Chromium
+        res_r, res_w = os.pipe()  # Chromium -> vase
+        self.profile = tempfile.mkdtemp(prefix="vase-chromium-")
+        args = [self.exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--remote-debugging-pipe",
+                "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                f"--user-data-dir={self.profile}", f"--window-size={self.size[0]},{self.size[1]}", "about:blank"]
 
-    def send(method: str, params: dict[str, Any] | None = None, session: str | None = None) -> dict[str, Any]:
-        nonlocal buffer
-        n = next(ids)
-        msg = {"id": n, "method": method, "params": params or {}, **({"sessionId": session} if session else {})}
-        writer.write(json.dumps(msg).encode() + b"\0")
-        writer.flush()
+        def child_fds() -> None:  # Chromium reads its commands on fd 3 and writes its answers on fd 4
+            a, b = os.dup(cmd_r), os.dup(res_w)  # (either end may itself be fd 3 or 4)
+            os.dup2(a, 3)
+            os.dup2(b, 4)
+
+        # pass_fds keeps 3 and 4 open across the fd cleanup that follows preexec_fn
+        self.proc = subprocess.Popen(args, pass_fds=(3, 4), preexec_fn=child_fds,  # noqa: PLW1509
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(cmd_r)
+        os.close(res_w)
+        self.writer, self.reader = os.fdopen(cmd_w, "wb"), os.fdopen(res_r, "rb")
+        self.buffer, self.ids = b"", iter(range(1, 1 << 30))
+        try:
+            target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+            self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+            self.send("Page.enable", session=True)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for f in (self.writer, self.reader):
+            try:
+                f.close()
+            except OSError:
+                pass
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+    def send(self, method: str, params: dict[str, Any] | None = None, session: bool = False) -> dict[str, Any]:
+        n = next(self.ids)
+        msg = {"id": n, "method": method, "params": params or {}, **({"sessionId": self.session} if session else {})}
+        self.writer.write(json.dumps(msg).encode() + b"\0")
+        self.writer.flush()
         while True:
-            while b"\0" not in buffer:
-                chunk = reader.read1(1 << 16)
+            while b"\0" not in self.buffer:
+                chunk = self.reader.read1(1 << 16)
                 if not chunk:
-                    raise RuntimeError(f"Chromium closed its DevTools pipe while opening {url}")
-                buffer += chunk
-            raw, buffer = buffer.split(b"\0", 1)
+                    raise RuntimeError(f"Chromium closed its DevTools pipe (during {method})")
+                self.buffer += chunk
+            raw, self.buffer = self.buffer.split(b"\0", 1)
             reply = json.loads(raw)
             if reply.get("id") == n:
                 if "error" in reply:
                     raise RuntimeError(f"Chromium: {method}: {reply['error'].get('message')}")
                 return reply.get("result", {})
 
-    try:
-        target = send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        send("Page.enable", session=session)
-        send("Page.navigate", {"url": url}, session)
-        deadline, value = time.time() + timeout, None
+    def goto(self, url: str) -> None:
+        self.send("Page.navigate", {"url": url}, session=True)
+
+    def evaluate(self, script: str) -> Any:
+        got = self.send("Runtime.evaluate", {"expression": script, "returnByValue": True}, session=True)
+        return got.get("result", {}).get("value")
+
+    def wait(self, script: str, until: Any = None, timeout: float = 90, every: float = 1.0) -> Any:
+        """Evaluate ``script`` every ``every`` seconds until ``until(value)`` holds (or once, without ``until``) or
+        ``timeout`` passes; the last value."""
+        deadline = time.time() + timeout
         while True:
-            got = send("Runtime.evaluate", {"expression": script, "returnByValue": True}, session)
-            value = got.get("result", {}).get("value")
+            value = self.evaluate(script)
             if until is None or (value is not None and until(value)) or time.time() > deadline:
-                break
-            time.sleep(1.0)
+                return value
+            time.sleep(every)
+
+    def resize(self, width: int, height: int) -> None:
+        self.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1,
+                                                         "mobile": width < 600}, session=True)
+
+    def screenshot(self, out: Path, full: bool = False) -> Path:
+        params: dict[str, Any] = {"format": "png"}
+        if full:  # the whole page, not only the window
+            box = self.evaluate("[document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
+            params.update(captureBeyondViewport=True, clip={"x": 0, "y": 0, "width": box[0],
+                                                            "height": min(box[1], 12000), "scale": 1})
+        Path(out).write_bytes(base64.b64decode(self.send("Page.captureScreenshot", params, session=True)["data"]))
+        return Path(out)
+
+
+def rendered(exe: str, url: str, script: str = DEEP_TEXT, until: Any = None, out: Path | None = None,
+             size: tuple[int, int] = (1400, 1000), timeout: float = 90) -> Any:
+    """Open ``url`` in headless Chromium (`BrowserPage`), evaluate ``script`` in the page every second until
+    ``until(value)`` holds or ``timeout`` passes, screenshot the page into ``out`` (PNG) then, and return the script's
+    last value."""
+    with BrowserPage(exe, size) as page:
+        page.goto(url)
+        value = page.wait(script, until, timeout)
         if out is not None:
-            shot = send("Page.captureScreenshot", {"format": "png"}, session)
-            Path(out).write_bytes(base64.b64decode(shot["data"]))
+            page.screenshot(out)
         return value
-    finally:
-        writer.close()
-        reader.close()
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 def inspect_dom(dom: str, page: Path, site: Path) -> dict[str, Any]:
@@ -177,21 +224,95 @@ def blank(png: Path) -> bool:
         return float(np.asarray(im.convert("L"), dtype=np.float32).std()) < 2.0
 
 
-def check_page(exe: str, site: Path, name: str, rel: str, out: Path) -> dict[str, Any]:
-    page = site / rel
-    if not page.is_file():
-        return {"passed": False, "error": f"{rel} was not built"}
-    url = page.resolve().as_uri()
-    dump = chromium(exe, "--virtual-time-budget=3000", "--dump-dom", url)
-    shot = out / f"{name}.png"
-    shown = screenshot(exe, url, shot, "1280,2200")
-    found = inspect_dom(dump.stdout, page, site)
-    found["screenshot"] = str(shot)
-    found["blank_screenshot"] = not shown
-    ok = (dump.returncode == 0 and found["tables"] >= 1 and not found["raw_markdown_table"]
-          and not found["missing_images"] and not found["blank_screenshot"]
-          and (found["images"] >= 1 or name not in NEEDS_IMAGE))
-    return {"passed": ok, **found}
+INSPECT = """(() => {
+  const article = document.querySelector('article') || document.body;
+  const clone = article.cloneNode(true);
+  clone.querySelectorAll('pre, code, script, style, .highlight').forEach(e => e.remove());
+  const text = clone.innerText || '';
+  const edge = article.getBoundingClientRect().right;
+  const scrolls = (el) => { for (let n = el; n && n !== document.body; n = n.parentElement) {
+      const ox = getComputedStyle(n).overflowX; if (ox === 'auto' || ox === 'scroll') return true; } return false; };
+  const cut = [];
+  for (const el of article.querySelectorAll('table, pre')) {
+    const inner = el.tagName === 'PRE' ? (el.querySelector('code') || el) : el;
+    const wide = inner.scrollWidth > inner.clientWidth + 2 || el.getBoundingClientRect().right > edge + 2;
+    if (wide && !scrolls(inner)) cut.push(el.tagName.toLowerCase() + ': ' + (el.innerText || '').slice(0, 60));
+  }
+  const scrolled = [...article.querySelectorAll('table')].filter(t => t.scrollWidth > t.clientWidth + 2 ||
+      t.getBoundingClientRect().right > edge + 2).length;
+  const imgs = [...article.querySelectorAll('img')].map(i => ({src: i.getAttribute('src'),
+                                                               ok: i.complete && i.naturalWidth > 0}));
+  return {ready: document.readyState === 'complete', text: text.slice(0, 200000),
+          tables: article.querySelectorAll('table').length, images: imgs, cut: cut, wide_tables: scrolled,
+          headings: article.querySelectorAll('h2').length, height: document.documentElement.scrollHeight,
+          nested_quotes: article.querySelectorAll('blockquote blockquote').length +
+                         (text.includes('>>>') ? 1 : 0)};
+})()"""
+"""What a rendered page shows, read in the page: its text outside code, tables, images (loaded or not), tables and code
+blocks wider than the page with no scroll bar, ``##`` headings, nested quotes."""
+
+RAW = {"raw markdown table": r"\|\s*-{3,}\s*\|", "raw bold": r"\*\*[^*\s][^*\n]*\*\*",
+       "raw code span": r"`[^`\n]+`", "raw Sphinx role": r":(?:class|func|meth|mod|data|attr|exc|obj):`?"}
+"""Marks of markdown (or reStructuredText) that was not rendered: what an HTML block swallowing the text leaves."""
+
+
+def problems(name: str, found: dict[str, Any], narrow: dict[str, Any] | None = None) -> list[str]:
+    """What is wrong with a page, from what `INSPECT` read in it (at the wide window, and at phone width).
+
+    >>> problems("x", {"text": "a **b** c", "tables": 0, "images": [], "cut": [], "headings": 1, "height": 900,
+    ...                "nested_quotes": 0})
+    ['raw bold: **b**']
+    """
+    out = [f"{what}: {m.group(0)[:60]}" for what, pat in RAW.items() if (m := re.search(pat, found["text"]))]
+    out += [f"image not shown: {i['src']}" for i in found["images"] if not i["ok"]]
+    out += [f"cut without a scroll bar: {c}" for c in found["cut"]]
+    out += [f"cut without a scroll bar at phone width: {c}" for c in (narrow or {}).get("cut", [])]
+    if found["nested_quotes"]:
+        out.append("a doctest shown as nested quotes")
+    if found["height"] > 1400 and not found["headings"]:
+        out.append("no ## heading (no table of contents) on a page of more than a screen")
+    if name in PAGES and not found["tables"]:
+        out.append("no rendered table")
+    if name in NEEDS_IMAGE and not found["images"]:
+        out.append("no plot")
+    return out
+
+
+def site_pages(site: Path) -> dict[str, str]:
+    """Every page of a built site: name (its path, or "home") -> its file, relative to the site."""
+    out = {}
+    for page in sorted(site.rglob("index.html")):
+        rel = page.relative_to(site).as_posix()
+        if rel.startswith(("search/", "assets/")):
+            continue
+        name = "home" if rel == "index.html" else rel.removesuffix("/index.html")
+        out[{"reference/configuration": "reference"}.get(name, name)] = rel
+    return out
+
+
+def check_site(exe: str, site: Path, out: Path) -> dict[str, dict[str, Any]]:
+    """Every page opened in one headless Chromium, read after it renders at both widths, screenshotted whole."""
+    results: dict[str, dict[str, Any]] = {}
+    with BrowserPage(exe, (WIDTHS[0], 1000)) as browser_page:
+        for name, rel in site_pages(site).items():
+            url = (site / rel).resolve().as_uri()
+            try:
+                browser_page.resize(WIDTHS[0], 1000)
+                browser_page.goto(url)
+                wide = browser_page.wait(INSPECT, until=lambda f: f.get("ready"), timeout=30)
+                shot = browser_page.screenshot(out / f"{name.replace('/', '__')}.png", full=True)
+                browser_page.resize(WIDTHS[1], 844)
+                narrow = browser_page.wait(INSPECT, until=lambda f: f.get("ready"), timeout=30)
+            except RuntimeError as e:
+                results[name] = {"passed": False, "problems": [f"could not render: {e}"], "page": rel}
+                continue
+            found = problems(name, wide, narrow)
+            if blank(shot):
+                found.append("blank screenshot")
+            results[name] = {"passed": not found, "problems": found, "page": rel, "tables": wide["tables"],
+                             "tables_that_scroll": wide.get("wide_tables", 0),
+                             "images": len(wide["images"]), "headings": wide["headings"], "screenshot": str(shot)}
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,16 +332,16 @@ def main(argv: list[str] | None = None) -> int:
         if p.returncode != 0:
             print(f"FAIL: mkdocs build --strict\n{p.stderr[-3000:]}", file=sys.stderr)
             return 1
-    results = {name: check_page(exe, site, name, rel, out) for name, rel in PAGES.items()}
+    results = check_site(exe, site, out)
     for name, r in results.items():
         print(f"{'PASS' if r['passed'] else 'FAIL'}  {name}  tables={r.get('tables')} images={r.get('images')} "
-              f"missing={r.get('missing_images')} raw_markdown={r.get('raw_markdown_table')}  {r.get('screenshot', '')}")
-    ok = all(r["passed"] for r in results.values())
+              f"headings={r.get('headings')}  {'; '.join(r['problems'])[:400]}")
+    ok = bool(results) and all(r["passed"] for r in results.values())
     atomic_write_json(out / "docs_check.json", {"machine": machine_stamp(), "browser": exe, "results": results})
-    atomic_write_text(out / "docs_check.md", "# Documentation check\n\n| page | result | tables | images | screenshot |\n"
-                      "|---|---|---:|---:|---|\n" + "".join(
-                          f"| {n} | {'PASS' if r['passed'] else 'FAIL'} | {r.get('tables')} | {r.get('images')} | "
-                          f"![{n}]({n}.png) |\n" for n, r in results.items()))
+    atomic_write_text(out / "docs_check.md", "# Documentation check\n\n| page | result | problems | screenshot |\n"
+                      "|---|---|---|---|\n" + "".join(
+                          f"| {n} | {'PASS' if r['passed'] else 'FAIL'} | {'; '.join(r['problems'])[:200]} | "
+                          f"![{n}]({n.replace('/', '__')}.png) |\n" for n, r in results.items()))
     print(f"{'PASS' if ok else 'FAIL'}: documentation check, {len(results)} pages, {time.time() - started:.0f} s ({out})")
     print(json.dumps({n: r["passed"] for n, r in results.items()}))
     return 0 if ok else 1

@@ -7,12 +7,12 @@
 registers, in ms-swift's ``orms``:
 
 * ``external_vase_acc`` (the paper's name): the total reward R of the configured reward, as vase's own GRPO computes
-  it (:class:`~vase.rewards.VaseReward`: the same terms, weights and tau);
+  it (`VaseReward`: the same terms, weights and tau);
 * ``vase_<term>`` for each term of non-zero weight (``vase_fabric`` ... ``vase_penalty``, ``vase_bonus``): the term's
   value before its weight, so that ``--reward_funcs vase_fabric ... --reward_weights <w> ...`` (printed by
   ``python -m vase.integrations.swift_plugin --args``) sums to R and ms-swift logs each term by name.
 
-The reward is chosen by ``VASE_REWARD`` / ``VASE_REWARD_OVERRIDES`` (:mod:`vase.integrations.columns`); the rows'
+The reward is chosen by ``VASE_REWARD`` / ``VASE_REWARD_OVERRIDES`` (`vase.integrations.columns`); the rows'
 targets come from the columns of ``python -m vase.data.export --to swift-grpo``. ``VASE_REWARD_LOG=<file.jsonl>``
 records every scored batch (completions, columns, values). In ms-swift's virtualenv, install
 vase without its training stack: ``pip install --no-deps -e <vase>`` and ``pip install -r

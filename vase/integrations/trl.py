@@ -9,8 +9,8 @@
     GRPOTrainer(model="<Qwen2.5-VL dir>", reward_funcs=funcs, args=args, train_dataset=data).train()
 
 TRL logs each function by its ``__name__`` (``rewards/fabric/mean`` ...), and weighs them by ``reward_weights``: the
-weighted sum is the total R that vase's own GRPO maximises (:class:`~vase.rewards.VaseReward`, the same terms,
-weights and tau). The functions read the row's targets from its columns (:mod:`vase.integrations.columns`).
+weighted sum is the total R that vase's own GRPO maximises (`VaseReward`, the same terms,
+weights and tau). The functions read the row's targets from its columns (`vase.integrations.columns`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ _TAG = re.compile(r"<(image|video)>")
 def reward_functions(spec: str | None = None, overrides: str | list[str] | None = None,
                      ) -> tuple[list[Callable[..., list[float]]], list[float]]:
     """One TRL reward function per term of non-zero weight (named by the term) and their weights (for
-    ``GRPOConfig.reward_weights``). ``spec``/``overrides``: the reward, as :func:`~vase.integrations.columns.
+    ``GRPOConfig.reward_weights``). ``spec``/``overrides``: the reward, as `
     load_reward` reads them (default ``$VASE_REWARD``, else ``vase6d``)."""
     scorer = ColumnReward(load_reward(spec, overrides))
     funcs = []
@@ -77,6 +77,6 @@ def grpo_rows(path: str | Path) -> list[dict[str, Any]]:
 
 
 def grpo_dataset(path: str | Path) -> Any:
-    """:func:`grpo_rows` as a ``datasets.Dataset`` whose ``images`` column loads the view files as PIL images."""
+    """`grpo_rows` as a ``datasets.Dataset`` whose ``images`` column loads the view files as PIL images."""
     data = Dataset.from_list(grpo_rows(path))
     return data.cast_column("images", Sequence(Image())) if "images" in data.column_names else data

@@ -200,7 +200,7 @@ def heads_accuracy(model: Any, x: torch.Tensor, records: list[Any], train_record
 
 def save_heads(model: AttributeHeads, encoder_record: dict, path: Any) -> Any:
     """The trained heads with what rebuilds them (classes, sizes) and the encoder that made their features
-    (:func:`vase.metrics.features.view_encoder`'s record)."""
+    (`vase.metrics.features.view_encoder`'s record)."""
     buf = io.BytesIO()
     torch.save({"hparams": dict(model.hparams), "state_dict": model.state_dict(), "encoder": encoder_record}, buf)
     return atomic_write_bytes(path, buf.getvalue())

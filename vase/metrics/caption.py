@@ -9,7 +9,7 @@
 - Lexical similarity: Jaccard similarity of lower-cased, whitespace-split word sets, averaged.
 - Overall: 0.25 CLIP + 0.25 semantic (= CLIP) + 0.20 R@10 + 0.15 lexical + 0.10 R@5 + 0.05 R@1.
 
-The embedding metrics take embeddings, not strings, so that :class:`CaptionScorer` encodes each caption once however
+The embedding metrics take embeddings, not strings, so that `CaptionScorer` encodes each caption once however
 many metrics use it.
 """
 

@@ -122,7 +122,7 @@ class HFCLIPEncoder:
 
     @torch.inference_mode()
     def encode_pixels(self, px: torch.Tensor) -> torch.Tensor:
-        """Image embeddings (not normalised) of a batch of pixel tensors from :meth:`image_transform`."""
+        """Image embeddings (not normalised) of a batch of pixel tensors from `image_transform`."""
         return _features(self.model.get_image_features(pixel_values=px.to(self.device))).float().cpu()
 
     @torch.inference_mode()
@@ -182,7 +182,7 @@ class OpenCLIPEncoder:
 
     @torch.inference_mode()
     def encode_pixels(self, px: torch.Tensor) -> torch.Tensor:
-        """Image embeddings (not normalised) of a batch of pixel tensors from :meth:`image_transform`."""
+        """Image embeddings (not normalised) of a batch of pixel tensors from `image_transform`."""
         return self.model.encode_image(px.to(self.device)).float().cpu()
 
     @torch.inference_mode()

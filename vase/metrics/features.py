@@ -4,7 +4,7 @@ the views' pixels alone. The retrieval index (``retrieval.features``) and the si
 
 - ``clip``: the image tower of the CLIP config beside it (``retrieval.clip``, ``attributes.encoder``: ``metrics.clip``):
   what to use with a pretrained CLIP (``metrics=paper``), whose embeddings carry what a vase looks like.
-- ``pixels``: :class:`ViewDescriptor`, weight-free: the horizontal bands of a view (mean colour and horizontal edge
+- ``pixels``: `ViewDescriptor`, weight-free: the horizontal bands of a view (mean colour and horizontal edge
   energy per row band: friezes, frames and ornament bands run around a vase) and its joint colour histogram (added
   colour, fabric and technique). Nothing is learned, so nothing leaks from validation vases; it is the honest choice
   where the only CLIP is a random tiny one (the synthetic demos), whose embeddings carry next to nothing.
@@ -65,7 +65,7 @@ def features_of(section: Any, key: str = "retrieval") -> str:
 
 def view_encoder(section: Any, key: str = "retrieval") -> tuple[Any, dict[str, Any]]:
     """The encoder ``<key>.features`` names (``encode_images``) and the record that rebuilds it
-    (:func:`encoder_from_record`; saved beside what was trained on its features)."""
+    (`encoder_from_record`; saved beside what was trained on its features)."""
     if features_of(section, key) == "pixels":
         enc = ViewDescriptor()
         return enc, {"features": "pixels", "name": enc.name}

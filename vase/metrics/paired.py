@@ -27,7 +27,7 @@ log = logging.getLogger("vase")
 
 def per_vase_scores(scorer: Any, preds: list[str], refs: list[str], ks: tuple[int, ...] = (1, 5, 10),
                     weights: dict[str, float] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-    """Each vase's term of every per-vase metric (their means are the set's metrics, as :class:`CaptionScorer`
+    """Each vase's term of every per-vase metric (their means are the set's metrics, as `CaptionScorer`
     computes them), and the sentence embeddings of the captions and the references (for FID)."""
     # lazy: torch: the reports that read held() and the power figures (every run's Hydra callback) must not load it
     import torch
@@ -54,7 +54,7 @@ def per_vase_scores(scorer: Any, preds: list[str], refs: list[str], ks: tuple[in
 
 
 def fid_by_eigenvalues(x: np.ndarray, y: np.ndarray, eps: float = 1e-6) -> float:
-    """:func:`~vase.metrics.caption.frechet_distance` by the eigenvalues of the covariances' product (the trace of
+    """`frechet_distance` by the eigenvalues of the covariances' product (the trace of
     the square root of a product of two positive definite matrices is the sum of the roots of its eigenvalues): the
     same number, many times faster than a matrix square root, for the bootstrap's hundreds of resamples.
 

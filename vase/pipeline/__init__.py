@@ -1,5 +1,5 @@
 """The orchestration layer: what the entry points run. ``train.py`` composes and validates the config and calls
-:func:`run_training` (``vase.pipeline.train``), which builds each stage's objects (``build``), shares one SFT adapter
+`run_training` (``vase.pipeline.train``), which builds each stage's objects (``build``), shares one SFT adapter
 across a sweep's jobs (``sft_cache``), evaluates after training and writes the report (``report``). Nothing below this
 package imports it."""
 

@@ -1,6 +1,6 @@
 """The learned reward's classifier trained for the run: ``reward.terms.learned.checkpoint=train``.
 
-The learned term (:class:`vase.rewards.terms.Learned`) asks a completion to agree with a six-head classifier's
+The learned term (`vase.rewards.terms.Learned`) asks a completion to agree with a six-head classifier's
 predictions from the vase's views. With ``checkpoint=train`` the GRPO run trains that classifier itself, on its own
 training vases only (the held-out vases validate it, nothing more), with the settings of
 ``reward.terms.learned.heads`` (``features``: ``auto`` | ``clip`` | ``pixels``, as ``attributes.features``). It is

@@ -59,7 +59,7 @@ def data_spec(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def content_key(spec: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """A content-addressed cache key of ``spec`` (which holds ``data``: :func:`data_spec`'s), with the synthetic
+    """A content-addressed cache key of ``spec`` (which holds ``data``: `data_spec`'s), with the synthetic
     generator's version added for synthetic data (a set drawn by another generator is other data): the key and what
     it hashes."""
     spec = {**spec, "synthetic_generator": SYNTHETIC_GENERATOR if spec["data"].get("synthetic") else None}

@@ -1,6 +1,6 @@
 """The generator interface and the resumable folder runner.
 
-A generator turns the photo(s) of one object into a GLB: ``generator(images, output)``. :func:`reconstruct_folder`
+A generator turns the photo(s) of one object into a GLB: ``generator(images, output)``. `reconstruct_folder`
 runs one over a folder (one object per image, or per sub-folder of images), skips objects whose GLB exists (a
 killed run resumes), records each failure with its reason in ``failures.json`` and goes on. The input is only read.
 """

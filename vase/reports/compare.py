@@ -4,7 +4,7 @@ switch (``retrieval.k=0,3``, ...) across data draws and seeds.
 Each job scored its held-out answers with its own reward terms (``evaluate.heldout=true``: ``heldout_reward.json``,
 each answer's values by id). Within one draw and seed, the job with the idea and the job without it answered the same
 held-out questions, so their difference on each target dimension is paired by answer id, with a 95 % bootstrap
-interval (:func:`vase.eval.stats.heldout_difference`). The idea helps a dimension when that interval lies above 0 on
+interval (`vase.eval.stats.heldout_difference`). The idea helps a dimension when that interval lies above 0 on
 every draw and seed; it hurts when it lies below 0 on any. Writes ``compare.md`` and ``compare.json`` beside the
 sweep's summary.
 """
@@ -87,7 +87,7 @@ def comparison_verdict(pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]],
     """``pairs``: per draw and seed, (held-out result without the idea, with it). Per dimension the answers state
     and group: both rates and the paired difference with its interval; ``helped``: above 0 on every group; ``hurt``:
     below 0 on some group. The verdict (``held``) is on the target dimensions (``mean``: per held-out vase, the mean
-    over its dimensions, :func:`vase_means`); the others are reported beside it."""
+    over its dimensions, `vase_means`); the others are reported beside it."""
     per_dim: dict[str, dict[str, Any]] = {}
     for d in DIMENSIONS:
         groups = {}

@@ -1,10 +1,10 @@
-"""The configuration reference, generated from ``conf/`` and the structured configs in :mod:`vase.config`.
+"""The configuration reference, generated from ``conf/`` and the structured configs in `vase.config`.
 
     python -m vase.reports.config_reference            # writes docs/reference/configuration.md
     python -m vase.reports.config_reference --check    # exit 1 when the committed page differs from what this makes
 
 Every primary config (``train.yaml``, ``evaluate.yaml``, ...) and every option of every group: each key with its
-type (the schema's annotation where :data:`vase.config.SECTIONS` has one, else the default's), its default as the
+type (the schema's annotation where `vase.config.SECTIONS` has one, else the default's), its default as the
 YAML file writes it (interpolations unresolved), and its one-line doc (the comment on the key's line, else the comment
 block right above it). ``make docs`` builds the page; a test fails when it drifts from the code.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import re
 import sys
 import typing
@@ -126,7 +127,7 @@ def _shown(v: Any) -> str:
     return text if len(text) <= 70 else text[:69] + "…"
 
 
-def _type_of(section: str | None, key: str, v: Any) -> str:
+def _type_of(section: str | None, key: str, v: Any, elsewhere: str | None = None) -> str:
     schema = SECTIONS.get(section) if section else None
     field = key.split(".")[0] if schema is not None else None
     if schema is not None and field in {f.name for f in dataclasses.fields(schema)} and "." not in key:
@@ -142,7 +143,12 @@ def _type_of(section: str | None, key: str, v: Any) -> str:
         return "list"
     if isinstance(v, DictConfig):
         return "mapping"
-    return {bool: "bool", int: "int", float: "float", str: "str", type(None): "null"}.get(type(value), type(value).__name__)
+    if value is None:  # null here: the type the key has where a file gives it a value, else what it takes
+        full = f"{section}.{key}" if section else key
+        known = elsewhere or NULL_TYPES.get(full) or NULL_TYPES.get(key) or (
+            "str (path)" if key.rsplit(".", 1)[-1] in PATH_KEYS else None)
+        return f"{known} | null" if known else "any | null"
+    return {bool: "bool", int: "int", float: "float", str: "str"}.get(type(value), type(value).__name__)
 
 
 def _cell(text: str, html: bool = False) -> str:
@@ -151,18 +157,40 @@ def _cell(text: str, html: bool = False) -> str:
 
 
 def shared_docs() -> dict[str, str]:
-    """Full dotted key -> the doc some file gives it (a group's option first, then the primary configs, then
-    experiments), so a key an experiment or another option sets without a comment still says what it is."""
+    """Full dotted key -> the doc of the file that defines the key, for a file that sets it without a comment: a group's
+    key (``trainer.max_steps``) is defined by the group's options (the option train.py chooses first, then the others);
+    a top-level key by the primary config (train.yaml first). Experiments, sweeps and other global overrides set keys
+    but never define one: their comments describe their own values and stay in their own rows."""
     out: dict[str, str] = {}
-    files = [(p, p.parent.name) for g in sorted(CONF.iterdir()) if g.is_dir() and g.name != "experiment"
-             for p in sorted(g.glob("*.yaml"))]
-    files += [(CONF / f"{n}.yaml", None) for n in PRIMARY]
-    files += [(p, None) for p in sorted((CONF / "experiment").glob("*.yaml"))]
-    for path, section in files:
-        prefix = f"{section}." if section and not _is_global(path) else ""
-        for key, doc in key_docs(path).items():
-            out.setdefault(prefix + key, doc)
+    defaults = {**_defaults(CONF / "evaluate.yaml"), **_defaults(CONF / "train.yaml")}
+    for g in sorted(p for p in CONF.iterdir() if p.is_dir()):
+        options = sorted(g.glob("*.yaml"), key=lambda p: (p.stem != defaults.get(g.name), p.stem))
+        for path in options:
+            if _is_global(path):
+                continue
+            for key, doc in key_docs(path).items():
+                out.setdefault(f"{g.name}.{key}", doc)
+    for name in PRIMARY:
+        for key, doc in key_docs(CONF / f"{name}.yaml").items():
+            out.setdefault(key, doc)
     return out
+
+
+def _single_interpolation(value: str) -> bool:
+    """Whether a value is one ``${...}`` and nothing else (``${a}/x/${b}`` is not: it has no one key to follow).
+
+    >>> _single_interpolation("${render}"), _single_interpolation("${a.b:${c}}"), _single_interpolation("${a}/x/${b}")
+    (True, True, False)
+    """
+    if not (value.startswith("${") and value.endswith("}")):
+        return False
+    depth = 0
+    for i, ch in enumerate(value[1:], 1):  # from the opening brace: the first ${ must close at the very end
+        depth += ch == "{"
+        depth -= ch == "}"
+        if depth == 0 and i < len(value) - 1:
+            return False
+    return True
 
 
 def _fallback(full: str, v: Any, shared: dict[str, str]) -> str:
@@ -175,8 +203,14 @@ def _fallback(full: str, v: Any, shared: dict[str, str]) -> str:
         return f"the values the sweep runs for `{full.removeprefix('hydra.sweeper.params.')}`"
     if full.endswith("._target_") or full == "_target_":
         return "the class Hydra instantiates for this node (your own class works the same way)"
+    if full.endswith("._partial_"):
+        return "Hydra builds a partial: the module calls it with the parameters it optimises"
+    if full == "hydra.mode":
+        return "MULTIRUN: this file runs as a sweep (as with -m)"
+    if full == "task":
+        return "the task this file configures (chosen with task=<name>)"
     value = v._value() if hasattr(v, "_value") else v
-    if isinstance(value, str) and value.startswith("${") and value.endswith("}"):
+    if isinstance(value, str) and _single_interpolation(value):
         return f"follows `{value[2:-1]}` unless set"
     parent = full.rsplit(".", 1)[0] if "." in full else ""
     if parent and shared.get(parent):  # an entry of a documented mapping (reward.weights.shape, metrics.weights...)
@@ -184,16 +218,74 @@ def _fallback(full: str, v: Any, shared: dict[str, str]) -> str:
     return ""
 
 
-def option_table(path: Path, section: str | None, shared: dict[str, str]) -> list[str]:
+def documented(path: Path, section: str | None, shared: dict[str, str]) -> list[tuple[str, Any, str]]:
+    """Each key a file sets, its value and its doc: the file's own comment, else what the key is by structure (an
+    interpolation, a ``_target_``, a sweep's parameter, a second stage's key, a field documented on its mapping's
+    first entry), else, for a file that only overrides (an experiment, a sweep, debug, cluster), the doc of the file
+    that defines the key (`shared_docs`). A group option and a primary config define their keys: their docs are
+    their own."""
     node = OmegaConf.load(path)
     docs = key_docs(path)
-    rows = ["| key | type | default | doc |", "|---|---|---|---|"]
+    overrides = _is_global(path) and path.parent != CONF  # an experiment, a sweep, debug, cluster: it sets, never defines
+    out = []
+    seen: dict[str, str] = {}
     for key, v in _flatten(node):
         full = f"{section}.{key}" if section and not _is_global(path) else key
-        doc = docs.get(key) or shared.get(full) or _fallback(full, v, shared)
-        rows.append(f"| `{_cell(full)}` | {_type_of(section if not _is_global(path) else None, key, v)} | "
-                    f"`{_cell(_shown(v))}` | {_cell(doc, html=True)} |")
+        defined = shared.get(full) if overrides else None
+        doc = docs.get(key) or _fallback(full, v, shared) or defined or _sibling(full, seen) or ""
+        seen[full] = doc
+        out.append((full, v, doc))
+    return out
+
+
+def _sibling(full: str, seen: dict[str, str]) -> str:
+    """A field documented on another entry of the same mapping earlier in the same file (``reward.terms.shape.
+    similarity`` by ``reward.terms.fabric.similarity``)."""
+    parts = full.split(".")
+    if len(parts) < 3:
+        return ""
+    head, last = ".".join(parts[:-2]), parts[-1]
+    return next((d for k, d in seen.items() if d and k.startswith(head + ".") and k.endswith("." + last)
+                 and k.count(".") == full.count(".")), "")
+
+
+def option_table(path: Path, section: str | None, shared: dict[str, str],
+                 types: dict[str, str] | None = None) -> list[str]:
+    rows = ["| key | type | default | doc |", "|---|---|---|---|"]
+    types = known_types() if types is None else types
+    for full, v, doc in documented(path, section, shared):
+        key = full[len(section) + 1:] if section and not _is_global(path) and full.startswith(section + ".") else full
+        typ = _type_of(section if not _is_global(path) else None, key, v, types.get(full))
+        rows.append(f"| `{_cell(full)}` | {_cell(typ)} | `{_cell(_shown(v))}` | {_cell(doc, html=True)} |")
     return rows if len(rows) > 2 else ["(no keys: choosing it adds nothing)"]
+
+
+PATH_KEYS = ("ckpt_path", "init_adapter", "adapter", "index_dir", "input", "file", "checkpoint", "train_dir",
+             "imagenet_weights", "metadata", "pretrained", "cwd", "generated", "ground_truth", "gt_dir", "captions",
+             "weights")
+"""Keys (by their last name) that are null by default and take a path (or a hub id, for weights) when set."""
+NULL_TYPES = {"sft": "stage config (mapping)", "followup": "stage config (mapping)", "retrieval.url": "str (URL)",
+              "cluster.partition": "str", "cluster.account": "str", "cluster.tasks_per_node": "int",
+              "filter.clip.threshold": "float", "sft.limit_train": "int", "stage.module.negative_control": "str",
+              "methods": "mapping", "trainer.max_time": "str (DD:HH:MM:SS)"}
+"""Keys null in every file whose type no value shows: what they take when set."""
+
+
+def known_types() -> dict[str, str]:
+    """Full dotted key -> the type its non-null values have in any file (a key that is null where it is defined still
+    has a type where it is set: ``init_adapter`` is a path string in the experiments that give one)."""
+    out: dict[str, str] = {}
+    files = [(p, p.parent.name) for g in sorted(CONF.iterdir()) if g.is_dir() for p in sorted(g.glob("*.yaml"))]
+    files += [(CONF / f"{n}.yaml", None) for n in PRIMARY]
+    for path, section in files:
+        prefix = f"{section}." if section and not _is_global(path) else ""
+        for key, v in _flatten(OmegaConf.load(path)):
+            if (v._value() if hasattr(v, "_value") else v) is None:
+                continue
+            t = _type_of(None, key, v)
+            if t != "interpolation":
+                out.setdefault(prefix + key, t)
+    return out
 
 
 def _is_global(path: Path) -> bool:
@@ -201,14 +293,33 @@ def _is_global(path: Path) -> bool:
 
 
 def _summary(path: Path) -> str:
-    """The option's own description: its file's first comment line."""
+    """The option's own description in one line: its file's first comment line."""
+    return _first_sentence(_description(path)[0]) if _description(path) else ""
+
+
+def _description(path: Path) -> list[str]:
+    """The option's whole description: the comment block its file opens with, each line as written (without ``#``)."""
+    out = []
     for line in path.read_text().splitlines():
         s = line.strip()
-        if s.startswith("#") and not s.startswith("# @package"):
-            return _first_sentence(s.lstrip("#").strip())
-        if s and not s.startswith("#"):
+        if s.startswith("# @package"):
+            continue
+        if not s.startswith("#"):
             break
-    return ""
+        out.append(s[1:].rstrip()[1:] if s[1:].startswith(" ") else s[1:].rstrip())
+    return out
+
+
+def _described(path: Path) -> list[str]:
+    """Markdown for an option's description: its prose as a paragraph, its command lines (indented in the comment) as a
+    shell block."""
+    prose, commands = [], []
+    for line in _description(path):
+        (commands if line.startswith("  ") else prose).append(line.strip() if line.startswith("  ") else line)
+    out = [_cell(" ".join(prose), html=True)] if prose else []
+    if commands:
+        out += ["", "```sh", *commands, "```"]  # sh, not bash: the docs-commands test runs only bash blocks
+    return out
 
 
 def _defaults(path: Path) -> dict[str, str]:
@@ -222,7 +333,7 @@ def _defaults(path: Path) -> dict[str, str]:
 
 
 def generate() -> str:
-    shared = shared_docs()
+    shared, types = shared_docs(), known_types()
     lines = ["# Configuration reference", "",
              "Generated from `conf/` and the structured configs in `vase.config` by "
              "`python -m vase.reports.config_reference`; do not edit by hand (`make test` fails when this page differs "
@@ -240,7 +351,7 @@ def generate() -> str:
     lines.append("")
     for name in PRIMARY:
         path = CONF / f"{name}.yaml"
-        lines += [f"### {name}.yaml", "", _cell(_summary(path), html=True), "", *option_table(path, None, shared), ""]
+        lines += [f"### {name}.yaml", "", *_described(path), "", *option_table(path, None, shared, types), ""]
     lines += ["## Groups", ""]
     groups = sorted(p for p in CONF.iterdir() if p.is_dir())
     lines += ["| group | options | default in train.py |", "|---|---|---|"]
@@ -254,12 +365,29 @@ def generate() -> str:
         lines += [f"### Group `{g.name}` {{#group-{g.name}}}", ""]
         for path in sorted(g.glob("*.yaml")):
             section = None if _is_global(path) else g.name
-            lines += [f"#### `{g.name}={path.stem}`", "", _cell(_summary(path), html=True), ""]
+            lines += [f"#### `{g.name}={path.stem}`", "", *_described(path), ""]
             d = _defaults(path)
             if d:
                 lines += ["Builds on: " + ", ".join(f"`{k}: {v}`" for k, v in d.items() if k != "_self_"), ""]
-            lines += [*option_table(path, section, shared), ""]
+            lines += [*option_table(path, section, shared, types), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def differing_keys(old: str, new: str) -> list[str]:
+    r"""The keys whose rows differ between two versions of the page (or, for other lines, their first words).
+
+    >>> differing_keys("| `a` | int | `1` | x |\n| `b` | int | `2` | y |", "| `a` | int | `1` | x |\n| `b` | int | `3` | y |")
+    ['b']
+    """
+    out: list[str] = []
+    for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=0):
+        if line.startswith(("---", "+++", "@@")) or not line[1:].strip():
+            continue
+        m = re.match(r"^\| `([^`]+)` \|", line[1:])
+        name = m.group(1) if m else " ".join(line[1:].split()[:4])
+        if name not in out:
+            out.append(name)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -271,7 +399,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.check:
         current = out.read_text() if out.is_file() else ""
         if current != text:
-            print(f"{out} differs from the configs: run python -m vase.reports.config_reference", file=sys.stderr)
+            changed = differing_keys(current, text)
+            print(f"{out} differs from the configs in {', '.join(changed[:12])}"
+                  f"{f' and {len(changed) - 12} more' if len(changed) > 12 else ''}: run python -m "
+                  f"vase.reports.config_reference", file=sys.stderr)
             return 1
         print(f"{out}: up to date")
         return 0

@@ -14,6 +14,7 @@ import io
 import logging
 import math
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -392,6 +393,11 @@ class SweepSummary(Callback):
                     raise SystemExit(2) from e
                 print(f"config ok: {' '.join(config.hydra.overrides.task)} (SLURM sweep: checked, not submitted)")
                 raise SystemExit(0)
+            if shutil.which("sbatch") is None:  # submitit would end in a raw traceback (Could not detect "srun")
+                print("error: cluster=slurm submits the jobs through SLURM's sbatch, which this machine does not have "
+                      "(not on PATH): run the command on the cluster's login node, or use cluster=local to run the "
+                      "same jobs here through submitit", file=sys.stderr, flush=True)
+                raise SystemExit(2)
         note_multirun(list(config.hydra.overrides.task), str(config.hydra.sweeper.get("_target_", "")), config)
         line = ablation_notice(config)
         if line:

@@ -152,7 +152,7 @@ class Retriever:
 
     @staticmethod
     def context(found: list[dict[str, Any]]) -> str:
-        """The vase's context from its neighbours (:meth:`neighbours`): each one's whole metadata line."""
+        """The vase's context from its neighbours (`neighbours`): each one's whole metadata line."""
         if not found:
             return ""
         lines = "\n".join(f"{n + 1}. {x['text']}" for n, x in enumerate(found))

@@ -5,8 +5,8 @@ The paper's reward (``conf/reward/vase6d.yaml``), with g_i the generated and t_i
     r_i = sim_i(g_i, t_i) if sim_i >= tau else 0
     R   = sum_i w_i * r_i - P + B
 
-is six :class:`~vase.rewards.terms.Similarity` terms, a :class:`~vase.rewards.terms.FormatPenalty` (-P) and a
-:class:`~vase.rewards.terms.SequenceBonus` (B, weight 0.1), each one entry under ``reward.terms``; inverse rendering,
+is six `Similarity` terms, a `FormatPenalty` (-P) and a
+`SequenceBonus` (B, weight 0.1), each one entry under ``reward.terms``; inverse rendering,
 the learned verifier and a user's own terms are further entries. ``sim_i`` is chosen per dimension (see
 ``vase.rewards.similarity``); a dimension the completion does not mention scores 0.
 
@@ -129,7 +129,7 @@ class VaseReward:
     """R = sum over ``terms`` of weight x value (the paper's R = sum_i w_i r_i - P + B by default).
 
     Every value comes from the config (``conf/reward/vase6d.yaml`` is the one place that holds the paper's weights,
-    similarities and penalties); :func:`reward_from_config` builds the configured reward outside Hydra.
+    similarities and penalties); `reward_from_config` builds the configured reward outside Hydra.
 
     Args:
         tau: the threshold of the dimension terms (each term carries it; ``${...tau}`` in the YAML).
@@ -137,7 +137,7 @@ class VaseReward:
         weights: ``reward.weights``, the six dimension terms' weights as given; each dimension term's weight must
             equal it (the YAML interpolates them), so the two can never disagree silently.
         normalize_weights: ``None`` keeps the dimension weights; ``True`` rescales them to sum to 1; a list of
-            dimensions holds those and rescales the rest (:func:`normalized_weights`).
+            dimensions holds those and rescales the rest (`normalized_weights`).
 
     Targets come from the batch: ``targets`` (dicts with the six dimensions, dating as text or [start, end]) and/or
     ``reference`` (target captions; fields are extracted from them where ``targets`` is absent).

@@ -1,8 +1,8 @@
 """Reward terms: each part of the GRPO reward is one small class and one YAML entry under ``reward.terms``.
 
-``conf/reward/vase6d.yaml`` builds the paper's reward from them: six :class:`Similarity` terms (one per dimension,
-weight ``reward.weights.<dim>``, thresholded at tau), a :class:`FormatPenalty`, a :class:`SequenceBonus`, and the
-optional :class:`InvRender` and :class:`Learned` terms (weight 0 unless asked for). The total is
+``conf/reward/vase6d.yaml`` builds the paper's reward from them: six `Similarity` terms (one per dimension,
+weight ``reward.weights.<dim>``, thresholded at tau), a `FormatPenalty`, a `SequenceBonus`, and the
+optional `InvRender` and `Learned` terms (weight 0 unless asked for). The total is
 ``sum(term.weight * term(...))`` over the terms; each term's value (before its weight) is logged as
 ``train/reward/<name>``, ``<name>`` being its key under ``reward.terms``.
 
@@ -20,7 +20,7 @@ batch also holds ``generated`` (the six dimensions read from each completion), `
 
     python train.py stage=grpo +reward.terms.red._target_=mypkg.terms.MentionsRedFigure +reward.terms.red.weight=0.5
 
-A term answers captions unless its class sets ``answers = "parameters"`` (:class:`InvRender`): a batch mixing
+A term answers captions unless its class sets ``answers = "parameters"`` (`InvRender`): a batch mixing
 caption prompts and inverse-rendering prompts gives each term only the completions it scores (0 elsewhere).
 """
 

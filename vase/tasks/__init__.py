@@ -1,10 +1,10 @@
 """Tasks: what is specific to each thing a model is asked (its prompt, its answer, how its samples are built, how an
 answer is parsed and compared), below data, rewards and evaluation, which all use the same task code.
 
-``data.task`` names the tasks a run trains on (:data:`DATA_TASKS`); each task is one module here with a
-``samples(example, ctx)`` function, listed once in :data:`SAMPLES`. Adding a task: a module and a line in each.
-:data:`VQA` names the ways evaluation asks and judges held-out questions (``evaluate.vqa``), each a task's
-:class:`~vase.tasks.base.EvalProtocol`.
+``data.task`` names the tasks a run trains on (`DATA_TASKS`); each task is one module here with a
+``samples(example, ctx)`` function, listed once in `SAMPLES`. Adding a task: a module and a line in each.
+`VQA` names the ways evaluation asks and judges held-out questions (``evaluate.vqa``), each a task's
+`EvalProtocol`.
 """
 
 from __future__ import annotations

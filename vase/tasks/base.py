@@ -1,5 +1,5 @@
 """What every task shares: the chat sample, the targets an answer is rewarded against, and the way a task asks and
-judges a held-out question (:class:`EvalProtocol`)."""
+judges a held-out question (`EvalProtocol`)."""
 
 from __future__ import annotations
 

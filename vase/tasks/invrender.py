@@ -1,7 +1,7 @@
 """The inverse-rendering task: a model sees a vase's views and answers with the parameters of vase's procedural
 generator as JSON (``data.task=invrender`` trains it, ``python evaluate.py task=invrender`` scores it and the
 ``InvRender`` reward term rewards it). What is specific to the task lives here: its prompt, its answer
-(:class:`VaseParams`), how an answer is parsed, and how two silhouettes are compared. Building the answered vase is
+(`VaseParams`), how an answer is parsed, and how two silhouettes are compared. Building the answered vase is
 the generator's (``vase.data.synthetic.build_from_params``).
 """
 
@@ -79,7 +79,7 @@ def parse_params(text: str) -> VaseParams | None:
 
 
 def silhouette_ious(pred: list[Any], target: list[Any]) -> list[float]:
-    """IoU of the non-background pixels of each pair of renders (made over :data:`MASK_BG`)."""
+    """IoU of the non-background pixels of each pair of renders (made over `MASK_BG`)."""
     out = []
     for a, b in zip(pred, target):
         ma = np.any(np.asarray(a) != MASK_BG, axis=-1)

@@ -1,7 +1,7 @@
 """The multiple-choice task: each question with four options (the answer and three distractors drawn from the
 dimension's vocabulary, the same every run), answered with the option's letter (``data.task=all`` teaches it).
 
-Evaluation asks it two ways: :data:`LETTER` (the model writes the letter) and :data:`LIKELIHOOD` (the open question;
+Evaluation asks it two ways: `LETTER` (the model writes the letter) and `LIKELIHOOD` (the open question;
 each option scored by its likelihood as the answer, so no generation and no answer-format luck)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The question-answering task: the six "What is the <dimension> of the vase?" pairs, each answered with a short
-phrase ("Kylix."), each rewarded on its own dimension alone, and judged in evaluation (:data:`OPEN`) by the reward's
+phrase ("Kylix."), each rewarded on its own dimension alone, and judged in evaluation (`OPEN`) by the reward's
 similarity on that dimension at the threshold tau."""
 
 from __future__ import annotations

@@ -105,7 +105,7 @@ def samples(example: Any, ctx: str, views: tuple[str, ...] | list[str], band_of:
     rotation fixed by the vase's id, so every question keeps its share) are answered directly (when not to zoom),
     and the decoration question goes through the tool: one sample whose answer is the call on the front view's frieze
     (``band_of(shape)``: where the generator paints it, None for a shape it does not know), one that answers after
-    seeing the crop (``width``: :func:`decoration_box`'s). Records of unknown shape, or runs without a front view,
+    seeing the crop (``width``: `decoration_box`'s). Records of unknown shape, or runs without a front view,
     get no tool samples."""
     rec = example.record
     fields = fields_of(rec)

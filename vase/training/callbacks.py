@@ -76,13 +76,13 @@ class ResumeCheckpoint(pl.Callback):
     """Write ``<dirpath>/last.ckpt`` every ``every_n_train_steps`` optimizer steps, when training ends, and when the
     process is asked to stop.
 
-    The file is replaced atomically (the trainer's checkpoint IO is :class:`AtomicCheckpointIO`), so a run killed at
+    The file is replaced atomically (the trainer's checkpoint IO is `AtomicCheckpointIO`), so a run killed at
     any moment leaves the previous checkpoint whole; rerunning the same command resumes it (``resume=auto``), as
     does ``python train.py ckpt_path=<dirpath>/last.ckpt``, with the same weights, optimizer, scheduler, random
-    states, data position and history (see :mod:`vase.training.checkpointing`).
+    states, data position and history (see `vase.training.checkpointing`).
 
     On SIGINT (Ctrl-C) or SIGTERM (``kill``, SLURM preemption) the step in progress finishes, the checkpoint is
-    written, one line says where, and :class:`TrainingInterrupted` ends the run; a second Ctrl-C stops at once. Where
+    written, one line says where, and `TrainingInterrupted` ends the run; a second Ctrl-C stops at once. Where
     another handler was installed first (submitit's SIGUSR2 requeue under ``cluster=slurm``), it runs after the save.
     """
 

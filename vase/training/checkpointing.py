@@ -3,11 +3,11 @@
 A Lightning checkpoint already holds the trainable weights (see ``TrainableStateMixin``), the optimizer, the
 learning-rate scheduler and the loops' progress. vase adds the rest:
 
-- :class:`AtomicCheckpointIO` writes each checkpoint to a temporary file and renames it over the old one, so a
+- `AtomicCheckpointIO` writes each checkpoint to a temporary file and renames it over the old one, so a
   kill during a save leaves the previous checkpoint whole;
 - ``vase.data.loader.ResumableSampler`` orders each epoch from a generator seeded by (seed, epoch) and, on resume,
   skips what the interrupted epoch had already consumed (the data module stores that position in the checkpoint);
-- :func:`rng_state` / :func:`set_rng_state`: the global RNGs (torch, numpy, random) travel in the checkpoint, so
+- `rng_state` / `set_rng_state`: the global RNGs (torch, numpy, random) travel in the checkpoint, so
   dropout and GRPO sampling continue as in an uninterrupted run; so does the module's per-step history.
 """
 
@@ -50,7 +50,7 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore what :func:`rng_state` captured."""
+    """Restore what `rng_state` captured."""
     torch.set_rng_state(state["torch"])
     n = state["numpy"]
     np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached"]))

@@ -153,7 +153,7 @@ def group_spread(rewards: torch.Tensor, g: int, eps: float = 1e-6) -> dict[str, 
 
 def controlled_advantages(rewards: torch.Tensor, g: int, scale: str, control: str | None = None,
                           seed: int = 0) -> torch.Tensor:
-    """:func:`group_advantages`, or with a negative control (``stage.module.negative_control``) a broken version a
+    """`group_advantages`, or with a negative control (``stage.module.negative_control``) a broken version a
     learning check must catch: ``flip_advantages`` negates them, ``shuffle_rewards`` computes them from the rewards
     permuted across all completions of the batch (seeded by ``seed``), so they no longer belong to their text."""
     if control == "shuffle_rewards":

@@ -50,7 +50,7 @@ class LoRAStageModule(TrainableStateMixin, pl.LightningModule):
 
     Args:
         model: a loaded ``Qwen2_5_VLForConditionalGeneration`` (or a peft model already holding an adapter).
-        lora: keyword arguments of :func:`vase.training.lora.apply_lora`.
+        lora: keyword arguments of `vase.training.lora.apply_lora`.
         optimizer: a partial optimizer (``_partial_: true`` in config) taking the trainable parameters.
         warmup_ratio: fraction of optimizer steps spent warming the learning rate up.
         full_finetune: train every weight instead (no adapter); the vision tower stays frozen if lora says so.
