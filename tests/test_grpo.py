@@ -445,3 +445,113 @@ def test_an_unseeded_run_builds_its_training_loader(synthetic_root: Path, tiny_m
         assert batch["input_ids"].shape[0] == 2
     finally:
         torch.manual_seed(0)
+
+
+def _trl_advantages(per_term: torch.Tensor, weights: torch.Tensor, g: int, aggregation: str,
+                    scale: str) -> torch.Tensor:
+    """TRL 1.16's own advantage code, the block of GRPOTrainer._generate_and_score_completions that turns the
+    per-function rewards into advantages, run as TRL wrote it on the given rewards (its source read from the installed
+    package; only ``self`` and the tensors around it are supplied)."""
+    import inspect
+    import textwrap
+    from types import SimpleNamespace
+
+    from trl import GRPOTrainer
+    from trl.trainer.utils import nanstd
+
+    src = inspect.getsource(GRPOTrainer._generate_and_score_completions)
+    start = src.index('        if self.multi_objective_aggregation == "sum_then_normalize":')
+    end = src.index("advantages = torch.nan_to_num(advantages, nan=0.0)", start)
+    block = textwrap.dedent(src[start:end]) + "advantages = torch.nan_to_num(advantages, nan=0.0)\n"
+    scope = {"self": SimpleNamespace(multi_objective_aggregation=aggregation, reward_weights=weights,
+                                     scale_rewards=scale, reward_funcs=[None] * per_term.shape[1]),
+             "rewards_per_func": per_term, "num_generations": g, "device": per_term.device,
+             "unscorable_mask": torch.isnan(per_term).all(dim=1), "torch": torch, "nanstd": nanstd}
+    exec(compile(block, "trl/trainer/grpo_trainer.py (advantages)", "exec"), scope)  # noqa: S102 - TRL's own code
+    return scope["advantages"]
+
+
+@pytest.mark.parametrize("aggregation", ["sum_then_normalize", "normalize_then_sum"])
+@pytest.mark.parametrize("scale", ["group", "batch", "none"])
+def test_advantages_equal_trls_under_both_aggregations(aggregation: str, scale: str) -> None:
+    """The same per-term rewards (six binary-ish dimension terms, a bonus, a penalty; three groups of four) through
+    vase's advantages and TRL 1.16's own code (the installed package): equal to 1e-6 under both aggregations."""
+    pytest.importorskip("trl")
+    from vase.training.grpo import controlled_advantages
+
+    gen = torch.Generator().manual_seed(3)
+    per_term = torch.cat([torch.randint(0, 2, (12, 6), generator=gen).float() * torch.rand(12, 6, generator=gen),
+                          torch.rand(12, 1, generator=gen), -torch.rand(12, 1, generator=gen)], dim=1)
+    per_term[0:4, 2] = 1.0  # one group tied on a term: its standard deviation is 0 there
+    weights = torch.tensor([0.2, 0.2, 0.15, 0.15, 0.2, 0.1, 0.1, 1.0])
+    rewards = (per_term * weights).sum(dim=1)
+    ours = controlled_advantages(rewards, 4, scale, aggregation=aggregation, per_term=per_term, weights=weights)
+    theirs = _trl_advantages(per_term, weights, 4, aggregation, scale)
+    assert torch.allclose(ours, theirs, atol=1e-6), (ours, theirs)
+
+
+def test_decoupling_separates_what_the_sum_collapses() -> None:
+    """GDPO's point, on numbers: two completions right on different dimensions tie on the weighted sum and get the
+    same advantage under sum_then_normalize; normalised term by term, a rarer success counts more."""
+    from vase.training.grpo import controlled_advantages, group_spread
+
+    per_term = torch.tensor([[1., 0.], [0., 1.], [0., 1.], [0., 0.]])  # shape right once, dating right twice
+    weights = torch.tensor([0.5, 0.5])
+    rewards = (per_term * weights).sum(dim=1)
+    summed = controlled_advantages(rewards, 4, "group", per_term=per_term, weights=weights)
+    split = controlled_advantages(rewards, 4, "group", aggregation="normalize_then_sum", per_term=per_term,
+                                  weights=weights)
+    assert torch.isclose(summed[0], summed[1])  # the sum cannot tell them apart
+    assert split[0] > split[1] > split[3]  # the rare shape success first, then a dating success, then neither
+    spread = group_spread(rewards[:2].repeat(2), 4, per_term=per_term[[0, 1, 0, 1]], names=["shape", "dating"])
+    assert spread["frac_sum_ties_terms_differ"] == 1.0 and spread["reward_spread/shape"] > 0
+
+
+def _decoupled_worker(rank: int, world: int, port: int, per_term: list, out: str) -> None:
+    import torch.distributed as dist
+
+    from vase.training.grpo import decoupled_advantages
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        torch.save(decoupled_advantages(torch.tensor(per_term[rank]), torch.tensor([0.6, 0.4]), 2), f"{out}.{rank}")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_normalize_then_sum_under_ddp_equals_one_process_holding_the_whole_batch(tmp_path: Path) -> None:
+    """Over 2 gloo processes, each holding whole groups: the group statistics are each group's own, the final batch
+    normalisation gathers every rank's sums, so the advantages equal one process's on the whole batch."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    from vase.training.grpo import decoupled_advantages
+
+    per_term = [[[1., 0.], [0., 1.], [1., 1.], [0., 0.]], [[0., 0.], [3., 1.], [1., 0.], [1., 2.]]]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    mp.start_processes(_decoupled_worker, args=(2, port, per_term, str(tmp_path / "adv")), nprocs=2,
+                       start_method="spawn")
+    got = torch.cat([torch.load(tmp_path / f"adv.{r}") for r in range(2)])
+    want = decoupled_advantages(torch.tensor(per_term[0] + per_term[1]), torch.tensor([0.6, 0.4]), 2)
+    assert torch.allclose(got, want, atol=1e-6)
+    assert not torch.allclose(got[:4], decoupled_advantages(torch.tensor(per_term[0]), torch.tensor([0.6, 0.4]), 2),
+                              atol=1e-3)
+
+
+def test_the_run_report_says_how_advantages_were_made_and_what_the_groups_held(tmp_path: Path) -> None:
+    """The run report's training section names the aggregation and shows, over the run, the share of groups with no
+    spread, the share whose sum tied while the terms differed, and each term's spread within a group."""
+    from vase.reports.report import write_report
+
+    history = [{"step": float(s), "loss": 0.1, "reward": 0.3, "frac_reward_zero_std": 0.5,
+                "frac_sum_ties_terms_differ": 0.25 if s % 2 else 0.75, "reward_spread/shape": 0.2,
+                "reward_spread/dating": 0.0} for s in range(4)]
+    rows = {"tiny (grpo)": {"lexical_similarity": 0.1, "overall_score": 0.2}}
+    path = write_report(tmp_path, rows, {"grpo": history}, None, aggregations={"grpo": "normalize_then_sum"})
+    md = path.read_text()
+    assert "stage.module.multi_objective_aggregation=normalize_then_sum" in md
+    assert "no spread in 50 % of them; the sum tied while the terms differed in 50 %" in md
+    assert "shape 0.200, dating 0.000" in md

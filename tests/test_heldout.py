@@ -254,10 +254,20 @@ def test_a_grpo_run_scores_itself_and_its_start_on_held_out_vases(train_cfg, tmp
     cached = list((Path(cfg.paths.cache_dir) / "sft").glob("*/heldout_start_caption_t6.jsonl"))
     assert len(cached) == 1  # the start's answers, made once for every job of this SFT
     mtime = cached[0].stat().st_mtime_ns
-    cfg2 = train_cfg([*common, "seed=3"])
+    assert held["trained"] == {"stage": "grpo", "multi_objective_aggregation": "sum_then_normalize"}
+    # another job of the sweep, under GDPO's aggregation, from the same SFT start
+    cfg2 = train_cfg([*common, "seed=3", "stage.module.multi_objective_aggregation=normalize_then_sum"])
     run_training(cfg2)
     assert cached[0].stat().st_mtime_ns == mtime  # reused, not made again
-    assert json.loads((Path(cfg2.paths.output_dir) / "heldout_reward_start.json").read_text())["items"] == start["items"]
+    out2 = Path(cfg2.paths.output_dir)
+    assert json.loads((out2 / "heldout_reward_start.json").read_text())["items"] == start["items"]
+    # how the model trained is in its results, its adapter's lineage and its training history
+    gdpo = {"stage": "grpo", "multi_objective_aggregation": "normalize_then_sum"}
+    assert json.loads((out2 / "heldout_reward.json").read_text())["trained"] == gdpo
+    assert "trained" not in start  # the start did not train under it
+    assert json.loads((out2 / "adapter" / "vase_lineage.json").read_text())["trained"] == gdpo
+    history = json.loads((out2 / "train_history.json").read_text())
+    assert {"frac_sum_ties_terms_differ", "reward_spread/shape"} <= set(history[-1])
 
 
 def _reward_of(cfg):
@@ -485,3 +495,38 @@ def test_a_sweep_over_another_setting_at_one_weight_keeps_its_jobs_apart_and_dec
     assert v["captions"]["per_group"] == {g: "0.3" in g for g in v["groups"]} and v["captions"]["held"] is False
     md = (sweep / "ablation.md").read_text()
     assert "this sweep ran shape weight 0.15 only: not decided" in md and "above weight 0.15" not in md
+
+
+def test_a_sweep_under_both_aggregations_decides_every_target_per_aggregation(tmp_path: Path) -> None:
+    """The GDPO measurement swept stage.module.multi_objective_aggregation beside the shape weight: the report decides
+    target (i) once per aggregation, side by side at the top (a pooled "not held" would hide which one held), its
+    plot has a row per aggregation, and the dashboards' rows name the setting."""
+    from PIL import Image
+
+    from vase.reports.ablation import verdict_rows, write_ablation_report
+
+    start = _result({"shape": 12})
+    sweep = tmp_path / "sweep"
+    n = 0
+    for agg in ("sum_then_normalize", "normalize_then_sum"):
+        for draw in ("0", "5"):
+            for w in (0.0, 0.15, 0.6):
+                at_max = 32 if agg == "normalize_then_sum" else 12  # only the decoupled runs move shape
+                held = _result({"shape": at_max if w == 0.6 else 12})
+                _job(sweep, n, [f"reward.weights.shape={w}", "seed=1", f"data.synthetic.seed={draw}",
+                                f"stage.module.multi_objective_aggregation={agg}"], held, start)
+                n += 1
+    v = write_ablation_report(sweep)
+    key = "stage.module.multi_objective_aggregation"
+    assert v["apart"] == [key] and v["i"] is False  # pooled: one aggregation did not hold it
+    assert {name: s["i"] for name, s in v["settings"].items()} == {f"{key}=normalize_then_sum": True,
+                                                                    f"{key}=sum_then_normalize": False}
+    md = (sweep / "ablation.md").read_text()
+    table = md[md.index("## The verdict per setting"):]
+    header = next(line for line in table.splitlines() if line.startswith("| target"))
+    assert f"{key}=normalize_then_sum" in header and f"{key}=sum_then_normalize" in header
+    row_i = next(line for line in table.splitlines() if line.startswith("| (i)"))
+    assert row_i.endswith("| **held** | not held |")
+    rows = verdict_rows(v)
+    assert ["(i) · " + f"{key}=normalize_then_sum", rows[0][1], "held"] in rows
+    assert Image.open(sweep / "ablation.png").size[1] > Image.open(sweep / "ablation.png").size[0] * 0.5  # two rows

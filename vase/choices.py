@@ -10,6 +10,9 @@ DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo")
 ROLLOUT_ENGINES = ("eager", "static", "compiled")  # stage.module.rollout (vase.training.rollout)
 SCALE_REWARDS = ("group", "batch", "none")
+AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
+"""How GRPO turns several reward terms into advantages (TRL's names): the weighted sum normalised within its group
+(GRPO's own), or each term normalised within the group before the weighted sum, then the batch (GDPO)."""
 NEGATIVE_CONTROLS = ("flip_advantages", "shuffle_rewards")
 RETRIEVAL_FORMATS = ("asked", "lines")  # retrieval.format: a question's dimension only | each neighbour's whole line
 VIEW_FEATURES = ("auto", "clip", "pixels")  # retrieval.features, reward.terms.learned.heads.features

@@ -15,6 +15,7 @@ from omegaconf import MISSING
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import (
+    AGGREGATIONS,
     DATA_TASK_NAMES,
     DTYPES,
     LAYOUTS,
@@ -81,10 +82,13 @@ class GRPOSchema:
     scale_rewards: str = "group"
     negative_control: Any = None
     rollout: str = "eager"
+    multi_objective_aggregation: str = "sum_then_normalize"
 
     def __post_init__(self) -> None:
         k = "stage.module"
         check_value(self.rollout in ROLLOUT_ENGINES, f"{k}.rollout", self.rollout, f"must be one of {list(ROLLOUT_ENGINES)}")
+        check_value(self.multi_objective_aggregation in AGGREGATIONS, f"{k}.multi_objective_aggregation",
+                    self.multi_objective_aggregation, f"must be one of {list(AGGREGATIONS)}")
         check_value(self.negative_control in (None, *NEGATIVE_CONTROLS), f"{k}.negative_control",
                self.negative_control, f"must be null or one of {list(NEGATIVE_CONTROLS)}")
         check_value(

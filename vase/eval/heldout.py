@@ -125,7 +125,7 @@ def collapsed(named: dict[str, dict[str, Any]]) -> list[str]:
 def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_task: str, out: str | Path,
                    label: str, batch_size: int = 8, max_new_tokens: int = 64,
                    answers: str | Path | None = None, progress: bool = True, zoom_calls: int = 0,
-                   decoding: Decoding | None = None) -> dict[str, Any]:
+                   decoding: Decoding | None = None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Answer ``data_task``'s prompts for every vase of ``dataset`` (decoded by ``decoding``, default greedy; resumable through ``answers``, default
     ``heldout_<out stem>.jsonl`` beside ``out``), score them with ``reward``'s terms and write ``out`` (JSON) with a
     markdown table beside it; returns the result. ``zoom_calls`` > 0: every prompt is asked with the zoom-in tool
@@ -151,7 +151,7 @@ def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_t
     named = named_values(rows, targets)
     result = {"label": label, "task": data_task, "n": len(scored), "vases": len(dataset.records),
               "max_new_tokens": max_new_tokens, "decoding": decoding.record(), "pixels": pixel_bounds(processor),
-              **summarize(scored, reward), "named": named, "items": scored}
+              **summarize(scored, reward), "named": named, "items": scored, **(extra or {})}
     if zoom is not None:
         result["zoom"] = zoom
     captions = [r for r in rows if r.get("task") == "caption"]

@@ -11,6 +11,11 @@
 TRL logs each function by its ``__name__`` (``rewards/fabric/mean`` ...), and weighs them by ``reward_weights``: the
 weighted sum is the total R that vase's own GRPO maximises (`VaseReward`, the same terms,
 weights and tau). The functions read the row's targets from its columns (`vase.integrations.columns`).
+
+``GRPOConfig(multi_objective_aggregation=...)`` and vase's ``stage.module.multi_objective_aggregation`` share names
+and advantages (tests/test_grpo.py runs TRL's own code beside vase's): ``sum_then_normalize`` (both defaults)
+normalises the weighted sum within its group, ``normalize_then_sum`` (GDPO) each function's rewards within the group
+before the weighted sum, then the batch.
 """
 
 from __future__ import annotations

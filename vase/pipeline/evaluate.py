@@ -33,10 +33,11 @@ log = logging.getLogger("vase")
 
 def evaluate_captions(model: Any, processor: Any, dataset: Any, scorer: Any, out_dir: Path, name: str,
                       max_new_tokens: int, batch_size: int, image_score: bool = True, write: bool = True,
-                      decoding: Decoding | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                      decoding: Decoding | None = None, extra: dict[str, Any] | None = None
+                      ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Generate (resumable JSONL ``generations_<name>.jsonl``, decoded by ``decoding``, default greedy) and score;
-    writes ``results_<name>.json`` (with the decoding it used) unless ``write`` is off (the caller writes the scores
-    itself)."""
+    writes ``results_<name>.json`` (with the decoding it used, and ``extra``: how the model trained) unless ``write``
+    is off (the caller writes the scores itself)."""
     # lazy: torch, torchmetrics, pytorch_lightning: slow to import, and only this path needs them
     from vase.eval.generate import generate_captions
     from vase.eval.scoring import write_results
@@ -54,8 +55,21 @@ def evaluate_captions(model: Any, processor: Any, dataset: Any, scorer: Any, out
         scores["encoders"] = scorer.encoders
     if write:
         write_results(out_dir / f"results_{name}.json", name, scores, {"decoding": (decoding or Decoding()).record(),
-                                                                       "pixels": pixel_bounds(processor)})
+                                                                       "pixels": pixel_bounds(processor),
+                                                                       **(extra or {})})
     return scores, rows
+
+
+def adapter_trained(cfg: DictConfig) -> dict[str, Any] | None:
+    """How ``cfg.adapter`` trained, from its lineage (``trained``: the stage and GRPO's aggregation), for the results
+    files of an evaluation; None without an adapter or for one saved before vase recorded it."""
+    if not cfg.get("adapter"):
+        return None
+    lineage = Path(str(cfg.adapter)) / LINEAGE_FILE
+    try:
+        return json.loads(lineage.read_text()).get("trained") if lineage.is_file() else None
+    except (OSError, ValueError):  # a lineage that cannot be read records nothing; loading the adapter says why
+        return None
 
 
 def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
@@ -151,7 +165,8 @@ def _eval_generate(cfg: DictConfig) -> dict[str, Any]:
                                      int(cfg.generation.max_new_tokens), int(cfg.generation.batch_size),
                                      bool(cfg.metrics.get("image_score", True)), write=False, decoding=decoding)
     write_results(out, str(cfg.name), scores, {"name": str(cfg.name), "split": cfg.split, "adapter": cfg.get("adapter"),
-                                               "decoding": decoding.record(), "pixels": pixel_bounds(processor)})
+                                               "trained": adapter_trained(cfg), "decoding": decoding.record(),
+                                               "pixels": pixel_bounds(processor)})
     print("\n" + markdown_table({str(cfg.name): scores}))
     return {"scores": scores, "rows": rows, "output": str(out), "table": {str(cfg.name): scores}}
 
@@ -230,7 +245,7 @@ def _eval_vqa(cfg: DictConfig) -> dict[str, Any]:
     scores = evaluate_vqa(model, processor, dataset, instantiate(cfg.reward, _convert_="partial"),
                           float(cfg.reward.tau), out, str(cfg.name), str(v.protocol), int(v.num_choices),
                           int(cfg.generation.batch_size), int(v.max_new_tokens),
-                          {"split": cfg.split, "adapter": cfg.get("adapter")}, bool(v.get("zoom", False)),
+                          {"split": cfg.split, "adapter": cfg.get("adapter"), "trained": adapter_trained(cfg)}, bool(v.get("zoom", False)),
                           int(v.get("zoom_calls", 1)), Decoding.of(cfg.generation))
     print("\n" + vqa_table(scores, str(cfg.name)))
     flat = {f"vqa/{p}/{d}": a for p, s in scores.items() for d, a in s["accuracy"].items()}
@@ -276,7 +291,8 @@ def _eval_export(cfg: DictConfig) -> dict[str, Any]:
         # generation_config.json is the base's (the hub's sampling settings): vase's own decoding and pixel bounds,
         # which its evaluations used, are recorded here
         atomic_write_json(tmp / "vase_export.json", {
-            "base": base, "adapters": [*merged, str(cfg.adapter)], "decoding": Decoding.of(cfg.generation).record(),
+            "base": base, "adapters": [*merged, str(cfg.adapter)], "trained": adapter_trained(cfg),
+            "decoding": Decoding.of(cfg.generation).record(),
             "pixels": pixel_bounds(processor),
             "generation_config": "the base checkpoint's, unchanged; vase evaluates with the decoding above"})
     print(f"merged checkpoint written to {out}")

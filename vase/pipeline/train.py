@@ -81,7 +81,8 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
             model = module.model.merge_and_unload()  # the previous stage's adapter becomes part of the base
             merged.append(str(stages[i - 1][1] / "adapter"))
             datamodule = build_datamodule(cfg, processor, stage.name, int(stage.batch_size))
-        lineage = {"base": str(cfg.model.name_or_path), "merged_adapters": list(merged)}
+        ev.trained = trained_with(stage)
+        lineage = {"base": str(cfg.model.name_or_path), "merged_adapters": list(merged), "trained": ev.trained}
         module = build_stage_module(stage, model, processor, cfg, lineage)
         ckpt = Path(cfg.ckpt_path) if i == 0 and cfg.get("ckpt_path") else runs.resume_checkpoint(
             out_dir, stage_dir, str(cfg.get("resume") or "never"))
@@ -115,6 +116,20 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     runs.set_status(out_dir, "finished")
     return {"results": ev.results, "history": ev.histories.get(str(cfg.stage.name), []), "histories": ev.histories,
             "vqa": ev.vqa, "output_dir": str(out_dir), "module": module}
+
+
+def trained_with(stage: DictConfig) -> dict[str, str]:
+    """How a stage trained, as every results file of the model it made records it (``trained``) and its adapter's
+    lineage keeps it: the stage, and for GRPO the advantages' aggregation (what a reward weight meant).
+
+    >>> trained_with(OmegaConf.create({"name": "grpo", "module": {"multi_objective_aggregation": "normalize_then_sum"}}))
+    {'stage': 'grpo', 'multi_objective_aggregation': 'normalize_then_sum'}
+    """
+    out = {"stage": str(stage.name)}
+    if str(stage.name) == "grpo":
+        out["multi_objective_aggregation"] = str(stage.module.get("multi_objective_aggregation")
+                                                 or "sum_then_normalize")
+    return out
 
 
 def _number(v: Any) -> float | None:
@@ -189,6 +204,7 @@ class _Evaluation:
         self.vqa: dict[str, dict[str, Any]] = {}
         self.heldout: dict[str, dict[str, Any]] = {}
         self.heldout_start: dict[str, dict[str, Any]] = {}  # each stage's starting point (its adapter off)
+        self.trained: dict[str, str] | None = None  # how the model being evaluated trained (trained_with)
         self.scorer = None
         if self.ev.get("before") or self.ev.get("after"):
             # loading encoders initialises modules from the global RNG: keep it off the seeded training stream, so
@@ -205,7 +221,7 @@ class _Evaluation:
         self.results[name], self.generations[name] = evaluate_captions(
             module.model, self.processor, datamodule.val_set, self.scorer, self.out_dir, tag,
             int(ev.max_new_tokens), int(ev.batch_size), bool(self.cfg.metrics.get("image_score", True)),
-            decoding=self.decoding)
+            decoding=self.decoding, extra=None if before else {"trained": self.trained})
         log_eval_rows(self.loggers, tag, self.results[name], self.generations[name])
 
     def heldout_after(self, module: Any, datamodule: Any, stage: DictConfig, suffix: str, merged: bool,
@@ -225,11 +241,12 @@ class _Evaluation:
         zoom = int(ev.get("heldout_zoom_calls") or 0) if getattr(datamodule, "zoom", False) else 0
         self.heldout[str(stage.name)] = heldout_reward(
             module.model, self.processor, datamodule.val_set, reward, task, self.out_dir / f"heldout_reward{suffix}.json",
-            f"{self.label} ({stage.name})", int(ev.batch_size), tokens, zoom_calls=zoom, decoding=self.decoding)
+            f"{self.label} ({stage.name})", int(ev.batch_size), tokens, zoom_calls=zoom, decoding=self.decoding,
+            extra={"trained": self.trained})
         if zoom:  # the same adapter answering without the tool: the paired baseline of what the tool itself adds
             heldout_reward(module.model, self.processor, datamodule.val_set, reward, task,
                            self.out_dir / f"heldout_without_tool{suffix}.json", f"{self.label} ({stage.name}, no tool)",
-                           int(ev.batch_size), tokens, decoding=self.decoding)
+                           int(ev.batch_size), tokens, decoding=self.decoding, extra={"trained": self.trained})
         if merged and hasattr(module.model, "disable_adapter"):
             answers = None
             if shared_sft is not None:  # every job of a sweep starts from this SFT: its answers are made once
@@ -277,7 +294,7 @@ class _Evaluation:
             module.model, self.processor, datamodule.val_set, reward, float(cfg.reward.tau),
             self.out_dir / f"vqa_{stage}.json", f"{self.label} ({stage})", str(ev.vqa),
             int(ev.get("vqa_choices", 4)), int(ev.batch_size), int(ev.get("vqa_max_new_tokens", 24)),
-            decoding=self.decoding)
+            decoding=self.decoding, extra={"trained": self.trained})
         for lg in self.loggers:
             lg.log_metrics({f"val/{stage}/vqa/{p}/{d}": a for p, sc in self.vqa[stage].items()
                             for d, a in sc["accuracy"].items()})

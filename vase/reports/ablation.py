@@ -49,7 +49,9 @@ def ablation_key(keys: Any) -> str | None:
 
 def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
     """Write ``ablation.md``, ``ablation.json`` and ``ablation.png`` for a sweep over one reward weight and return
-    the verdicts; None when the sweep is not such an ablation (or has nothing held-out to decide on)."""
+    the verdicts; None when the sweep is not such an ablation (or has nothing held-out to decide on). A sweep that
+    also varies another setting (``stage.module.multi_objective_aggregation``, ``reward.terms.bonus.weight``) keeps
+    its jobs apart and decides every target once per setting too (``verdict["settings"]``), side by side at the top."""
     sweep_dir = Path(sweep_dir)
     jobs = [j for j in _job_dirs(sweep_dir) if _heldout(j)[0] or sorted(j.glob("vqa_*.json"))]
     if not jobs:
@@ -58,13 +60,35 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
     key = ablation_key(sorted({k for o in ov.values() for k in o}))
     if key is None:
         return None
+    decided = _decide(key, jobs, ov)
+    if decided is None:
+        return None
+    verdict, lines, plot = decided
+    others = verdict.get("apart") or []
+    if others:
+        settings: dict[str, list[Path]] = {}
+        for j in jobs:
+            settings.setdefault(", ".join(f"{k}={ov[j].get(k, '-')}" for k in others), []).append(j)
+        per = {name: got[0] for name, members in sorted(settings.items())
+               if (got := _decide(key, members, ov)) is not None}
+        verdict["settings"] = per
+        lines[1:1] = _settings_table(per)
+        if key != TAU_KEY:
+            plot = _plot_settings(key, jobs, ov, others)
+    return _write(sweep_dir, verdict, lines, plot)
+
+
+def _decide(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]]
+            ) -> tuple[dict[str, Any], list[str], Callable[[Path], None]] | None:
+    """The verdict, the report's lines and its plot for ``jobs`` of a sweep over ``key``; None when they have nothing
+    held-out to decide on."""
     dim = key.rsplit(".", 1)[-1]
-    xs = sorted({float(o[key]) for o in ov.values()})
-    draws = sorted({o.get(DRAW_KEY, "-") for o in ov.values()})
+    xs = sorted({float(ov[j][key]) for j in jobs})
+    draws = sorted({ov[j].get(DRAW_KEY, "-") for j in jobs})
 
     # anything else the sweep varies (reward.terms.bonus.weight=0.3,0.6) tells its jobs apart too: never merged
-    others = [k for k in sorted({k for o in ov.values() for k in o} - {key, DRAW_KEY, "seed"})
-              if len({o.get(k) for o in ov.values()}) > 1]
+    others = [k for k in sorted({k for j in jobs for k in ov[j]} - {key, DRAW_KEY, "seed"})
+              if len({ov[j].get(k) for j in jobs}) > 1]
 
     def group(j: Path) -> str:  # one seed on one draw of the data (and one value of anything else swept)
         seed = ov[j].get("seed", "-")
@@ -75,7 +99,7 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
     for j in jobs:
         groups.setdefault(group(j), {})[float(ov[j][key])] = j
     verdict: dict[str, Any] = {"swept": key, "weights": xs, "draws": draws, "groups": sorted(groups),
-                               "seeds": sorted({o.get("seed", "-") for o in ov.values()})}
+                               "seeds": sorted({ov[j].get("seed", "-") for j in jobs}), "apart": others}
     held = {j: _heldout(j) for j in jobs}
     lines = [f"# Reward ablation: `{key}` on held-out vases\n"]
     if key == TAU_KEY:
@@ -88,7 +112,7 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
             verdict["captions"] = captions["verdict"]
             lines += captions["lines"]
         lines[1:1] = _nothing_to_move(verdict, held)
-        return _write(sweep_dir, verdict, lines, lambda path: _plot_tau(path, xs, groups, held))
+        return verdict, lines, lambda path: _plot_tau(path, xs, groups, held)
     if all(h[0] is not None and h[1] is not None for h in held.values()):
         verdict["basis"] = "held-out reward"
         lines += _heldout_verdict(verdict, dim, xs, groups, held, draws, ov)
@@ -118,7 +142,36 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
                      + "; ".join(f"{_who(g)}: {v['at_max']:.3f} vs {v['at_0']:.3f}" for g, v in dose.items()) + ").")
     if verdict.get("basis") == "held-out reward":
         lines[1:1] = _nothing_to_move(verdict, held)
-    return _write(sweep_dir, verdict, lines, lambda path: _plot(path, dim, xs, groups, held, jobs, ov))
+    return verdict, lines, lambda path: _plot(path, dim, xs, groups, held, jobs, ov)
+
+
+def _settings_table(per: dict[str, dict[str, Any]]) -> list[str]:
+    """Every target decided once per setting of what else the sweep varied, side by side: the answer to "which
+    setting holds what" before the tables behind it.
+
+    >>> print("\\n".join(_settings_table({"a=x": {"swept": "reward.weights.shape", "weights": [0.0, 0.6], "i": True},
+    ...                                    "a=y": {"swept": "reward.weights.shape", "weights": [0.0, 0.6], "i": False}})))
+    <BLANKLINE>
+    ## The verdict per setting
+    <BLANKLINE>
+    Each target decided on the jobs of one setting only (every draw and seed of it); the sections below hold all jobs.
+    <BLANKLINE>
+    | target | a=x | a=y |
+    |---|---|---|
+    | (i) shape right at weight 0.6 above weight 0 and above the start | **held** | not held |
+    """
+    names = list(per)
+    rows: dict[str, dict[str, str]] = {}
+    for name, v in per.items():
+        for target, asks, result in verdict_rows(v):
+            rows.setdefault(f"{target} {asks.split(',')[0]}", {})[name] = result
+    out = ["", "## The verdict per setting", "",
+           "Each target decided on the jobs of one setting only (every draw and seed of it); the sections below hold "
+           "all jobs.", "", "| target | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for target, got in rows.items():
+        out.append(f"| {target} | " + " | ".join(f"**{got[n]}**" if got.get(n) == "held" else got.get(n, "–")
+                                                  for n in names) + " |")
+    return out
 
 
 def _write(sweep_dir: Path, verdict: dict[str, Any], lines: list[str], plot: Callable[[Path], None]) -> dict[str, Any]:
@@ -146,6 +199,9 @@ def verdict_rows(verdict: dict[str, Any]) -> list[list[str]]:
     def result(v: Any) -> str:
         return "not decided" if v is None else "held" if v else "not held"
 
+    if verdict.get("settings"):  # a row per target and setting of what else the sweep varied
+        return [[f"{target} · {name}", asks, got] for name, v in verdict["settings"].items()
+                for target, asks, got in verdict_rows({**v, "settings": None})]
     rows = []
     if verdict.get("nothing_learned"):
         rows.append(["-", "any dimension right anywhere (job or start)", "no: nothing to decide on"])
@@ -155,8 +211,10 @@ def verdict_rows(verdict: dict[str, Any]) -> list[list[str]]:
         rows.append(["moved", "dimensions whose change from the start excludes 0", moved or "none"])
     elif "i" in verdict:
         dim, xs = key.rsplit(".", 1)[-1], verdict.get("weights") or [0.0]
-        rows.append(["(i)", f"{dim} right at weight {max(xs):g} above weight {min(xs):g} and above the start, every "
-                            f"draw and seed ({verdict.get('i_rule', '')})", result(verdict["i"])])
+        asks = (f"{dim} right at weight {max(xs):g} above weight {min(xs):g} and above the start, every draw and seed "
+                f"({verdict.get('i_rule', '')})" if verdict["i"] is not None
+                else f"{dim} right at the largest weight above the smallest: needs two values of the swept weight")
+        rows.append(["(i)", asks, result(verdict["i"])])
     if "ii" in verdict:
         rows.append(["(ii)", f"at the paper's setting, {verdict.get('ii_rule', '')}", result(verdict["ii"])])
     if "captions" in verdict:
@@ -530,10 +588,24 @@ def _pct(v: float | None) -> str:
     return "–" if v is None else f"{100 * v:.1f} %"
 
 
+def _plot_settings(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]], others: list[str]
+                   ) -> Callable[[Path], None]:
+    """`_plot` with a row of panels per setting of what else the sweep varied (each its own draws and seeds)."""
+    rows: dict[str, dict[str, dict[float, Path]]] = {}
+    for j in jobs:
+        name = ", ".join(f"{k.rsplit('.', 1)[-1]}={ov[j].get(k, '-')}" for k in others)
+        group = f"draw {ov[j].get(DRAW_KEY, '-')}, seed {ov[j].get('seed', '-')}"
+        rows.setdefault(name, {}).setdefault(group, {})[float(ov[j][key])] = j
+    xs = sorted({float(ov[j][key]) for j in jobs})
+    held = {j: _heldout(j) for j in jobs}
+    return lambda path: _plot(path, key.rsplit(".", 1)[-1], xs, {}, held, jobs, ov, rows=dict(sorted(rows.items())))
+
+
 def _plot(path: Path, dim: str, xs: list[float], groups: dict[str, dict[float, Path]],
-          held: dict[Path, tuple[Any, Any]], jobs: list[Path], ov: dict[Path, dict[str, str]]) -> None:
+          held: dict[Path, tuple[Any, Any]], jobs: list[Path], ov: dict[Path, dict[str, str]],
+          rows: dict[str, dict[str, dict[float, Path]]] | None = None) -> None:
     """Held-out rate per dimension against the weight (one line per draw and seed; dashed: the start), and, where
-    the jobs ran it, the VQA transfer (mean over seeds and draws)."""
+    the jobs ran it, the VQA transfer (mean over seeds and draws); ``rows``: a row of such panels per setting."""
     # lazy: matplotlib: slow to import, and only this path needs it
     import matplotlib
 
@@ -541,33 +613,37 @@ def _plot(path: Path, dim: str, xs: list[float], groups: dict[str, dict[float, P
     # lazy: matplotlib: slow to import, and only this path needs it
     import matplotlib.pyplot as plt
 
+    rows = rows or {"": groups}
     has_held = all(h[0] is not None for h in held.values())
     vqa = {j: read_json(sorted(j.glob("vqa_*.json"))[-1])["vqa"] for j in jobs if sorted(j.glob("vqa_*.json"))}
     proto = next((p for p in ("ll", "open", "mc") if any(p in v for v in vqa.values())), None)
     panels = (["heldout"] if has_held else []) + ([proto] if proto else [])
-    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.2), dpi=110, squeeze=False)
-    for ax, panel in zip(axes[0], panels):
-        for k, d in enumerate(DIMENSIONS):
-            color = f"C{k}"
-            for n, (_, at) in enumerate(sorted(groups.items())):
-                if panel == "heldout":
-                    ys = [_rate(held[at[x]][0], d) if x in at else None for x in xs]
-                    start = held[next(iter(at.values()))][1]
-                    base = _rate(start, d)
-                else:
-                    ys = [vqa.get(at.get(x), {}).get(panel, {}).get("accuracy", {}).get(d) for x in xs]
-                    sft = _sft_vqa(next(iter(at.values())))
-                    base = (sft or {}).get(panel, {}).get("accuracy", {}).get(d)
-                ax.plot(xs, [100 * y if y is not None else float("nan") for y in ys], "-", color=color,
-                        linewidth=2.5 if d == dim else 1.0, alpha=1.0 if d == dim else 0.6,
-                        label=d if n == 0 else None, marker="os^v"[n % 4])
-                if base is not None and n == 0:
-                    ax.axhline(100 * base, color=color, linestyle="--", linewidth=0.8)
-        ax.set_xlabel(f"{dim} weight (others rescaled)")
-        ax.set_ylabel("held-out answers right (%)" if panel == "heldout" else "held-out accuracy (%)")
-        ax.set_ylim(0, 100)
-        ax.set_title("held-out reward (the verdict)" if panel == "heldout" else f"transfer: {PROTOCOL_LABELS[panel]}")
-        ax.grid(alpha=0.3)
+    fig, axes = plt.subplots(len(rows), len(panels), figsize=(6.2 * len(panels), 4.2 * len(rows)), dpi=110,
+                             squeeze=False)
+    for r, (setting, groups) in enumerate(rows.items()):
+        for ax, panel in zip(axes[r], panels):
+            for k, d in enumerate(DIMENSIONS):
+                color = f"C{k}"
+                for n, (_, at) in enumerate(sorted(groups.items())):
+                    if panel == "heldout":
+                        ys = [_rate(held[at[x]][0], d) if x in at else None for x in xs]
+                        start = held[next(iter(at.values()))][1]
+                        base = _rate(start, d)
+                    else:
+                        ys = [vqa.get(at.get(x), {}).get(panel, {}).get("accuracy", {}).get(d) for x in xs]
+                        sft = _sft_vqa(next(iter(at.values())))
+                        base = (sft or {}).get(panel, {}).get("accuracy", {}).get(d)
+                    ax.plot(xs, [100 * y if y is not None else float("nan") for y in ys], "-", color=color,
+                            linewidth=2.5 if d == dim else 1.0, alpha=1.0 if d == dim else 0.6,
+                            label=d if n == 0 else None, marker="os^v"[n % 4])
+                    if base is not None and n == 0:
+                        ax.axhline(100 * base, color=color, linestyle="--", linewidth=0.8)
+            ax.set_xlabel(f"{dim} weight (others rescaled)")
+            ax.set_ylabel("held-out answers right (%)" if panel == "heldout" else "held-out accuracy (%)")
+            ax.set_ylim(0, 100)
+            title = "held-out reward (the verdict)" if panel == "heldout" else f"transfer: {PROTOCOL_LABELS[panel]}"
+            ax.set_title(f"{setting}\n{title}" if setting else title, fontsize=10)
+            ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7, title="dashed: start (SFT); markers: draw/seed")
     fig.tight_layout()
     save_figure(fig, path)

@@ -51,7 +51,8 @@ def job_row(job: Path) -> dict[str, Any]:
     if rewards:
         row["reward"] = sum(h["reward"] for h in rewards) / len(rewards)
         # every part of the reward the history kept (dimensions, configured terms) and how often groups tied
-        names = [k for k in rewards[-1] if k.startswith("reward/") or k in ("frac_reward_zero_std", "kl")]
+        names = [k for k in rewards[-1] if k.startswith("reward/")
+                 or k in ("frac_reward_zero_std", "frac_sum_ties_terms_differ", "kl")]
         for name in names:
             vals = [h[name] for h in rewards if name in h]
             row[name] = sum(vals) / len(vals)

@@ -94,9 +94,42 @@ def contact_sheet(items: list[dict[str, Any]], path: str | Path, thumb: int = 12
     return atomic_write_bytes(path, buf.getvalue())
 
 
+def group_lines(stage: str, history: list[dict[str, float]], aggregation: str | None = None) -> list[str]:
+    """What a GRPO stage's groups held to learn from, over its whole run: how its advantages were made, the share of
+    groups with no spread, the share whose summed reward tied while their terms differed (GDPO's collapse), and each
+    term's within-group spread (a term that never varies within a group teaches nothing).
+
+    >>> group_lines("grpo", [{"frac_reward_zero_std": 0.5, "frac_sum_ties_terms_differ": 0.25,
+    ...                       "reward_spread/shape": 0.4}], "sum_then_normalize")[1].strip()
+    '- grpo groups: no spread in 50 % of them; the sum tied while the terms differed in 25 %'
+    """
+    if not history or "frac_reward_zero_std" not in history[0]:
+        return []
+
+    def mean(key: str) -> float | None:
+        got = [x[key] for x in history if key in x]
+        return sum(got) / len(got) if got else None
+
+    how = {"sum_then_normalize": "the weighted sum normalised in its group (GRPO)",
+           "normalize_then_sum": "each term normalised in its group, then the weighted sum, then the batch (GDPO)"}
+    out = [f"- {stage} advantages: {how.get(aggregation or '', 'as configured')} "
+           f"(stage.module.multi_objective_aggregation={aggregation or 'sum_then_normalize'})\n"]
+    line = f"- {stage} groups: no spread in {100 * mean('frac_reward_zero_std'):.0f} % of them"
+    ties = mean("frac_sum_ties_terms_differ")
+    if ties is not None:
+        line += f"; the sum tied while the terms differed in {100 * ties:.0f} %"
+    out.append(line + "\n")
+    spreads = {k.removeprefix("reward_spread/"): mean(k) for k in history[-1] if k.startswith("reward_spread/")}
+    if spreads:
+        out.append(f"- {stage} each term's mean spread within a group: "
+                   + ", ".join(f"{n} {v:.3f}" for n, v in spreads.items() if v is not None) + "\n")
+    return out
+
+
 def write_report(out_dir: str | Path, rows: dict[str, dict[str, Any]],
                  histories: dict[str, list[dict[str, float]]] | None, sheet_items: list[dict[str, Any]] | None,
-                 title: str = "vase run", notes: str = "", extra: str = "") -> Path:
+                 title: str = "vase run", notes: str = "", extra: str = "",
+                 aggregations: dict[str, str] | None = None) -> Path:
     """``report.md`` with the table (and ``extra`` after it), the training curves (``loss.png``) and the contact sheet
     (``contact_sheet.png``)."""
     out = Path(out_dir)
@@ -111,6 +144,7 @@ def write_report(out_dir: str | Path, rows: dict[str, dict[str, Any]],
             first = sum(x[key] for x in h[:k]) / k
             last = sum(x[key] for x in h[-k:]) / k
             parts.append(f"- {stage}: mean {key} of the first {k} steps {first:.3f}, of the last {k} {last:.3f}\n")
+            parts += group_lines(stage, h, (aggregations or {}).get(stage))
         parts.append("\n![training curves](loss.png)\n")
     if sheet_items:
         contact_sheet(sheet_items, out / "contact_sheet.png")

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from vase.choices import NEGATIVE_CONTROLS
+from vase.choices import AGGREGATIONS, NEGATIVE_CONTROLS
 from vase.data.datamodule import VISUAL_KEYS
 from vase.loggers import kind, log_table
 from vase.models.logprobs import selected_logprobs
@@ -56,6 +56,35 @@ def group_advantages(rewards: torch.Tensor, group_size: int, scale: str = "group
     elif scale != "none":
         raise ValueError(f"scale_rewards={scale!r} must be group, batch or none")
     return centred.reshape(-1)
+
+
+def decoupled_advantages(per_term: torch.Tensor, weights: torch.Tensor, group_size: int,
+                         eps: float = 1e-4) -> torch.Tensor:
+    """GDPO's advantages (TRL's ``multi_objective_aggregation="normalize_then_sum"``): each term's rewards, an (N, K)
+    matrix, normalised within their group, (r_k - group mean) / (group std + eps); the weighted sum of those; then
+    normalised over the whole batch, gathered from every process, so a weight scales a unit-variance signal and
+    different mixes of right and wrong terms no longer collapse onto one sum.
+
+    >>> per_term = torch.tensor([[1., 0.], [0., 1.], [1., 1.], [0., 0.]])  # one group: two terms, four completions
+    >>> a = decoupled_advantages(per_term, torch.tensor([1., 1.]), 4); [round(float(x), 3) for x in a]
+    [0.0, 0.0, 1.225, -1.225]
+    """
+    k = per_term.shape[1]
+    grouped = per_term.view(-1, group_size, k)
+    z = (grouped - grouped.mean(dim=1, keepdim=True)) / (grouped.std(dim=1, keepdim=True) + eps)
+    summed = (z.reshape(-1, k) * weights.to(z).unsqueeze(0)).sum(dim=1)
+    everyone = gather_across_ranks(summed)
+    return (summed - everyone.mean()) / (everyone.std() + eps)
+
+
+def term_matrix(components: dict[str, list[float]], terms: dict[str, Any], device: Any = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The reward's terms as an (N, K) matrix of their values and a (K,) vector of their weights, in the reward's
+    order: what `decoupled_advantages` normalises term by term (the total is the matrix times the weights)."""
+    names = list(terms)
+    values = torch.tensor([components[n] for n in names], dtype=torch.float32, device=device).T
+    weights = torch.tensor([float(terms[n].weight) for n in names], dtype=torch.float32, device=device)
+    return values, weights
 
 
 def grpo_loss(logps: torch.Tensor, old_logps: torch.Tensor | None, ref_logps: torch.Tensor | None,
@@ -139,27 +168,46 @@ def _repeat_visual(pixels: torch.Tensor, thw: torch.Tensor, per_sample: list[int
     return torch.cat(pv), torch.cat(gr)
 
 
-def group_spread(rewards: torch.Tensor, g: int, eps: float = 1e-6) -> dict[str, float]:
+def group_spread(rewards: torch.Tensor, g: int, eps: float = 1e-6, per_term: torch.Tensor | None = None,
+                 names: list[str] | None = None) -> dict[str, float]:
     """Whether a batch of groups carries anything to learn from: ``frac_reward_zero_std``, the share of groups whose
     G completions all scored the same (zero advantages: no gradient), as TRL logs it, and ``reward_std_in_group``,
-    the mean standard deviation of the rewards within a group.
+    the mean standard deviation of the rewards within a group. Given the terms' values (``per_term``, (N, K), and
+    their ``names``): ``frac_sum_ties_terms_differ``, the share of groups whose summed reward ties while their terms
+    differ (the collapse GDPO names: different mixes of right and wrong, one sum), and ``reward_spread/<term>``, each
+    term's mean standard deviation within a group.
 
     >>> group_spread(torch.tensor([0., 0., 0., 0., 0., 1., 0., 1.]), 4)
     {'frac_reward_zero_std': 0.5, 'reward_std_in_group': 0.2886751...}
+    >>> terms = torch.tensor([[1., 0.], [0., 1.], [1., 0.], [0., 1.]])  # 1 + 0 = 0 + 1: the sum ties, the terms differ
+    >>> group_spread(terms.sum(1), 4, per_term=terms, names=["shape", "dating"])["frac_sum_ties_terms_differ"]
+    1.0
     """
     std = rewards.view(-1, g).std(dim=1)
-    return {"frac_reward_zero_std": float((std < eps).float().mean()), "reward_std_in_group": float(std.mean())}
+    out = {"frac_reward_zero_std": float((std < eps).float().mean()), "reward_std_in_group": float(std.mean())}
+    if per_term is not None and names:
+        term_std = per_term.view(-1, g, per_term.shape[1]).std(dim=1)  # (groups, K)
+        out["frac_sum_ties_terms_differ"] = float(((std < eps) & (term_std > eps).any(dim=1)).float().mean())
+        out.update({f"reward_spread/{n}": float(term_std[:, k].mean()) for k, n in enumerate(names)})
+    return out
 
 
 def controlled_advantages(rewards: torch.Tensor, g: int, scale: str, control: str | None = None,
-                          seed: int = 0) -> torch.Tensor:
-    """`group_advantages`, or with a negative control (``stage.module.negative_control``) a broken version a
-    learning check must catch: ``flip_advantages`` negates them, ``shuffle_rewards`` computes them from the rewards
+                          seed: int = 0, aggregation: str = "sum_then_normalize", per_term: torch.Tensor | None = None,
+                          weights: torch.Tensor | None = None) -> torch.Tensor:
+    """The advantages of a batch: `group_advantages` of the summed reward (``sum_then_normalize``, GRPO's own), or
+    `decoupled_advantages` of the terms (``normalize_then_sum``, GDPO: ``scale`` does not apply, the batch
+    normalisation does, as in TRL); or, with a negative control (``stage.module.negative_control``), a broken version
+    a learning check must catch: ``flip_advantages`` negates them, ``shuffle_rewards`` computes them from the rewards
     permuted across all completions of the batch (seeded by ``seed``), so they no longer belong to their text."""
+    decoupled = aggregation == "normalize_then_sum"
+    if decoupled and (per_term is None or weights is None):
+        raise ValueError("multi_objective_aggregation=normalize_then_sum needs each term's rewards and weights")
     if control == "shuffle_rewards":
         perm = torch.randperm(len(rewards), generator=torch.Generator().manual_seed(seed)).to(rewards.device)
         rewards = rewards[perm]
-    adv = group_advantages(rewards, g, scale)
+        per_term = per_term[perm] if per_term is not None else None
+    adv = decoupled_advantages(per_term, weights, g) if decoupled else group_advantages(rewards, g, scale)
     return -adv if control == "flip_advantages" else adv
 
 
@@ -187,7 +235,7 @@ class GRPOModule(LoRAStageModule):
                  max_grad_norm: float | None = 1.0, full_finetune: bool = False, log_completions_every: int = 10,
                  min_completion_length: int = 0, lineage: dict[str, Any] | None = None,
                  negative_control: str | None = None, gradient_checkpointing: bool = False,
-                 rollout: str = "eager") -> None:
+                 rollout: str = "eager", multi_objective_aggregation: str = "sum_then_normalize") -> None:
         super().__init__(model, lora=lora, optimizer=optimizer, warmup_ratio=warmup_ratio,
                          full_finetune=full_finetune, processor=processor, lineage=lineage,
                          gradient_checkpointing=gradient_checkpointing)
@@ -217,6 +265,10 @@ class GRPOModule(LoRAStageModule):
             raise ValueError(f"stage.module.negative_control={negative_control!r} must be null or one of "
                              f"{list(NEGATIVE_CONTROLS)}")
         self.negative_control = negative_control
+        if multi_objective_aggregation not in AGGREGATIONS:  # the config check says so first; this guards the API
+            raise ValueError(f"stage.module.multi_objective_aggregation={multi_objective_aggregation!r} must be one "
+                             f"of {list(AGGREGATIONS)}")
+        self.multi_objective_aggregation = multi_objective_aggregation
         tok = processor.tokenizer
         self.eos_ids = sorted({i for i in (tok.convert_tokens_to_ids("<|im_end|>"), tok.eos_token_id,
                                             tok.convert_tokens_to_ids("<|endoftext|>")) if isinstance(i, int) and i >= 0})
@@ -288,7 +340,9 @@ class GRPOModule(LoRAStageModule):
         ids = [i for i in batch["ids"] for _ in range(self.G)] if "ids" in batch else None
         scored = self.reward.compute(texts, targets=targets, reference=refs, images=images, ids=ids)
         rewards = torch.tensor(scored.total, dtype=torch.float32, device=completion.device)
-        adv = controlled_advantages(rewards, self.G, self.scale_rewards, self.negative_control, int(self.global_step))
+        per_term, weights = self._terms(scored.components, completion.device)
+        adv = controlled_advantages(rewards, self.G, self.scale_rewards, self.negative_control, int(self.global_step),
+                                    self.multi_objective_aggregation, per_term, weights)
         inputs = {"input_ids": torch.cat([rep["input_ids"], completion], 1),
                   "attention_mask": torch.cat([rep["attention_mask"], mask], 1),
                   "mm_token_type_ids": torch.cat([rep["mm_token_type_ids"], torch.zeros_like(completion)], 1),
@@ -304,6 +358,14 @@ class GRPOModule(LoRAStageModule):
         old = self._logps(self.model, inputs, n) if self.num_iterations > 1 else None
         ref = self._reference_logps(inputs, n) if self.beta > 0 else None
         return Rollout(inputs, completion, mask, adv, old, ref, rewards, scored.components, texts)
+
+    def _terms(self, components: dict[str, list[float]], device: Any) -> tuple[Any, Any]:
+        """The reward's terms as values and weights (`term_matrix`); (None, None) for a reward without terms (a plain
+        function: it has only its sum)."""
+        terms = getattr(self.reward, "terms", None)
+        if not terms or not all(n in components for n in terms):
+            return None, None
+        return term_matrix(components, terms, device)
 
     # ------------------------------------------------------------ optimisation
 
@@ -349,8 +411,12 @@ class GRPOModule(LoRAStageModule):
                 self.log("train/kl", sum(kl) / len(kl), on_step=True, batch_size=1)
             self.log("train/lr", opt.param_groups[0]["lr"], on_step=True, batch_size=1)
             rewards = torch.cat([x.rewards for x in self._buffer])
+            terms = [self._terms(x.components, rewards.device)[0] for x in self._buffer]
+            per_term = torch.cat(terms) if all(t is not None for t in terms) else None
+            spread = group_spread(rewards, self.G, per_term=per_term,
+                                  names=list(getattr(self.reward, "terms", {}) or {}) if per_term is not None else None)
             entry = {"step": float(self.global_step), "loss": step_loss, "reward": float(rewards.mean()),
-                     **group_spread(rewards, self.G), **({"kl": sum(kl) / len(kl)} if kl else {})}
+                     **spread, **({"kl": sum(kl) / len(kl)} if kl else {})}
             names = [k for k in self._buffer[0].components if not k.endswith(("_sim", "_pass"))]
             for name in names:  # each part of the reward (dimensions and configured terms), for summaries and reports
                 vals = [v for x in self._buffer for v in x.components.get(name, [])]
@@ -364,7 +430,10 @@ class GRPOModule(LoRAStageModule):
         bs = len(r.texts)
         self.log("train/reward", r.rewards.mean(), prog_bar=True, on_step=True, batch_size=bs)
         self.log("train/reward_std", r.rewards.std() if bs > 1 else 0.0, on_step=True, batch_size=bs)
-        for key, value in group_spread(r.rewards, self.G).items():  # can this step learn anything?
+        per_term, _ = self._terms(r.components, r.rewards.device)
+        names = list(getattr(self.reward, "terms", {}) or {})
+        spread = group_spread(r.rewards, self.G, per_term=per_term, names=names)
+        for key, value in spread.items():  # can this step learn anything, and from which terms?
             self.log(f"train/{key}", value, on_step=True, batch_size=bs)
         for name, values in r.components.items():
             if name.endswith("_sim"):
