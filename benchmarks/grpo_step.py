@@ -10,6 +10,9 @@ type. Each contender runs in its own process, so the peak-memory readings do not
     python benchmarks/grpo_step.py --trl-gc off       # TRL without its default gradient checkpointing
     python benchmarks/grpo_step.py --device cuda --model /tmp/qwen3b --resolution 448 --gc on --rollout compiled
                                                       # a (random-weight) 3B, vase with checkpointing and compiled decode
+    python benchmarks/grpo_step.py --model hub --tokens 256 --steps 4 --warmup 1 --profile
+                                                      # the hub-shaped checkpoint (Qwen's 151,936-row vocabulary, tiny
+                                                      # sizes: vase.models.hub), 256 tokens, where each one's time goes
 """
 
 from __future__ import annotations
@@ -30,10 +33,17 @@ from benchmarks._results import machine as describe_machine  # noqa: E402
 from benchmarks._results import update_results  # noqa: E402
 
 G, PROMPTS, TOKENS, BETA, LR = 4, 2, 32, 0.04, 1e-4
+MODEL_NAMES = {"hub": "The hub-shaped Qwen2.5-VL (vase.models.hub: Qwen's tokenizer and 151,936-row vocabulary, tiny "
+                      "sizes)"}
 
 
 def bench_model(cache: Path, model: str | None = None) -> str:
-    """``model`` (a Qwen2.5-VL folder), or the tiny model built under ``cache``."""
+    """``model`` (a Qwen2.5-VL folder; ``hub``: the hub-shaped checkpoint of `vase.models.hub`, built under
+    ``cache``), or the tiny model built under ``cache``."""
+    if model == "hub":
+        from vase.models.hub import HubSpec, build_hub_checkpoint
+
+        return str(build_hub_checkpoint(cache / f"hub-qwen2_5_vl-{HubSpec().fingerprint()}"))
     from vase.models.tiny import build_tiny
 
     return model or str(build_tiny(cache / "tiny-qwen2_5_vl"))
@@ -120,7 +130,7 @@ def run_ours(cache: Path, steps: int, warmup: int, device: str, loss_type: str, 
 
 
 def run_trl(cache: Path, steps: int, warmup: int, device: str, loss_type: str, gc: bool, model_path: str | None = None,
-            resolution: int = 112) -> dict:
+            resolution: int = 112, tokens: int = TOKENS) -> dict:
     import torch
     import trl
     from datasets import Dataset
@@ -162,8 +172,8 @@ def run_trl(cache: Path, steps: int, warmup: int, device: str, loss_type: str, g
     reward = _reward()
     out = tempfile.mkdtemp()
     args = GRPOConfig(output_dir=out, per_device_train_batch_size=PROMPTS * G, num_generations=G,
-                      gradient_accumulation_steps=1, max_completion_length=TOKENS,
-                      generation_kwargs={"min_new_tokens": TOKENS}, beta=BETA, learning_rate=LR, lr_scheduler_type="constant",
+                      gradient_accumulation_steps=1, max_completion_length=tokens,
+                      generation_kwargs={"min_new_tokens": tokens}, beta=BETA, learning_rate=LR, lr_scheduler_type="constant",
                       max_steps=steps + warmup, logging_steps=1, report_to="none", use_cpu=device == "cpu",
                       bf16=device == "cuda", gradient_checkpointing=gc, loss_type=loss_type, shuffle_dataset=False,
                       remove_unused_columns=False, save_strategy="no", temperature=1.0, max_grad_norm=1.0,
@@ -179,12 +189,26 @@ def run_trl(cache: Path, steps: int, warmup: int, device: str, loss_type: str, g
 
 def _child(args: argparse.Namespace) -> None:
     cache = Path(args.cache)
-    if args.only == "ours":
-        res = run_ours(cache, args.steps, args.warmup, args.device, args.loss_type, args.model, args.resolution,
-                       args.gc == "on", args.rollout)
-    else:
-        res = run_trl(cache, args.steps, args.warmup, args.device, args.loss_type, args.trl_gc == "on", args.model,
-                      args.resolution)
+
+    def run() -> dict:
+        if args.only == "ours":
+            return run_ours(cache, args.steps, args.warmup, args.device, args.loss_type, args.model, args.resolution,
+                            args.gc == "on", args.rollout, args.tokens)
+        return run_trl(cache, args.steps, args.warmup, args.device, args.loss_type, args.trl_gc == "on", args.model,
+                       args.resolution, args.tokens)
+
+    if not args.profile:
+        res = run()
+    else:  # where the time goes: cProfile over the whole run, the largest functions by own time, per step
+        import cProfile
+        import pstats
+
+        prof = cProfile.Profile()
+        res = prof.runcall(run)
+        st = pstats.Stats(prof)
+        top = sorted(st.stats.items(), key=lambda kv: -kv[1][2])[:6]
+        res["profile"] = [{"function": fn[2] if fn[0] == "~" else f"{Path(fn[0]).name}:{fn[2]}",
+                           "s_per_step": tt / max(1, res["steps"]), "calls": nc} for fn, (_, nc, tt, _, _) in top]
     Path(args.result).write_text(json.dumps(res))
 
 
@@ -205,6 +229,8 @@ def main() -> None:
     ap.add_argument("--rollout", default="eager", help="vase's rollout engine (eager, static, compiled)")
     ap.add_argument("--model", help="a Qwen2.5-VL folder for both (default: the tiny model, built here)")
     ap.add_argument("--resolution", type=int, default=112, help="rendered view size in pixels")
+    ap.add_argument("--tokens", type=int, default=TOKENS, help="forced completion tokens (min = max new tokens)")
+    ap.add_argument("--profile", action="store_true", help="where each one's time goes (cProfile, per step)")
     ap.add_argument("--cache", default=str(ROOT / ".cache" / "bench"))
     ap.add_argument("--results", default=str(ROOT / "benchmarks" / "RESULTS.md"))
     ap.add_argument("--only", choices=["ours", "trl"], help=argparse.SUPPRESS)
@@ -220,7 +246,8 @@ def main() -> None:
         cmd = [sys.executable, __file__, "--only", who, "--result", res_path, "--steps", str(args.steps),
                "--warmup", str(args.warmup), "--device", args.device, "--loss-type", args.loss_type,
                "--trl-gc", args.trl_gc, "--cache", args.cache, "--gc", args.gc, "--rollout", args.rollout,
-               "--resolution", str(args.resolution)] + (["--model", args.model] if args.model else [])
+               "--resolution", str(args.resolution), "--tokens", str(args.tokens)] \
+            + (["--model", args.model] if args.model else []) + (["--profile"] if args.profile else [])
         print(f"running {who} ...", flush=True)
         subprocess.run(cmd, check=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "disabled"})
         out[who] = json.loads(Path(res_path).read_text())
@@ -233,8 +260,8 @@ def main() -> None:
     when = time.strftime("%Y-%m-%d")
     table = (
         f"### GRPO step: vase vs TRL {out['trl']['trl_version']} ({args.device}, {machine}, {when})\n\n"
-        f"{'`' + Path(args.model).name + '`' if args.model else 'Tiny Qwen2.5-VL'}, 2 prompts x G=4, six "
-        f"{args.resolution}-px views per prompt, {TOKENS} forced completion tokens, beta {BETA}, LoRA r 8, loss "
+        f"{MODEL_NAMES.get(args.model or '', '`' + Path(args.model or '').name + '`') if args.model else 'Tiny Qwen2.5-VL'}"
+        f", 2 prompts x G=4, six {args.resolution}-px views per prompt, {args.tokens} forced completion tokens, beta {BETA}, LoRA r 8, loss "
         f"{args.loss_type}; TRL gradient checkpointing {args.trl_gc}; vase gradient checkpointing {args.gc}, rollout "
         f"{args.rollout}; median of {args.steps} steps "
         f"after {args.warmup} warm-up steps.\n\n"
@@ -244,8 +271,18 @@ def main() -> None:
         f"| **ratio vase / TRL** | **{ratio:.2f}** | **{mem_ratio:.2f}** |\n\n"
         f"Peak memory is {'torch.cuda.max_memory_allocated' if args.device == 'cuda' else 'the process maximum RSS'}.\n"
     )
+    met = ratio <= 0.5 and mem_ratio <= 1.0
+    table += (f"\nTarget, vase at most 0.5x TRL's step time at no more than its peak memory: "
+              f"**{'met' if met else 'not met'}** ({ratio:.2f}x the time, {mem_ratio:.2f}x the memory).\n")
+    for who, name in (("ours", "vase"), ("trl", "TRL")):
+        if out[who].get("profile"):
+            table += (f"\nWhere {name}'s time goes (cProfile over the whole run, loading and warm-up included, per step; "
+                      "the largest functions by own time): "
+                      + "; ".join(f"`{p['function']}` {p['s_per_step']:.2f} s/step ({p['calls']} calls)"
+                                  for p in out[who]["profile"]) + ".\n")
     print(table)
-    marker = f"grpo_step {args.device} trl-gc-{args.trl_gc}" + (f" {Path(args.model).name}" if args.model else "")
+    marker = f"grpo_step {args.device} trl-gc-{args.trl_gc}" + (f" {Path(args.model).name}" if args.model else "") \
+        + (f" t{args.tokens}" if args.tokens != TOKENS else "")
     update_results(args.results, marker, table)
 
 

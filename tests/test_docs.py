@@ -33,6 +33,7 @@ def test_the_site_builds_strict_and_a_broken_link_fails_it(tmp_path: Path) -> No
     copy = tmp_path / "copy"
     shutil.copytree(ROOT / "docs", copy / "docs")
     shutil.copy(ROOT / "mkdocs.yml", copy / "mkdocs.yml")
+    shutil.copy(ROOT / "CHANGELOG.md", copy / "CHANGELOG.md")  # the changelog page includes it
     shutil.copytree(ROOT / "vase", copy / "vase", ignore=shutil.ignore_patterns("__pycache__"))
     with open(copy / "docs" / "training.md", "a") as f:
         f.write("\nSee [the missing page](no-such-page.md).\n")

@@ -27,3 +27,5 @@ DATA_TASK_NAMES = ("caption", "qa", "both", "all", "invrender")
 """``data.task``'s values (``vase.tasks.DATA_TASKS`` says which tasks each trains on)."""
 LAYOUTS = ("vase", "release", "paper_eval", "swift")
 """The dataset layouts ``data.layout`` names (besides ``auto``); their readers are in ``vase.data.layouts``."""
+CPU_KERNELS = ("native", "portable")
+"""``cpu_kernels``'s values: the CPU's widest kernels, or the AVX2 paths on every x86 CPU (``vase.runs``)."""

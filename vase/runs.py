@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from vase.choices import CPU_KERNELS
 from vase.errors import ConfigError
 from vase.io import atomic_write_json, file_lock
 
@@ -45,6 +47,48 @@ _memo: dict[tuple[str, ...], str] = {}  # resolver arguments -> the directory ch
 _multirun: dict[str, Any] = {}  # the running multirun's overrides and sweeper (note_multirun)
 
 
+PORTABLE_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2"}
+"""What ``cpu_kernels: portable`` sets before torch loads: torch's own vectorised kernels, oneDNN's (convolutions) and
+MKL's (matrix products) each take their AVX2 code path, which every x86-64 CPU of the last decade runs, instead of
+the widest one the CPU offers (AVX-512, AVX-512 FP16, AMX): each of the three alone changes the tiny model's logits
+in their last bits (benchmarks/RESULTS.md), and sampling turns last bits into other tokens."""
+
+
+def pin_cpu_kernels(mode: str) -> str | None:
+    """Apply ``cpu_kernels`` (``native``: the CPU's widest kernels, the fastest; ``portable``: `PORTABLE_KERNELS`,
+    the same numbers on every x86 CPU with AVX2). Pins take effect only before torch loads: returns a one-line
+    warning when torch was loaded before with other kernels (a multirun's later jobs keep the first job's), else None.
+
+    >>> pin_cpu_kernels("native") is None
+    True
+    """
+    if mode not in CPU_KERNELS:
+        raise ConfigError(f"cpu_kernels={mode!r} must be one of {list(CPU_KERNELS)}")
+    if mode == "native":
+        return None
+    loaded = "torch" in sys.modules
+    if loaded and all(os.environ.get(k) == v for k, v in PORTABLE_KERNELS.items()):
+        return None  # pinned when torch loaded (an earlier job of this process)
+    os.environ.update(PORTABLE_KERNELS)
+    if loaded:
+        return ("cpu_kernels=portable: torch was loaded before vase could pin its CPU kernels, so this process keeps "
+                "the machine's own (its numbers may differ in the last bits on another CPU)")
+    return None
+
+
+def cpu_kernels_record() -> dict[str, Any]:
+    """Which CPU kernels this process runs (for a results file's machine): torch's capability and the pins set."""
+    try:
+        # lazy: torch: slow to import, and only this path needs it
+        import torch
+
+        capability = str(torch.backends.cpu.get_cpu_capability())
+    except (ImportError, AttributeError):  # pragma: no cover - torch is a dependency
+        capability = "unknown"
+    pinned = all(os.environ.get(k) == v for k, v in PORTABLE_KERNELS.items())
+    return {"cpu_kernels": "portable" if pinned else "native", "cpu_capability": capability}
+
+
 def machine_stamp() -> dict[str, Any]:
     """Where and when a result was made, stored with it, so that a table built from it names the machine."""
     try:
@@ -56,7 +100,7 @@ def machine_stamp() -> dict[str, Any]:
         torch_version = "absent"
     return {"date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "machine": platform.machine(),
             "system": f"{platform.system()} {platform.release()}", "python": platform.python_version(),
-            "torch": torch_version}
+            "torch": torch_version, **cpu_kernels_record()}
 
 
 def run_key(overrides: list[str], digest: str = "") -> str:

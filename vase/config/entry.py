@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 
 from vase.config.validate import validate
 from vase.errors import ConfigError, Interrupted, VaseError
-from vase.runs import job_dir, job_overrides, read_status, set_status, set_status_held
+from vase.runs import job_dir, job_overrides, pin_cpu_kernels, read_status, set_status, set_status_held
 
 CHECK_ONLY_ENV = "VASE_CHECK_CONFIG"
 """With ``VASE_CHECK_CONFIG=1`` an entry point composes and validates its config, says so and stops: how the tests
@@ -54,6 +54,9 @@ def run_entry(body: Any, cfg: DictConfig) -> Any:
     ``failed`` with its one-line reason, re-raised (its traceback is the report). A process killed outright leaves
     ``running``, which readers see as ``killed`` (`vase.runs.status_of`)."""
     job = job_dir()
+    warning = or_exit(pin_cpu_kernels, str(cfg.get("cpu_kernels") or "native"))  # before anything loads torch
+    if warning:
+        print(warning, file=sys.stderr)
     try:
         out = or_exit(body, cfg)
     except Interrupted:

@@ -335,8 +335,9 @@ class FilterSchema:
 SECTIONS: dict[str, type] = {
     "stage": StageSchema,
     "reward": RewardSchema,
-    "data": DataSchema,
+    # render before data: data.root interpolates render.resolution/fov_deg, so a bad one is named as itself
     "render": RenderSchema,
+    "data": DataSchema,
     "model": ModelSchema,
     "metrics": MetricsSchema,
     "filter": FilterSchema,

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from vase.annotate.vocab import DIMENSIONS
-from vase.choices import TINY_OPEN_CLIP_NAME, VQA_PROTOCOLS
+from vase.choices import CPU_KERNELS, TINY_OPEN_CLIP_NAME, VQA_PROTOCOLS
 from vase.config.cluster import check_cluster
 from vase.config.decoding import Decoding
 from vase.config.schemas import (
@@ -101,6 +101,8 @@ def validate(cfg: DictConfig) -> None:
     for key in ("generation", "evaluate"):  # the decoding of evaluate.py and of train.py's evaluation
         if isinstance(cfg.get(key), DictConfig):
             Decoding.of(_resolved(cfg, key), key)
+    if cfg.get("cpu_kernels") is not None:
+        check_value(cfg.cpu_kernels in CPU_KERNELS, "cpu_kernels", cfg.cpu_kernels, f"must be one of {list(CPU_KERNELS)}")
     _validate_limits(cfg)
     _validate_owned_paths(cfg)
     _validate_reward_use(cfg)

@@ -16,6 +16,7 @@ from vase.data.datamodule import IGNORE_INDEX, ChatSample, SFTCollator, encode_p
 from vase.data.dataset import VaseDataset
 from vase.io import append_jsonl, read_jsonl, repair_jsonl_tail
 from vase.models.logprobs import selected_logprobs
+from vase.models.sampling import SamplingProcessor
 from vase.prompts import CAPTION_PROMPT
 
 
@@ -109,13 +110,24 @@ def generation_config(model: Any, tokenizer: Any, decoding: Decoding, max_new_to
         eos = tokenizer.eos_token_id
     # greedy: the sampling knobs at transformers' own neutral values (top_k 50, which it never calls invalid for greedy
     # decoding; 0 made it warn on every batch), set so a checkpoint's (top_k 1, temperature 0.1) is never merged in
-    sample = bool(decoding.do_sample)
-    return GenerationConfig(**NEUTRAL_DECODING, do_sample=sample,
-                            temperature=float(decoding.temperature) if sample else 1.0,
-                            top_p=float(decoding.top_p) if sample else 1.0, top_k=int(decoding.top_k) if sample else 50,
+    # sampling is vase's (`sampler`: inverse CDF, the rollout's sampler): generate itself runs greedy and picks the
+    # one token the sampler leaves
+    return GenerationConfig(**NEUTRAL_DECODING, do_sample=False, temperature=1.0, top_p=1.0, top_k=50,
                             repetition_penalty=float(decoding.repetition_penalty), max_new_tokens=int(max_new_tokens),
                             eos_token_id=eos, pad_token_id=tokenizer.pad_token_id,
                             bos_token_id=getattr(own, "bos_token_id", None))
+
+
+def sampler(decoding: Decoding) -> Any:
+    """The logits processors of one ``generate`` call: for sampled decoding, vase's sampler
+    (`vase.models.sampling.SamplingProcessor`, after any repetition penalty), so evaluation draws tokens the way the
+    GRPO rollout does; none for greedy."""
+    # lazy: transformers: slow to import, and only this path needs it
+    from transformers import LogitsProcessorList
+
+    if not decoding.do_sample:
+        return LogitsProcessorList()
+    return LogitsProcessorList([SamplingProcessor(decoding.temperature, decoding.top_k, decoding.top_p)])
 
 
 @torch.inference_mode()
@@ -128,12 +140,13 @@ def generate_rows(model: Any, processor: Any, items: list[GenerationItem], out_p
     tok = processor.tokenizer
     device = next(model.parameters()).device
     config = generation_config(model, tok, decoding or Decoding(), max_new_tokens)
+    processors = sampler(decoding or Decoding())
 
     def answer(chunk: list[GenerationItem]) -> list[dict[str, Any]]:
         enc = encode_prompts(processor, [it.prompt for it in chunk], [it.images() for it in chunk], "left",
                              [it.system for it in chunk])
         enc = {k: v.to(device) for k, v in enc.items()}
-        out = model.generate(**enc, generation_config=config)
+        out = model.generate(**enc, generation_config=config, logits_processor=processors)
         answers = processor.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
         return [{"id": it.id, "caption": a.strip(), "reference": it.reference, **it.extra}
                 for it, a in zip(chunk, answers)]

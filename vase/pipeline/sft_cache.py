@@ -75,6 +75,8 @@ def sft_key(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
     seed = sft.get("seed", plain(cfg, "seed"))  # `sft.seed` shares one SFT across a sweep's seeds
     spec = {"model": plain(cfg, "model"), "data": data, "render": render, "sft": sft, "seed": seed,
             "precision": OmegaConf.select(cfg, "trainer.precision"), "version": 2}
+    if cfg.get("cpu_kernels") == "portable":  # other kernels, other last bits: never a native SFT's adapter
+        spec["cpu_kernels"] = "portable"
     if data.get("zoom") and (data.get("retrieval") or {}).get("k"):
         spec["zoom_context"] = "asked"  # the zoom samples' prompts took format=asked (before: whole lines)
     return content_key(spec)

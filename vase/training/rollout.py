@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from vase.choices import ROLLOUT_ENGINES
+from vase.models.sampling import sample_from, warp
 
 
 def core_model(model: Any) -> Any:
@@ -179,14 +180,8 @@ def sample_groups(model: Any, inputs: dict[str, torch.Tensor], g: int, *, max_ne
                 logits[:, eos] = float("-inf")
             if greedy:
                 nxt = logits.argmax(-1)
-            else:
-                probs = torch.softmax(logits / temperature, dim=-1)
-                if top_p < 1.0:
-                    sorted_p, idx = probs.sort(dim=-1, descending=True)
-                    drop = sorted_p.cumsum(-1) - sorted_p > top_p  # keep the smallest prefix whose mass reaches top_p
-                    sorted_p = sorted_p.masked_fill(drop, 0.0)
-                    probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p)
-                nxt = torch.multinomial(probs, 1).squeeze(1)
+            else:  # inverse CDF (vase.models.sampling): a multinomial over the vocabulary cost twice the model step
+                nxt = sample_from(warp(logits, temperature, 0, top_p))
             nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)
             tokens.append(nxt)
             done |= torch.isin(nxt, eos)
