@@ -20,7 +20,11 @@ run every command of the README without training anything."""
 
 def validated(cfg: DictConfig) -> bool:
     """Validate ``cfg`` (a bad value: one line and exit 2); True when the command should go on, False when
-    ``VASE_CHECK_CONFIG=1`` asked only for the check (the run directory is marked ``checked``)."""
+    ``VASE_CHECK_CONFIG=1`` asked only for the check (the run directory is marked ``checked``). Pins the CPU kernels
+    ``cpu_kernels`` asks for first: validation imports the targets it checks, and with them torch."""
+    warning = or_exit(pin_cpu_kernels, str(cfg.get("cpu_kernels") or "native"))
+    if warning:
+        print(warning, file=sys.stderr)
     or_exit(validate, cfg)
     if os.environ.get(CHECK_ONLY_ENV) != "1":
         return True
@@ -54,9 +58,6 @@ def run_entry(body: Any, cfg: DictConfig) -> Any:
     ``failed`` with its one-line reason, re-raised (its traceback is the report). A process killed outright leaves
     ``running``, which readers see as ``killed`` (`vase.runs.status_of`)."""
     job = job_dir()
-    warning = or_exit(pin_cpu_kernels, str(cfg.get("cpu_kernels") or "native"))  # before anything loads torch
-    if warning:
-        print(warning, file=sys.stderr)
     try:
         out = or_exit(body, cfg)
     except Interrupted:
