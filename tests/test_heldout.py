@@ -514,7 +514,8 @@ def test_a_sweep_under_both_aggregations_decides_every_target_per_aggregation(tm
                 at_max = 32 if agg == "normalize_then_sum" else 12  # only the decoupled runs move shape
                 held = _result({"shape": at_max if w == 0.6 else 12})
                 _job(sweep, n, [f"reward.weights.shape={w}", "seed=1", f"data.synthetic.seed={draw}",
-                                f"stage.module.multi_objective_aggregation={agg}"], held, start)
+                                f"stage.module.multi_objective_aggregation={agg}"], held, start,
+                     vqa=_ll(20 if (w == 0.6 and agg == "normalize_then_sum") else 12))
                 n += 1
     v = write_ablation_report(sweep)
     key = "stage.module.multi_objective_aggregation"
@@ -530,3 +531,10 @@ def test_a_sweep_under_both_aggregations_decides_every_target_per_aggregation(tm
     rows = verdict_rows(v)
     assert ["(i) · " + f"{key}=normalize_then_sum", rows[0][1], "held"] in rows
     assert Image.open(sweep / "ablation.png").size[1] > Image.open(sweep / "ablation.png").size[0] * 0.5  # two rows
+    # the transfer-to-QA tables, one per draw and aggregation: never a mean over the two aggregations
+    for draw in ("0", "5"):
+        for agg, shape in (("normalize_then_sum", "83.3 %"), ("sum_then_normalize", "50.0 %")):
+            title = f"## multiple choice (option likelihood), data draw {draw}, {key}={agg}"
+            block = md[md.index(title):].split("\n\n")[1]
+            row = next(line for line in block.splitlines() if line.startswith("| GRPO, shape weight 0.6"))
+            assert row.split(" | ")[3] == shape, (title, row)

@@ -437,14 +437,21 @@ def _vqa_verdict(dim: str, xs: list[float], groups: dict[str, dict[float, Path]]
 
     n_items = max((v.get(decide, {}).get("n", 0) for v in vqa.values()), default=0) // max(1, len(DIMENSIONS))
     verdict: dict[str, Any] = {"protocol": decide}
-    # a table per draw of the data, each with its own SFT: a mean over draws hid a drop on one of them
+    # a table per draw of the data, each with its own SFT (a mean over draws hid a drop on one of them), and per
+    # value of anything else the sweep varied (an aggregation, a bonus): never a mean over two settings
+    others = [k for k in sorted({k for j in jobs for k in ov[j]} - {f"reward.weights.{dim}", DRAW_KEY, "seed"})
+              if len({ov[j].get(k) for j in jobs}) > 1]
     draws = sorted({ov[j].get(DRAW_KEY, "-") for j in jobs})
+    tables: dict[str, list[Path]] = {}
+    for j in jobs:
+        parts = ([f"data draw {ov[j].get(DRAW_KEY, '-')}"] if len(draws) > 1 else []) \
+            + [f"{k}={ov[j].get(k, '-')}" for k in others]
+        tables.setdefault(", " + ", ".join(parts) if parts else "", []).append(j)
     lines = []
-    for draw in draws:
-        mine = [j for j in jobs if ov[j].get(DRAW_KEY, "-") == draw]
+    for title, mine in sorted(tables.items()):
         lines += _vqa_table(dim, xs, protocols, _mean_sft_vqa([sft_of[j] for j in mine]),
                             {j: {p: {d: acc(j, p, d) for d in DIMENSIONS} for p in protocols} for j in mine}, ov,
-                            "" if len(draws) == 1 else f", data draw {draw}")
+                            title)
     if sft and decide in sft and len(xs) < 2:  # one weight: nothing to set it against
         verdict["i"] = None
         name = "Target (i)" if targets else f"Transfer: {dim} accuracy"
