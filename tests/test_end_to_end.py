@@ -50,6 +50,7 @@ def _train(args: list[str], tmp_path: Path, session_dirs: dict, timeout: int = 6
                           timeout=timeout)
 
 
+@pytest.mark.slow  # heavy (a whole run or sweep in subprocesses): make test-slow; the default suite stays under 15 minutes
 def test_ddp_over_gloo_runs_two_processes(tmp_path: Path, session_dirs: dict) -> None:
     p = _train(["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", f"hydra.run.dir={tmp_path / 'run'}"],
                tmp_path, session_dirs)

@@ -236,6 +236,7 @@ def _cli(args: list[str], cache: Path) -> list[str]:
             "filter.batch_size=2", *args]
 
 
+@pytest.mark.slow  # heavy (a whole run or sweep in subprocesses): make test-slow; the default suite stays under 15 minutes
 def test_killed_run_resumes_to_the_same_final_manifest(photos: Path, tmp_path: Path, session_dirs: dict) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     # the killed run and its rerun share a run folder (the rerun takes it up); a finished run's is never reused

@@ -50,6 +50,7 @@ def _history(run: Path) -> list[dict]:
     return json.loads((run / "train_history.json").read_text())
 
 
+@pytest.mark.slow  # heavy (a whole run or sweep in subprocesses): make test-slow; the default suite stays under 15 minutes
 def test_sigterm_then_sigkill_then_the_same_command_gives_the_uninterrupted_curve(tmp_path: Path,
                                                                                  session_dirs: dict) -> None:
     cache = session_dirs["cache"]

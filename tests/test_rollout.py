@@ -44,7 +44,7 @@ def _decode(model, inputs, decoder, eos, pad, **kw):
                          **kw)
 
 
-@pytest.mark.parametrize("engine", ["static", "compiled"])
+@pytest.mark.parametrize("engine", ["static", pytest.param("compiled", marks=pytest.mark.slow)])  # compiling: slow
 def test_engines_decode_the_eager_tokens_batch_after_batch(chaotic, engine: str) -> None:
     from vase.training.rollout import EagerDecoder, make_decoder
 

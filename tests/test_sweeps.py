@@ -23,6 +23,7 @@ def _wandb_record(job: Path) -> bytes:
     return next((job / "wandb").glob("offline-run-*/run-*.wandb")).read_bytes()
 
 
+@pytest.mark.slow  # heavy (a whole run or sweep in subprocesses): make test-slow; the default suite stays under 15 minutes
 def test_tau_sweep_runs_grpo_jobs_from_one_shared_sft_adapter(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     p = subprocess.run([sys.executable, "train.py", "-m", "sweep=tau", "reward.tau=0.5,0.9", "debug=fast",

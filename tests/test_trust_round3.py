@@ -55,6 +55,7 @@ def _check_command(cmd: str, tmp_path: Path, env: dict) -> tuple[str, subprocess
                                timeout=600)
 
 
+@pytest.mark.slow  # heavy (a whole run or sweep in subprocesses): make test-slow; the default suite stays under 15 minutes
 def test_every_readme_command_composes_and_validates(tmp_path: Path) -> None:
     """Each entry point's command from the README runs to its config check (VASE_CHECK_CONFIG=1: compose, validate,
     stop), sweeps as sweeps; the README's own reward-term module is on the path for the command that names it."""
@@ -187,6 +188,7 @@ def test_the_filter_names_symlink_loops_and_dangling_links(tmp_path: Path) -> No
 # ------------------------------------------------------------------ a killed sweep resumes by rerunning
 
 
+@pytest.mark.slow  # heavy (a whole run or sweep in subprocesses): make test-slow; the default suite stays under 15 minutes
 def test_a_killed_sweep_resumes_by_rerunning_it(tmp_path: Path, session_dirs: dict) -> None:
     """A grid sweep killed (SIGKILL) in its second job, rerun as it was: the same sweep folder, the finished job kept
     byte for byte and not retrained, the killed one resumed from its checkpoint, the summary over both."""

@@ -230,6 +230,7 @@ def test_a_missing_folder_or_an_unreachable_hub_id_is_one_line_within_seconds(tm
 # ------------------------------------------------------------------ 5: the render settings key the views
 
 
+@pytest.mark.slow  # heavy (a whole run or sweep in subprocesses): make test-slow; the default suite stays under 15 minutes
 def test_two_runs_at_two_resolutions_at_once_each_train_on_their_own_views(tmp_path: Path) -> None:
     """render.resolution once re-rendered the synthetic set's views in place: two runs at 32 and 48 pixels overwrote
     each other's views and one trained on the other's. Each now reads a set named by its settings; a set given by

@@ -651,7 +651,11 @@ def _plot(path: Path, dim: str, xs: list[float], groups: dict[str, dict[float, P
             title = "held-out reward (the verdict)" if panel == "heldout" else f"transfer: {PROTOCOL_LABELS[panel]}"
             ax.set_title(f"{setting}\n{title}" if setting else title, fontsize=10)
             ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7, title="dashed: start (SFT); markers: draw/seed")
+    # the legend where no line runs: below the transfer panel's curves (accuracies sit above 50 %), else the best spot
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    where = axes[0][-1] if len(axes[0]) > 1 else axes[0][0]
+    where.legend(handles, labels, fontsize=7, title="dashed: start (SFT); markers: draw/seed", title_fontsize=7,
+                 loc="lower center" if where is not axes[0][0] else "best", ncol=3 if where is not axes[0][0] else 1)
     fig.tight_layout()
     save_figure(fig, path)
 
