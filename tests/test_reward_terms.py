@@ -82,6 +82,24 @@ def test_negative_controls_change_only_the_advantages(train_cfg) -> None:
         validate(train_cfg(["stage=grpo", "stage.module.negative_control=upside_down"]))
 
 
+def test_negative_controls_break_the_decoupled_advantages_too() -> None:
+    """Under normalize_then_sum (GDPO) the controls act on what the advantages are made of: flip_advantages negates
+    the decoupled advantages, shuffle_rewards moves every term's rewards with their completion's (one permutation)."""
+    from vase.training.grpo import controlled_advantages, decoupled_advantages
+
+    per_term = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0], [1.0, 0.5], [0.0, 0.5], [1.0, 0.0],
+                             [0.0, 0.0]])
+    w = torch.tensor([0.7, 0.3])
+    r = per_term @ w
+    kw = {"aggregation": "normalize_then_sum", "per_term": per_term, "weights": w}
+    normal = decoupled_advantages(per_term, w, 4)
+    assert torch.equal(controlled_advantages(r, 4, "batch", **kw), normal)
+    assert torch.equal(controlled_advantages(r, 4, "batch", "flip_advantages", **kw), -normal)
+    perm = torch.randperm(8, generator=torch.Generator().manual_seed(3))
+    shuffled = controlled_advantages(r, 4, "batch", "shuffle_rewards", seed=3, **kw)
+    assert torch.equal(shuffled, decoupled_advantages(per_term[perm], w, 4)) and not torch.allclose(shuffled, normal)
+
+
 @pytest.mark.slow
 def test_grpo_sanity_passes_and_fails_when_the_learner_is_broken(tmp_path: Path) -> None:
     """make grpo-sanity on one seed; the same check with the advantage sign flipped, or the rewards shuffled across
