@@ -100,6 +100,7 @@ def test_sigterm_then_sigkill_then_the_same_command_gives_the_uninterrupted_curv
     assert len(_runs(logs)) == 2
 
 
+@pytest.mark.slow  # heavy (whole runs in subprocesses, or a 30 s fixture): make test-slow keeps the default suite short
 def test_two_runs_started_together_keep_their_own_folders(tmp_path: Path, session_dirs: dict) -> None:
     """`for r in 4 8; do python train.py stage.module.lora.r=$r ... & done`: each ends with its own adapter."""
     procs = {r: _train(tmp_path, session_dirs["cache"], [f"stage.module.lora.r={r}", "debug=fast"]) for r in (4, 8)}
@@ -114,6 +115,7 @@ def test_two_runs_started_together_keep_their_own_folders(tmp_path: Path, sessio
         assert f"stage.module.lora.r={want}" in (r / ".hydra" / "overrides.yaml").read_text()
 
 
+@pytest.mark.slow  # heavy (whole runs in subprocesses, or a 30 s fixture): make test-slow keeps the default suite short
 def test_continuing_a_finished_run_with_more_steps_trains_them(tmp_path: Path, session_dirs: dict) -> None:
     cache = session_dirs["cache"]
     _finish(_train(tmp_path / "a", cache, ["stage.epochs=1"]))

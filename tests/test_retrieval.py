@@ -118,6 +118,7 @@ def _vectors(recs: list, root: Path) -> torch.Tensor:
                         for r in recs])
 
 
+@pytest.mark.slow  # heavy (whole runs in subprocesses, or a 30 s fixture): make test-slow keeps the default suite short
 def test_the_index_features_are_not_random_neighbours_share_painter_and_date(painted_set) -> None:
     """The view descriptor's nearest training vases share a validation vase's attribution far more often than
     chance, and more often than chance within its technique (so it is not only the colour scheme); their dates
@@ -137,6 +138,7 @@ def test_the_index_features_are_not_random_neighbours_share_painter_and_date(pai
     assert iou > 2 * iou_chance, (iou, iou_chance)
 
 
+@pytest.mark.slow  # heavy (whole runs in subprocesses, or a 30 s fixture): make test-slow keeps the default suite short
 def test_the_painters_hand_is_visible_a_classifier_on_views_beats_the_majority(painted_set) -> None:
     """Attribution from the views alone (nearest training vase by the view descriptor) beats answering the majority
     painter on the held-out vases, by more than its 95 % interval's half-width; and it does so on the named painters'

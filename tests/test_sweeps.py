@@ -438,6 +438,7 @@ SLURM_BINARIES = ("srun", "sbatch", "squeue", "scancel", "sinfo", "sacct", "scon
                   "slurmd")
 
 
+@pytest.mark.slow  # heavy (whole runs in subprocesses, or a 30 s fixture): make test-slow keeps the default suite short
 def test_the_slurm_facing_tests_pass_on_a_machine_without_slurm(tmp_path: Path) -> None:
     """A machine that once ran `make cluster-check` has SLURM and munge; a user's has not, and `make test` must pass
     there. The default suite's SLURM-facing tests run here in a mount namespace where an empty, non-executable file is
@@ -510,6 +511,7 @@ def test_a_resumed_ddp_epoch_continues_each_ranks_own_shard() -> None:
             assert list(s) == full[r][2:] and len(s) == len(full[r])
 
 
+@pytest.mark.slow  # heavy (whole runs in subprocesses, or a 30 s fixture): make test-slow keeps the default suite short
 @pytest.mark.parametrize(("args", "expect"), [
     (["sweep=reward_weights"], "ablation: this sweep varies reward.weights.shape; at its end ablation.md/json/png give "
                                "the held-out verdict"),

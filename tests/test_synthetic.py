@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import trimesh
 
 from vase.annotate.vocab import terms
@@ -85,6 +86,7 @@ def test_records_follow_archaeological_rules() -> None:
             assert r.decoration == "an animal frieze"
 
 
+@pytest.mark.slow  # heavy (whole runs in subprocesses, or a 30 s fixture): make test-slow keeps the default suite short
 def test_parallel_jobs_prepare_one_fresh_synthetic_set_without_tripping_on_each_other(tmp_path) -> None:
     """A parallel sweep's jobs all prepare the same synthetic set; one generates and renders, the others wait and
     reuse it (before the lock, a second job saw a half-written folder and refused it as someone else's)."""
