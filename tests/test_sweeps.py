@@ -373,7 +373,7 @@ def test_make_cluster_check_passes_on_a_real_slurm_cluster() -> None:
     """A one-node SLURM cluster on the loopback (Debian's slurm-wlm, installed by make when missing): a sweep on a CPU
     partition, preemption, a time limit, two ranks per node, GRPO on two ranks; then two nodes: SFT and GRPO across
     them, preemption across them, a two-node sweep, and a job asking for more nodes than there are refused."""
-    p = subprocess.run(["make", "cluster-check"], cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    p = subprocess.run(["make", "--no-print-directory", "cluster-check"], cwd=ROOT, capture_output=True, text=True, timeout=3600)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
     for part in ("sweep", "preemption", "time-limit", "ddp", "grpo-ddp", "two-node", "grpo-two-node",
                  "preemption-two-node", "sweep-two-node", "too-many-nodes"):
@@ -389,7 +389,7 @@ def test_the_time_limit_part_passes_on_a_loaded_machine() -> None:
     """The time-limit job's length is its training time (trainer.max_time), not a step count: with two busy processes
     on the cores it is still warned, saved, requeued and resumed (on a quiet machine the check above shows the same;
     a step count that a fast machine finished before the warning failed CI)."""
-    deps = subprocess.run(["make", "slurm-deps"], cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    deps = subprocess.run(["make", "--no-print-directory", "slurm-deps"], cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert deps.returncode == 0, deps.stdout[-2000:] + deps.stderr[-2000:]
     p = subprocess.run([sys.executable, "-m", "vase.integrations.cluster_check", "--only", "time-limit", "--load", "2"],
                        cwd=ROOT, capture_output=True, text=True, timeout=1800)

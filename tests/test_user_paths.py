@@ -282,12 +282,12 @@ def test_python_m_vase_render_writes_to_the_cache(synthetic_root: Path, tmp_path
 
 
 def test_make_clean_keeps_data_and_runs() -> None:
-    p = subprocess.run(["make", "-n", "clean"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    p = subprocess.run(["make", "--no-print-directory", "-n", "clean"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     cmd = " ".join(line for line in p.stdout.splitlines() if line.startswith("rm"))
     assert ".cache" in cmd
     for kept in (" data", " logs", " multirun", " outputs"):
         assert kept not in cmd
-    p = subprocess.run(["make", "-n", "clean-runs"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    p = subprocess.run(["make", "--no-print-directory", "-n", "clean-runs"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert "logs" in p.stdout and " data" not in p.stdout
 
 
