@@ -104,10 +104,10 @@ docs-serve: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
 test: setup
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -m "not slow" --durations=15
 
 test-slow: setup
-	$(BIN)/python -m pytest -m slow
+	$(BIN)/python -m pytest -m slow --durations=40
 
 # style (ruff) and the layer contracts of ARCHITECTURE.md (import-linter, .importlinter)
 lint: setup

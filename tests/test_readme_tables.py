@@ -10,14 +10,16 @@ from vase.readme_tables import main
 MACHINE = {"date": "2026-11-26", "cpus": 2, "system": "Linux 6", "torch": "2.14.1"}
 
 
-def _sanity(logs: Path, name: str, rises: dict[str, float], control: str | None) -> None:
+def _sanity(logs: Path, name: str, rises: dict[str, float], control: str | None,
+            overrides: list[str] | None = None) -> None:
     d = logs / "grpo_sanity" / name
     d.mkdir(parents=True)
     seeds = {s: {"steps": 600, "first": 0.4, "last": 0.4 + r, "rise": r, "passed": r >= 0.3,
                  "frac_reward_zero_std": 0.5} for s, r in rises.items()}
     (d / "sanity.json").write_text(json.dumps({"window": 20, "min_rise": 0.3, "passed": all(r >= 0.3 for r in
                                                                                             rises.values()),
-                                               "seeds": seeds, "overrides": [], "negative_control": control,
+                                               "seeds": seeds, "overrides": overrides or [],
+                                               "negative_control": control,
                                                "machine": MACHINE}))
 
 
@@ -33,6 +35,8 @@ def test_tables_are_rebuilt_from_the_newest_results_and_check_says_when_stale(tm
     _sanity(logs, "2026-11-25_10-00-00", {"1": 0.1, "2": 0.1}, None)      # older: not used
     _sanity(logs, "2026-11-26_10-00-00", {"1": 0.42, "2": 0.33}, None)
     _sanity(logs, "2026-11-26_11-00-00", {"1": -0.2}, "flip_advantages")
+    gdpo = "stage.module.multi_objective_aggregation=normalize_then_sum"  # newer, other settings: its own row
+    _sanity(logs, "2026-11-26_12-00-00", {"1": 0.45}, None, [gdpo])
     for name, overrides, shape in (("2026-11-26_12-00-00", ["experiment=ablation_demo"], "72.1"),
                                    # newer, but a probe with its own settings: never the README's table
                                    ("2026-11-26_13-00-00", ["experiment=ablation_demo", "stage.module.beta=0.2"], "99.9")):
@@ -48,6 +52,7 @@ def test_tables_are_rebuilt_from_the_newest_results_and_check_says_when_stale(tm
     assert "| seed 1 | 0.400 | 0.820 | +0.420 | 50 % | – | – | PASS |" in text  # no held-out reward recorded
     assert "| seed 2 | 0.400 | 0.730 | +0.330 | 50 % | – | – | PASS |" in text and "+0.100" not in text
     assert "| seed 1, `flip_advantages` | 0.400 | 0.200 | -0.200 | 50 % | – | – | FAIL |" in text
+    assert f"| seed 1, `{gdpo}` | 0.400 | 0.850 | +0.450 | 50 % | – | – | PASS |" in text
     assert "| SFT | 72.1 % |" in text and "99.9" not in text and "2 CPU cores, Linux 6, torch 2.14.1, 2026-11-26" in text
     assert main(["--readme", str(readme), "--logs", str(logs), "--check"]) == 0  # up to date now
     # a table with no results is left as it is

@@ -50,8 +50,11 @@ def sanity_table(log_dir: Path) -> str | None:
     by_kind: dict[str, Path] = {}
     for path in found:
         v = read_json(path)
-        kind = v.get("negative_control") or next((o.split("=", 1)[1] for o in v.get("overrides", [])
-                                                  if o.startswith("stage.module.negative_control=")), None) or ""
+        control = "stage.module.negative_control="
+        nc = v.get("negative_control") or next((o.split("=", 1)[1] for o in v.get("overrides", [])
+                                                if o.startswith(control)), None)
+        # a check run with other settings (the GDPO aggregation) is its own row, never taken for the plain check
+        kind = ", ".join([f"`{nc}`"] * bool(nc) + [f"`{o}`" for o in v.get("overrides", []) if not o.startswith(control)])
         if kind not in by_kind or _newest([by_kind[kind], path]) == path:
             by_kind[kind] = path
     if "" not in by_kind:
@@ -63,7 +66,7 @@ def sanity_table(log_dir: Path) -> str | None:
         v = read_json(by_kind[kind])
         machines.append(_machine(v.get("machine")))
         for seed, s in v["seeds"].items():
-            label = f"seed {seed}" + (f", `{kind}`" if kind else "")
+            label = f"seed {seed}" + (f", {kind}" if kind else "")
             h = s.get("heldout")
             held = (f"{h['start']:.3f} -> {h['end']:.3f} | {h['rise']['diff']:+.3f} [{h['rise']['lo']:+.3f}, "
                     f"{h['rise']['hi']:+.3f}]" if h else "– | –")

@@ -78,6 +78,12 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
     return _write(sweep_dir, verdict, lines, plot)
 
 
+def _other_swept(jobs: list[Path], ov: dict[Path, dict[str, str]], key: str) -> list[str]:
+    """The keys besides ``key``, the data draw and the seed that take more than one value across ``jobs``."""
+    return [k for k in sorted({k for j in jobs for k in ov[j]} - {key, DRAW_KEY, "seed"})
+            if len({ov[j].get(k) for j in jobs}) > 1]
+
+
 def _decide(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]]
             ) -> tuple[dict[str, Any], list[str], Callable[[Path], None]] | None:
     """The verdict, the report's lines and its plot for ``jobs`` of a sweep over ``key``; None when they have nothing
@@ -87,8 +93,7 @@ def _decide(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]]
     draws = sorted({ov[j].get(DRAW_KEY, "-") for j in jobs})
 
     # anything else the sweep varies (reward.terms.bonus.weight=0.3,0.6) tells its jobs apart too: never merged
-    others = [k for k in sorted({k for j in jobs for k in ov[j]} - {key, DRAW_KEY, "seed"})
-              if len({ov[j].get(k) for j in jobs}) > 1]
+    others = _other_swept(jobs, ov, key)
 
     def group(j: Path) -> str:  # one seed on one draw of the data (and one value of anything else swept)
         seed = ov[j].get("seed", "-")
@@ -439,8 +444,7 @@ def _vqa_verdict(dim: str, xs: list[float], groups: dict[str, dict[float, Path]]
     verdict: dict[str, Any] = {"protocol": decide}
     # a table per draw of the data, each with its own SFT (a mean over draws hid a drop on one of them), and per
     # value of anything else the sweep varied (an aggregation, a bonus): never a mean over two settings
-    others = [k for k in sorted({k for j in jobs for k in ov[j]} - {f"reward.weights.{dim}", DRAW_KEY, "seed"})
-              if len({ov[j].get(k) for j in jobs}) > 1]
+    others = _other_swept(jobs, ov, f"reward.weights.{dim}")
     draws = sorted({ov[j].get(DRAW_KEY, "-") for j in jobs})
     tables: dict[str, list[Path]] = {}
     for j in jobs:
