@@ -301,30 +301,43 @@ def test_grpo_logs_a_wandb_table_of_completions(train_cfg) -> None:
     assert all(row[2] == "Image" for row in t["data"])  # a view per row (an offline run keeps images in its log)
 
 
-def _batch_scaling_worker(rank: int, world: int, port: int, rewards: list[list[float]], out: str) -> None:
+def _advantages(kind: str, rewards: list) -> torch.Tensor:
+    """One rank's advantages: ``batch`` scaling of summed rewards, or ``decoupled`` per-term rewards (weights 0.6, 0.4)."""
+    from vase.training.grpo import decoupled_advantages
+
+    if kind == "batch":
+        return group_advantages(torch.tensor(rewards), 2, "batch")
+    return decoupled_advantages(torch.tensor(rewards), torch.tensor([0.6, 0.4]), 2)
+
+
+def _advantages_worker(rank: int, world: int, port: int, kind: str, data: list, out: str) -> None:
     import torch.distributed as dist
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
-        adv = group_advantages(torch.tensor(rewards[rank]), 2, "batch")
-        torch.save(adv, f"{out}.{rank}")
+        torch.save(_advantages(kind, data[rank]), f"{out}.{rank}")
     finally:
         dist.destroy_process_group()
 
 
-def test_batch_scaling_uses_every_ranks_rewards(tmp_path: Path) -> None:
-    """scale_rewards=batch over 2 gloo processes equals one process holding both halves of the batch."""
+def _on_two_ranks(tmp_path: Path, kind: str, data: list) -> torch.Tensor:
+    """The advantages two gloo processes compute, rank ``r`` holding ``data[r]``, concatenated in rank order."""
     import socket
 
     import torch.multiprocessing as mp
 
-    rewards = [[0.1, 0.5, 0.9, 0.2], [0.0, 3.0, 1.0, 1.5]]  # the second rank's spread is much larger
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    mp.start_processes(_batch_scaling_worker, args=(2, port, rewards, str(tmp_path / "adv")), nprocs=2,
+    mp.start_processes(_advantages_worker, args=(2, port, kind, data, str(tmp_path / "adv")), nprocs=2,
                        start_method="spawn")
-    got = torch.cat([torch.load(tmp_path / f"adv.{r}") for r in range(2)])
+    return torch.cat([torch.load(tmp_path / f"adv.{r}") for r in range(2)])
+
+
+def test_batch_scaling_uses_every_ranks_rewards(tmp_path: Path) -> None:
+    """scale_rewards=batch over 2 gloo processes equals one process holding both halves of the batch."""
+    rewards = [[0.1, 0.5, 0.9, 0.2], [0.0, 3.0, 1.0, 1.5]]  # the second rank's spread is much larger
+    got = _on_two_ranks(tmp_path, "batch", rewards)
     want = group_advantages(torch.tensor(rewards[0] + rewards[1]), 2, "batch")
     assert torch.allclose(got, want, atol=1e-6)
     local = group_advantages(torch.tensor(rewards[0]), 2, "batch")
@@ -507,38 +520,13 @@ def test_decoupling_separates_what_the_sum_collapses() -> None:
     assert spread["frac_sum_ties_terms_differ"] == 1.0 and spread["reward_spread/shape"] > 0
 
 
-def _decoupled_worker(rank: int, world: int, port: int, per_term: list, out: str) -> None:
-    import torch.distributed as dist
-
-    from vase.training.grpo import decoupled_advantages
-
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    try:
-        torch.save(decoupled_advantages(torch.tensor(per_term[rank]), torch.tensor([0.6, 0.4]), 2), f"{out}.{rank}")
-    finally:
-        dist.destroy_process_group()
-
-
 def test_normalize_then_sum_under_ddp_equals_one_process_holding_the_whole_batch(tmp_path: Path) -> None:
     """Over 2 gloo processes, each holding whole groups: the group statistics are each group's own, the final batch
     normalisation gathers every rank's sums, so the advantages equal one process's on the whole batch."""
-    import socket
-
-    import torch.multiprocessing as mp
-
-    from vase.training.grpo import decoupled_advantages
-
     per_term = [[[1., 0.], [0., 1.], [1., 1.], [0., 0.]], [[0., 0.], [3., 1.], [1., 0.], [1., 2.]]]
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    mp.start_processes(_decoupled_worker, args=(2, port, per_term, str(tmp_path / "adv")), nprocs=2,
-                       start_method="spawn")
-    got = torch.cat([torch.load(tmp_path / f"adv.{r}") for r in range(2)])
-    want = decoupled_advantages(torch.tensor(per_term[0] + per_term[1]), torch.tensor([0.6, 0.4]), 2)
-    assert torch.allclose(got, want, atol=1e-6)
-    assert not torch.allclose(got[:4], decoupled_advantages(torch.tensor(per_term[0]), torch.tensor([0.6, 0.4]), 2),
-                              atol=1e-3)
+    got = _on_two_ranks(tmp_path, "decoupled", per_term)
+    assert torch.allclose(got, _advantages("decoupled", per_term[0] + per_term[1]), atol=1e-6)
+    assert not torch.allclose(got[:4], _advantages("decoupled", per_term[0]), atol=1e-3)
 
 
 def test_the_run_report_says_how_advantages_were_made_and_what_the_groups_held(tmp_path: Path) -> None:
