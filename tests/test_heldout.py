@@ -538,3 +538,27 @@ def test_a_sweep_under_both_aggregations_decides_every_target_per_aggregation(tm
             block = md[md.index(title):].split("\n\n")[1]
             row = next(line for line in block.splitlines() if line.startswith("| GRPO, shape weight 0.6"))
             assert row.split(" | ")[3] == shape, (title, row)
+
+
+def test_the_ablation_plot_draws_each_draws_own_start_and_says_which_marker_is_which(tmp_path: Path,
+                                                                                     monkeypatch) -> None:
+    """The two draws' SFTs differ: the held-out panel draws a start line per draw (the first draw's alone hid the
+    second's), and the legend names each draw's marker and its start's line style."""
+    import vase.reports.ablation as ablation
+
+    figures = []
+    monkeypatch.setattr(ablation, "save_figure", lambda fig, path: figures.append(fig))
+    sweep, n = tmp_path / "sweep", 0
+    for draw, start_shape in (("0", 12), ("5", 20)):
+        for w, shape in ((0.0, start_shape), (0.15, start_shape + 4), (0.6, 36)):
+            _job(sweep, n, [f"reward.weights.shape={w}", "seed=1", f"data.synthetic.seed={draw}"],
+                 _result({"shape": shape}), _result({"shape": start_shape}))
+            n += 1
+    ablation.write_ablation_report(sweep)
+    ax = figures[-1].axes[0]
+    starts = sorted(round(line.get_ydata()[0], 1) for line in ax.get_lines()  # shape is the third colour, C2
+                    if line.get_linestyle() in ("--", ":") and line.get_color() == "C2")
+    assert starts == [30.0, 50.0]  # 12 and 20 of 40 vases
+    labels = [t.get_text() for t in figures[-1].axes[-1].get_legend().get_texts()]
+    assert {"draw 0, seed 1", "draw 0, seed 1: its start (SFT)", "draw 5, seed 1",
+            "draw 5, seed 1: its start (SFT)", "shape"} <= set(labels)

@@ -612,6 +612,24 @@ def _plot_settings(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]], o
     return lambda path: _plot(path, key.rsplit(".", 1)[-1], xs, {}, held, jobs, ov, rows=dict(sorted(rows.items())))
 
 
+START_STYLES = ("--", ":", "-.", (0, (5, 1)))  # the start (SFT) of the 1st, 2nd, ... draw and seed
+
+
+def _group_handles(names: list[str], starts: bool) -> list[Any]:
+    """Legend entries that say which marker is which draw and seed (and, with ``starts``, which line its start)."""
+    # lazy: matplotlib: slow to import, and only the plots need it
+    from matplotlib.lines import Line2D
+
+    out = []
+    for n, name in enumerate(sorted(names)):
+        label = f"seed {name}" if name[:1].isdigit() else name
+        out.append(Line2D([], [], color="black", marker="os^v"[n % 4], linewidth=1.0, label=label))
+        if starts:
+            out.append(Line2D([], [], color="black", linestyle=START_STYLES[n % 4], linewidth=0.8,
+                              label=f"{label}: its start (SFT)"))
+    return out
+
+
 def _plot(path: Path, dim: str, xs: list[float], groups: dict[str, dict[float, Path]],
           held: dict[Path, tuple[Any, Any]], jobs: list[Path], ov: dict[Path, dict[str, str]],
           rows: dict[str, dict[str, dict[float, Path]]] | None = None) -> None:
@@ -647,8 +665,8 @@ def _plot(path: Path, dim: str, xs: list[float], groups: dict[str, dict[float, P
                     ax.plot(xs, [100 * y if y is not None else float("nan") for y in ys], "-", color=color,
                             linewidth=2.5 if d == dim else 1.0, alpha=1.0 if d == dim else 0.6,
                             label=d if n == 0 else None, marker="os^v"[n % 4])
-                    if base is not None and n == 0:
-                        ax.axhline(100 * base, color=color, linestyle="--", linewidth=0.8)
+                    if base is not None:  # each draw's own start: the draws' SFTs differ
+                        ax.axhline(100 * base, color=color, linestyle=START_STYLES[n % 4], linewidth=0.8)
             ax.set_xlabel(f"{dim} weight (others rescaled)")
             ax.set_ylabel("held-out answers right (%)" if panel == "heldout" else "held-out accuracy (%)")
             ax.set_ylim(0, 100)
@@ -657,9 +675,11 @@ def _plot(path: Path, dim: str, xs: list[float], groups: dict[str, dict[float, P
             ax.grid(alpha=0.3)
     # the legend where no line runs: below the transfer panel's curves (accuracies sit above 50 %), else the best spot
     handles, labels = axes[0][0].get_legend_handles_labels()
+    marks = _group_handles(list(next(iter(rows.values()))), starts=True)
     where = axes[0][-1] if len(axes[0]) > 1 else axes[0][0]
-    where.legend(handles, labels, fontsize=7, title="dashed: start (SFT); markers: draw/seed", title_fontsize=7,
-                 loc="lower center" if where is not axes[0][0] else "best", ncol=3 if where is not axes[0][0] else 1)
+    where.legend(handles + marks, labels + [h.get_label() for h in marks], fontsize=7, title="colour: dimension",
+                 title_fontsize=7, loc="lower center" if where is not axes[0][0] else "best",
+                 ncol=3 if where is not axes[0][0] else 1)
     fig.tight_layout()
     save_figure(fig, path)
 
@@ -698,6 +718,9 @@ def _plot_tau(path: Path, xs: list[float], groups: dict[str, dict[float, Path]],
     ax.set_ylabel("held-out answers right: change\nfrom the start, points (95 % CI)", fontsize=9)
     ax.set_title("what each tau moved, against the job's own start")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2, title="markers: draw, seed", title_fontsize=7)
+    handles, labels = ax.get_legend_handles_labels()
+    marks = _group_handles(sorted(groups), starts=False)
+    ax.legend(handles + marks, labels + [h.get_label() for h in marks], fontsize=7, ncol=2, title="colour: dimension",
+              title_fontsize=7)
     fig.tight_layout()
     save_figure(fig, path)
