@@ -163,7 +163,9 @@ def check_mlflow(url: str, work: Path, artifacts: Path) -> dict[str, Any]:
                         until=lambda t: SWEPT in t and HELDOUT in t, script=SCROLLED_TEXT)
     plotted = compare.split("Parameters:", 1)[-1].split("Metrics:", 1)[0] if "Parameters:" in compare else ""
     printed = re.findall(r"its jobs its children: (\S+)", (work / "sweep.log").read_text(errors="replace"))
-    runs_page = _page(printed[-1], work / "mlflow_runs.png", until=lambda t: "matching runs" in t) if printed else ""
+    # the run list's rows draw after its footer ("3 matching runs"): wait for the sweep's own row as well
+    runs_page = _page(printed[-1], work / "mlflow_runs.png",
+                      until=lambda t: "matching runs" in t and "-summary" in t) if printed else ""
     ok = (parent is not None and len(children) == 2 and swept == [0.0, 0.6]
           and differing == sorted({SWEPT} | DETERMINED) and all(HELDOUT in h for h in heldout)
           and any(f["path"].endswith("summary.md") for f in files)
@@ -172,10 +174,12 @@ def check_mlflow(url: str, work: Path, artifacts: Path) -> dict[str, Any]:
           and SWEPT in plotted and HELDOUT in compare and "Training runs" in runs_page and "-summary" in runs_page)
     return {"passed": ok, "runs": len(runs), "children": len(children), "swept_values": swept,
             "params_differing_between_jobs": differing, "heldout_metrics": heldout[0][:6] if heldout else [],
-            "parent_files": [f["path"] for f in files], "files_in_server_store": on_server,
+            "parent_files": [f["path"] for f in files], "parent_tables": [f["path"] for f in tables],
+            "files_in_server_store": on_server,
             "client_side_artifact_folders": client_side, "comparison_plots": plotted.strip()[:200],
             "comparison_lists_heldout_metric": HELDOUT in compare, "printed_link": printed[-1:] or None,
             "printed_link_opens_the_runs": "Training runs" in runs_page,
+            "runs_page_names_the_sweep": "-summary" in runs_page,
             "screenshots": [str(work / "mlflow_compare.png"), str(work / "mlflow_runs.png")]}
 
 
