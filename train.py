@@ -33,8 +33,8 @@ def main(cfg: DictConfig) -> float | None:
 
     try:
         out = run_entry(run_training, cfg)  # a bad input is one line and exit 2; the run record says how it ended
-    except TrainingInterrupted as e:  # the checkpoint is saved and its line printed: exit as the signal asks
-        sys.exit(128 + e.signum)
+    except TrainingInterrupted as e:  # the checkpoint is saved and its line printed: requeue, or exit as the signal asks
+        e.exit()
     finally:
         finish_wandb()
     # a sweeper (e.g. optuna) optimises the returned number, the one `optimized_metric` names

@@ -162,11 +162,16 @@ def test_slurm_requeue_signal_saves_before_submitit_requeues(train_cfg, monkeypa
     sigint = signal.getsignal(signal.SIGINT)  # default_int_handler, or SIG_IGN in a shell's background job
     previous = signal.signal(signal.SIGUSR2, requeue)
     try:
-        with pytest.raises(TrainingInterrupted, match="saved step 2 to .*rerun the same command"):
+        with pytest.raises(TrainingInterrupted, match="saved step 2 to .*rerun the same command") as stopped:
             run_training(cfg)
     finally:
         signal.signal(signal.SIGUSR2, previous)
-    assert seen == [2]
+    # submitit's handler runs once training has unwound (under DDP every rank's teardown is done by then), not inside
+    # the step: its requeue lets SLURM kill the other ranks
+    assert seen == []
+    with pytest.raises(SystemExit) as code:
+        stopped.value.exit()  # what train.py does with it
+    assert seen == [2] and code.value.code == 128 + signal.SIGUSR2
     assert signal.getsignal(signal.SIGINT) is sigint  # handlers are given back
 
 

@@ -69,7 +69,22 @@ class SaveAdapter(pl.Callback):
 
 
 class TrainingInterrupted(Interrupted):
-    """Training stopped on a signal after its checkpoint was saved; the message says where and how to resume."""
+    """Training stopped on a signal after its checkpoint was saved; the message says where and how to resume.
+
+    ``hand_over``: the scheduler's own handler for the signal (submitit's SIGUSR2 requeue), which `exit` runs once
+    training has unwound: run from inside the training step, its requeue let SLURM kill the other ranks while this one
+    was still tearing DDP down, and the torn connection, raised in place of submitit's exit, was recorded as the job's
+    failure before the requeued job ran (a two-node preemption failed so, now and then)."""
+
+    def __init__(self, message: str, signum: int, hand_over: Any = None) -> None:
+        super().__init__(message, signum)
+        self.hand_over = hand_over
+
+    def exit(self) -> None:
+        """Give the signal to the scheduler's handler, which requeues and exits; else exit as the signal asks."""
+        if self.hand_over is not None:
+            self.hand_over(self.signum, None)
+        sys.exit(128 + self.signum)
 
 
 class ResumeCheckpoint(pl.Callback):
@@ -83,7 +98,8 @@ class ResumeCheckpoint(pl.Callback):
 
     On SIGINT (Ctrl-C) or SIGTERM (``kill``, SLURM preemption) the step in progress finishes, the checkpoint is
     written, one line says where, and `TrainingInterrupted` ends the run; a second Ctrl-C stops at once. Where
-    another handler was installed first (submitit's SIGUSR2 requeue under ``cluster=slurm``), it runs after the save.
+    another handler was installed first (submitit's SIGUSR2 requeue under ``cluster=slurm``), it runs after the save,
+    once training has unwound (`TrainingInterrupted.exit`).
     """
 
     FILENAME = "last.ckpt"
@@ -156,9 +172,10 @@ class ResumeCheckpoint(pl.Callback):
             message = f"saved step {step} to {self.path}; rerun the same command to resume"
             if trainer.is_global_zero:
                 print(message, file=sys.stderr, flush=True)
-            if callable(previous) and signum == getattr(signal, "SIGUSR2", None):
-                previous(signum, None)  # e.g. submitit requeues the job now that the checkpoint is on disk
-            raise TrainingInterrupted(message, signum)
+            # e.g. submitit requeues the job now that the checkpoint is on disk: after training unwinds (every rank's
+            # DDP teardown done), in TrainingInterrupted.exit
+            hand_over = previous if callable(previous) and signum == getattr(signal, "SIGUSR2", None) else None
+            raise TrainingInterrupted(message, signum, hand_over)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._restore_handlers()
