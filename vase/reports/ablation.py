@@ -612,6 +612,7 @@ def _plot_settings(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]], o
     return lambda path: _plot(path, key.rsplit(".", 1)[-1], xs, {}, held, jobs, ov, rows=dict(sorted(rows.items())))
 
 
+MARKERS = "os^v"  # the 1st, 2nd, ... draw and seed's points, in the plots and their legends alike
 START_STYLES = ("--", ":", "-.", (0, (5, 1)))  # the start (SFT) of the 1st, 2nd, ... draw and seed
 
 
@@ -623,7 +624,7 @@ def _group_handles(names: list[str], starts: bool) -> list[Any]:
     out = []
     for n, name in enumerate(sorted(names)):
         label = f"seed {name}" if name[:1].isdigit() else name
-        out.append(Line2D([], [], color="black", marker="os^v"[n % 4], linewidth=1.0, label=label))
+        out.append(Line2D([], [], color="black", marker=MARKERS[n % len(MARKERS)], linewidth=1.0, label=label))
         if starts:
             out.append(Line2D([], [], color="black", linestyle=START_STYLES[n % 4], linewidth=0.8,
                               label=f"{label}: its start (SFT)"))
@@ -664,7 +665,7 @@ def _plot(path: Path, dim: str, xs: list[float], groups: dict[str, dict[float, P
                         base = (sft or {}).get(panel, {}).get("accuracy", {}).get(d)
                     ax.plot(xs, [100 * y if y is not None else float("nan") for y in ys], "-", color=color,
                             linewidth=2.5 if d == dim else 1.0, alpha=1.0 if d == dim else 0.6,
-                            label=d if n == 0 else None, marker="os^v"[n % 4])
+                            label=d if n == 0 else None, marker=MARKERS[n % len(MARKERS)])
                     if base is not None:  # each draw's own start: the draws' SFTs differ
                         ax.axhline(100 * base, color=color, linestyle=START_STYLES[n % 4], linewidth=0.8)
             ax.set_xlabel(f"{dim} weight (others rescaled)")
@@ -709,7 +710,7 @@ def _plot_tau(path: Path, xs: list[float], groups: dict[str, dict[float, Path]],
             px = [x + (k - 2.5) * width for x, _ in pts]
             py = [100 * c["diff"] for _, c in pts]
             err = [[100 * (c["diff"] - c["lo"]) for _, c in pts], [100 * (c["hi"] - c["diff"]) for _, c in pts]]
-            ax.errorbar(px, py, yerr=err, color=f"C{k}", marker="os^v"[n % 4], capsize=2, linewidth=1.2,
+            ax.errorbar(px, py, yerr=err, color=f"C{k}", marker=MARKERS[n % len(MARKERS)], capsize=2, linewidth=1.2,
                         label=d if n == 0 else None)
     ax.axhline(0, color="black", linewidth=0.8)
     if PAPER_TAU in xs:
