@@ -6,6 +6,9 @@ The tiny model, tiny CLIP and a small synthetic dataset are built once per sessi
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,6 +25,47 @@ CONF = ROOT / "conf"
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# What the suite may leave in the checkout: the venv, vase's cache and tools' caches. Anything else is a test writing
+# where a user's runs live (a user's `python -m vase.runs` would list the suite's runs among theirs).
+_MAY_WRITE = (".venv", ".cache/", ".pytest_cache/", ".ruff_cache/", "vase.egg-info/")
+
+
+def _checkout_state() -> set[str] | None:
+    """``git status`` of the checkout, untracked and ignored files included (None outside a git checkout)."""
+    if not (ROOT / ".git").exists() or shutil.which("git") is None:
+        return None
+    p = subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=normal"], cwd=ROOT,
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        return None
+    return {line for line in p.stdout.splitlines()  # new files and folders ("??", "!!"), not a developer's edits
+            if line[:2] in ("??", "!!") and "__pycache__" not in line and not line[3:].startswith(_MAY_WRITE)}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Runs the suite starts (train.py, the checks, the learning check) go to a temporary log folder, never the
+    checkout's ``logs/``: ``paths.log_dir`` and every check default to ``$VASE_LOG_DIR``."""
+    if not os.environ.get("VASE_LOG_DIR"):
+        os.environ["VASE_LOG_DIR"] = config._vase_logs = tempfile.mkdtemp(prefix="vase-test-logs-")
+    config._vase_checkout = _checkout_state()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when it left anything new in the checkout (besides the venv and caches), naming it."""
+    before = getattr(session.config, "_vase_checkout", None)
+    after = _checkout_state() if before is not None else None
+    new = sorted((after or set()) - (before or set()))
+    if new:
+        print("\nthe test suite wrote into the checkout (tests write under tmp_path or $VASE_LOG_DIR):\n  "
+              + "\n  ".join(new))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    logs = getattr(config, "_vase_logs", None)
+    if logs:
+        shutil.rmtree(logs, ignore_errors=True)  # the folder this session made for itself, nothing else
 
 
 @pytest.fixture(scope="session")

@@ -247,3 +247,54 @@ def test_every_metric_a_run_logs_is_in_the_glossary(sweep: Path) -> None:
     missing = sorted({placeholder(k) for k in keys} - listed - {"<term>_shape"})
     missing = [m for m in missing if not (m.endswith("_shape") and m.replace("_shape", "") in listed)]
     assert not missing, missing
+
+
+def _busy() -> None:
+    while True:
+        pass
+
+
+def test_a_finished_wandb_run_s_record_is_whole_on_a_loaded_machine(tmp_path: Path) -> None:
+    """wandb.finish() returns before W&B's service has written the run's record (seen: 32,768 bytes on return,
+    57,022 three seconds later); vase's finish_wandb waits for the record's closing entry, so a record read (or
+    synced) the moment the run ends holds every metric. Two busy processes load both cores meanwhile."""
+    import multiprocessing
+
+    import wandb
+
+    from vase.loggers import finish_wandb
+    from vase.wandb_record import is_complete, records
+
+    ctx = multiprocessing.get_context("spawn")
+    load = [ctx.Process(target=_busy, daemon=True) for _ in range(2)]
+    for p in load:
+        p.start()
+    try:
+        for k in range(3):
+            run = wandb.init(project="vase-test", dir=str(tmp_path / str(k)), mode="offline", reinit="create_new")
+            for step in range(300):
+                run.log({"train/loss": 1.0 / (step + 1), "train/reward": step / 300})
+            path = run.settings.sync_file
+            finish_wandb(run)
+            assert is_complete(path), f"run {k}: the record has no closing entry when finish_wandb returns"
+            kinds = [r.WhichOneof("record_type") for r in records(path)]
+            assert kinds.count("history") == 300 and kinds[-1] == "exit", (k, kinds[-5:])
+    finally:
+        for p in load:
+            p.kill()
+            p.join()
+
+
+def test_a_record_that_never_closes_is_named_once_the_wait_is_over(tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    from vase.wandb_record import HEADER, wait_until_complete
+
+    half = tmp_path / "run-abc.wandb"
+    half.write_bytes(b":W&B\xe1\xbe\x00")  # the header alone, as a record read too early looked
+    assert len(half.read_bytes()) == HEADER
+    with caplog.at_level("WARNING", logger="vase"):
+        assert wait_until_complete(half, timeout_s=0.3) is False
+    assert str(half) in caplog.text and "wandb sync" in caplog.text
+    other = tmp_path / "other.wandb"
+    other.write_bytes(b"not a record")
+    assert wait_until_complete(other, timeout_s=5) is False and "not a W&B run record" in caplog.text

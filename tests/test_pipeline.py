@@ -12,6 +12,7 @@ from PIL import Image
 from tests.conftest import ROOT
 from vase.eval.generate import generate_captions
 from vase.io import read_jsonl
+from vase.loggers import finish_wandb
 
 
 def test_train_evaluates_and_reports(train_cfg) -> None:
@@ -30,9 +31,7 @@ def test_train_evaluates_and_reports(train_cfg) -> None:
     try:
         out = run_training(cfg)
     finally:
-        import wandb
-
-        wandb.finish()
+        finish_wandb()  # as train.py does: closes the run and waits until W&B has written its record
     d = Path(cfg.paths.output_dir)
     results = json.loads((d / "results.json").read_text())
     assert list(results) == ["tiny-qwen2.5-vl (untrained)", "tiny-qwen2.5-vl (sft)"]

@@ -1,43 +1,13 @@
-"""Read a W&B offline run file (``run-<id>.wandb``) back as W&B's own protobuf records, to check what a W&B user sees
-(the run's name, group, config, tags, history and files) without a W&B server. The file is a LevelDB-style log:
-a 7-byte header (``:W&B``, magic, version), then 32 KiB blocks of chunks, each with a 7-byte header (CRC, length,
-type: full, first, middle, last)."""
+"""What a W&B user sees of an offline run (its name, group, config, tags, history and files), read from its record
+(``run-<id>.wandb``) without a W&B server, with vase's reader of that file (`vase.wandb_record`)."""
 
 from __future__ import annotations
 
 import json
-import struct
 from pathlib import Path
 from typing import Any
 
-BLOCK = 32 * 1024
-HEADER = 7
-
-
-def records(path: str | Path) -> list[Any]:
-    """Every record of a ``.wandb`` file, parsed with wandb's own ``Record`` message."""
-    from wandb.proto.wandb_internal_pb2 import Record
-
-    data = Path(path).read_bytes()
-    assert data[:4] == b":W&B", f"{path}: not a W&B run file"
-    out, pending, pos = [], b"", HEADER
-    while pos + HEADER <= len(data):
-        left = BLOCK - pos % BLOCK
-        if left < HEADER:  # a block's tail too short for a chunk header is padding
-            pos += left
-            continue
-        _, length, kind = struct.unpack("<IHB", data[pos:pos + HEADER])
-        if length == 0 and kind == 0:
-            break
-        chunk = data[pos + HEADER:pos + HEADER + length]
-        pos += HEADER + length
-        pending = chunk if kind in (1, 2) else pending + chunk
-        if kind in (1, 4):  # full, or the last piece of a split record
-            rec = Record()
-            rec.ParseFromString(pending)
-            out.append(rec)
-            pending = b""
-    return out
+from vase.wandb_record import records
 
 
 def run_view(path: str | Path) -> dict[str, Any]:

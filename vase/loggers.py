@@ -29,15 +29,23 @@ from vase.config import SERVER_SCHEMES, swept_keys
 from vase.errors import ConfigError, VaseError
 from vase.io import atomic_write_text, path_lock
 from vase.runs import job_overrides
+from vase.wandb_record import wait_until_complete
 
 log = logging.getLogger("vase")
 
 
-def finish_wandb() -> None:
-    """Close the W&B run even when the job failed, or its offline directory is left half written."""
+def finish_wandb(run: Any = None) -> None:
+    """Close the W&B run (``run``, else the current one) even when the job failed, and wait until W&B's service has
+    written its whole record: ``wandb.finish()`` returns before that (`vase.wandb_record`), and a run read or synced
+    in between has no metrics."""
     wandb = sys.modules.get("wandb")  # imported only when a W&B logger was built
-    if wandb is not None and wandb.run is not None:
-        wandb.finish()
+    run = run if run is not None else (wandb.run if wandb is not None else None)
+    if run is None:
+        return
+    record = run.settings.sync_file
+    run.finish()
+    if record:
+        wait_until_complete(record)
 
 
 def build_loggers(cfg: DictConfig) -> list[Any]:
@@ -53,7 +61,12 @@ def build_loggers(cfg: DictConfig) -> list[Any]:
         if disabled and "wandb" in str(node._target_).lower():
             log.info("WANDB_MODE=disabled: no W&B run is written")
             continue
-        out.append(instantiate(node))
+        tags = node.get("tags")
+        if isinstance(tags, DictConfig):  # a tag that does not apply is absent: MLflow's server refuses a None value
+            tags = {k: str(v) for k, v in OmegaConf.to_container(tags, resolve=True).items() if v is not None}
+            out.append(instantiate(node, tags=tags))
+        else:
+            out.append(instantiate(node))
     return out
 
 

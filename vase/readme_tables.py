@@ -29,6 +29,7 @@ from yaml import YAMLError
 from vase.io import atomic_write_bytes, atomic_write_text, read_json
 from vase.metrics.paired import format_comparison
 from vase.reports.compare import IDEAS
+from vase.runs import log_root
 
 ROOT = Path(__file__).resolve().parents[1]
 _BLOCK = re.compile(r"(<!-- vase:table (\w+) -->\n)(.*?)(<!-- vase:end -->)", re.DOTALL)
@@ -188,7 +189,8 @@ def pages() -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--readme", action="append", help="a page to rewrite (repeatable; default: README.md and docs/)")
-    ap.add_argument("--logs", default=str(ROOT / "logs"), help="where make grpo-sanity / ablation-demo wrote")
+    ap.add_argument("--logs", default=str(log_root(ROOT)),
+                    help="where make grpo-sanity / ablation-demo wrote (default: $VASE_LOG_DIR, else logs)")
     ap.add_argument("--check", action="store_true", help="change nothing; exit 1 when a table is out of date")
     a = ap.parse_args(argv)
     files = [Path(p) for p in a.readme] if a.readme else pages()

@@ -41,6 +41,8 @@ CHECKPOINT = Path("checkpoints") / "last.ckpt"
 _HYDRA_FILES = {".hydra", RUN_FILE, LOCK_FILE}
 # overrides that say how to start, not what to train: a rerun with or without them is the same run
 _NOT_IDENTITY = ("resume", "ckpt_path", "hydra.", "paths.output_dir")
+LOG_DIR_ENV = "VASE_LOG_DIR"
+"""Where runs go when set: the default of ``paths.log_dir`` and of every check's and tool's output folder."""
 
 _held: dict[Path, int] = {}  # run directories this process holds, with the locked file descriptor
 _memo: dict[tuple[str, ...], str] = {}  # resolver arguments -> the directory chosen, stable within a process
@@ -393,12 +395,20 @@ def check_given_dir(path: str | Path, key: str = "hydra.run.dir", resume: str | 
                           f"{', ...' if len(foreign) > 3 else ''}); choose an empty or new folder")
 
 
+def log_root(launch_dir: str | Path = ".") -> Path:
+    """The folder runs go under: ``$VASE_LOG_DIR`` when set (as ``paths.log_dir`` defaults to it), else
+    ``<launch_dir>/logs``."""
+    env = os.environ.get(LOG_DIR_ENV, "").strip()
+    return Path(env) if env else Path(launch_dir) / "logs"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m vase.runs [ROOT ...]``: every run under the roots (default ``logs``) with how it ended: running,
+    """``python -m vase.runs [ROOT ...]``: every run under the roots (default ``$VASE_LOG_DIR`` or ``logs``) with how it ended: running,
     finished, failed (with its reason), interrupted (saved on a signal), killed (its process gone without a word),
     checked (its config only)."""
     ap = argparse.ArgumentParser(prog="python -m vase.runs", description=main.__doc__.splitlines()[0])
-    ap.add_argument("roots", nargs="*", default=["logs"], help="folders of runs (default: logs)")
+    ap.add_argument("roots", nargs="*", default=[str(log_root())],
+                    help=f"folders of runs (default: ${LOG_DIR_ENV} when set, else logs)")
     args = ap.parse_args(argv)
     rows = [r for root in args.roots for r in list_runs(root)]
     if not rows:

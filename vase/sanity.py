@@ -28,7 +28,7 @@ import numpy as np
 from vase.errors import ConfigError
 from vase.eval.stats import heldout_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure, user_output_dir
-from vase.runs import machine_stamp, run_dir
+from vase.runs import log_root, machine_stamp, run_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         out.mkdir(parents=True, exist_ok=True)
     else:  # a new folder of its own (a second check started in the same second gets <time>_1)
-        out = Path(run_dir(str(ROOT / "logs" / "grpo_sanity"), "never"))
+        out = Path(run_dir(str(log_root(ROOT) / "grpo_sanity"), "never"))
     extra = list(a.overrides)
     if a.negative_control:
         extra.append(f"stage.module.negative_control={a.negative_control}")

@@ -47,7 +47,7 @@ from typing import Any
 
 from vase.integrations.slurm import LocalSlurm, missing_tools
 from vase.io import atomic_write_json, atomic_write_text
-from vase.runs import machine_stamp, run_dir
+from vase.runs import log_root, machine_stamp, run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ["cluster=slurm", "cluster.partition=debug", "cluster.gpus_per_node=0", "cluster.cpus_per_task=1",
@@ -350,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, unwind)
     started, cache = time.time(), Path(a.cache_dir)
-    work = Path(run_dir(str(ROOT / "logs" / "cluster_check"), "never"))
+    work = Path(run_dir(str(log_root(ROOT) / "cluster_check"), "never"))
     results: dict[str, dict[str, Any]] = {}
     one_node: dict[str, Callable[[LocalSlurm], dict[str, Any]]] = {
         "sweep": lambda slurm: check_sweep(work, cache, slurm.env),

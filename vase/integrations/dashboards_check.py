@@ -45,7 +45,7 @@ from vase.integrations.docs_check import DEEP_TEXT, SCROLLED_TEXT, browser, rend
 from vase.integrations.slurm import _free_port
 from vase.integrations.venvs import tool_venv
 from vase.io import atomic_write_json, atomic_write_text
-from vase.runs import machine_stamp, run_dir
+from vase.runs import log_root, machine_stamp, run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache-dir", default=str(ROOT / ".cache"))
     a = ap.parse_args(argv)
     started = time.time()
-    work = Path(run_dir(str(ROOT / "logs" / "dashboards_check"), "never"))
+    work = Path(run_dir(str(log_root(ROOT) / "dashboards_check"), "never"))
     venv = tool_venv(Path(a.cache_dir) / "dashboards" / "mlflow-venv", [f"mlflow=={mlflow_version()}"],
                      work / "venv.log", "MLflow's server")
     results: dict[str, dict[str, Any]] = {}

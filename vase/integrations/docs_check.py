@@ -33,7 +33,7 @@ import numpy as np
 from PIL import Image
 
 from vase.io import atomic_write_json, atomic_write_text
-from vase.runs import machine_stamp, run_dir
+from vase.runs import log_root, machine_stamp, run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = {"home": "index.html", "ablation": "ablation/index.html", "reference": "reference/configuration/index.html"}
@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: no Chromium found; make docs-check installs Debian's chromium", file=sys.stderr)
         return 2
     started = time.time()
-    out = Path(run_dir(str(ROOT / "logs" / "docs_check"), "never"))
+    out = Path(run_dir(str(log_root(ROOT) / "docs_check"), "never"))
     site = Path(a.site) if a.site else out / "site"
     if not a.site:
         p = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)], cwd=ROOT,

@@ -41,7 +41,7 @@ from vase.integrations.columns import load_reward
 from vase.integrations.venvs import OFFLINE, run_logged, tool_venv
 from vase.io import atomic_write_json, atomic_write_text
 from vase.models.tiny import TinySpec, build_tiny
-from vase.runs import machine_stamp, run_dir
+from vase.runs import log_root, machine_stamp, run_dir
 from vase.tasks.base import fields_of, only
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     started = time.time()
     cache = Path(a.cache_dir)
-    work = Path(run_dir(str(ROOT / "logs" / "stack_check"), "never"))
+    work = Path(run_dir(str(log_root(ROOT) / "stack_check"), "never"))
     (work / "elsewhere").mkdir(parents=True, exist_ok=True)
     venv = swift_venv(cache / "stack" / "swift-venv", work / "logs" / "venv.log")
     spec = TinySpec(public_token_ids=True)

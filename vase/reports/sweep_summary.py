@@ -38,7 +38,7 @@ from vase.config import (
 from vase.errors import ConfigError
 from vase.eval.stats import format_heldout, heldout_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
-from vase.loggers import mlflow_link, prepare_mlflow
+from vase.loggers import finish_wandb, mlflow_link, prepare_mlflow
 from vase.reports.ablation import ablation_key, verdict_rows, write_ablation_report
 from vase.reports.compare import write_comparison
 from vase.reports.jobs import _heldout, _job_dirs, _overrides, job_row
@@ -274,7 +274,7 @@ def _log_to_wandb(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]
             if (sweep_dir / name).is_file():
                 run.save(str(sweep_dir / name), base_path=str(sweep_dir), policy="now")
     finally:
-        run.finish()
+        finish_wandb(run)
 
 
 VERDICT_COLUMNS = ("target", "asks", "result")
