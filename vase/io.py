@@ -362,6 +362,35 @@ def path_lock(path: str | Path, kind: str) -> Iterator[None]:
         yield
 
 
+def load_tensors(path: str | Path, key: str, **kwargs: Any) -> Any:
+    """``torch.load`` of a file a user or a dataset supplies, with ``weights_only=True``: tensors, containers and plain
+    values load; a pickled object that would run code (``__reduce__`` calling ``os.system``) is refused before any
+    of it runs, as one line naming ``key`` and the file.
+
+    Raises:
+        ConfigError: the file holds pickled objects beyond tensors and plain values, or is not a torch file.
+    """
+    # lazy: torch is slow to import and most users of vase.io never load a tensor file
+    import pickle
+
+    import torch
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, **kwargs)
+    except pickle.UnpicklingError as e:
+        found = re.search(r"GLOBAL (\S+)", str(e))
+        if not found:  # not an object torch refused, but bytes that are no pickle at all
+            why = re.search(r"WeightsUnpickler error:\s*(.+)", str(e))
+            raise ConfigError(f"{key}={path}: not a readable torch file "
+                              f"({why.group(1).strip() if why else type(e).__name__})") from None
+        raise ConfigError(f"{key}={path}: refused: the file holds pickled objects that can run code"
+                          f"{f' ({found.group(1)})' if found else ''}; vase loads only tensors and plain values "
+                          f"(weights_only=True): save state dicts, or rebuild the file with vase") from None
+    except (RuntimeError, EOFError, OSError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConfigError(f"{key}={path}: not a readable torch file ({first})") from None
+
+
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a JSONL file. A torn last line (a run killed mid-write) is dropped; any other bad line raises."""
     path = Path(path)

@@ -27,7 +27,7 @@ from torchmetrics.classification import BinaryAccuracy, BinaryAUROC, BinaryPreci
 
 from vase.errors import ConfigError, DataError
 from vase.images import IMAGE_EXTENSIONS, open_photo
-from vase.io import atomic_write_bytes
+from vase.io import atomic_write_bytes, load_tensors
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -186,7 +186,7 @@ class QualityExport:
 
 def export_best(ckpt_path: str | Path, out: str | Path, metrics: dict) -> Path:
     """Write the best Lightning checkpoint's network as a small inference file (atomically)."""
-    ck = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+    ck = load_tensors(ckpt_path, "the best quality checkpoint")
     spec = ck["hyper_parameters"]["spec"]
     state = {k[len("net."):]: v for k, v in ck["state_dict"].items() if k.startswith("net.")}
     buf = io.BytesIO()

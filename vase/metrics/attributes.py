@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from vase.annotate.vocab import DIMENSIONS, QUESTIONS, format_dating
 from vase.errors import ConfigError
-from vase.io import atomic_write_bytes
+from vase.io import atomic_write_bytes, load_tensors
 from vase.metrics.features import encoder_from_record, view_encoder
 
 
@@ -215,7 +215,7 @@ class AttributePredictor:
         if not path.is_file():
             raise ConfigError(f"reward.terms.learned.checkpoint={path}: no such file (python evaluate.py task=attributes "
                               f"writes one beside its output; checkpoint=train trains one on the run's training vases)")
-        blob = torch.load(path, map_location="cpu", weights_only=False)
+        blob = load_tensors(path, "reward.terms.learned.checkpoint")
         self.model = AttributeHeads(**blob["hparams"])
         self.model.load_state_dict(blob["state_dict"])
         self.model.eval()

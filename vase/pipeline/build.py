@@ -14,6 +14,8 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from vase.io import load_tensors
+
 log = logging.getLogger("vase")
 
 
@@ -105,12 +107,12 @@ def build_callbacks(cfg: DictConfig, stage_dir: Path | None = None) -> list[Any]
 def _epochs_to_continue(ckpt: Path | None, max_epochs: int, max_steps: int) -> int | None:
     """Where a checkpoint already completed ``max_epochs`` but stopped short of ``max_steps`` (a finished run
     continued with a larger ``trainer.max_steps``), the epoch cap to train on to ``max_steps`` with: -1 (none)."""
-    if ckpt is None or max_steps <= 0 or max_epochs < 0:
+    if ckpt is None:
         return None
-    # lazy: torch: slow to import, and only this path needs it
-    import torch
-
-    state = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True)
+    # read here, before Lightning does, so a file that would run code is one line (mmap: nothing copied)
+    state = load_tensors(ckpt, "ckpt_path", mmap=True)
+    if max_steps <= 0 or max_epochs < 0:
+        return None
     done = int(state["loops"]["fit_loop"]["epoch_progress"]["current"]["completed"])
     step = int(state.get("global_step", 0))
     if done >= max_epochs and step < max_steps:

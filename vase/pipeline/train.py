@@ -92,7 +92,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
                                 first=i == 0, ckpt=ckpt)
         if i == 0 and trainer.is_global_zero:
             ev.captions(module, datamodule, "untrained", before=True)
-        trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt else None)
+        trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt) if ckpt else None, weights_only=True)
         ev.histories[str(stage.name)] = list(module.history)
         atomic_write_json(out_dir / ("train_history.json" if i == 0 else f"train_history_{stage.name}.json"),
                           module.history)
