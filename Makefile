@@ -111,11 +111,11 @@ test-slow: setup
 
 # style (ruff) and the layer contracts of ARCHITECTURE.md (import-linter, .importlinter)
 lint: setup
-	$(BIN)/ruff check vase tests benchmarks train.py evaluate.py
+	$(BIN)/ruff check vase hydra_plugins tests benchmarks train.py evaluate.py
 	$(BIN)/lint-imports --no-cache
 
 format: setup
-	$(BIN)/ruff format vase tests benchmarks train.py evaluate.py
+	$(BIN)/ruff format vase hydra_plugins tests benchmarks train.py evaluate.py
 
 # Removes only what vase generated and can regenerate: caches (tiny models, synthetic vases, renders, embeddings).
 # Never data/ (where users keep datasets such as data/VaseVQA-3D) and never trained runs (see clean-runs).

@@ -27,3 +27,17 @@ class SignalAt(pl.Callback):
         if self.step is not None and trainer.global_step == self.step:
             self.step = None
             os.kill(os.getpid(), self.signum)
+
+
+class RaiseAt(pl.Callback):
+    """Raises at the first training batch of sweep job ``VASE_TEST_RAISE_JOB`` (unset: does nothing): a job that
+    fails in the sweep's own process (the basic launcher)."""
+
+    def __init__(self) -> None:
+        job = os.environ.get("VASE_TEST_RAISE_JOB")
+        self.armed = job is not None and str(HydraConfig.get().job.num) == job
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if self.armed:
+            raise RuntimeError("test failure in this job")

@@ -147,19 +147,59 @@ def test_ablation_report_states_whether_the_targets_held(tmp_path: Path) -> None
     assert [r["overrides"] for r in rows][:2] == ["reward.weights.shape=0.0 seed=1", "reward.weights.shape=0.15 seed=1"]
 
 
+def _sweep_cmd(logs: Path, cache: Path, *extra: str) -> list[str]:
+    return [sys.executable, "train.py", "-m", *extra, "stage.module.lora.r=4,8", "debug=fast", "logger=none",
+            "evaluate.after=false", "render.resolution=64", "trainer.max_steps=3",
+            "callbacks.checkpoint.every_n_train_steps=1", f"paths.log_dir={logs}", f"paths.cache_dir={cache}"]
+
+
+def _failed_then_rerun(cmd: list[str], fail_env: dict[str, str], logs: Path) -> tuple[Path, str]:
+    """Run a two-job sweep whose job 1 fails, check what the user gets, rerun the same command; the sweep folder and
+    the rerun's stdout."""
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env={**env, **fail_env})
+    assert first.returncode == 1, first.stderr[-3000:]
+    assert "Traceback" not in first.stderr, first.stderr[-3000:]
+    assert "error: sweep job #1 (" in first.stderr and "stage.module.lora.r=8" in first.stderr
+    assert "error: 1 sweep job(s) failed (#1 failed: " in first.stderr and "the same command runs" in first.stderr
+    (sweep,) = list((logs / "train" / "multiruns").iterdir())
+    assert json.loads((sweep / "0" / "adapter" / "adapter_config.json").read_text())["r"] == 4  # the other job went on
+    record = json.loads((sweep / "1" / ".vase-run.json").read_text())
+    assert record["status"] == "failed" and record["reason"], record
+    jobs = {r["job"]: r for r in json.loads((sweep / "summary.json").read_text())["jobs"]}
+    assert jobs["0"]["status"] == "done" and jobs["1"]["status"].startswith("failed: ")
+    assert "**Job 1 did not finish** (failed: " in (sweep / "summary.md").read_text()
+    second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert list((logs / "train" / "multiruns").iterdir()) == [sweep]
+    assert json.loads((sweep / "1" / "adapter" / "adapter_config.json").read_text())["r"] == 8
+    assert [int(h["step"]) for h in json.loads((sweep / "1" / "train_history.json").read_text())] == [0, 1, 2]
+    assert json.loads((sweep / ".vase-run.json").read_text())["status"] == "finished"
+    assert [r["status"] for r in json.loads((sweep / "summary.json").read_text())["jobs"]] == ["done", "done"]
+    return sweep, second.stdout
+
+
 @pytest.mark.slow
-def test_submitit_launcher_runs_a_two_job_sweep(tmp_path: Path) -> None:
-    """cluster=local: the submitit path that cluster=slurm takes, with submitit's local executor."""
-    p = subprocess.run([sys.executable, "train.py", "-m", "cluster=local", "stage.module.lora.r=4,8", "debug=fast",
-                        "logger=none", "evaluate.after=false", "render.resolution=64",
-                        f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert p.returncode == 0, p.stderr[-3000:]
-    sweep = next((tmp_path / "logs" / "train" / "multiruns").iterdir())
+def test_a_killed_submitit_job_fails_alone_and_the_same_command_completes_the_sweep(tmp_path: Path) -> None:
+    """cluster=local (the submitit path that cluster=slurm takes, with submitit's local executor), job 1's process
+    SIGKILLed at its second step (as an out-of-memory kill ends a cluster job): job 0 finishes, the report covers it
+    and names job 1, whose record says it was lost; the same command runs only job 1 (from its checkpoint, each step
+    once) and completes the report. Once a 40-line UncompletedJobError with no summary at all."""
+    logs = tmp_path / "logs"
+    cmd = _sweep_cmd(logs, tmp_path / "cache", "cluster=local", "+callbacks.signal._target_=tests.signals.SignalAt")
+    sweep, _ = _failed_then_rerun(cmd, {"VASE_TEST_SIGNAL_AT": "1:9", "VASE_TEST_SIGNAL_JOB": "1"}, logs)
     assert (sweep / ".submitit").is_dir()
-    for job, r in (("0", 4), ("1", 8)):
-        assert (sweep / job / "adapter" / "adapter_config.json").is_file()
-        assert json.loads((sweep / job / "adapter" / "adapter_config.json").read_text())["r"] == r
-    assert len(json.loads((sweep / "summary.json").read_text())["jobs"]) == 2
+    assert json.loads((sweep / "1" / ".vase-run.json").read_text())["resumed_from"] == "failed"
+
+
+def test_a_job_that_fails_in_the_sweep_s_process_is_named_and_the_others_finish(tmp_path: Path,
+                                                                                session_dirs: dict) -> None:
+    """The basic launcher: job 1 raises; job 0 still ends with its adapter, the summary names job 1, rc 1; the same
+    command runs only job 1 and completes the sweep."""
+    logs = tmp_path / "logs"
+    cmd = _sweep_cmd(logs, session_dirs["cache"], "+callbacks.fail._target_=tests.signals.RaiseAt")
+    _, rerun = _failed_then_rerun(cmd, {"VASE_TEST_RAISE_JOB": "1"}, logs)
+    assert "keeping the finished sweep job" in rerun
 
 
 def test_the_slurm_cluster_config_sets_launcher_and_trainer(tmp_path: Path, session_dirs: dict) -> None:

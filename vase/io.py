@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import os
+import pickle
 import re
 import shutil
 import socket
@@ -371,8 +372,6 @@ def load_tensors(path: str | Path, key: str, **kwargs: Any) -> Any:
         ConfigError: the file holds pickled objects beyond tensors and plain values, or is not a torch file.
     """
     # lazy: torch is slow to import and most users of vase.io never load a tensor file
-    import pickle
-
     import torch
 
     try:

@@ -248,6 +248,17 @@ def status_of(path: str | Path) -> str:
     return "killed"
 
 
+def record_lost(path: str | Path, reason: str) -> bool:
+    """Record a run whose process is gone without a word (`status_of`: ``killed``) as ``failed`` with ``reason``:
+    what the launcher of a sweep job learns when the job ends without a result. Returns whether it did."""
+    path = Path(path)
+    if not (path / RUN_FILE).is_file() or status_of(path) != "killed":
+        return False
+    atomic_write_json(path / RUN_FILE, {**read_status(path), "status": "failed", "ended": time.time(),
+                                        "reason": reason})
+    return True
+
+
 def list_runs(root: str | Path) -> list[dict[str, Any]]:
     """Every run directory under ``root`` (any depth) with its status as `status_of` sees it, newest first."""
     rows = []

@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from vase.annotate.vocab import DIMENSIONS
 from vase.eval.stats import heldout_difference
 from vase.io import read_json
+from vase.runs import RUN_FILE, read_status, status_of
 
 CAPTION_KEYS = ("overall_score", "clip_score", "fid_score", "r_at_1", "r_at_5", "r_at_10", "lexical_similarity")
 LAST_STEPS = 20  # the reward of a job: the mean over its last steps (where training has got to)
@@ -37,7 +38,10 @@ def job_row(job: Path) -> dict[str, Any]:
     row: dict[str, Any] = {"job": job.name, "overrides": " ".join(overrides), "override_list": overrides,
                            "status": "done", "metrics": {}}
     stage, hist = _last_history(job)
-    if not hist:
+    ended = status_of(job) if (job / RUN_FILE).is_file() else ""
+    if ended in ("failed", "killed", "interrupted"):  # its record says how it ended, whatever files it left
+        row["status"] = f"{ended}: {read_status(job).get('reason') or 'its process ended without a word'}"
+    elif not hist:
         row["status"] = "no history (failed or still running)"
     rewards = [h for h in hist if "reward" in h][-LAST_STEPS:]
     config = OmegaConf.load(job / "config.yaml") if (job / "config.yaml").is_file() else None

@@ -42,7 +42,7 @@ from vase.loggers import finish_wandb, mlflow_link, prepare_mlflow
 from vase.reports.ablation import ablation_key, verdict_rows, write_ablation_report
 from vase.reports.compare import write_comparison
 from vase.reports.jobs import _heldout, _job_dirs, _overrides, job_row
-from vase.runs import finish_sweep, note_multirun
+from vase.runs import RUN_FILE, finish_sweep, note_multirun, read_status, status_of
 
 log = logging.getLogger("vase")
 
@@ -132,6 +132,8 @@ def write_sweep_summary(sweep_dir: str | Path) -> dict[str, Path]:
     md = [f"All jobs: `{' '.join(shared)}`", ""] if shared else []
     md += ["| " + " | ".join(short) + " |", "|" + "---|" * len(short)]
     md += ["| " + " | ".join(cell(r.get(c)) for c in short) + " |" for r in rows]
+    md += [f"\n**Job {r['job']} did not finish** ({r['status']}): it is in no comparison below; the same command "
+           f"runs it again." for r in rows if r["status"].startswith(("failed", "killed", "interrupted"))]
     md += heldout_section(sweep_dir, rows)
     plot = sweep_plot(sweep_dir / "sweep.png", rows, {r["job"]: _overrides(sweep_dir / r["job"]) for r in rows})
     if plot is not None:
@@ -366,6 +368,25 @@ def ablation_notice(config: DictConfig) -> str | None:
             f"(evaluate.heldout: each job against its start on the validation vases)")
 
 
+def failed_line(num: Any, overrides: Any, err: BaseException, folder: Any) -> str:
+    """The one line a failed sweep job gets, wherever it ran (in the sweep's process, or lost by a launcher)."""
+    return (f"error: sweep job #{num} ({' '.join(overrides)}) failed: {type(err).__name__}: {err}; its folder: "
+            f"{folder}. The other jobs go on; the sweep's report covers the finished ones, and the same command runs "
+            f"the failed ones again")
+
+
+def failed_jobs(sweep_dir: Path) -> list[str]:
+    """The sweep's jobs that did not finish, each as ``#<n> <status>: <reason>`` (a job still running is not one)."""
+    out = []
+    for job in sorted((d for d in sweep_dir.iterdir() if (d / RUN_FILE).is_file()),
+                      key=lambda d: (len(d.name), d.name)):
+        status = status_of(job)
+        if status in ("failed", "killed", "interrupted"):
+            reason = read_status(job).get("reason") or "its process ended without a word"
+            out.append(f"#{job.name} {status}: {reason}")
+    return out
+
+
 class SweepSummary(Callback):
     """Hydra callback: say at once when a sweep's job fails (Hydra itself keeps the error until every job has run),
     and at the end of a multirun, write the sweep's summary and log it to W&B."""
@@ -409,17 +430,15 @@ class SweepSummary(Callback):
         if str(OmegaConf.select(config, "hydra.mode", default="")).rsplit(".", 1)[-1] != RunMode.MULTIRUN.name:
             return  # a single run says its own error; it is no sweep's job
         err = job_return._return_value  # the exception; reading .return_value would raise it here
-        job = OmegaConf.select(config, "hydra.job.num", default="?")
-        where = OmegaConf.select(config, "hydra.runtime.output_dir", default="")
-        print(f"error: sweep job #{job} ({' '.join(OmegaConf.select(config, 'hydra.overrides.task') or [])}) failed: "
-              f"{type(err).__name__}: {err}; its folder: {where}. The other jobs go on; Hydra raises it at the end.",
-              file=sys.stderr, flush=True)
+        print(failed_line(OmegaConf.select(config, "hydra.job.num", default="?"),
+                          OmegaConf.select(config, "hydra.overrides.task") or [], err,
+                          OmegaConf.select(config, "hydra.runtime.output_dir", default="")), file=sys.stderr, flush=True)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(str(config.hydra.sweep.dir))
         if not sweep_dir.is_dir():
             return
-        if not finish_sweep(sweep_dir):
+        if not finish_sweep(sweep_dir) and not failed_jobs(sweep_dir):
             print(f"the sweep in {sweep_dir} is not complete; the same command (resume=auto) takes it up again: "
                   f"finished jobs are kept, the others resume or run", file=sys.stderr)
         paths = write_sweep_summary(sweep_dir)
@@ -442,6 +461,12 @@ class SweepSummary(Callback):
         except Exception as e:  # noqa: BLE001 - the summary files are written; MLflow is a copy of them
             log.warning("the sweep summary was written to %s but could not be logged to MLflow: %s", paths["md"], e)
         print(f"sweep summary: {paths['md']}")
+        failed = failed_jobs(sweep_dir)
+        if failed:
+            print(f"error: {len(failed)} sweep job(s) failed ({'; '.join(failed)}); the summary covers the finished "
+                  f"ones. The same command runs only the failed jobs and completes the report", file=sys.stderr,
+                  flush=True)
+            raise SystemExit(1)
 
 
 def _main(argv: list[str]) -> int:

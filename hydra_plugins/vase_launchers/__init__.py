@@ -1,0 +1,17 @@
+"""vase's sweeper and launchers where Hydra looks for plugins (only under ``hydra_plugins``): a sweep that goes on
+past a failed or killed job and names it in its report. The logic is `vase.launchers`; these names are what the
+configs' ``_target_`` give (conf/hydra/sweeper/keep_going.yaml, conf/cluster/local.yaml and slurm.yaml)."""
+
+from vase import launchers
+
+
+class KeepGoingBasicSweeper(launchers.KeepGoingBasicSweeper):
+    """`vase.launchers.KeepGoingBasicSweeper`, registered with Hydra."""
+
+
+class SubmititLocalLauncher(launchers.SubmititLocalLauncher):
+    """`vase.launchers.SubmititLocalLauncher`, registered with Hydra."""
+
+
+class SubmititSlurmLauncher(launchers.SubmititSlurmLauncher):
+    """`vase.launchers.SubmititSlurmLauncher`, registered with Hydra."""

@@ -1,0 +1,128 @@
+"""A sweep that outlives a failed or killed job: the other jobs finish, the report covers them and names the failed one.
+
+Hydra's grid sweeper raises the first failed job's error once its batch is done, before the multirun's end, so the
+sweep's summary and ablation report were never written; and submitit's launchers raise ``UncompletedJobError`` for a
+job whose process was killed (SIGKILL, an out-of-memory kill, a lost node) while collecting results, so the other
+jobs' results were dropped too. Here:
+
+- `KeepGoingBasicSweeper` (``hydra/sweeper: keep_going``, the default of train.py) runs every job and remembers the
+  failures; `vase.reports.sweep_summary.SweepSummary` writes the report over the finished jobs, names each failed one
+  and exits 1;
+- `SubmititLocalLauncher` / `SubmititSlurmLauncher` (``cluster=local`` / ``cluster=slurm``) collect each job on its
+  own: a job that ended without a result is a failed job, its run record says why, and its line is printed at once.
+
+Rerunning the same command (``resume=auto``) takes the sweep up again: finished jobs are kept, only the failed ones
+run (from their last checkpoint where they saved one).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import submitit
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobStatus, filter_overrides
+from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
+from omegaconf import OmegaConf
+
+from vase.reports.sweep_summary import failed_line
+from vase.runs import record_lost
+
+log = logging.getLogger("vase")
+
+
+class JobLost(RuntimeError):
+    """A sweep job whose process ended without a result (killed, or its node lost)."""
+
+
+class _Settling:
+    """The sweeper's view of its launcher: a failed job's return is kept aside and handed on as settled, so the grid
+    goes on to its end (Hydra's sweeper raises at the first failed return)."""
+
+    def __init__(self, launcher: Any, failed: list[JobReturn]) -> None:
+        self.launcher, self.failed = launcher, failed
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        out = []
+        for ret in self.launcher.launch(job_overrides, initial_job_idx=initial_job_idx):
+            if ret.status == JobStatus.FAILED:
+                self.failed.append(ret)
+                ret = JobReturn(overrides=ret.overrides, cfg=ret.cfg, hydra_cfg=ret.hydra_cfg,
+                                working_dir=ret.working_dir, task_name=ret.task_name, status=JobStatus.COMPLETED)
+            out.append(ret)
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.launcher, name)
+
+
+class KeepGoingBasicSweeper(BasicSweeper):
+    """Hydra's grid sweeper, except that a failed job does not stop the sweep before its report: every job runs, and
+    the multirun's end (`SweepSummary`) names the failed ones and exits 1."""
+
+    def __init__(self, max_batch_size: int | None = None, params: dict[str, str] | None = None) -> None:
+        super().__init__(max_batch_size=max_batch_size, params=params)
+        self.failed: list[JobReturn] = []
+
+    def sweep(self, arguments: list[str]) -> Any:
+        inner = self.launcher
+        self.launcher = _Settling(inner, self.failed)
+        try:
+            return super().sweep(arguments)
+        finally:
+            self.launcher = inner
+
+
+class _CollectEach:
+    """submitit's launch, collecting each job on its own: one that ended without a result is a failed return (with its
+    run record marked), not an exception that drops the other jobs' results."""
+
+    _EXECUTOR: str
+    params: dict[str, Any]
+    config: Any
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        kind = self._EXECUTOR
+        queue_keys = set(OmegaConf.structured(BaseQueueConf).keys())
+        executor = submitit.AutoExecutor(cluster=kind, folder=self.params["submitit_folder"],
+                                         **({f"{kind}_max_num_timeout": self.params["max_num_timeout"]}
+                                            if "max_num_timeout" in self.params else {}))
+        executor.update_parameters(**{k if k in queue_keys else f"{kind}_{k}": v for k, v in self.params.items()
+                                      if k not in ("submitit_folder", "max_num_timeout")})
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        log.info("submitit '%s' sweep: %s", kind, sweep_dir)
+        nums = [initial_job_idx + i for i in range(len(job_overrides))]
+        for n, overrides in zip(nums, job_overrides):
+            log.info("\t#%d : %s", n, " ".join(filter_overrides(overrides)))
+        state = Singleton.get_state()
+        jobs = executor.map_array(self, [list(o) for o in job_overrides], ["hydra.sweep.dir"] * len(nums), nums,
+                                  [f"job_id_for_{n}" for n in nums], [state] * len(nums))
+        return [self._collect(job, n, list(o), sweep_dir) for job, n, o in zip(jobs, nums, job_overrides)]
+
+    def _collect(self, job: Any, num: int, overrides: list[str], sweep_dir: Path) -> JobReturn:
+        try:
+            return job.results()[0]
+        except Exception as e:  # noqa: BLE001 - submitit's UncompletedJobError and FailedJobError: the job is lost
+            folder = sweep_dir / str(num)  # hydra.sweep.subdir is the job's number (conf/hydra/default.yaml)
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            err = JobLost(f"its process ended without a result (killed: SIGKILL, out of memory or a lost node; "
+                          f"submitit: {first[:300]})")
+            record_lost(folder, str(err))
+            print(failed_line(num, overrides, err, folder), file=sys.stderr, flush=True)
+            return JobReturn(overrides=overrides, working_dir=str(folder), status=JobStatus.FAILED,
+                             _return_value=err)
+
+
+class SubmititLocalLauncher(_CollectEach, LocalLauncher):
+    """``cluster=local``: submitit's local executor, each job collected on its own."""
+
+
+class SubmititSlurmLauncher(_CollectEach, SlurmLauncher):
+    """``cluster=slurm``: submitit's SLURM executor, each job collected on its own."""
