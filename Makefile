@@ -57,7 +57,7 @@ readme-tables: setup
 
 # vase in the real ms-swift and TRL (CPU, tiny model, minutes): export, swift sft, the paper's swift rlhf GRPO with vase's
 # plugin, plugin-vs-vase reward parity, TRL's GRPOTrainer with vase's reward functions, ms-swift data read back.
-# Builds ms-swift's own venv under .cache/stack/ from the package index when missing; PASS/FAIL per part
+# Builds ms-swift's own venv under ~/.cache/vase/tools/ (VASE_TOOLS_DIR) from the package index when missing; PASS/FAIL per part
 stack-check: setup
 	$(BIN)/python -m vase.integrations.stack_check
 
@@ -95,7 +95,7 @@ browser-deps:
 docs-check: setup browser-deps
 	$(BIN)/python -m vase.integrations.docs_check
 
-# The self-hosted dashboards for real: an MLflow server (its own venv under .cache/dashboards/) and TensorBoard on
+# The self-hosted dashboards for real: an MLflow server (its own venv under ~/.cache/vase/tools/) and TensorBoard on
 # 127.0.0.1, a two-job sweep logged to both, read back through their HTTP APIs, screenshotted in headless Chromium
 dashboards-check: setup browser-deps
 	$(BIN)/python -m vase.integrations.dashboards_check

@@ -4,7 +4,7 @@ for what a user sees.
     python -m vase.integrations.dashboards_check           # PASS/FAIL per part; logs/dashboards_check/<time>/
 
 Starts a real MLflow tracking server (``mlflow server`` from MLflow's own virtualenv, built under
-``.cache/dashboards/`` from the package index when missing: vase itself installs only MLflow's client) on 127.0.0.1,
+``~/.cache/vase/tools/`` (`tools_dir`) from the package index when missing: vase itself installs only MLflow's client) on 127.0.0.1,
 with its SQLite store and its artifact store in a folder of its own; runs a two-job reward-weight sweep at debug size
 (GRPO at shape weight 0 and 0.6 from one shared SFT, held-out verdict on) with ``logger=[mlflow,tensorboard]`` from
 another working directory, as a second machine would; starts TensorBoard on the sweep; then:
@@ -43,7 +43,7 @@ from typing import Any
 
 from vase.integrations.docs_check import DEEP_TEXT, SCROLLED_TEXT, browser, rendered
 from vase.integrations.slurm import _free_port
-from vase.integrations.venvs import tool_venv
+from vase.integrations.venvs import tool_venv, tools_dir
 from vase.io import atomic_write_json, atomic_write_text
 from vase.runs import log_root, machine_stamp, run_dir
 
@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     started = time.time()
     work = Path(run_dir(str(log_root(ROOT) / "dashboards_check"), "never"))
-    venv = tool_venv(Path(a.cache_dir) / "dashboards" / "mlflow-venv", [f"mlflow=={mlflow_version()}"],
+    venv = tool_venv(tools_dir() / "mlflow-venv", [f"mlflow=={mlflow_version()}"],
                      work / "venv.log", "MLflow's server")
     results: dict[str, dict[str, Any]] = {}
     ml_port, tb_port = _free_port(), _free_port()

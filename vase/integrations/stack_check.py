@@ -1,6 +1,6 @@
 """vase in the real ms-swift and TRL, end to end on CPU (``make stack-check``): PASS/FAIL per part, exit 1 on FAIL.
 
-    python -m vase.integrations.stack_check                 # builds ms-swift's venv under .cache/stack/ when missing
+    python -m vase.integrations.stack_check                 # builds ms-swift's venv under ~/.cache/vase/tools/ when missing
 
 Parts, on a small synthetic set and the tiny Qwen2.5-VL with the public special-token ids:
 
@@ -38,7 +38,7 @@ from typing import Any
 from vase.data.layouts import read_records
 from vase.data.synthetic import generate
 from vase.integrations.columns import load_reward
-from vase.integrations.venvs import OFFLINE, run_logged, tool_venv
+from vase.integrations.venvs import OFFLINE, run_logged, tool_venv, tools_dir
 from vase.io import atomic_write_json, atomic_write_text
 from vase.models.tiny import TinySpec, build_tiny
 from vase.runs import log_root, machine_stamp, run_dir
@@ -53,10 +53,17 @@ _run = run_logged
 
 
 def swift_venv(venv: Path, log: Path) -> Path:
-    """ms-swift's own virtualenv (built from the package index when missing or not built for these packages)."""
+    """ms-swift's own virtualenv (built from the package index when missing or not built for these packages), with
+    this checkout's vase in it (installed again, without its dependencies, when the venv holds another checkout's)."""
     reward = ROOT / "vase/integrations/requirements-reward.txt"
-    return tool_venv(venv, SWIFT_PACKAGES, log, "ms-swift",
-                     after=[["--no-deps", "-e", str(ROOT)], ["-r", str(reward)]], stamp_extra=reward.read_text())
+    venv = tool_venv(venv, SWIFT_PACKAGES, log, "ms-swift", after=[["-r", str(reward)]], stamp_extra=reward.read_text())
+    mark = venv / ".vase-checkout"
+    if not mark.is_file() or mark.read_text() != str(ROOT):
+        cmd = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "-e", str(ROOT)]
+        if run_logged(cmd, log.with_suffix(".vase.log"), venv.parent) != 0:
+            raise RuntimeError(f"installing this checkout's vase into {venv} failed (log: {log.with_suffix('.vase.log')})")
+        mark.write_text(str(ROOT))
+    return venv
 
 
 def check_export(work: Path, cache: Path) -> dict[str, Any]:
@@ -303,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = Path(a.cache_dir)
     work = Path(run_dir(str(log_root(ROOT) / "stack_check"), "never"))
     (work / "elsewhere").mkdir(parents=True, exist_ok=True)
-    venv = swift_venv(cache / "stack" / "swift-venv", work / "logs" / "venv.log")
+    venv = swift_venv(tools_dir() / "swift-venv", work / "logs" / "venv.log")
     spec = TinySpec(public_token_ids=True)
     model = build_tiny(cache / "models" / f"tiny-qwen2_5_vl-{spec.fingerprint()}", spec)
     default = build_tiny(cache / "models" / f"tiny-qwen2_5_vl-{TinySpec().fingerprint()}")

@@ -1,5 +1,6 @@
 """Other tools' own virtualenvs, for the checks that run them for real (ms-swift, MLflow's server): built from the
-package index under the cache when missing, rebuilt when the wanted packages change, one builder at a time."""
+package index when missing, rebuilt when the wanted packages change, one builder at a time. They live in the user's
+cache (`tools_dir`), not a checkout's: a fresh clone on the same machine (CI's) uses them as they are."""
 
 from __future__ import annotations
 
@@ -13,6 +14,15 @@ from typing import Any
 from vase.io import one_builder_at_a_time
 
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def tools_dir() -> Path:
+    """Where the tools' virtualenvs are built: ``$VASE_TOOLS_DIR``, else ``$XDG_CACHE_HOME/vase/tools`` (default
+    ``~/.cache/vase/tools``)."""
+    given = os.environ.get("VASE_TOOLS_DIR", "").strip()
+    if given:
+        return Path(given)
+    return Path(os.environ.get("XDG_CACHE_HOME", "").strip() or Path.home() / ".cache") / "vase" / "tools"
 
 
 def run_logged(cmd: list[str], log: Path, cwd: Path, env: dict[str, str] | None = None, timeout: int = 900) -> int:
