@@ -108,14 +108,14 @@ def _page(url: str, out: Path, until: Any, script: str = DEEP_TEXT) -> str:
     return (rendered(exe, url, script=script, until=until, out=out, timeout=90) or "") if exe else ""
 
 
-def run_sweep(work: Path, mlflow_url: str) -> tuple[int, Path | None]:
+def run_sweep(work: Path, mlflow_url: str, cache: Path) -> tuple[int, Path | None]:
     """The sweep from ``work/client`` (not vase's folder: a second machine's working directory), against the server;
     returns its exit status and its folder."""
     client = work / "client"
     client.mkdir(exist_ok=True)
     logs = client / "logs"
     cmd = [sys.executable, str(ROOT / "train.py"), "-m", *SWEEP, f"paths.log_dir={logs}",
-           f"paths.cache_dir={ROOT / '.cache'}"]
+           f"paths.cache_dir={cache}"]
     with open(work / "sweep.log", "w") as f:
         rc = subprocess.run(cmd, cwd=client, stdout=f, stderr=subprocess.STDOUT, timeout=1800,
                             env={**os.environ, "MLFLOW_TRACKING_URI": mlflow_url, "WANDB_MODE": "disabled"}).returncode
@@ -203,7 +203,7 @@ def check_tensorboard(url: str, work: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m vase.integrations.dashboards_check", description=__doc__.splitlines()[0])
-    ap.add_argument("--cache-dir", default=str(ROOT / ".cache"))
+    ap.add_argument("--cache-dir", default=str(ROOT / ".cache"), help="the tiny model and synthetic vases")
     a = ap.parse_args(argv)
     started = time.time()
     work = Path(run_dir(str(log_root(ROOT) / "dashboards_check"), "never"))
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
               "--backend-store-uri", f"sqlite:///{store / 'mlflow.db'}", "--artifacts-destination",
               str(store / "artifacts"), "--workers", "1"]
     with server(ml_cmd, work / "mlflow_server.log", ml_url, "/health"):
-        rc, sweep = run_sweep(work, ml_url)
+        rc, sweep = run_sweep(work, ml_url, Path(a.cache_dir))
         results["sweep"] = {"passed": rc == 0 and sweep is not None, "rc": rc, "sweep": str(sweep)}
         for name, part in (("mlflow", lambda: check_mlflow(ml_url, work, store / "artifacts")),):
             try:
