@@ -298,3 +298,33 @@ def test_a_record_that_never_closes_is_named_once_the_wait_is_over(tmp_path: Pat
     other = tmp_path / "other.wandb"
     other.write_bytes(b"not a record")
     assert wait_until_complete(other, timeout_s=5) is False and "not a W&B run record" in caplog.text
+
+
+def test_mlflow_s_file_store_is_one_line_naming_the_uri_and_what_to_use(tmp_path: Path) -> None:
+    """MLFLOW_TRACKING_URI=file://...: MLflow 3's file store refuses (46 lines of its exception once)."""
+    from vase.errors import ConfigError
+    from vase.loggers import prepare_mlflow
+
+    uri = f"file://{tmp_path / 'mlruns'}"
+    with pytest.raises(ConfigError) as e:
+        prepare_mlflow(uri, "vase")
+    assert "\n" not in str(e.value) and str(e.value).startswith(f"logger.mlflow.tracking_uri={uri!r}")
+    assert "sqlite:///" in str(e.value) and "maintenance mode" in str(e.value)
+
+
+def test_a_tag_that_does_not_apply_is_left_out_not_sent_as_none(tmp_path: Path) -> None:
+    """A single run has no sweep: MLflow's REST store refused the None sweep_group tag (TypeError, run lost)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from tests.conftest import CONF
+    from vase.loggers import build_loggers
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("train", overrides=["logger=mlflow", f"paths.log_dir={tmp_path}"])
+    GlobalHydra.instance().clear()
+    assert cfg.logger.mlflow.tags.sweep_group is None  # outside a multirun
+    (lg,) = build_loggers(cfg)
+    assert "sweep_group" not in lg.tags and lg.tags["task_name"] == "train"
+    assert all(isinstance(v, str) for v in lg.tags.values())

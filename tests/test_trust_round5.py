@@ -180,11 +180,19 @@ def _break(ckpt: Path, how: str) -> str:
         cfg.pop("chat_template", None)
         (ckpt / "tokenizer_config.json").write_text(json.dumps(cfg))
         return f"{ckpt} has no chat template"
+    if how == "config_not_json":
+        (ckpt / "config.json").write_text("{'architectures': ['Qwen2_5_VLForConditionalGeneration'],")
+        return f"{ckpt / 'config.json'} is not valid JSON"
+    if how == "cut_tokenizer":
+        data = (ckpt / "tokenizer.json").read_bytes()
+        (ckpt / "tokenizer.json").write_bytes(data[: len(data) // 3])
+        return f"{ckpt / 'tokenizer.json'} is not valid JSON"
     raise ValueError(how)
 
 
 @pytest.mark.parametrize(("how", "entry"), [("no_preprocessor", ["train.py", "trainer=cpu"]),
-                                             ("cut_shard", ["evaluate.py"]), ("no_chat_template", ["train.py"])])
+                                             ("cut_shard", ["evaluate.py"]), ("no_chat_template", ["train.py"]),
+                                             ("config_not_json", ["evaluate.py"]), ("cut_tokenizer", ["train.py"])])
 def test_a_broken_checkpoint_folder_is_one_line_naming_the_file_before_the_model_loads(hub_checkpoint: Path,
                                                                                       tmp_path: Path, how: str,
                                                                                       entry: list[str]) -> None:

@@ -63,8 +63,9 @@ def build_loggers(cfg: DictConfig) -> list[Any]:
             continue
         tags = node.get("tags")
         if isinstance(tags, DictConfig):  # a tag that does not apply is absent: MLflow's server refuses a None value
-            tags = {k: str(v) for k, v in OmegaConf.to_container(tags, resolve=True).items() if v is not None}
-            out.append(instantiate(node, tags=tags))
+            node = node.copy()  # the run's config keeps its node; this copy's tags replace, not merge
+            node.tags = {k: str(v) for k, v in OmegaConf.to_container(tags, resolve=True).items() if v is not None}
+            out.append(instantiate(node))
         else:
             out.append(instantiate(node))
     return out
@@ -320,8 +321,15 @@ def prepare_mlflow(tracking_uri: str, experiment: str, artifact_location: str | 
                     f"{db}: MLflow's store cannot be opened ({type(e).__name__}: {first}). If an earlier run left it "
                     f"half made, move it aside (mv {db} {db}.broken) and run again: a new store is made; or point "
                     f"MLFLOW_TRACKING_URI at another store") from None
-    elif scheme not in SERVER_SCHEMES and scheme:
-        _ensure_experiment(tracking_uri, experiment, artifact_location)
+    elif scheme not in SERVER_SCHEMES:
+        try:
+            _ensure_experiment(tracking_uri, experiment, artifact_location)
+        except Exception as e:  # noqa: BLE001 - e.g. MLflow 3's file store ("in maintenance mode"): one line
+            first = (str(e).strip().splitlines() or [""])[0][:300]
+            raise ConfigError(
+                f"logger.mlflow.tracking_uri={tracking_uri!r} (MLFLOW_TRACKING_URI when set): MLflow cannot use this "
+                f"store ({type(e).__name__}: {first}); use a SQLite store (sqlite:///<folder>/mlflow.db), a server "
+                f"(http://host:5000), or unset MLFLOW_TRACKING_URI for the local store under paths.log_dir") from None
 
 
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")

@@ -23,6 +23,11 @@ CHAT_TEMPLATES = ("chat_template.jinja", "chat_template.json")
 HUB_PROBE_S = 3.0
 
 
+JSON_FILES = ("config.json", "preprocessor_config.json", "processor_config.json", "tokenizer.json",
+              "tokenizer_config.json", "generation_config.json", "chat_template.json", "special_tokens_map.json")
+"""The checkpoint's JSON files that transformers reads when it loads the model, its processor and its tokenizer."""
+
+
 def check_checkpoint(name_or_path: str, key: str = "model.name_or_path") -> None:
     """Refuse, in one line, a checkpoint that would fail to load: a path that does not exist or is a file; a folder
     without ``config.json``, ``preprocessor_config.json`` (the processor), a tokenizer or a chat template (every
@@ -54,6 +59,13 @@ def _check_folder(path: Path, key: str) -> None:
                         f"transformers 5 saves it); copy it from the checkpoint's release into a folder of yours")
     if not ((path / "tokenizer.json").is_file() or (path / "vocab.json").is_file()):
         raise DataError(f"{where}: {path} has no tokenizer (tokenizer.json, or vocab.json and merges.txt)")
+    for name in JSON_FILES:  # a file cut short or edited by hand: named here, not in transformers' traceback
+        if (path / name).is_file():
+            try:
+                json.loads((path / name).read_text(encoding="utf-8"))
+            except (ValueError, UnicodeDecodeError) as e:
+                raise DataError(f"{where}: {path / name} is not valid JSON ({str(e).splitlines()[0][:120]}): cut short "
+                                f"or edited by hand; copy it again from the checkpoint's release") from None
     if not _has_chat_template(path):
         raise DataError(f"{where}: {path} has no chat template (tokenizer_config.json's chat_template, "
                         f"chat_template.json or chat_template.jinja): vase builds every prompt with it; copy it from "
