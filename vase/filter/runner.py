@@ -368,6 +368,8 @@ def run_filter(cfg: Any, progress: bool = True) -> dict:
         raise ConfigError("filter.input is not set: the folder of photos to filter")
     input_dir = Path(cfg.input).expanduser().resolve()
     out = Path(cfg.output).expanduser().resolve()
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"filter.output={cfg.output}: is a file; give a folder (new, or one the filter wrote)")
     rows = score_photos(cfg, input_dir, out, progress)
     result = decide(cfg, input_dir, rows)
     write_outputs(cfg, input_dir, out, rows, result)

@@ -16,6 +16,7 @@ Build by hand: ``python -m vase.models.hub --out .cache/models/hub-qwen2_5_vl``.
 from __future__ import annotations
 
 import argparse
+import sys
 import base64
 import hashlib
 import json
@@ -227,7 +228,12 @@ def _main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--arch", choices=sorted(ARCHS), default="3b")
     args = ap.parse_args()
-    print(build_hub_checkpoint(args.out, HubSpec(arch=args.arch)))
+    try:
+        print(build_hub_checkpoint(args.out, HubSpec(arch=args.arch)))
+    except OSError as e:  # an --out that is taken, or not writable: one line, naming it
+        print(f"error: --out {args.out}: {e.strerror or e}" if not isinstance(e, FileExistsError) else f"error: --out {e}",
+              file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ Build by hand: ``python -m vase.models.tiny --out .cache/models/tiny-qwen2_5_vl`
 from __future__ import annotations
 
 import argparse
+import sys
 import hashlib
 import json
 from dataclasses import asdict, dataclass
@@ -320,7 +321,12 @@ def _main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--overwrite", action="store_true")
     args = ap.parse_args()
-    print(build_tiny(args.out, overwrite=args.overwrite))
+    try:
+        print(build_tiny(args.out, overwrite=args.overwrite))
+    except OSError as e:  # an --out that is taken, or not writable: one line, naming it
+        print(f"error: --out {args.out}: {e.strerror or e}" if not isinstance(e, FileExistsError) else f"error: --out {e}",
+              file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

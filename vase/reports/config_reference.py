@@ -406,6 +406,9 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"{out}: up to date")
         return 0
+    if out.is_dir():
+        print(f"error: --out {out}: a folder; give the file to write (e.g. {out / PAGE.name})", file=sys.stderr)
+        return 2
     if out.exists() and not out.read_text(errors="replace").startswith(text.split("\n", 1)[0]):
         print(f"error: --out {out}: the file exists and is not a configuration reference vase generated; vase never "
               f"replaces such a file: choose another path", file=sys.stderr)

@@ -1,0 +1,39 @@
+"""A tool's output flag that names something already there is one line naming the flag and the path, exit 2, and the
+user's thing untouched (tracebacks of 15 to 24 lines once)."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["-m", "vase.models.tiny", "--out", "{mine}"], "error: --out {mine}: exists and is not a tiny model that vase built"),
+    (["-m", "vase.models.hub", "--out", "{mine}"], "error: --out {mine}: exists and is not a checkpoint that vase built"),
+    (["-m", "vase.reports.config_reference", "--out", "{mine}"], "error: --out {mine}: a folder; give the file"),
+    (["-m", "vase.filter", "filter.input={photos}", "filter.output={mine}/notes.txt"],
+     "config error: filter.output={mine}/notes.txt: is a file; give a folder"),
+])
+def test_an_output_flag_naming_the_user_s_things_is_one_line(tmp_path: Path, args: list[str], line: str) -> None:
+    mine, photos = tmp_path / "mine", tmp_path / "photos"
+    mine.mkdir()
+    photos.mkdir()
+    (mine / "notes.txt").write_text("the user's\n")
+    before = _digest(mine)
+    argv = [a.format(mine=mine, photos=photos) for a in args]
+    p = subprocess.run([sys.executable, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)})
+    err = [ln for ln in p.stderr.strip().splitlines() if not ln.startswith("<frozen runpy>")]
+    assert p.returncode == 2 and err and err[-1].startswith(line.format(mine=mine)), p.stderr[-2000:]
+    assert "Traceback" not in p.stderr
+    assert _digest(mine) == before
