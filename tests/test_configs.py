@@ -173,3 +173,16 @@ def test_every_experiment_runs_one_step_on_the_tiny_model(name: str, tmp_path: P
     validate(cfg)
     out = run_training(cfg)
     assert len(out["history"]) >= 1
+
+
+def test_grpo_with_every_reward_term_at_zero_is_refused_and_one_term_is_enough(tmp_path: Path,
+                                                                             session_dirs: dict) -> None:
+    """All weights 0 once trained GRPO at a loss of 0.000 every step without a word."""
+    from vase.annotate.vocab import DIMENSIONS
+    from vase.errors import ConfigError
+
+    zero = ["stage=grpo", *(f"reward.weights.{d}=0" for d in DIMENSIONS), "reward.terms.penalty.weight=0",
+            "reward.terms.bonus.weight=0"]
+    with pytest.raises(ConfigError, match=r"^every reward term weighs 0 .*learn nothing"):
+        validate(compose_cfg("train", zero, tmp_path, session_dirs))
+    validate(compose_cfg("train", [*zero, "reward.weights.shape=0.6"], tmp_path, session_dirs))

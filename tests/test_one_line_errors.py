@@ -37,3 +37,14 @@ def test_an_output_flag_naming_the_user_s_things_is_one_line(tmp_path: Path, arg
     assert p.returncode == 2 and err and err[-1].startswith(line.format(mine=mine)), p.stderr[-2000:]
     assert "Traceback" not in p.stderr
     assert _digest(mine) == before
+
+
+def test_render_refuses_a_root_that_is_no_dataset(tmp_path: Path) -> None:
+    """A folder without annotations once exited 0 with "rendered": 0, as if all were well."""
+    (tmp_path / "photos").mkdir()
+    p = subprocess.run([sys.executable, "-m", "vase.render", "--root", str(tmp_path / "photos"), "--cache-dir",
+                        str(tmp_path / "cache")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and p.stderr.strip() == (
+        f"error: --root {tmp_path / 'photos'}: not a dataset folder: no annotations/train.json or "
+        f"annotations/val.json in it (vase.render renders the vases they list, from their GLB models)")
+    assert not (tmp_path / "cache").exists()

@@ -253,7 +253,16 @@ def _validate_limits(cfg: DictConfig) -> None:
 
 
 def _validate_reward_use(cfg: DictConfig) -> None:
-    """A reward setting on a run whose only stage is SFT changes nothing: a reward sweep must train GRPO."""
+    """A reward setting on a run whose only stage is SFT changes nothing: a reward sweep must train GRPO. A GRPO run
+    whose every reward term weighs 0 would train on a reward of 0 (a loss of 0 at every step): refused."""
+    stages = [OmegaConf.select(cfg, k, default=None) for k in ("stage.name", "followup.name")]
+    terms = OmegaConf.select(cfg, "reward.terms", default=None)
+    if "grpo" in stages and isinstance(terms, DictConfig):
+        weights = {name: t.get("weight", 1.0) for name, t in terms.items() if isinstance(t, DictConfig)}
+        if weights and all(isinstance(w, (int, float)) and float(w) == 0.0 for w in weights.values()):
+            raise ConfigError("every reward term weighs 0 (reward.weights.* and reward.terms.<term>.weight): GRPO would "
+                              "train on a reward of 0, a loss of 0 at every step, and learn nothing; give at least one "
+                              "term a weight above 0")
     stage = cfg.get("stage")
     if stage is None or cfg.get("task_name") != "train" or stage.get("name") != "sft" or cfg.get("followup"):
         return

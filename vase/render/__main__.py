@@ -42,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not root.is_dir():
             raise DataError(f"--root {root}: no such dataset folder (models/ and annotations/ are read from it)")
+        if not any((root / "annotations" / f"{split}.json").is_file() for split in ("train", "val")):
+            raise DataError(f"--root {root}: not a dataset folder: no annotations/train.json or annotations/val.json "
+                            f"in it (vase.render renders the vases they list, from their GLB models)")
         if args.out and not args.write_to_root:  # a folder the user named: renders never land among their files
             user_output_dir(out, "--out", "vase.render", f"images/{RENDER_CACHE_FILE}")
         # the dataset's own views are used as they are: only vases missing one are rendered
