@@ -16,10 +16,10 @@ Build by hand: ``python -m vase.models.hub --out .cache/models/hub-qwen2_5_vl``.
 from __future__ import annotations
 
 import argparse
-import sys
 import base64
 import hashlib
 import json
+import sys
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path

@@ -11,9 +11,9 @@ Build by hand: ``python -m vase.models.tiny --out .cache/models/tiny-qwen2_5_vl`
 from __future__ import annotations
 
 import argparse
-import sys
 import hashlib
 import json
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
