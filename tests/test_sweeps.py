@@ -571,3 +571,8 @@ def test_a_reward_sweep_says_at_its_start_whether_an_ablation_report_will_come(t
     assert p.returncode == 0, p.stderr[-2000:]
     lines = [line for line in p.stdout.splitlines() if line.startswith("ablation:")]
     assert (lines[0].startswith(expect) and len(lines) == 1) if expect else lines == []
+    # only checked: no summary, and a folder marked checked, which a later run of the command does not take up
+    (sweep,) = list((tmp_path / "train" / "multiruns").iterdir())
+    assert not (sweep / "summary.md").exists() and "is not complete" not in p.stderr
+    assert json.loads((sweep / ".vase-run.json").read_text())["status"] == "checked"
+    assert "config ok: the sweep's" in p.stdout

@@ -42,7 +42,7 @@ from vase.loggers import finish_wandb, mlflow_link, prepare_mlflow
 from vase.reports.ablation import ablation_key, verdict_rows, write_ablation_report
 from vase.reports.compare import write_comparison
 from vase.reports.jobs import _heldout, _job_dirs, _overrides, job_row
-from vase.runs import RUN_FILE, finish_sweep, note_multirun, read_status, status_of
+from vase.runs import RUN_FILE, finish_sweep, note_multirun, read_status, set_status, status_of
 
 log = logging.getLogger("vase")
 
@@ -437,6 +437,11 @@ class SweepSummary(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(str(config.hydra.sweep.dir))
         if not sweep_dir.is_dir():
+            return
+        if os.environ.get(CHECK_ONLY_ENV) == "1":  # nothing ran: no summary, and no folder a later run takes up
+            set_status(sweep_dir, "checked")
+            jobs = sum(1 for d in sweep_dir.iterdir() if (d / ".hydra").is_dir())
+            print(f"config ok: the sweep's {jobs} job(s) checked, nothing trained ({sweep_dir} is marked checked)")
             return
         if not finish_sweep(sweep_dir) and not failed_jobs(sweep_dir):
             print(f"the sweep in {sweep_dir} is not complete; the same command (resume=auto) takes it up again: "
