@@ -34,6 +34,11 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes 0600 files; results are meant to be shared
         os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        if e.filename is None:  # a full disk fails the write or flush, which name no file: name the one meant
+            raise OSError(e.errno, e.strerror, str(path)) from e
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -412,10 +417,20 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
 def append_jsonl(path: str | Path, rows: list[dict[str, Any]]) -> None:
     """Append ``rows`` in one write, flushed and synced: a kill leaves whole lines plus at most one torn tail line
     (which `read_jsonl` drops and `repair_jsonl_tail` cuts before the next append)."""
-    with open(path, "a", encoding="utf-8") as f:
-        f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-        f.flush()
-        os.fsync(f.fileno())
+    path = Path(path)
+    before = path.stat().st_size if path.exists() else None
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:  # a full disk: the file stays as it was (its whole lines), or absent, never half a write
+        with contextlib.suppress(OSError):
+            if before is None:
+                path.unlink()
+            else:
+                os.truncate(path, before)
+        raise OSError(e.errno, e.strerror, str(path)) if e.filename is None else e from e
 
 
 def repair_jsonl_tail(path: str | Path) -> None:

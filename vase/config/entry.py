@@ -3,6 +3,9 @@ the outcome in the run record, and turn a vase error into one line and exit stat
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import logging
 import os
 import sys
 from typing import Any
@@ -66,7 +69,8 @@ def run_entry(body: Any, cfg: DictConfig) -> Any:
         raise
     except Exception as e:
         if job is not None:
-            set_status(job, "failed", f"{type(e).__name__}: {one_line(e)}")
+            with contextlib.suppress(OSError):  # a record that cannot be written must not hide the error itself
+                set_status(job, "failed", f"{type(e).__name__}: {one_line(e)}")
         raise
     if job is not None and read_status(job).get("status") == "running":
         set_status(job, "finished")
@@ -77,9 +81,39 @@ def or_exit(check: Any, *args: Any) -> Any:
     """Run ``check(*args)`` and return what it returns; on a vase error (a bad config value, a bad input file) print
     its one line to stderr, mark the run directories this process holds as failed, and exit with status 2, the same
     for every entry point."""
+    # a log file that cannot be written (a full disk) is said in the one line below, not in a traceback per record
+    logging.raiseExceptions = False
     try:
         return check(*args)
     except VaseError as e:
         set_status_held("failed", one_line(e))
         print(f"{'config error' if isinstance(e, ConfigError) else 'error'}: {one_line(e)}", file=sys.stderr)
         sys.exit(2)
+    except OSError as e:
+        line = storage_problem(e)
+        if line is None:
+            raise
+        with contextlib.suppress(OSError):  # the run record may not fit on a full disk either
+            set_status_held("failed", line)
+        print(f"error: {line}", file=sys.stderr)
+        sys.exit(2)
+
+
+STORAGE_ERRNOS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is used up",
+                  errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied"}
+"""Where a run cannot write: what the user must fix on their machine, not a bug in vase."""
+
+
+def storage_problem(e: OSError) -> str | None:
+    """An OSError of the storage (a full disk, a read-only or forbidden folder) as one line naming the path and what to
+    do; None for any other error (its traceback is the report).
+
+    >>> storage_problem(OSError(errno.ENOSPC, "No space left on device", "/runs/a/generations.jsonl"))
+    'no space left on the device writing /runs/a/generations.jsonl: free space there, or write elsewhere (paths.log_dir=..., paths.cache_dir=...)'
+    """
+    what = STORAGE_ERRNOS.get(e.errno)
+    if what is None:
+        return None
+    where = f" writing {e.filename}" if e.filename else ""
+    todo = "free space there" if e.errno in (errno.ENOSPC, errno.EDQUOT) else "choose a folder you can write"
+    return f"{what}{where}: {todo}, or write elsewhere (paths.log_dir=..., paths.cache_dir=...)"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -10,7 +11,7 @@ from hydra.core.global_hydra import GlobalHydra
 
 from vase.config.validate import OPEN_NODES, unknown_key
 from vase.errors import ConfigError
-from vase.runs import check_given_dir, claim
+from vase.runs import check_given_dir, claim, log_root
 
 
 def preflight_overrides(argv: list[str], conf_dir: str | Path, config_name: str = "train",
@@ -48,6 +49,25 @@ def preflight_overrides(argv: list[str], conf_dir: str | Path, config_name: str 
             if v not in options:
                 raise ConfigError(f"{key}={v!r} is not a known option; choose one of {options} (files in {group})")
     _check_override_keys(argv, conf_dir, config_name)
+    if not {"--help", "-h", "--cfg", "-c", "--info", "--hydra-help"} & set(argv):  # those write nothing
+        check_writable(log_dir_of(argv), "paths.log_dir")
+
+
+def log_dir_of(argv: list[str]) -> Path:
+    """The log folder a command will write its run under: ``paths.log_dir=`` when given, else the default's."""
+    given = next((a.split("=", 1)[1] for a in argv if a.lstrip("+").startswith("paths.log_dir=")), None)
+    return Path(given).expanduser() if given else log_root(Path.cwd())
+
+
+def check_writable(folder: Path, key: str) -> None:
+    """Refuse, in one line, a folder that cannot be written (read-only, forbidden, full) before Hydra writes there."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise ConfigError(f"{key}={folder}: vase cannot write there ({e.strerror or e}); choose a folder you can write "
+                          f"({key}=...)") from None
 
 
 def _check_override_keys(argv: list[str], conf_dir: Path, config_name: str) -> None:
