@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_end_to_end import assert_the_demo_learns
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # the ops a tiny run's numbers pass through: softmax (torch's own vectorised kernels), a matrix product (MKL), a
@@ -89,7 +91,9 @@ def test_a_bad_kernel_setting_is_one_line() -> None:
 def test_the_demo_prints_the_same_table_under_two_kernel_settings(tmp_path: Path) -> None:
     """make demo twice, each from its own empty cache, under two kernel settings of the environment: AVX2, and the
     widest the CPU has (as a machine with AVX-512 FP16 picks them by itself). The demo pins cpu_kernels=portable, so
-    both print the same table: every model's every metric, and the same GRPO history."""
+    both print the same table: every model's every metric, and the same GRPO history, byte for byte (the check that a
+    GRPO command run twice gives the same history). The first run is also the README's demo on seed 42, which must
+    learn (`assert_the_demo_learns`)."""
     def demo(k: int, env: dict[str, str]) -> tuple[dict, bytes]:
         run = tmp_path / f"run{k}"
         clean = {n: v for n, v in os.environ.items()
@@ -104,6 +108,7 @@ def test_the_demo_prints_the_same_table_under_two_kernel_settings(tmp_path: Path
 
     # two settings that, unpinned, compute other last bits on an AVX-512 CPU (test above)
     plain = demo(0, {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"})
+    assert_the_demo_learns(tmp_path / "run0")  # the README's demo, seed 42, learns (seeds 1 and 2: test_end_to_end)
     wide = demo(1, {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "ALL"})
     assert len(plain[0]) == 3 and plain[0] == wide[0]  # untrained, SFT and GRPO: every metric
     assert plain[1] == wide[1]

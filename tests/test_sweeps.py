@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -409,31 +410,27 @@ def test_submitits_repeated_sacct_warning_is_shown_once_with_its_meaning() -> No
 
 
 @pytest.mark.slow
-def test_make_cluster_check_passes_on_a_real_slurm_cluster() -> None:
-    """A one-node SLURM cluster on the loopback (Debian's slurm-wlm, installed by make when missing): a sweep on a CPU
-    partition, preemption, a time limit, two ranks per node, GRPO on two ranks; then two nodes: SFT and GRPO across
-    them, preemption across them, a two-node sweep, and a job asking for more nodes than there are refused."""
-    p = subprocess.run(["make", "--no-print-directory", "cluster-check"], cwd=ROOT, capture_output=True, text=True, timeout=3600)
+def test_the_cluster_check_passes_on_a_real_slurm_cluster_its_time_limit_part_on_a_loaded_machine() -> None:
+    """make cluster-check's ten parts on a one-node, then a two-node SLURM cluster on the loopback (Debian's slurm-wlm,
+    installed by make when missing): a sweep on a CPU partition, preemption, a time limit, two ranks per node, GRPO on
+    two ranks; then SFT and GRPO across two nodes, preemption across them, a two-node sweep, and a job asking for more
+    nodes than there are refused. The time-limit part runs with two busy processes on the cores: its length is its
+    training time (trainer.max_time), not a step count, so it is still warned, saved, requeued and resumed (a step
+    count that a fast machine finished before the warning failed CI)."""
+    deps = subprocess.run(["make", "--no-print-directory", "slurm-deps"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=1200)
+    assert deps.returncode == 0, deps.stdout[-2000:] + deps.stderr[-2000:]
+    p = subprocess.run([sys.executable, "-m", "vase.integrations.cluster_check", "--load", "2", "--load-parts",
+                        "time-limit"], cwd=ROOT, capture_output=True, text=True, timeout=3600)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
     for part in ("sweep", "preemption", "time-limit", "ddp", "grpo-ddp", "two-node", "grpo-two-node",
                  "preemption-two-node", "sweep-two-node", "too-many-nodes"):
         assert f"PASS  {part}" in p.stdout, p.stdout[-4000:]
+    assert re.search(r"PASS  time-limit  \([0-9.]+ s, 2 busy processes beside it\)", p.stdout), p.stdout[-4000:]
     # nothing left behind: no daemon of the check's clusters, no cluster folder
     left = subprocess.run(["pgrep", "-af", "vase-slurm-"], capture_output=True, text=True).stdout
     assert not left.strip(), left
     assert not list(Path(tempfile.gettempdir()).glob("vase-slurm-*"))
-
-
-@pytest.mark.slow
-def test_the_time_limit_part_passes_on_a_loaded_machine() -> None:
-    """The time-limit job's length is its training time (trainer.max_time), not a step count: with two busy processes
-    on the cores it is still warned, saved, requeued and resumed (on a quiet machine the check above shows the same;
-    a step count that a fast machine finished before the warning failed CI)."""
-    deps = subprocess.run(["make", "--no-print-directory", "slurm-deps"], cwd=ROOT, capture_output=True, text=True, timeout=1200)
-    assert deps.returncode == 0, deps.stdout[-2000:] + deps.stderr[-2000:]
-    p = subprocess.run([sys.executable, "-m", "vase.integrations.cluster_check", "--only", "time-limit", "--load", "2"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=1800)
-    assert p.returncode == 0 and "PASS  time-limit" in p.stdout, p.stdout[-4000:] + p.stderr[-3000:]
 
 
 def test_sweep_plot_leaves_out_terms_weighted_zero_in_every_job(tmp_path: Path) -> None:

@@ -335,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="+", help="run only these parts")
     ap.add_argument("--load", type=int, default=0, metavar="N",
                     help="keep N busy processes spinning on the cores throughout (the parts must pass on a loaded machine)")
+    ap.add_argument("--load-parts", nargs="+", metavar="PART",
+                    help="with --load: spin only while these parts run (the others on a quiet machine)")
     a = ap.parse_args(argv)
     if missing_tools():
         print(f"error: SLURM is not installed ({', '.join(missing_tools())} missing); make cluster-check installs "
@@ -369,28 +371,32 @@ def main(argv: list[str] | None = None) -> int:
     }
     wanted = set(a.only or [*one_node, *two_nodes])
     wanted |= {"ddp" for w in wanted if w == "two-node"} | {"grpo-ddp" for w in wanted if w == "grpo-two-node"}
-    with _spinning(a.load):
-        for nodes, parts in ((1, one_node), (2, two_nodes)):
-            chosen = {n: p for n, p in parts.items() if n in wanted}
-            if not chosen:
-                continue
-            with LocalSlurm(keep_logs_to=work / "slurm-logs" / f"{nodes}-node", nodes=nodes) as slurm:
-                for name, part in chosen.items():
-                    t0 = time.time()
-                    try:
+    loaded = set(a.load_parts or [*one_node, *two_nodes]) if a.load else set()
+    for nodes, parts in ((1, one_node), (2, two_nodes)):
+        chosen = {n: p for n, p in parts.items() if n in wanted}
+        if not chosen:
+            continue
+        with LocalSlurm(keep_logs_to=work / "slurm-logs" / f"{nodes}-node", nodes=nodes) as slurm:
+            for name, part in chosen.items():
+                t0 = time.time()
+                try:
+                    with _spinning(a.load if name in loaded else 0):
                         results[name] = part(slurm)
-                    except Exception as e:  # a part that breaks is a FAIL with its reason; the others still run
-                        results[name] = {"passed": False, "error": f"{type(e).__name__}: {e}"}
-                    results[name]["seconds"] = round(time.time() - t0, 1)
-                    print(f"{'PASS' if results[name]['passed'] else 'FAIL'}  {name}  ({results[name]['seconds']} s)",
-                          flush=True)
-                    if not results[name]["passed"]:
-                        print(json.dumps(results[name], indent=1, default=str), flush=True)
+                except Exception as e:  # a part that breaks is a FAIL with its reason; the others still run
+                    results[name] = {"passed": False, "error": f"{type(e).__name__}: {e}"}
+                if name in loaded:
+                    results[name]["busy_processes"] = a.load
+                results[name]["seconds"] = round(time.time() - t0, 1)
+                print(f"{'PASS' if results[name]['passed'] else 'FAIL'}  {name}  ({results[name]['seconds']} s"
+                      f"{f', {a.load} busy processes beside it' if name in loaded else ''})", flush=True)
+                if not results[name]["passed"]:
+                    print(json.dumps(results[name], indent=1, default=str), flush=True)
     ok = bool(results) and all(r["passed"] for r in results.values())
     if ok:  # the daemons' logs are kept for failures only
         shutil.rmtree(work / "slurm-logs", ignore_errors=True)  # this check's own folder under its run directory
     atomic_write_json(work / "cluster_check.json", {"machine": machine_stamp(), "load": a.load, "results": results})
-    atomic_write_text(work / "cluster_check.md", report(results, time.time() - started, a.load))
+    atomic_write_text(work / "cluster_check.md", report(results, time.time() - started,
+                                                        0 if a.load_parts else a.load))
     print(f"{'PASS' if ok else 'FAIL'}: cluster check, {len(results)} parts, {(time.time() - started) / 60:.1f} min "
           f"({work})")
     return 0 if ok else 1
