@@ -76,12 +76,30 @@ def test_every_readme_command_composes_and_validates(tmp_path: Path) -> None:
     assert checked >= len([c for c in cmds if "--cfg" not in c and "--info" not in c])
 
 
-def test_ci_runs_lint_the_default_suite_and_the_slow_suite() -> None:
+def test_ci_runs_lint_the_default_suite_and_the_slow_suite_and_says_what_each_took(tmp_path: Path) -> None:
     """A README command that rots is caught by make test; what only the slow suite exercises (the curation end to end,
-    sweeps, the learning check) is caught because CI runs it too, stopping at the first failure."""
-    lines = [ln.split("#")[0].strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines()]
-    assert "set -euo pipefail" in lines
-    assert [ln for ln in lines if ln.startswith("make ")] == ["make lint", "make docs", "make test", "make test-slow"]
+    sweeps, the learning check) is caught because CI runs it too, stopping at the first failure. .ci/run is run here
+    with a stand-in ``make`` first on PATH: the parts in order, each one's seconds printed, and on a failure the parts
+    so far and a non-zero exit."""
+    calls = tmp_path / "calls"
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "make").write_text(f'#!/bin/sh\necho "$1" >> {calls}\n[ "$1" = "$FAIL_AT" ] && exit 3\nexit 0\n')
+    (fake / "make").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    ok = subprocess.run(["bash", str(ROOT / ".ci" / "run")], capture_output=True, text=True, timeout=60,
+                        env={**env, "FAIL_AT": ""})
+    assert ok.returncode == 0, ok.stderr
+    assert calls.read_text().split() == ["setup", "lint", "docs", "test", "test-slow"]
+    for part in ("setup", "lint", "docs", "test", "test-slow"):
+        assert re.search(rf"^=== CI part: {part} took \d+ s$", ok.stdout, re.M), ok.stdout
+    assert re.search(r"^CI parts: setup=\d+s lint=\d+s docs=\d+s test=\d+s test-slow=\d+s; total \d+ s \(exit 0\)$",
+                     ok.stdout, re.M), ok.stdout
+    calls.unlink()
+    bad = subprocess.run(["bash", str(ROOT / ".ci" / "run")], capture_output=True, text=True, timeout=60,
+                         env={**env, "FAIL_AT": "test"})
+    assert bad.returncode == 3 and calls.read_text().split() == ["setup", "lint", "docs", "test"]
+    assert re.search(r"^CI parts: setup=\d+s lint=\d+s docs=\d+s; total \d+ s \(exit 3\)$", bad.stdout, re.M)
     make = (ROOT / "Makefile").read_text()
     assert '-m pytest -m "not slow"' in make and "-m pytest -m slow" in make  # pytest exits 5 when nothing ran
 
