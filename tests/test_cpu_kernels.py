@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_end_to_end import assert_the_demo_learns
+from tests.test_end_to_end import assert_the_demo_learns, run_side_by_side
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -94,21 +94,22 @@ def test_the_demo_prints_the_same_table_under_two_kernel_settings(tmp_path: Path
     both print the same table: every model's every metric, and the same GRPO history, byte for byte (the check that a
     GRPO command run twice gives the same history). The first run is also the README's demo on seed 42, which must
     learn (`assert_the_demo_learns`)."""
-    def demo(k: int, env: dict[str, str]) -> tuple[dict, bytes]:
+    clean = {n: v for n, v in os.environ.items() if n not in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR")}
+    # two settings that, unpinned, compute other last bits on an AVX-512 CPU (test above); the two runs side by side,
+    # a thread each (the same thread count in both, as the same command on one machine would have)
+    settings = [{"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+                {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "ALL"}]
+    run_side_by_side([[sys.executable, "train.py", "experiment=demo", "logger=none", f"hydra.run.dir={tmp_path / f'run{k}'}",
+                       f"paths.cache_dir={tmp_path / f'cache{k}'}", f"paths.log_dir={tmp_path / f'logs{k}'}"]
+                      for k in range(2)], envs=[{**clean, **env} for env in settings])
+
+    def results(k: int) -> tuple[dict, bytes]:
         run = tmp_path / f"run{k}"
-        clean = {n: v for n, v in os.environ.items()
-                 if n not in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR")}
-        p = subprocess.run([sys.executable, "train.py", "experiment=demo", "logger=none", f"hydra.run.dir={run}",
-                            f"paths.cache_dir={tmp_path / f'cache{k}'}", f"paths.log_dir={tmp_path / f'logs{k}'}"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=1800, env={**clean, **env})
-        assert p.returncode == 0, p.stderr[-3000:]
         machine = json.loads((run / "paired_captions.json").read_text())["machine"]
         assert machine["cpu_kernels"] == "portable" and machine["cpu_capability"] == "AVX2", machine
         return json.loads((run / "results.json").read_text()), (run / "train_history_grpo.json").read_bytes()
 
-    # two settings that, unpinned, compute other last bits on an AVX-512 CPU (test above)
-    plain = demo(0, {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"})
+    plain, wide = results(0), results(1)
     assert_the_demo_learns(tmp_path / "run0")  # the README's demo, seed 42, learns (seeds 1 and 2: test_end_to_end)
-    wide = demo(1, {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "ALL"})
     assert len(plain[0]) == 3 and plain[0] == wide[0]  # untrained, SFT and GRPO: every metric
     assert plain[1] == wide[1]

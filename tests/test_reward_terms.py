@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from tests.conftest import ROOT
+from tests.test_end_to_end import ONE_THREAD
 from vase.rewards import reward_from_config
 
 T = {"fabric": "Athenian", "technique": "red-figure", "shape": "kylix", "dating": [-480, -470],
@@ -107,7 +108,7 @@ def test_grpo_sanity_passes_and_fails_when_the_learner_is_broken(tmp_path: Path)
     completions, must FAIL: the check can tell learning from noise. The three run side by side, one core's thread
     each (the shared SFT is trained once, under its lock): the same steps, in about half the time of one after another
     on two cores."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = {**os.environ, **ONE_THREAD}
     runs = {name: subprocess.Popen([sys.executable, "-m", "vase.sanity", "--seeds", "1", "--out", str(tmp_path / name),
                                     *(["--negative-control", name] if name != "ok" else [])],
                                    cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
@@ -117,7 +118,7 @@ def test_grpo_sanity_passes_and_fails_when_the_learner_is_broken(tmp_path: Path)
     v = json.loads((tmp_path / "ok" / "sanity.json").read_text())
     assert v["passed"] and v["seeds"]["1"]["rise"] >= 0.3 and (tmp_path / "ok" / "sanity.png").is_file()
     for control in ("flip_advantages", "shuffle_rewards"):
-        assert runs[control].returncode == 1, (control, out[control][-2000:])
+        assert runs[control].returncode == 1, (control, out[control][-2000:])  # FAIL exits 1 (2: an error)
         assert "FAIL" in out[control]
 
 
