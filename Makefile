@@ -24,8 +24,8 @@ sysdeps:
 
 $(STAMP): setup.cfg pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --no-cache-dir --upgrade pip setuptools wheel
-	$(BIN)/python -m pip install -q --no-cache-dir -e ".[dev]"
+	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
+	$(BIN)/python -m pip install -q -e ".[dev]"   # pip's own cache: a second clone on this machine installs in a minute or two
 	@touch $(STAMP)
 
 demo: setup
