@@ -211,10 +211,11 @@ def test_several_loggers_are_chosen_at_once_and_a_wrong_one_is_named(tmp_path: P
 @pytest.mark.slow
 def test_make_dashboards_check_passes_against_real_mlflow_and_tensorboard_servers() -> None:
     """MLflow's own server (its venv built from the package index) and TensorBoard on the loopback: a two-job sweep
-    logged to both, read back through their HTTP APIs, the comparison pages screenshotted; servers stopped."""
+    logged to both, read back through their HTTP APIs, the comparison pages screenshotted; a single run against the
+    MLflow server (no None tag, its config in the server's store); servers stopped."""
     p = subprocess.run(["make", "--no-print-directory", "dashboards-check"], cwd=ROOT, capture_output=True, text=True, timeout=3600)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
-    assert "PASS  mlflow" in p.stdout and "PASS  tensorboard" in p.stdout
+    assert "PASS  mlflow " in p.stdout and "PASS  mlflow-single-run " in p.stdout and "PASS  tensorboard" in p.stdout
     left = subprocess.run(["pgrep", "-af", "mlflow server|tensorboard.main"], capture_output=True, text=True).stdout
     assert not left.strip(), left
 

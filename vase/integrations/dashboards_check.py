@@ -14,7 +14,9 @@ another working directory, as a second machine would; starts TensorBoard on the 
    held-out verdict per dimension as metrics; every file went to the server's artifact store (none to a client-side
    folder). Through the rendered pages (headless Chromium, after the app has drawn them, shadow DOM included): the
    run comparison plots the swept key and lists the held-out metric; the link vase printed opens the runs.
-2. ``tensorboard``: its HTTP API lists one run per job, named by its overrides, with the training reward's scalars and
+2. ``mlflow-single-run``: ``train.py logger=mlflow`` alone (no sweep) against the same server: its run finishes on
+   the server, every tag a value (no None), its config file in the server's artifact store.
+3. ``tensorboard``: its HTTP API lists one run per job, named by its overrides, with the training reward's scalars and
    the held-out metrics as the hparams view's metrics; the rendered HPARAMS table shows the swept key and a held-out
    metric among its ticked columns.
 
@@ -183,6 +185,32 @@ def check_mlflow(url: str, work: Path, artifacts: Path) -> dict[str, Any]:
             "screenshots": [str(work / "mlflow_compare.png"), str(work / "mlflow_runs.png")]}
 
 
+def check_single_run(url: str, work: Path, cache: Path, artifacts: Path) -> dict[str, Any]:
+    """``python train.py logger=mlflow`` alone (not a sweep) against the server, from the client's folder: it
+    finishes, its run is on the server with every tag a value (a None tag once failed every single run against a
+    server after the model loaded), and its config file is in the server's artifact store."""
+    client = work / "client"
+    cmd = [sys.executable, str(ROOT / "train.py"), "debug=fast", "logger=mlflow", "evaluate.after=false",
+           f"paths.log_dir={client / 'single'}", f"paths.cache_dir={cache}"]
+    with open(work / "single_run.log", "w") as f:
+        rc = subprocess.run(cmd, cwd=client, stdout=f, stderr=subprocess.STDOUT, timeout=1200,
+                            env={**os.environ, "MLFLOW_TRACKING_URI": url, "WANDB_MODE": "disabled"}).returncode
+    exp = _api(url, "/api/2.0/mlflow/experiments/get-by-name?" + urllib.parse.urlencode({"experiment_name": "vase"}))
+    runs = _api(url, "/api/2.0/mlflow/runs/search", {"experiment_ids": [exp["experiment"]["experiment_id"]],
+                                                     "max_results": 100}).get("runs", [])
+    single = [r for r in runs if str(client / "single") in {t["key"]: t["value"] for t in r["data"].get("tags", [])
+                                                              }.get("vase.run_dir", "")]
+    tags = {t["key"]: t["value"] for t in single[0]["data"].get("tags", [])} if single else {}
+    files = _api(url, "/api/2.0/mlflow/artifacts/list?" + urllib.parse.urlencode(
+        {"run_id": single[0]["info"]["run_id"]})).get("files", []) if single else []
+    stored = sorted(str(p.relative_to(artifacts)) for p in artifacts.rglob("config.yaml"))
+    ok = (rc == 0 and len(single) == 1 and single[0]["info"]["status"] == "FINISHED"
+          and "sweep_group" not in tags and all(isinstance(v, str) and v not in ("", "None") for v in tags.values())
+          and any(f["path"] == "config.yaml" for f in files) and bool(stored))
+    return {"passed": ok, "rc": rc, "runs_found": len(single), "status": single[0]["info"]["status"] if single else None,
+            "tags": sorted(tags)[:12], "artifacts": [f["path"] for f in files], "config_files_in_server_store": stored}
+
+
 def check_tensorboard(url: str, work: Path) -> dict[str, Any]:
     runs = _api(url, "/data/runs")
     tags = _api(url, "/data/plugin/scalars/tags")
@@ -220,7 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     with server(ml_cmd, work / "mlflow_server.log", ml_url, "/health"):
         rc, sweep = run_sweep(work, ml_url, Path(a.cache_dir))
         results["sweep"] = {"passed": rc == 0 and sweep is not None, "rc": rc, "sweep": str(sweep)}
-        for name, part in (("mlflow", lambda: check_mlflow(ml_url, work, store / "artifacts")),):
+        for name, part in (("mlflow", lambda: check_mlflow(ml_url, work, store / "artifacts")),
+                           ("mlflow-single-run", lambda: check_single_run(ml_url, work, Path(a.cache_dir),
+                                                                          store / "artifacts"))):
             try:
                 results[name] = part()
             except Exception as e:  # noqa: BLE001 - a part that breaks is a FAIL with its reason
