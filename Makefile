@@ -22,10 +22,13 @@ sysdeps:
 		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSDEPS); \
 	fi
 
-$(STAMP): setup.cfg pyproject.toml
+$(STAMP): setup.cfg pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
-	$(BIN)/python -m pip install -q -e ".[dev]"   # pip's own cache: a second clone on this machine installs in a minute or two
+	# pip's own cache: a second clone on this machine installs faster. compat: the checkout itself on sys.path, so
+	# Hydra finds vase's sweeper and launchers in hydra_plugins/ from any working folder (a namespace package that
+	# setuptools' default editable finder hides from Hydra's plugin scan)
+	$(BIN)/python -m pip install -q -e ".[dev]" --config-settings editable_mode=compat
 	@touch $(STAMP)
 
 demo: setup

@@ -573,3 +573,14 @@ def test_a_reward_sweep_says_at_its_start_whether_an_ablation_report_will_come(t
     assert not (sweep / "summary.md").exists() and "is not complete" not in p.stderr
     assert json.loads((sweep / ".vase-run.json").read_text())["status"] == "checked"
     assert "config ok: the sweep's" in p.stdout
+
+
+def test_hydra_finds_vase_s_sweeper_and_launchers_from_any_working_folder(tmp_path: Path) -> None:
+    """Hydra looks for plugins only under hydra_plugins: vase's must be found where a user runs a tool from their own
+    folder (python -m vase.filter ... from their data), not only from the checkout."""
+    code = ("from hydra.core.plugins import Plugins\n"
+            "print(sorted(k for k in Plugins.instance().class_name_to_class if 'vase_launchers' in k))")
+    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == str([f"hydra_plugins.vase_launchers.{c}" for c in
+                                    ("KeepGoingBasicSweeper", "SubmititLocalLauncher", "SubmititSlurmLauncher")])
