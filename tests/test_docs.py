@@ -226,7 +226,8 @@ def test_the_quick_start_works_in_a_fresh_shell_as_written() -> None:
     assert re.search(rf"^{re.escape(line)}\s", start, re.M)  # the same line, both places
     assert "python train.py experiment=demo" in readme and "python train.py experiment=demo" in start
     fresh = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), "VASE_CHECK_CONFIG": "1",
-             "WANDB_MODE": "disabled"}  # no VIRTUAL_ENV, no .venv/bin on PATH: a new terminal
+             "WANDB_MODE": "disabled",  # no VIRTUAL_ENV, no .venv/bin on PATH: a new terminal
+             "VASE_LOG_DIR": os.environ["VASE_LOG_DIR"]}  # the suite's log folder, not the checkout's logs/
     ok = subprocess.run(["bash", "-c", f"{line} && python train.py experiment=demo logger=none"], cwd=ROOT,
                         capture_output=True, text=True, timeout=300, env=fresh)
     assert ok.returncode == 0 and "config ok: experiment=demo" in ok.stdout, ok.stderr[-2000:]
