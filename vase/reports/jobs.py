@@ -32,15 +32,24 @@ def _last_history(job: Path) -> tuple[str | None, list[dict[str, float]]]:
     return stage, read_json(path)
 
 
+def unfinished(job: Path) -> str | None:
+    """``<status>: <reason>`` for a job whose run record says it failed, was killed or interrupted; None otherwise
+    (finished, still running, or no record)."""
+    status = status_of(job) if (job / RUN_FILE).is_file() else ""
+    if status not in ("failed", "killed", "interrupted"):
+        return None
+    return f"{status}: {read_status(job).get('reason') or 'its process ended without a word'}"
+
+
 def job_row(job: Path) -> dict[str, Any]:
     """One job's row: overrides, status, mean reward (overall and per dimension), VQA accuracy, caption metrics."""
     overrides = [str(o) for o in OmegaConf.load(job / ".hydra" / "overrides.yaml")]
     row: dict[str, Any] = {"job": job.name, "overrides": " ".join(overrides), "override_list": overrides,
                            "status": "done", "metrics": {}}
     stage, hist = _last_history(job)
-    ended = status_of(job) if (job / RUN_FILE).is_file() else ""
-    if ended in ("failed", "killed", "interrupted"):  # its record says how it ended, whatever files it left
-        row["status"] = f"{ended}: {read_status(job).get('reason') or 'its process ended without a word'}"
+    ended = unfinished(job)
+    if ended:  # its record says how it ended, whatever files it left
+        row["status"] = ended
     elif not hist:
         row["status"] = "no history (failed or still running)"
     rewards = [h for h in hist if "reward" in h][-LAST_STEPS:]

@@ -41,8 +41,8 @@ from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 from vase.loggers import finish_wandb, mlflow_link, prepare_mlflow
 from vase.reports.ablation import ablation_key, verdict_rows, write_ablation_report
 from vase.reports.compare import write_comparison
-from vase.reports.jobs import _heldout, _job_dirs, _overrides, job_row
-from vase.runs import RUN_FILE, finish_sweep, note_multirun, read_status, set_status, status_of
+from vase.reports.jobs import _heldout, _job_dirs, _overrides, job_row, unfinished
+from vase.runs import RUN_FILE, finish_sweep, note_multirun, set_status
 
 log = logging.getLogger("vase")
 
@@ -377,14 +377,8 @@ def failed_line(num: Any, overrides: Any, err: BaseException, folder: Any) -> st
 
 def failed_jobs(sweep_dir: Path) -> list[str]:
     """The sweep's jobs that did not finish, each as ``#<n> <status>: <reason>`` (a job still running is not one)."""
-    out = []
-    for job in sorted((d for d in sweep_dir.iterdir() if (d / RUN_FILE).is_file()),
-                      key=lambda d: (len(d.name), d.name)):
-        status = status_of(job)
-        if status in ("failed", "killed", "interrupted"):
-            reason = read_status(job).get("reason") or "its process ended without a word"
-            out.append(f"#{job.name} {status}: {reason}")
-    return out
+    jobs = sorted((d for d in sweep_dir.iterdir() if (d / RUN_FILE).is_file()), key=lambda d: (len(d.name), d.name))
+    return [f"#{job.name} {ended}" for job in jobs if (ended := unfinished(job))]
 
 
 class SweepSummary(Callback):
