@@ -106,11 +106,14 @@ dashboards-check: setup browser-deps
 docs-serve: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
+# both suites on TEST_WORKERS processes (pytest-xdist; each file's tests on one, which shares its fixtures): a test
+# that waits (a server, a SLURM queue, a browser) leaves its core to the other's
+TEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest -m "not slow" --durations=15
+	$(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 test-slow: setup
-	$(BIN)/python -m pytest -m slow --durations=40
+	$(BIN)/python -m pytest -m slow -n $(TEST_WORKERS) --dist loadfile --durations=40
 
 # style (ruff) and the layer contracts of ARCHITECTURE.md (import-linter, .importlinter)
 lint: setup

@@ -3,7 +3,9 @@
     python -m vase.integrations.cluster_check
 
 Starts Debian's ``slurmctld``, ``slurmd`` and ``munged`` on this machine (`LocalSlurm`,
-a CPU partition ``debug``) and runs what users run through ``cluster=slurm`` (Hydra's submitit launcher):
+a CPU partition ``debug``) and runs what users run through ``cluster=slurm`` (Hydra's submitit launcher). Each node
+offers twice the machine's cores, so several parts' jobs share a node, as on a busy cluster; the parts run in lanes
+side by side (a part's line names the parts that ran beside it where that matters):
 
 1. ``sweep``: two jobs (``stage.module.lora.r=4,8``) on the CPU partition (``cluster.gpus_per_node=0``): both
    adapters land, one ``summary.md`` whose overrides column shows what differs, submitit's sacct warning once.
@@ -11,17 +13,18 @@ a CPU partition ``debug``) and runs what users run through ``cluster=slurm`` (Hy
    the requeued job resumes; its loss history equals an uninterrupted run's (1e-5).
 3. ``time-limit``: a job whose training time (``trainer.max_time``) outlasts its SLURM limit gets the warning signal
    before the limit, saves, is requeued (as many times as it takes) and finishes with its whole history, whatever
-   the machine's speed.
+   the machine's speed. It starts first and runs beside the others (their jobs share its node and the cores, as on
+   a busy cluster): its line names the parts that ran beside it.
 4. ``ddp``: two tasks on the node (``cluster.tasks_per_node=2``, gloo): Lightning takes its ranks from SLURM, both
    ranks train, one adapter and one history are written, and only rank 0 writes the report.
 5. ``grpo-ddp``: a GRPO job the same way (group statistics gathered across the two ranks).
 
-Then a second cluster of two nodes (two ``slurmd`` on this machine, ``vase-n1`` and ``vase-n2``, one CPU each):
+And, at the same time, a second cluster of two nodes (two ``slurmd`` on this machine, ``vase-n1`` and ``vase-n2``):
 
 6. ``two-node`` / ``grpo-two-node``: the ``ddp`` / ``grpo-ddp`` job with ``cluster.nodes=2``, one task per node:
    world size 2, node ranks 0 and 1, and the same history as the one-node two-task run (1e-5).
 7. ``preemption-two-node``: USR2 to a two-node job: one save (rank 0), requeue, resume on both nodes, the history
-   equal to the same run uninterrupted.
+   equal to the same run uninterrupted. It starts first and runs beside parts 6, 8 and 9.
 8. ``sweep-two-node``: two jobs, each on both nodes, and the sweep's summary.
 9. ``too-many-nodes``: ``cluster.nodes=3`` is refused by vase before submitting, in one line.
 
@@ -45,6 +48,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from vase.integrations.parts import Parts
 from vase.integrations.slurm import LocalSlurm, missing_tools
 from vase.io import atomic_write_json, atomic_write_text
 from vase.runs import log_root, machine_stamp, run_dir
@@ -124,9 +128,16 @@ def check_sweep(work: Path, cache: Path, env: dict[str, str]) -> dict[str, Any]:
             "sacct_warnings_in_console": sacct, "sweep": str(sweep)}
 
 
-def _job_id(slurm: LocalSlurm) -> str | None:
-    out = slurm.run("squeue", "-h", "-o", "%i %T").stdout.split()
-    return out[0] if len(out) >= 2 and out[1] == "RUNNING" else None
+def _job_id(slurm: LocalSlurm, sweep: Path | None) -> str | None:
+    """The running SLURM job of this sweep (submitit names its folders under ``.submitit/`` by job id): another
+    part's job may be running beside it on the same cluster."""
+    ours = {d.name for d in (sweep / ".submitit").iterdir() if d.is_dir()} if sweep and (sweep / ".submitit").is_dir() \
+        else set()
+    for line in slurm.run("squeue", "-h", "-o", "%i %T").stdout.splitlines():
+        job, _, state = line.strip().partition(" ")
+        if job in ours and state.strip() == "RUNNING":
+            return job
+    return None
 
 
 def _reference(work: Path, cache: Path, extra: list[str]) -> list[dict[str, Any]]:
@@ -146,7 +157,7 @@ def _preempt_once(p: subprocess.Popen, logs: Path, slurm: LocalSlurm) -> tuple[A
     while p.poll() is None and time.time() < deadline and signalled is None:
         sweep = _sweep_dir(logs)
         ckpt = sweep / "0" / "checkpoints" / "last.ckpt" if sweep else None
-        job = _job_id(slurm)
+        job = _job_id(slurm, sweep)
         if ckpt is not None and ckpt.is_file() and job:
             signalled = slurm.run("scancel", "--signal=USR2", job).returncode == 0 and job
         time.sleep(1)
@@ -166,6 +177,14 @@ def check_preemption(work: Path, cache: Path, slurm: LocalSlurm, reference: list
             "reference_steps": len(reference), "history_equals_uninterrupted": same, "sweep": str(sweep)}
 
 
+# parts that start first and run beside the others of their cluster (their jobs share the nodes, as on a busy
+# cluster, and their minutes overlap): the time-limit part's length is its training time, so it must hold on a loaded
+# machine, and the other parts' jobs and training runs are its load; the two-node preemption's runs are the longest
+# of the two-node parts
+BESIDE = ("time-limit", "preemption-two-node")
+# the order of the other parts in their lane: the one-node DDP parts first (the two-node parts compare with them)
+LANE_ORDER = ("time-limit", "ddp", "grpo-ddp", "sweep", "preemption",
+              "preemption-two-node", "too-many-nodes", "sweep-two-node", "two-node", "grpo-two-node")
 TIME_LIMIT_MIN = 3  # the job's SLURM limit; the warning comes 60 s before it
 TRAIN_BUDGET = "00:00:02:30"  # trainer.max_time: more training than one start can hold, whatever the machine's speed
 
@@ -353,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, unwind)
     started, cache = time.time(), Path(a.cache_dir)
     work = Path(run_dir(str(log_root(ROOT) / "cluster_check"), "never"))
-    results: dict[str, dict[str, Any]] = {}
+    parts = Parts()  # the two-node parts compare with the one-node parts' results
     one_node: dict[str, Callable[[LocalSlurm], dict[str, Any]]] = {
         "sweep": lambda slurm: check_sweep(work, cache, slurm.env),
         "preemption": lambda slurm: check_preemption(work, cache, slurm, _reference(work, cache, [])),
@@ -362,9 +381,9 @@ def main(argv: list[str] | None = None) -> int:
         "grpo-ddp": lambda slurm: check_grpo_ddp(work, cache, slurm.env),
     }
     two_nodes: dict[str, Callable[[LocalSlurm], dict[str, Any]]] = {
-        "two-node": lambda slurm: _two_node(work, cache, slurm.env, "two-node", [], results.get("ddp")),
+        "two-node": lambda slurm: _two_node(work, cache, slurm.env, "two-node", [], parts.result_of("ddp")),
         "grpo-two-node": lambda slurm: _two_node(work, cache, slurm.env, "grpo-two-node", GRPO_SMALL,
-                                                 results.get("grpo-ddp")),
+                                                 parts.result_of("grpo-ddp")),
         "preemption-two-node": lambda slurm: check_two_node_preemption(work, cache, slurm),
         "sweep-two-node": lambda slurm: check_two_node_sweep(work, cache, slurm.env),
         "too-many-nodes": lambda slurm: check_too_many_nodes(work, cache, slurm.env),
@@ -372,25 +391,30 @@ def main(argv: list[str] | None = None) -> int:
     wanted = set(a.only or [*one_node, *two_nodes])
     wanted |= {"ddp" for w in wanted if w == "two-node"} | {"grpo-ddp" for w in wanted if w == "grpo-two-node"}
     loaded = set(a.load_parts or [*one_node, *two_nodes]) if a.load else set()
-    for nodes, parts in ((1, one_node), (2, two_nodes)):
-        chosen = {n: p for n, p in parts.items() if n in wanted}
-        if not chosen:
-            continue
-        with LocalSlurm(keep_logs_to=work / "slurm-logs" / f"{nodes}-node", nodes=nodes) as slurm:
-            for name, part in chosen.items():
-                t0 = time.time()
-                try:
-                    with _spinning(a.load if name in loaded else 0):
-                        results[name] = part(slurm)
-                except Exception as e:  # a part that breaks is a FAIL with its reason; the others still run
-                    results[name] = {"passed": False, "error": f"{type(e).__name__}: {e}"}
-                if name in loaded:
-                    results[name]["busy_processes"] = a.load
-                results[name]["seconds"] = round(time.time() - t0, 1)
-                print(f"{'PASS' if results[name]['passed'] else 'FAIL'}  {name}  ({results[name]['seconds']} s"
-                      f"{f', {a.load} busy processes beside it' if name in loaded else ''})", flush=True)
-                if not results[name]["passed"]:
-                    print(json.dumps(results[name], indent=1, default=str), flush=True)
+    parts.order = [n for n in [*one_node, *two_nodes] if n in wanted]
+
+    def step(name: str, part: Callable[[LocalSlurm], dict[str, Any]], slurm: LocalSlurm) -> Callable[[], Any]:
+        def run() -> dict[str, Any]:
+            with _spinning(a.load if name in loaded else 0):
+                return {**part(slurm), **({"busy_processes": a.load} if name in loaded else {})}
+        return lambda: parts.run(name, run, f"{a.load} busy processes beside it" if name in loaded else "",
+                                 say_beside=name in BESIDE)
+
+    # Both clusters at once, each node offering twice the machine's cores (jobs of different parts share them, as on
+    # a busy cluster): on each, the parts in BESIDE start first in a lane of their own and the rest run one after
+    # another in another lane (LANE_ORDER: the one-node DDP parts first, which the two-node parts compare with)
+    with contextlib.ExitStack() as stack:
+        lanes = []
+        for nodes, group in ((1, one_node), (2, two_nodes)):
+            chosen = {n: group[n] for n in LANE_ORDER if n in group and n in wanted}
+            if not chosen:
+                continue
+            slurm = stack.enter_context(LocalSlurm(cpus=2 * (os.cpu_count() or 1) * nodes, nodes=nodes,
+                                                   keep_logs_to=work / "slurm-logs" / f"{nodes}-node"))
+            lanes += [[step(n, p, slurm)] for n, p in chosen.items() if n in BESIDE]
+            lanes.append([step(n, p, slurm) for n, p in chosen.items() if n not in BESIDE])
+        parts.lanes(*lanes)
+    results = parts.ordered()
     ok = bool(results) and all(r["passed"] for r in results.values())
     if ok:  # the daemons' logs are kept for failures only
         shutil.rmtree(work / "slurm-logs", ignore_errors=True)  # this check's own folder under its run directory

@@ -43,6 +43,7 @@ MpiDefault=none
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
+SlurmdParameters=config_overrides
 ReturnToService=2
 JobRequeue=1
 JobAcctGatherType=jobacct_gather/none

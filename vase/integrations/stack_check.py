@@ -17,6 +17,8 @@ Parts, on a small synthetic set and the tiny Qwen2.5-VL with the public special-
 6. ``swift-read``: an ms-swift file with multi-turn, system and GRPO lines read back into vase, pair by pair, and
    ``python -m vase.data.check`` on it exits 0.
 
+After the export, two lanes run side by side (each part is its own tool's process): 3 then 4; 2, 5 and 6.
+
 ms-swift cannot share vase's virtualenv (it caps transformers, trl, peft, datasets below vase's): it gets its own,
 from the package index, with vase installed ``--no-deps`` and ``vase/integrations/requirements-reward.txt``.
 Writes ``stack_check.json`` and ``stack_check.md`` and every tool's log under ``logs/stack_check/<time>/``.
@@ -31,13 +33,13 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from vase.data.layouts import read_records
 from vase.data.synthetic import generate
 from vase.integrations.columns import load_reward
+from vase.integrations.parts import Parts
 from vase.integrations.venvs import OFFLINE, run_logged, tool_venv, tools_dir
 from vase.io import atomic_write_json, atomic_write_text
 from vase.models.tiny import TinySpec, build_tiny
@@ -314,25 +316,16 @@ def main(argv: list[str] | None = None) -> int:
     spec = TinySpec(public_token_ids=True)
     model = build_tiny(cache / "models" / f"tiny-qwen2_5_vl-{spec.fingerprint()}", spec)
     default = build_tiny(cache / "models" / f"tiny-qwen2_5_vl-{TinySpec().fingerprint()}")
-    parts: dict[str, Callable[[], dict[str, Any]]] = {
-        "export": lambda: check_export(work, cache),
-        "swift-sft": lambda: check_swift_sft(venv, model, work, default),
-        "swift-grpo": lambda: check_swift_grpo(venv, model, work),
-        "plugin-parity": lambda: check_plugin_parity(venv, work),
-        "trl-grpo": lambda: check_trl(model, work),
-        "swift-read": lambda: check_swift_read(work),
-    }
-    results: dict[str, dict[str, Any]] = {}
-    for name, part in parts.items():
-        t0 = time.time()
-        try:
-            results[name] = part()
-        except Exception as e:  # a part that breaks is a FAIL with its reason; the other parts still run
-            results[name] = {"passed": False, "error": f"{type(e).__name__}: {e}"}
-        results[name]["seconds"] = round(time.time() - t0, 1)
-        print(f"{'PASS' if results[name]['passed'] else 'FAIL'}  {name}  ({results[name]['seconds']} s)", flush=True)
-        if not results[name]["passed"]:
-            print(json.dumps(results[name], indent=1, default=str), flush=True)
+    parts = Parts(["export", "swift-sft", "swift-grpo", "plugin-parity", "trl-grpo", "swift-read"])
+    parts.run("export", lambda: check_export(work, cache))  # what the others read
+    # then two lanes side by side (each part is its own tool's process): ms-swift's GRPO and the parity check on what
+    # it trained on; ms-swift's SFT, TRL's GRPO and ms-swift's file read back
+    parts.lanes([lambda: parts.run("swift-grpo", lambda: check_swift_grpo(venv, model, work)),
+                 lambda: parts.run("plugin-parity", lambda: check_plugin_parity(venv, work))],
+                [lambda: parts.run("swift-sft", lambda: check_swift_sft(venv, model, work, default)),
+                 lambda: parts.run("trl-grpo", lambda: check_trl(model, work)),
+                 lambda: parts.run("swift-read", lambda: check_swift_read(work))])
+    results = parts.ordered()
     atomic_write_json(work / "stack_check.json", {"machine": machine_stamp(), "results": results})
     atomic_write_text(work / "stack_check.md", report(results, time.time() - started))
     ok = all(r["passed"] for r in results.values())
