@@ -212,10 +212,13 @@ def test_several_loggers_are_chosen_at_once_and_a_wrong_one_is_named(tmp_path: P
 def test_make_dashboards_check_passes_against_real_mlflow_and_tensorboard_servers() -> None:
     """MLflow's own server (its venv built from the package index) and TensorBoard on the loopback: a two-job sweep
     logged to both, read back through their HTTP APIs, the comparison pages screenshotted; a single run against the
-    MLflow server (no None tag, its config in the server's store); servers stopped."""
+    MLflow server (no None tag, its config in the server's store); a single run whose MLflow server is killed mid-run
+    (it finishes with its adapter, says in one line what was not logged, and `python -m vase.mlflow_journal` sends it
+    once the server is back); servers stopped."""
     p = subprocess.run(["make", "--no-print-directory", "dashboards-check"], cwd=ROOT, capture_output=True, text=True, timeout=3600)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
-    assert "PASS  mlflow " in p.stdout and "PASS  mlflow-single-run " in p.stdout and "PASS  tensorboard" in p.stdout
+    for part in ("mlflow", "mlflow-single-run", "mlflow-server-dies", "tensorboard"):
+        assert f"PASS  {part} " in p.stdout, p.stdout[-4000:]
     left = subprocess.run(["pgrep", "-af", "mlflow server|tensorboard.main"], capture_output=True, text=True).stdout
     assert not left.strip(), left
 
@@ -329,3 +332,44 @@ def test_a_tag_that_does_not_apply_is_left_out_not_sent_as_none(tmp_path: Path) 
     (lg,) = build_loggers(cfg)
     assert "sweep_group" not in lg.tags and lg.tags["task_name"] == "train"
     assert all(isinstance(v, str) for v in lg.tags.values())
+
+
+def test_an_mlflow_server_that_stops_answering_mid_run_loses_nothing(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The logger's server stops answering after the run began (here: its client pointed at a port nobody listens
+    on, a real refused connection): logging goes on into the run's journal, not an exception; the end-of-run line
+    says what was kept and the command that sends it; that command (vase.mlflow_journal) sends it to the run, then
+    says in one line that nothing is left, and a replay cut short sends only the rest."""
+    from mlflow.tracking import MlflowClient
+
+    from vase.integrations.slurm import _free_port
+    from vase.loggers import say_unsent
+    from vase.mlflow_journal import JOURNAL, JournaledMLFlowLogger, main
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    run_dir = tmp_path / "run"
+    lg = JournaledMLFlowLogger(experiment_name="vase", tracking_uri=uri, journal=run_dir / JOURNAL,
+                               artifact_location=str(tmp_path / "mlartifacts"))
+    lg.log_hyperparams({"lr": 0.1})
+    lg.log_metrics({"train/loss": 1.0}, step=0)
+    lg._mlflow_client = MlflowClient(f"http://127.0.0.1:{_free_port()}")  # the server is gone
+    for step in (1, 2, 3):
+        lg.log_metrics({"train/loss": 1.0 / (step + 1)}, step=step)
+    lg.experiment.log_dict(lg.run_id, {"columns": ["a"], "data": [[1]]}, "tables/x.json")
+    lg.finalize("success")
+    err = capsys.readouterr().err
+    assert err.count("stopped answering") == 1, err
+    (line,) = say_unsent([lg], run_dir)
+    assert f"python -m vase.mlflow_journal {run_dir}" in line and "3 metrics" in line and "the run's end" in line
+    store = MlflowClient(uri)
+    assert [m.step for m in store.get_metric_history(lg.run_id, "train/loss")] == [0]
+    journal = run_dir / JOURNAL
+    (journal.parent / (JOURNAL + ".sent")).write_text("1")  # a replay that was cut after its first call
+    assert main([str(run_dir)]) == 0
+    steps = sorted(m.step for m in store.get_metric_history(lg.run_id, "train/loss"))
+    assert steps == [0, 2, 3]  # the first kept call (step 1) counted as sent: only the rest went
+    assert store.get_run(lg.run_id).info.status == "FINISHED"
+    assert "tables/x.json" in [f.path for f in store.list_artifacts(lg.run_id, "tables")]
+    assert not journal.exists() and (run_dir / "mlflow_unsent.sent.jsonl").is_file()
+    assert main([str(run_dir)]) == 2
+    assert "nothing of this run waits to be sent" in capsys.readouterr().err

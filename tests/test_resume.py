@@ -207,3 +207,36 @@ def test_a_config_edited_since_the_kill_starts_a_new_run_not_a_mixed_one(tmp_pat
     # what the digest reads: the config as written, without Hydra's node and how to resume
     other = OmegaConf.merge(composed(5e-3), {"resume": "never", "hydra": {"run": {"dir": "y"}}})
     assert runs.config_digest(other) == runs.config_digest(composed(5e-3)) != runs.config_digest(composed(1e-3))
+
+
+GRPO = ["stage=grpo", "stage.epochs=1", "stage.module.num_generations=2", "stage.module.max_completion_length=8",
+        "callbacks.checkpoint.every_n_train_steps=5", "+callbacks.signal._target_=tests.signals.SignalAt"]
+
+
+def test_sigterm_mid_grpo_saves_records_and_the_same_command_resumes_to_the_uninterrupted_curve(
+        tmp_path: Path, session_dirs: dict) -> None:
+    """GRPO stopped by SIGTERM (a kill, SLURM's preemption) mid-run: the step in progress ends and is saved, the
+    command says where and exits 143, the run's record says it was interrupted; the same command resumes that run in
+    its folder and ends with the uninterrupted run's steps, losses and rewards (sampling's random state resumes too)."""
+    cache = session_dirs["cache"]
+    _finish(_train(tmp_path / "full", cache, GRPO))
+    full = _history(_runs(tmp_path / "full")[0])
+    assert [h["step"] for h in full] == [float(s) for s in range(1, 7)]  # 12 vases / batch 2, one epoch
+
+    logs = tmp_path / "logs"
+    p = _train(logs, cache, GRPO, signal_at=f"2:{int(signal.SIGTERM)}")
+    text, _ = p.communicate(timeout=600)
+    assert p.returncode == 128 + signal.SIGTERM, text[-2000:]
+    (run,) = _runs(logs)
+    ckpt = run / "checkpoints" / "last.ckpt"
+    assert _ckpt_step(ckpt) == 3 and f"saved step 3 to {ckpt}; rerun the same command to resume" in text
+    assert json.loads((run / ".vase-run.json").read_text())["status"] == "interrupted"
+
+    text = _finish(_train(logs, cache, GRPO))
+    assert _runs(logs) == [run] and "resuming" in text
+    resumed = _history(run)
+    assert [h["step"] for h in resumed] == [h["step"] for h in full]
+    for a, b in zip(resumed, full):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-5, abs=1e-6), (a, b)
+        assert a["reward"] == pytest.approx(b["reward"], rel=1e-5, abs=1e-6), (a, b)
+    assert json.loads((run / ".vase-run.json").read_text())["status"] == "finished"

@@ -414,19 +414,21 @@ def test_the_cluster_check_passes_on_a_real_slurm_cluster_its_time_limit_part_on
     """make cluster-check's ten parts on a one-node, then a two-node SLURM cluster on the loopback (Debian's slurm-wlm,
     installed by make when missing): a sweep on a CPU partition, preemption, a time limit, two ranks per node, GRPO on
     two ranks; then SFT and GRPO across two nodes, preemption across them, a two-node sweep, and a job asking for more
-    nodes than there are refused. The time-limit part runs with two busy processes on the cores: its length is its
-    training time (trainer.max_time), not a step count, so it is still warned, saved, requeued and resumed (a step
-    count that a fast machine finished before the warning failed CI)."""
+    nodes than there are refused; both clusters at once. The time-limit part runs beside the sweep and preemption
+    parts (and the others), whose jobs and training share its node and both cores: its length is its training time (trainer.max_time), not a step count, so
+    it is still warned, saved, requeued and resumed on a loaded machine (a step count that a fast machine finished
+    before the warning failed CI). The preemption part signals its own job, not the one running beside it."""
     deps = subprocess.run(["make", "--no-print-directory", "slurm-deps"], cwd=ROOT, capture_output=True, text=True,
                           timeout=1200)
     assert deps.returncode == 0, deps.stdout[-2000:] + deps.stderr[-2000:]
-    p = subprocess.run([sys.executable, "-m", "vase.integrations.cluster_check", "--load", "2", "--load-parts",
-                        "time-limit"], cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    p = subprocess.run([sys.executable, "-m", "vase.integrations.cluster_check"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=3600)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
     for part in ("sweep", "preemption", "time-limit", "ddp", "grpo-ddp", "two-node", "grpo-two-node",
                  "preemption-two-node", "sweep-two-node", "too-many-nodes"):
         assert f"PASS  {part}" in p.stdout, p.stdout[-4000:]
-    assert re.search(r"PASS  time-limit  \([0-9.]+ s, 2 busy processes beside it\)", p.stdout), p.stdout[-4000:]
+    beside = re.search(r"PASS  time-limit  \([0-9.]+ s, beside ([^)]*)\)", p.stdout)
+    assert beside and {"sweep", "preemption"} <= set(beside.group(1).split(", ")), p.stdout[-4000:]
     # nothing left behind: no daemon of the check's clusters, no cluster folder
     left = subprocess.run(["pgrep", "-af", "vase-slurm-"], capture_output=True, text=True).stdout
     assert not left.strip(), left
@@ -584,3 +586,19 @@ def test_hydra_finds_vase_s_sweeper_and_launchers_from_any_working_folder(tmp_pa
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == str([f"hydra_plugins.vase_launchers.{c}" for c in
                                     ("KeepGoingBasicSweeper", "SubmititLocalLauncher", "SubmititSlurmLauncher")])
+
+
+def test_a_job_that_failed_before_its_run_began_is_recorded_failed_and_fails_the_sweep(tmp_path: Path) -> None:
+    """A sweep job that failed before its run had a record (an import error before the run began: once seen when a
+    broken install failed every job) gets one, ``failed`` with its reason, so the sweep names it and exits 1; a
+    finished job's record is never touched."""
+    from vase.reports.sweep_summary import failed_jobs
+    from vase.runs import RUN_FILE, record_lost, status_of
+
+    done = tmp_path / "0"
+    done.mkdir()
+    (done / RUN_FILE).write_text(json.dumps({"status": "finished"}))
+    assert not record_lost(done, "ImportError: no") and status_of(done) == "finished"
+    assert record_lost(tmp_path / "1", "ImportError: cannot import name 'x' from 'vase.loggers'")
+    assert status_of(tmp_path / "1") == "failed"
+    assert failed_jobs(tmp_path) == ["#1 failed: ImportError: cannot import name 'x' from 'vase.loggers'"]

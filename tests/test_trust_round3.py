@@ -46,7 +46,7 @@ def readme_python_block(marker: str) -> str:
 
 def _check_command(cmd: str, tmp_path: Path, env: dict) -> tuple[str, subprocess.CompletedProcess]:
     args = [re.sub(r"<(\w+)>", r"\1", a) for a in shlex.split(cmd)[1:]]  # <time>, <run>, ... -> a plain name
-    hydra_app = args[:2] != ["-m", "vase.data.export"]  # the export is an argparse tool: no Hydra overrides
+    hydra_app = args[:2] not in (["-m", "vase.data.export"], ["-m", "vase.mlflow_journal"])  # argparse tools
     if "--cfg" not in args and "--info" not in args and hydra_app:
         args += [f"paths.log_dir={tmp_path / 'logs'}", f"paths.cache_dir={tmp_path / 'cache'}"]
         if "sweep=optuna" in args:  # optuna needs a number from each trial, and a check returns none: one job
@@ -58,8 +58,9 @@ def _check_command(cmd: str, tmp_path: Path, env: dict) -> tuple[str, subprocess
 @pytest.mark.slow  # heavy (a whole run or sweep in subprocesses): make test-slow; the default suite stays under 15 minutes
 def test_every_readme_command_composes_and_validates(tmp_path: Path) -> None:
     """Each entry point's command from the README runs to its config check (VASE_CHECK_CONFIG=1: compose, validate,
-    stop), sweeps as sweeps; the README's own reward-term module is on the path for the command that names it."""
-    cmds = readme_commands()
+    stop), sweeps as sweeps; the README's own reward-term module is on the path for the command that names it. A
+    command the pages repeat (the README's and a docs page's) is checked once."""
+    cmds = list(dict.fromkeys(readme_commands()))
     entry = {c.split()[1] if c.split()[1] != "-m" else c.split()[2] for c in cmds}
     assert {"train.py", "evaluate.py", "vase.filter", "vase.reconstruct"} <= entry and len(cmds) >= 20
     pkg = tmp_path / "userpkg" / "mypkg"

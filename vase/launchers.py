@@ -53,6 +53,11 @@ class _Settling:
         for ret in self.launcher.launch(job_overrides, initial_job_idx=initial_job_idx):
             if ret.status == JobStatus.FAILED:
                 self.failed.append(ret)
+                folder = OmegaConf.select(ret.hydra_cfg, "hydra.runtime.output_dir", default=None) \
+                    if ret.hydra_cfg is not None else None  # the job's folder (working_dir is the sweep's cwd)
+                if folder:  # a job that failed before its run began has no record: it gets one (failed)
+                    err = ret._return_value
+                    record_lost(folder, f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:300]}")
                 ret = JobReturn(overrides=ret.overrides, cfg=ret.cfg, hydra_cfg=ret.hydra_cfg,
                                 working_dir=ret.working_dir, task_name=ret.task_name, status=JobStatus.COMPLETED)
             out.append(ret)

@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 from PIL import Image
 from submitit.core import core as submitit_core
 from submitit.core import logger as submitit_logger
@@ -61,14 +61,30 @@ def build_loggers(cfg: DictConfig) -> list[Any]:
         if disabled and "wandb" in str(node._target_).lower():
             log.info("WANDB_MODE=disabled: no W&B run is written")
             continue
+        node = node.copy()  # the run's config keeps its node
         tags = node.get("tags")
         if isinstance(tags, DictConfig):  # a tag that does not apply is absent: MLflow's server refuses a None value
-            node = node.copy()  # the run's config keeps its node; this copy's tags replace, not merge
             node.tags = {k: str(v) for k, v in OmegaConf.to_container(tags, resolve=True).items() if v is not None}
-            out.append(instantiate(node))
-        else:
-            out.append(instantiate(node))
+        if str(node._target_) in LIGHTNING_MLFLOW:  # a server that stops answering mid-run does not end the run
+            out_dir = OmegaConf.select(cfg, "paths.output_dir", default=None, throw_on_resolution_failure=False)
+            with open_dict(node):  # the journal in the run's folder (outside a Hydra job: the logger's save_dir)
+                node._target_ = "vase.mlflow_journal.JournaledMLFlowLogger"
+                node.journal = str(Path(out_dir) / "mlflow_unsent.jsonl") if out_dir else None
+        out.append(instantiate(node))
     return out
+
+
+def say_unsent(loggers: list[Any], run_dir: str | Path | None = None) -> list[str]:
+    """Print (to stderr) and return the line of every MLflow logger whose server stopped answering during the run:
+    what was not logged and the command that sends it (`vase.mlflow_journal`)."""
+    lines = [line for lg in loggers if hasattr(lg, "unsent_line") for line in [lg.unsent_line(run_dir)] if line]
+    for line in lines:
+        print(line, file=sys.stderr, flush=True)
+    return lines
+
+
+LIGHTNING_MLFLOW = ("pytorch_lightning.loggers.MLFlowLogger", "pytorch_lightning.loggers.mlflow.MLFlowLogger",
+                    "lightning.pytorch.loggers.MLFlowLogger")
 
 
 def kind(lg: Any) -> str:

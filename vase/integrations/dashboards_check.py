@@ -16,7 +16,11 @@ another working directory, as a second machine would; starts TensorBoard on the 
    run comparison plots the swept key and lists the held-out metric; the link vase printed opens the runs.
 2. ``mlflow-single-run``: ``train.py logger=mlflow`` alone (no sweep) against the same server: its run finishes on
    the server, every tag a value (no None), its config file in the server's artifact store.
-3. ``tensorboard``: its HTTP API lists one run per job, named by its overrides, with the training reward's scalars and
+3. ``mlflow-server-dies``: a single run against a second server that is killed (SIGKILL) once the run's first
+   losses are on it: training finishes and keeps its adapter, one line says what was not logged and how to send it;
+   the server started again on its store, ``python -m vase.mlflow_journal <run>`` sends it (every step's loss, the
+   run's end, its end metrics on the server).
+4. ``tensorboard``: its HTTP API lists one run per job, named by its overrides, with the training reward's scalars and
    the held-out metrics as the hparams view's metrics; the rendered HPARAMS table shows the swept key and a held-out
    metric among its ticked columns.
 
@@ -27,6 +31,7 @@ Results in ``dashboards_check.json`` / ``.md``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -211,6 +216,84 @@ def check_single_run(url: str, work: Path, cache: Path, artifacts: Path) -> dict
             "tags": sorted(tags)[:12], "artifacts": [f["path"] for f in files], "config_files_in_server_store": stored}
 
 
+def _runs_of(url: str, run_dir_part: str) -> list[dict[str, Any]]:
+    """The runs of experiment ``vase`` on the server whose ``vase.run_dir`` tag contains ``run_dir_part``."""
+    exp = _api(url, "/api/2.0/mlflow/experiments/get-by-name?" + urllib.parse.urlencode({"experiment_name": "vase"}))
+    runs = _api(url, "/api/2.0/mlflow/runs/search", {"experiment_ids": [exp["experiment"]["experiment_id"]],
+                                                     "max_results": 100}).get("runs", [])
+    return [r for r in runs if run_dir_part in {t["key"]: t["value"] for t in r["data"].get("tags", [])}
+            .get("vase.run_dir", "")]
+
+
+def _loss_steps(url: str, run_id: str) -> list[int]:
+    hist = _api(url, "/api/2.0/mlflow/metrics/get-history?" + urllib.parse.urlencode(
+        {"run_id": run_id, "metric_key": "train/loss", "max_results": 10000})).get("metrics", [])
+    return sorted({int(m["step"]) for m in hist})
+
+
+# MLflow's client retries a failed request (7 times, the waits doubling from 2 s, by default); the run whose server
+# died needs to find out sooner for a check of minutes
+FEW_RETRIES = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
+
+
+def check_server_dies(venv: Path, work: Path, cache: Path) -> dict[str, Any]:
+    """``train.py logger=mlflow`` whose server is killed (SIGKILL) once the run's first losses are on it: training
+    finishes and keeps its adapter, one line says what was not logged and the command that sends it; the server
+    started again on its store, that command sends it: the run on the server then holds every step's loss, the
+    run's end (FINISHED) and its end metrics."""
+    port, store, client = _free_port(), work / "server-dies", work / "client"
+    url = f"http://127.0.0.1:{port}"
+    store.mkdir()
+    client.mkdir(exist_ok=True)
+    cmd = [str(venv / "bin" / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--backend-store-uri",
+           f"sqlite:///{store / 'mlflow.db'}", "--artifacts-destination", str(store / "artifacts"), "--workers", "1"]
+    logs = client / "dies"
+    train = [sys.executable, str(ROOT / "train.py"), "debug=fast", "logger=mlflow", "evaluate.after=false",
+             "trainer.max_steps=40", "trainer.log_every_n_steps=1", f"paths.log_dir={logs}",
+             f"paths.cache_dir={cache}"]
+    killed_at: list[int] = []
+    with open(work / "server_dies_run.log", "w") as f:
+        with server(cmd, work / "server_dies_1.log", url, "/health") as srv:
+            p = subprocess.Popen(train, cwd=client, stdout=f, stderr=subprocess.STDOUT, text=True,
+                                 env={**os.environ, "MLFLOW_TRACKING_URI": url, "WANDB_MODE": "disabled",
+                                      **FEW_RETRIES})
+            deadline = time.time() + 900
+            while p.poll() is None and time.time() < deadline and not killed_at:
+                with contextlib.suppress(OSError, ValueError, KeyError):
+                    runs = _runs_of(url, str(logs))
+                    steps = _loss_steps(url, runs[0]["info"]["run_id"]) if runs else []
+                    if steps:
+                        os.killpg(srv.pid, signal.SIGKILL)  # the server dies mid-run
+                        killed_at.append(max(steps))
+                time.sleep(0.5)
+        try:
+            rc = p.wait(timeout=900)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = 124
+    text = (work / "server_dies_run.log").read_text(errors="replace")
+    runs_dirs = sorted((logs / "train" / "runs").glob("*/")) if (logs / "train" / "runs").is_dir() else []
+    run = runs_dirs[-1] if runs_dirs else logs
+    said = [ln for ln in text.splitlines() if "python -m vase.mlflow_journal" in ln]
+    history = json.loads((run / "train_history.json").read_text()) if (run / "train_history.json").is_file() else []
+    adapter = (run / "adapter" / "adapter_config.json").is_file()
+    with server(cmd, work / "server_dies_2.log", url, "/health"):  # back, on the same store
+        sync = subprocess.run([sys.executable, "-m", "vase.mlflow_journal", str(run)], cwd=client, capture_output=True,
+                              text=True, timeout=600, env={**os.environ, "WANDB_MODE": "disabled"})
+        runs = _runs_of(url, str(run))
+        steps = _loss_steps(url, runs[0]["info"]["run_id"]) if runs else []
+        status = runs[0]["info"]["status"] if runs else None
+        metrics = {m["key"] for m in runs[0]["data"].get("metrics", [])} if runs else set()
+    want = sorted({int(h["step"]) for h in history})
+    ok = (rc == 0 and bool(killed_at) and adapter and len(said) == 1 and sync.returncode == 0 and bool(want)
+          and steps == want and status == "FINISHED" and any(k.startswith("hp/") for k in metrics))
+    return {"passed": ok, "rc": rc, "server_killed_after_step": killed_at[0] if killed_at else None,
+            "adapter_kept": adapter, "line": said[-1][:400] if said else None, "lines_saying_it": len(said),
+            "sync_rc": sync.returncode, "sync_said": (sync.stdout + sync.stderr).strip()[-300:],
+            "loss_steps_on_server": f"{len(steps)} of {len(want)}", "status": status,
+            "end_metrics": sorted(k for k in metrics if k.startswith("hp/"))[:6]}
+
+
 def check_tensorboard(url: str, work: Path) -> dict[str, Any]:
     runs = _api(url, "/data/runs")
     tags = _api(url, "/data/plugin/scalars/tags")
@@ -250,7 +333,8 @@ def main(argv: list[str] | None = None) -> int:
         results["sweep"] = {"passed": rc == 0 and sweep is not None, "rc": rc, "sweep": str(sweep)}
         for name, part in (("mlflow", lambda: check_mlflow(ml_url, work, store / "artifacts")),
                            ("mlflow-single-run", lambda: check_single_run(ml_url, work, Path(a.cache_dir),
-                                                                          store / "artifacts"))):
+                                                                          store / "artifacts")),
+                           ("mlflow-server-dies", lambda: check_server_dies(venv, work, Path(a.cache_dir)))):
             try:
                 results[name] = part()
             except Exception as e:  # noqa: BLE001 - a part that breaks is a FAIL with its reason

@@ -23,7 +23,7 @@ from vase.data.layouts import read_keyed
 from vase.errors import ConfigError, DataError
 from vase.eval.invrender import run_invrender
 from vase.io import atomic_directory, atomic_write_json, atomic_write_text, is_within
-from vase.loggers import build_loggers, check_loggers, log_config, log_eval_rows, log_results_table
+from vase.loggers import build_loggers, check_loggers, log_config, log_eval_rows, log_results_table, say_unsent
 from vase.metrics.paired import per_vase_scores
 from vase.models.loading import LINEAGE_FILE, check_model, load_model_and_processor, pixel_bounds, resolve_model_path
 from vase.tasks.invrender import PROMPT, VaseParams
@@ -104,6 +104,7 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
             log_eval_rows([lg], str(cfg.split), {}, out["rows"])
         if out.get("table"):
             log_results_table([lg], out["table"])
+    say_unsent(loggers, cfg.paths.output_dir)  # an MLflow server that stopped answering: what it lacks, and how to send it
     return out
 
 

@@ -23,7 +23,7 @@ from vase.eval.scoring import build_scorer
 from vase.eval.stats import dashboard_columns, heldout_metrics
 from vase.eval.vqa import evaluate_vqa
 from vase.io import atomic_write_json, atomic_write_text, file_lock, read_json
-from vase.loggers import build_loggers, check_loggers, log_config, log_end_metrics, log_eval_rows
+from vase.loggers import build_loggers, check_loggers, log_config, log_end_metrics, log_eval_rows, say_unsent
 from vase.metrics.paired import compare_captions, format_comparison
 from vase.models.loading import check_model, load_model_and_processor
 from vase.pipeline.build import (
@@ -113,6 +113,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     if trainer is not None and trainer.is_global_zero and ev.results:
         write_run_report(cfg, out_dir, ev.results, ev.histories, ev.generations, datamodule.val_set, module, loggers,
                          ev.scorer)
+    say_unsent(loggers, out_dir)  # an MLflow server that stopped answering: what it lacks, and the command to send it
     runs.set_status(out_dir, "finished")
     return {"results": ev.results, "history": ev.histories.get(str(cfg.stage.name), []), "histories": ev.histories,
             "vqa": ev.vqa, "output_dir": str(out_dir), "module": module}

@@ -1,0 +1,200 @@
+"""An MLflow server that stops answering mid-run does not stop the run: what was not logged is kept, and sent later.
+
+``logger=mlflow`` builds `JournaledMLFlowLogger` (Lightning's ``MLFlowLogger``, same arguments). The first call to the
+server that fails (after MLflow's own retries: ``MLFLOW_HTTP_REQUEST_MAX_RETRIES``) is said in one line, and from then
+on nothing more is sent during the run: every logging call (metrics, parameters, tags, tables, images, the run's end)
+goes to ``mlflow_unsent.jsonl`` in the run's folder instead, training goes on and the run keeps its adapter. At the end
+of the run one line says what was not logged and the command that sends it once the server is back:
+
+    python -m vase.mlflow_journal <run folder>      # replays mlflow_unsent.jsonl into the same MLflow run
+
+The replay is resumable: the lines sent are counted in ``mlflow_unsent.jsonl.sent`` (written after each one), so a
+replay cut short sends only the rest when run again; a finished replay renames the journal ``mlflow_unsent.sent.jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pytorch_lightning.loggers import MLFlowLogger
+from pytorch_lightning.utilities import rank_zero_only
+
+from vase.config.entry import CHECK_ONLY_ENV
+from vase.errors import VaseError
+from vase.io import append_jsonl, atomic_write_text
+
+log = logging.getLogger(__name__)
+
+JOURNAL = "mlflow_unsent.jsonl"
+SENT = "mlflow_unsent.sent.jsonl"  # the journal, once replayed
+# the client calls vase and Lightning make to log (every other call, e.g. get_run, is a read: it answers None once
+# the server is down)
+LOGGING_CALLS = ("log_batch", "log_metric", "log_param", "set_tag", "log_dict", "log_text", "log_artifact",
+                 "log_artifacts", "set_terminated")
+WHAT = {"log_batch": "batch", "log_metric": "metric", "log_param": "parameter", "set_tag": "tag", "log_dict": "table",
+        "log_text": "text", "log_artifact": "file", "log_artifacts": "folder", "set_terminated": "the run's end"}
+
+
+def _encode(v: Any) -> Any:
+    """MLflow's entities (Metric, Param, RunTag) as tagged JSON; everything else as it is."""
+    name = type(v).__name__
+    if name == "Metric":
+        return {"__mlflow__": "Metric", "key": v.key, "value": v.value, "timestamp": v.timestamp, "step": v.step}
+    if name in ("Param", "RunTag"):
+        return {"__mlflow__": name, "key": v.key, "value": v.value}
+    if isinstance(v, (list, tuple)):
+        return [_encode(x) for x in v]
+    if isinstance(v, Path):
+        return str(v)
+    return v
+
+
+def _decode(v: Any) -> Any:
+    from mlflow.entities import Metric, Param, RunTag  # lazy: mlflow, slow to import (the replay alone needs it)
+
+    if isinstance(v, dict) and "__mlflow__" in v:
+        kind = v["__mlflow__"]
+        if kind == "Metric":
+            return Metric(v["key"], v["value"], v["timestamp"], v["step"])
+        return (Param if kind == "Param" else RunTag)(v["key"], v["value"])
+    if isinstance(v, list):
+        return [_decode(x) for x in v]
+    return v
+
+
+class _Guarded:
+    """The logger's MLflow client: calls go through until one fails, then logging calls go to the journal."""
+
+    def __init__(self, client: Any, owner: JournaledMLFlowLogger) -> None:
+        self._client, self._owner = client, owner
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            owner = self._owner
+            if owner.down is None:
+                try:
+                    return attr(*args, **kwargs)
+                except Exception as e:  # noqa: BLE001 - any failure of the server: the run goes on without it
+                    owner.went_down(name, e)
+            if name in LOGGING_CALLS:
+                owner.keep(name, args, kwargs)
+            return None
+
+        return call
+
+
+class JournaledMLFlowLogger(MLFlowLogger):
+    """Lightning's ``MLFlowLogger`` whose server may stop answering mid-run (see the module's doc). ``journal``: the
+    file what was not logged goes to (the run's folder; ``None``: the logger's ``save_dir``)."""
+
+    def __init__(self, *args: Any, journal: str | Path | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.journal = Path(journal) if journal else Path(self.save_dir or ".") / JOURNAL
+        self.down: str | None = None
+        self.kept: Counter[str] = Counter()
+
+    @property
+    def experiment(self) -> Any:  # type: ignore[override]
+        return _Guarded(MLFlowLogger.experiment.fget(self), self)  # type: ignore[attr-defined]
+
+    def went_down(self, call: str, error: BaseException) -> None:
+        if self.down is not None:
+            return
+        first = (str(error).strip().splitlines() or [""])[0][:200]
+        self.down = f"{type(error).__name__}: {first}"
+        self.journal.parent.mkdir(parents=True, exist_ok=True)
+        append_jsonl(self.journal, [{"tracking_uri": self._tracking_uri, "run_id": self._run_id,
+                                     "experiment_id": self._experiment_id, "failed_call": call, "error": self.down}])
+        print(f"MLflow: the server {self._tracking_uri} stopped answering ({call}: {self.down}); the run goes on, and "
+              f"what it logs from here is kept in {self.journal}", file=sys.stderr, flush=True)
+
+    def keep(self, call: str, args: tuple, kwargs: dict[str, Any]) -> None:
+        append_jsonl(self.journal, [{"call": call, "args": _encode(list(args)),
+                                     "kwargs": {k: _encode(v) for k, v in kwargs.items()}}])
+        if call == "log_batch":
+            for field in ("metrics", "params", "tags"):
+                self.kept[field] += len(kwargs.get(field) or [])
+        else:
+            self.kept[WHAT.get(call, call)] += 1
+
+    @rank_zero_only
+    def finalize(self, status: str = "success") -> None:
+        if self.down is None:
+            super().finalize(status)  # the server may stop answering here too
+        if self.down is not None and self._initialized and not self.kept["the run's end"]:
+            status = {"success": "FINISHED", "failed": "FAILED", "finished": "FINISHED"}.get(status, status)
+            self.keep("set_terminated", (self._run_id, status), {})
+
+    def unsent_line(self, run_dir: str | Path | None = None) -> str | None:
+        """One line: what was not logged to the server, where it is kept and the command that sends it; None when
+        everything was sent."""
+        if self.down is None:
+            return None
+        kept = ", ".join(f"{n} {what}" for what, n in self.kept.items() if n) or "nothing"
+        folder = run_dir if run_dir is not None else self.journal.parent
+        return (f"MLflow: not logged to {self._tracking_uri} (run {self._run_id}), the server having stopped "
+                f"answering: {kept}; kept in {self.journal}; once it is back: python -m vase.mlflow_journal {folder}")
+
+
+def replay(run_dir: Path, tracking_uri: str | None = None) -> int:
+    """Send ``run_dir``'s journal to the MLflow run it belongs to (its server, or ``tracking_uri``); the calls sent."""
+    from mlflow.tracking import MlflowClient  # lazy: mlflow, slow to import
+
+    journal = run_dir / JOURNAL
+    if not journal.is_file():
+        sent_before = "; mlflow_unsent.sent.jsonl is what was sent" if (run_dir / SENT).is_file() else ""
+        raise VaseError(f"{journal}: no such file: nothing of this run waits to be sent to MLflow{sent_before}")
+    lines = journal.read_text().splitlines()
+    try:
+        header, calls = json.loads(lines[0]), [json.loads(x) for x in lines[1:] if x.strip()]
+    except (json.JSONDecodeError, IndexError) as e:
+        raise VaseError(f"{journal}: not a journal vase wrote ({type(e).__name__}: {e})") from None
+    progress = journal.with_name(journal.name + ".sent")
+    sent = int(progress.read_text()) if progress.is_file() else 0
+    client = MlflowClient(tracking_uri or header["tracking_uri"])
+    try:
+        client.get_run(header["run_id"])
+    except Exception as e:  # noqa: BLE001 - the one line says which server and which run
+        raise VaseError(f"MLflow at {tracking_uri or header['tracking_uri']} does not answer for run {header['run_id']} "
+                        f"({type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}); nothing sent, try again "
+                        f"once it is back") from None
+    for n, c in enumerate(calls):
+        if n < sent:
+            continue
+        getattr(client, c["call"])(*_decode(c["args"]), **{k: _decode(v) for k, v in c["kwargs"].items()})
+        atomic_write_text(progress, str(n + 1))
+    journal.rename(journal.with_name(SENT))
+    progress.unlink(missing_ok=True)  # the count of a journal this replay wrote, now renamed
+    return len(calls) - sent
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m vase.mlflow_journal", description=__doc__.splitlines()[0])
+    ap.add_argument("run_dir", type=Path, help="the run's folder (it holds mlflow_unsent.jsonl)")
+    ap.add_argument("--tracking-uri", help="send to this server instead of the one the run logged to")
+    a = ap.parse_args(argv)
+    if os.environ.get(CHECK_ONLY_ENV) == "1":  # the docs' commands are checked this far by the tests
+        print(f"config ok: {a.run_dir} (arguments parsed; nothing read or sent)")
+        return 0
+    try:
+        n = replay(a.run_dir, a.tracking_uri)
+    except VaseError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"MLflow: sent {n} logging calls of {a.run_dir} to its run")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
