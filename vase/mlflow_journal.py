@@ -141,7 +141,9 @@ class JournaledMLFlowLogger(MLFlowLogger):
         everything was sent."""
         if self.down is None:
             return None
-        kept = ", ".join(f"{n} {what}" for what, n in self.kept.items() if n) or "nothing"
+        kept = ", ".join(what if what == "the run's end" else f"{n} {what}" + ("s" if n > 1 and what in WHAT.values()
+                                                                                else "")
+                         for what, n in self.kept.items() if n) or "nothing"
         folder = run_dir if run_dir is not None else self.journal.parent
         return (f"MLflow: not logged to {self._tracking_uri} (run {self._run_id}), the server having stopped "
                 f"answering: {kept}; kept in {self.journal}; once it is back: python -m vase.mlflow_journal {folder}")
