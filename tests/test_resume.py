@@ -50,6 +50,18 @@ def _history(run: Path) -> list[dict]:
     return json.loads((run / "train_history.json").read_text())
 
 
+def _stopped_by_sigterm_at_step_2(logs: Path, cache: Path, cmd: list[str]) -> tuple[Path, Path]:
+    """The command, SIGTERMed (a kill, SLURM's preemption) as step 2 ends: it exits 143 after the step in progress
+    (3) ended and was saved, and says where. Its run folder and checkpoint."""
+    p = _train(logs, cache, cmd, signal_at=f"2:{int(signal.SIGTERM)}")
+    text, _ = p.communicate(timeout=600)
+    assert p.returncode == 128 + signal.SIGTERM, text[-2000:]
+    (run,) = _runs(logs)
+    ckpt = run / "checkpoints" / "last.ckpt"
+    assert _ckpt_step(ckpt) == 3 and f"saved step 3 to {ckpt}; rerun the same command to resume" in text
+    return run, ckpt
+
+
 @pytest.mark.slow  # heavy (a whole run or sweep in subprocesses): make test-slow; the default suite stays under 15 minutes
 def test_sigterm_then_sigkill_then_the_same_command_gives_the_uninterrupted_curve(tmp_path: Path,
                                                                                  session_dirs: dict) -> None:
@@ -63,14 +75,7 @@ def test_sigterm_then_sigkill_then_the_same_command_gives_the_uninterrupted_curv
     # SIGTERM (kill, SLURM preemption) before the first periodic checkpoint: the step in progress ends, is saved,
     # and the command says where
     logs = tmp_path / "logs"
-    p = _train(logs, cache, cmd, signal_at=f"2:{int(signal.SIGTERM)}")
-    text, _ = p.communicate(timeout=600)
-    assert p.returncode == 128 + signal.SIGTERM, text[-2000:]
-    (run,) = _runs(logs)
-    ckpt = run / "checkpoints" / "last.ckpt"
-    saved = _ckpt_step(ckpt)
-    assert saved == 3  # the signal came as step 2 ended; step 3 (in progress) ended and was saved
-    assert f"saved step 3 to {ckpt}; rerun the same command to resume" in text
+    run, ckpt = _stopped_by_sigterm_at_step_2(logs, cache, cmd)
     assert not (run / "train_history.json").exists()
 
     # the same command resumes that run in its own folder; SIGKILL it after a later periodic checkpoint
@@ -224,12 +229,7 @@ def test_sigterm_mid_grpo_saves_records_and_the_same_command_resumes_to_the_unin
     assert [h["step"] for h in full] == [float(s) for s in range(1, 7)]  # 12 vases / batch 2, one epoch
 
     logs = tmp_path / "logs"
-    p = _train(logs, cache, GRPO, signal_at=f"2:{int(signal.SIGTERM)}")
-    text, _ = p.communicate(timeout=600)
-    assert p.returncode == 128 + signal.SIGTERM, text[-2000:]
-    (run,) = _runs(logs)
-    ckpt = run / "checkpoints" / "last.ckpt"
-    assert _ckpt_step(ckpt) == 3 and f"saved step 3 to {ckpt}; rerun the same command to resume" in text
+    run, _ = _stopped_by_sigterm_at_step_2(logs, cache, GRPO)
     assert json.loads((run / ".vase-run.json").read_text())["status"] == "interrupted"
 
     text = _finish(_train(logs, cache, GRPO))
