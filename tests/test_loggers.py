@@ -373,3 +373,9 @@ def test_an_mlflow_server_that_stops_answering_mid_run_loses_nothing(tmp_path: P
     assert not journal.exists() and (run_dir / "mlflow_unsent.sent.jsonl").is_file()
     assert main([str(run_dir)]) == 2
     assert "nothing of this run waits to be sent" in capsys.readouterr().err
+    # a journal is replayed as logging calls only: a line asking for anything else is refused, nothing done
+    journal.write_text(json.dumps({"tracking_uri": uri, "run_id": lg.run_id}) + "\n"
+                       + json.dumps({"call": "delete_run", "args": [lg.run_id], "kwargs": {}}) + "\n")
+    assert main([str(run_dir)]) == 2
+    assert "not a logging call vase keeps" in capsys.readouterr().err
+    assert store.get_run(lg.run_id).info.lifecycle_stage == "active"

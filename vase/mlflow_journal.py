@@ -174,7 +174,16 @@ def replay(run_dir: Path, tracking_uri: str | None = None) -> int:
     for n, c in enumerate(calls):
         if n < sent:
             continue
-        getattr(client, c["call"])(*_decode(c["args"]), **{k: _decode(v) for k, v in c["kwargs"].items()})
+        if not isinstance(c, dict) or c.get("call") not in LOGGING_CALLS:
+            raise VaseError(f"{journal}:{n + 2}: not a logging call vase keeps ({str(c)[:120]}); {n - sent} sent, "
+                            f"the rest not")
+        try:
+            getattr(client, c["call"])(*_decode(c.get("args", [])), **{k: _decode(v) for k, v in
+                                                                      c.get("kwargs", {}).items()})
+        except Exception as e:  # noqa: BLE001 - the server stopped again: what was sent is counted, the rest waits
+            raise VaseError(f"MLflow stopped answering after {n - sent} of {len(calls) - sent} logging calls "
+                            f"({type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}); the same command sends "
+                            f"the rest") from None
         atomic_write_text(progress, str(n + 1))
     journal.rename(journal.with_name(SENT))
     progress.unlink(missing_ok=True)  # the count of a journal this replay wrote, now renamed

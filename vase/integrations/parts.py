@@ -68,7 +68,9 @@ class Parts:
     def lanes(*lanes: Sequence[Callable[[], Any]]) -> None:
         """Each lane's steps (e.g. ``lambda: parts.run(...)``) one after another, the lanes side by side; returns when
         every lane has ended."""
-        threads = [threading.Thread(target=lambda lane=lane: [step() for step in lane], name=f"lane-{i}")
+        # daemon threads: a kill of the check unwinds in the main thread (its clusters and servers stopped there)
+        # without waiting for a lane's part to end
+        threads = [threading.Thread(target=lambda lane=lane: [step() for step in lane], name=f"lane-{i}", daemon=True)
                    for i, lane in enumerate(lanes)]
         for t in threads:
             t.start()
