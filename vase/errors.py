@@ -25,3 +25,14 @@ class Interrupted(Exception):  # noqa: N818 - not an error: the user (or the sch
 
 class MetricError(VaseError):
     """A metric could not be computed; raised instead of silently reporting 0.0."""
+
+
+def first_line(e: BaseException, limit: int | None = None) -> str:
+    """The first line of ``e``'s message (at most ``limit`` characters; ``""`` when it has none): what a one-line
+    report quotes of another library's error.
+
+    >>> first_line(OSError("HTTPConnectionPool: Max retries exceeded\\n  caused by ..."))
+    'HTTPConnectionPool: Max retries exceeded'
+    """
+    lines = str(e).strip().splitlines()
+    return lines[0][:limit] if lines else ""

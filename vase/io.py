@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from vase.errors import ConfigError, DataError
+from vase.errors import ConfigError, DataError, first_line
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
@@ -391,7 +391,7 @@ def load_tensors(path: str | Path, key: str, **kwargs: Any) -> Any:
                           f"{f' ({found.group(1)})' if found else ''}; vase loads only tensors and plain values "
                           f"(weights_only=True): save state dicts, or rebuild the file with vase") from None
     except (RuntimeError, EOFError, OSError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        first = first_line(e) or type(e).__name__
         raise ConfigError(f"{key}={path}: not a readable torch file ({first})") from None
 
 

@@ -31,6 +31,7 @@ from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
 from omegaconf import OmegaConf
 
+from vase.errors import first_line
 from vase.reports.sweep_summary import failed_line
 from vase.runs import record_lost
 
@@ -57,7 +58,7 @@ class _Settling:
                     if ret.hydra_cfg is not None else None  # the job's folder (working_dir is the sweep's cwd)
                 if folder:  # a job that failed before its run began has no record: it gets one (failed)
                     err = ret._return_value
-                    record_lost(folder, f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:300]}")
+                    record_lost(folder, f"{type(err).__name__}: {first_line(err, 300)}")
                 ret = JobReturn(overrides=ret.overrides, cfg=ret.cfg, hydra_cfg=ret.hydra_cfg,
                                 working_dir=ret.working_dir, task_name=ret.task_name, status=JobStatus.COMPLETED)
             out.append(ret)
@@ -116,7 +117,7 @@ class _CollectEach:
             return job.results()[0]
         except Exception as e:  # noqa: BLE001 - submitit's UncompletedJobError and FailedJobError: the job is lost
             folder = sweep_dir / str(num)  # hydra.sweep.subdir is the job's number (conf/hydra/default.yaml)
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            first = first_line(e) or type(e).__name__
             err = JobLost(f"its process ended without a result (killed: SIGKILL, out of memory or a lost node; "
                           f"submitit: {first[:300]})")
             record_lost(folder, str(err))

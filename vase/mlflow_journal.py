@@ -27,7 +27,7 @@ from pytorch_lightning.loggers import MLFlowLogger
 from pytorch_lightning.utilities import rank_zero_only
 
 from vase.config.entry import CHECK_ONLY_ENV
-from vase.errors import VaseError
+from vase.errors import VaseError, first_line
 from vase.io import append_jsonl, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -111,8 +111,7 @@ class JournaledMLFlowLogger(MLFlowLogger):
     def went_down(self, call: str, error: BaseException) -> None:
         if self.down is not None:
             return
-        first = (str(error).strip().splitlines() or [""])[0][:200]
-        self.down = f"{type(error).__name__}: {first}"
+        self.down = f"{type(error).__name__}: {first_line(error, 200)}"
         self.journal.parent.mkdir(parents=True, exist_ok=True)
         append_jsonl(self.journal, [{"tracking_uri": self._tracking_uri, "run_id": self._run_id,
                                      "experiment_id": self._experiment_id, "failed_call": call, "error": self.down}])
@@ -169,7 +168,7 @@ def replay(run_dir: Path, tracking_uri: str | None = None) -> int:
         client.get_run(header["run_id"])
     except Exception as e:  # noqa: BLE001 - the one line says which server and which run
         raise VaseError(f"MLflow at {tracking_uri or header['tracking_uri']} does not answer for run {header['run_id']} "
-                        f"({type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}); nothing sent, try again "
+                        f"({type(e).__name__}: {first_line(e, 200)}); nothing sent, try again "
                         f"once it is back") from None
     for n, c in enumerate(calls):
         if n < sent:
@@ -182,7 +181,7 @@ def replay(run_dir: Path, tracking_uri: str | None = None) -> int:
                                                                       c.get("kwargs", {}).items()})
         except Exception as e:  # noqa: BLE001 - the server stopped again: what was sent is counted, the rest waits
             raise VaseError(f"MLflow stopped answering after {n - sent} of {len(calls) - sent} logging calls "
-                            f"({type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}); the same command sends "
+                            f"({type(e).__name__}: {first_line(e, 200)}); the same command sends "
                             f"the rest") from None
         atomic_write_text(progress, str(n + 1))
     journal.rename(journal.with_name(SENT))
