@@ -62,7 +62,7 @@ readme-tables: setup
 # plugin, plugin-vs-vase reward parity, TRL's GRPOTrainer with vase's reward functions, ms-swift data read back.
 # Builds ms-swift's own venv under ~/.cache/vase/tools/ (VASE_TOOLS_DIR) from the package index when missing; PASS/FAIL per part
 stack-check: setup
-	$(BIN)/python -m vase.integrations.stack_check
+	$(BIN)/python -m vase.checks.stack_check
 
 # Debian's SLURM and munge for make cluster-check; installed only when missing
 slurm-deps:
@@ -75,7 +75,7 @@ slurm-deps:
 # preemption (USR2 -> checkpoint, requeue, resume), a time limit, two ranks per node (DDP on gloo), GRPO on two
 # ranks; PASS/FAIL per part under logs/cluster_check/<time>/
 cluster-check: setup slurm-deps
-	$(BIN)/python -m vase.integrations.cluster_check
+	$(BIN)/python -m vase.checks.cluster_check
 
 # The documentation site (docs/, mkdocs.yml) into site/, --strict: a broken link, a missing page or an API
 # reference that no longer resolves fails; the configuration reference must equal what the code generates
@@ -96,12 +96,12 @@ browser-deps:
 # the ablation page and the configuration reference screenshotted; a page without its rendered tables or plots fails
 # (logs/docs_check/<time>/)
 docs-check: setup browser-deps
-	$(BIN)/python -m vase.integrations.docs_check
+	$(BIN)/python -m vase.checks.docs_check
 
 # The self-hosted dashboards for real: an MLflow server (its own venv under ~/.cache/vase/tools/) and TensorBoard on
 # 127.0.0.1, a two-job sweep logged to both, read back through their HTTP APIs, screenshotted in headless Chromium
 dashboards-check: setup browser-deps
-	$(BIN)/python -m vase.integrations.dashboards_check
+	$(BIN)/python -m vase.checks.dashboards_check
 
 docs-serve: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000

@@ -1,11 +1,17 @@
-"""Generate captions with a vase model and score them with the paper's caption metrics.
+"""Evaluate: run one evaluation task (``task=``, default ``generate``) from the registry ``vase.config.EVAL_TASKS``.
 
-    python evaluate.py                                         # tiny model on the synthetic val split
+    python evaluate.py --help                                  # every task, one line each
+    python evaluate.py                                         # generate: tiny model, synthetic val split, scored
     python evaluate.py adapter=logs/train/runs/<time>/adapter  # a trained adapter
     python evaluate.py model=qwen2_5_vl_7b data=vasevqa3d data.root=/data/VaseVQA-3D metrics=paper
+    python evaluate.py task=vqa adapter=<run>/adapter          # per-dimension VQA accuracy
+    python evaluate.py task=score generated=G.json ground_truth=T.json output=OUT.json
 
-Writes results.json (clip_score, fid_score, r_at_1/5/10, lexical_similarity, overall_score, n_pairs), a markdown
-table beside it, and the generations as resumable JSONL (a rerun skips what is done).
+The tasks: generate, score, vqa, leaderboard, export, check, vaseeval, attributes, invrender (each one function in
+``vase.pipeline.evaluate`` and one ``conf/task/<name>.yaml``), and any an installed package registers under the
+entry-point group ``vase.eval_tasks``. generate writes results.json (clip_score, fid_score, r_at_1/5/10,
+lexical_similarity, overall_score, n_pairs), a markdown table beside it, and the generations as resumable JSONL (a
+rerun skips what is done).
 """
 
 from __future__ import annotations
@@ -16,7 +22,15 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from vase.config import EVAL_TASKS, or_exit, preflight_overrides, run_entry, tasks_help, validated
+from vase.config import (
+    EVAL_TASKS,
+    load_eval_task_plugins,
+    or_exit,
+    preflight_overrides,
+    run_entry,
+    tasks_help,
+    validated,
+)
 from vase.loggers import finish_wandb
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
@@ -38,6 +52,7 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    or_exit(load_eval_task_plugins)  # installed packages' own evaluation tasks (entry points "vase.eval_tasks")
     if "--help" in sys.argv or "-h" in sys.argv:
         print(tasks_help())  # then Hydra's own help: the config groups and the composed config
     or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "evaluate", EVAL_TASKS)

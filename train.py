@@ -18,7 +18,8 @@ import hydra
 from omegaconf import DictConfig
 
 from vase.config import or_exit, preflight_overrides, run_entry, validated
-from vase.loggers import finish_wandb, quiet_sacct_warnings
+from vase.loggers import finish_wandb
+from vase.sacct import quiet_sacct_warnings
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 

@@ -11,7 +11,7 @@ committed; pass its path:
 Model: clipfilter1.py loads ``./openai/clip-vit-base-patch32`` from its working directory; that name points at a
 randomly initialised CLIP with the real ViT-B/32 architecture, CLIP's own BPE tokenizer and image processor (built
 here: no download), which vase gets as ``filter.clip.model``. Speed does not depend on the weights' values.
-Photos: synthetic museum photos (``vase.filter.synthetic``), 1600x1200 JPEGs like museum downloads.
+Photos: synthetic museum photos (``vase.filter.synthetic_photos``), 1600x1200 JPEGs like museum downloads.
 clipfilter1.py runs unchanged under a transformers-5 shim (``get_text_features`` / ``get_image_features`` return
 the pooled tensor, as under transformers 4) with HOME pointed at a scratch folder (it moves files out of
 ``~/.cache/clip`` when given a cache directory).
@@ -101,7 +101,7 @@ def main() -> None:
     import torch
     import transformers
 
-    from vase.filter.synthetic import generate_photos
+    from vase.filter.synthetic_photos import generate_photos
     from vase.models.tiny_clip import build_vit_b32_clip
 
     cache = Path(args.cache)

@@ -43,7 +43,7 @@ def padded_tokenizer(spec: TinySpec | None = None):
 def public_config(arch: str, **overrides: Any):
     """The public architecture of ``arch`` (``3b``/``7b``) as a ``Qwen2_5_VLConfig``; ``overrides`` change text sizes
     (a smaller model of the same shape, for tests)."""
-    # lazy: transformers: slow to import, and only this path needs it
+    # lazy: transformers
     from transformers import Qwen2_5_VLConfig
 
     a = {**ARCHS[arch], **overrides}
@@ -62,7 +62,7 @@ def public_config(arch: str, **overrides: Any):
 
 def count_parameters(arch: str, **overrides: Any) -> int:
     """Parameters of the architecture, built on the meta device (nothing allocated)."""
-    # lazy: torch, transformers: slow to import, and only this path needs them
+    # lazy: torch, transformers
     import torch
     from transformers import Qwen2_5_VLForConditionalGeneration
 
@@ -75,7 +75,7 @@ def make_checkpoint(arch: str, out: str | Path, device: str = "cpu", dtype: str 
                     max_pixels: int = 200704, **overrides: Any) -> Path:
     """Build the random-weight model on ``device`` in ``dtype`` and save it, its tokenizer and processor to ``out``
     (written to a temporary folder first; a folder already at ``out`` is never replaced)."""
-    # lazy: torch, transformers: slow to import, and only this path needs them
+    # lazy: torch, transformers
     import torch
     from transformers import GenerationConfig, Qwen2_5_VLForConditionalGeneration
 

@@ -81,7 +81,7 @@ def hires_vase(path: Path, seed: int = 0) -> int:
     """A textured synthetic vase with ~200k faces (a finely sampled body of revolution); returns its face count."""
     import trimesh
 
-    from vase.annotate.sampling import sample_record
+    from vase.annotate.dimension_sampling import sample_record
     from vase.data.synthetic import SHAPE_SPECS, _body, mesh_to_glb, paint_texture
 
     rng = np.random.default_rng(seed)
@@ -186,7 +186,7 @@ def main() -> None:
     ap.add_argument("--results", default=str(ROOT / "benchmarks" / "RESULTS.md"))
     args = ap.parse_args()
 
-    from vase.annotate.sampling import sample_record
+    from vase.annotate.dimension_sampling import sample_record
     from vase.data.synthetic import build_mesh, mesh_to_glb
 
     work = Path(tempfile.mkdtemp(prefix="vase-render-bench-"))

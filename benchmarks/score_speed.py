@@ -64,7 +64,7 @@ def make_pairs(n: int, seed: int = 0, gen_seed: int = 0) -> tuple[list[str], lis
     import numpy as np
 
     from vase.annotate import make_caption
-    from vase.annotate.sampling import sample_record
+    from vase.annotate.dimension_sampling import sample_record
 
     rng = np.random.default_rng(seed)
     records = [sample_record(rng, i) for i in range(n)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -163,3 +164,19 @@ def hub_checkpoint(hub_checkpoint_dir: Path, tmp_path: Path) -> Path:
     out = tmp_path / "user" / "Qwen2.5-VL-3B-Instruct"
     shutil.copytree(hub_checkpoint_dir, out, ignore=shutil.ignore_patterns(".vase-built", "vase_hub_fixture.json"))
     return out
+
+
+def run_cli(args: list[str], tmp_path: Path, session_dirs: dict) -> subprocess.CompletedProcess:
+    """An entry point run as a user types it (``[script, *overrides]``), its cache the session's and its logs under
+    ``tmp_path``."""
+    env = {**os.environ, "WANDB_MODE": "offline"}
+    return subprocess.run([sys.executable, *args, f"paths.cache_dir={session_dirs['cache']}",
+                           f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def one_line(p: subprocess.CompletedProcess) -> str:
+    """A refusal's one line (exit 2, no traceback; warnings aside)."""
+    lines = [x for x in p.stderr.splitlines() if x.strip() and "warn" not in x.lower()]
+    assert p.returncode == 2 and len(lines) == 1 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    return lines[0]

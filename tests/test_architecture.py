@@ -74,10 +74,8 @@ def test_the_contracts_pass_and_an_upward_import_breaks_them(tmp_path: Path) -> 
 
 def test_every_data_task_is_built_by_registered_tasks() -> None:
     """data.task's values (checked by the config) and the registry agree; each names tasks that have a builder."""
-    from vase.choices import DATA_TASK_NAMES
-    from vase.tasks import DATA_TASKS, SAMPLES
+    from vase.prompt_tasks import DATA_TASKS, SAMPLES
 
-    assert tuple(DATA_TASKS) == DATA_TASK_NAMES
     assert all(name in SAMPLES for names in DATA_TASKS.values() for name in names)
 
 
@@ -88,8 +86,8 @@ def test_each_vqa_protocol_is_a_tasks_and_the_runner_only_dispatches(monkeypatch
 
     from vase.choices import VQA_PROTOCOLS
     from vase.eval import vqa
-    from vase.tasks import VQA, mc, qa
-    from vase.tasks.base import EvalProtocol
+    from vase.prompt_tasks import VQA, mc, qa
+    from vase.prompt_tasks.base import EvalProtocol
 
     assert tuple(VQA) == VQA_PROTOCOLS
     assert (VQA["open"], VQA["mc"], VQA["ll"]) == (qa.OPEN, mc.LETTER, mc.LIKELIHOOD)
@@ -171,3 +169,68 @@ def test_the_import_rule_catches_a_light_lazy_import_and_an_unexplained_heavy_on
         assert [imports.lazy_comment(bad, i) for i in imps] == [False, False, True]
     finally:
         imports._first_party.cache_clear()
+
+
+def _named_in_architecture_md() -> tuple[set[str], set[str]]:
+    """The dotted ``vase.*`` names and the ``vase/...`` paths ARCHITECTURE.md writes in backticks."""
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    ticks = re.findall(r"`([^`\s]+)`", text)
+    dotted = {t for t in ticks if re.fullmatch(r"vase(\.\w+)+", t)}
+    paths = {t for t in ticks if re.fullmatch(r"vase/[\w/]+(\.py)?", t)}
+    return dotted, paths
+
+
+def test_every_module_architecture_md_names_exists_and_every_package_is_named() -> None:
+    """A name in ARCHITECTURE.md is a module, a package or a name one of them holds; a file it names (``x.py`` in
+    a part's row, ``vase/...`` anywhere) exists; and every package of vase has its row."""
+    import importlib
+
+    dotted, paths = _named_in_architecture_md()
+    def spec(module: str) -> object | None:
+        try:
+            return importlib.util.find_spec(module)
+        except ModuleNotFoundError:  # a name inside a module, not a submodule
+            return None
+
+    for name in sorted(dotted):
+        module, attr = name, None
+        while module and spec(module) is None:
+            module, _, attr = module.rpartition(".")
+        assert module and (attr is None or hasattr(importlib.import_module(module), attr)), name
+    for path in sorted(paths):
+        assert (ROOT / path).exists(), path
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    rows = re.findall(r"^\| (`[^|]+`|base) \| ([^\n]*)\|$", text, re.M)
+    assert rows
+    files = {f for _, holds in rows for f in re.findall(r"`(\w+\.py)`", holds)}
+    for file in files:
+        assert list((ROOT / "vase").rglob(file)) or (ROOT / file).exists(), f"ARCHITECTURE.md names {file}: no such file"
+    packages = {p.parent.relative_to(ROOT).as_posix().replace("/", ".") for p in (ROOT / "vase").glob("*/__init__.py")}
+    named = {m for part, _ in rows for m in re.findall(r"`(vase\.\w+)`", part)}
+    base = next(holds for part, holds in rows if part == "base")
+    named |= {f"vase.{m}" for m in re.findall(r"`(\w+)`", base)}
+    assert packages <= named, f"packages without a row in ARCHITECTURE.md: {sorted(packages - named)}"
+
+
+# modules that share a name across folders, each saying what the other is (a prompt task and its runner; a package's
+# base): any other shared name is two jobs that could be confused
+SHARED_NAMES = {"base.py": ("vase/prompt_tasks", "vase/reconstruct"), "invrender.py": ("vase/prompt_tasks", "vase/eval"),
+                "zoom.py": ("vase/prompt_tasks", "vase/eval")}
+
+
+def test_no_two_modules_share_a_name_unless_each_names_the_other() -> None:
+    import ast
+    from collections import defaultdict
+
+    where = defaultdict(list)
+    for p in (ROOT / "vase").rglob("*.py"):
+        if p.name not in ("__init__.py", "__main__.py") and "__pycache__" not in p.parts:
+            where[p.name].append(p)
+    shared = {n: ps for n, ps in where.items() if len(ps) > 1}
+    assert set(shared) == set(SHARED_NAMES), {n: [str(p.relative_to(ROOT)) for p in ps] for n, ps in shared.items()}
+    for name, ps in shared.items():
+        assert sorted(p.parent.relative_to(ROOT).as_posix() for p in ps) == sorted(SHARED_NAMES[name])
+        for p in ps:
+            other = next(q for q in ps if q != p)
+            dotted = other.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".")
+            assert dotted in (ast.get_docstring(ast.parse(p.read_text())) or ""), f"{p} does not name {dotted}"

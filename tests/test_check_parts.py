@@ -1,11 +1,11 @@
-"""The parts of the checks that run other tools (vase.integrations.parts): lanes side by side, a broken part a FAIL
+"""The parts of the checks that run other tools (vase.checks.parts): lanes side by side, a broken part a FAIL
 with its reason, what ran beside a part, a part in one lane waiting for another's result."""
 
 from __future__ import annotations
 
 import time
 
-from vase.integrations.parts import Parts
+from vase.checks.parts import Parts
 
 
 def test_lanes_run_side_by_side_and_a_part_that_breaks_is_a_fail_with_its_reason(capsys) -> None:

@@ -152,7 +152,7 @@ def test_the_page_check_finds_raw_markdown_a_missing_image_and_a_blank_screensho
     import numpy as np
     from PIL import Image
 
-    from vase.integrations.docs_check import blank, inspect_dom
+    from vase.checks.docs_check import blank, inspect_dom
 
     site = tmp_path / "site"
     (site / "p" / "img").mkdir(parents=True)
@@ -176,7 +176,7 @@ def test_the_rendered_page_check_names_what_a_reader_would_see_wrong(tmp_path: P
     """What make docs-check reads in each rendered page, judged: raw markdown (what an HTML block swallowing the text
     below it leaves, as on the SLURM page), a raw Sphinx role, a doctest as nested quotes, a table cut without a scroll
     bar, an image that does not load, a long page without headings; every built page is listed."""
-    from vase.integrations.docs_check import problems, site_pages
+    from vase.checks.docs_check import problems, site_pages
 
     clean = {"text": "Each task prints where it runs.", "tables": 1, "images": [], "cut": [], "headings": 2,
              "height": 3000, "nested_quotes": 0}

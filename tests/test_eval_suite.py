@@ -107,7 +107,7 @@ def test_open_clip_backend_text_and_images(session_dirs: dict) -> None:
 
 
 def test_image_clip_score_by_hand() -> None:
-    from vase.metrics.caption import ImageCaptionCLIPScore
+    from vase.metrics.caption_metrics import ImageCaptionCLIPScore
 
     views = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 1.0], [-1.0, 0.0]]])  # 2 items x 2 views
     caps = torch.tensor([[1.0, 0.0], [1.0, 1.0]])
@@ -125,7 +125,7 @@ def _record(vid: str = "abc_0"):
 
 
 def test_multiple_choice_options_are_deterministic_and_valid() -> None:
-    from vase.annotate.choices import mc_options
+    from vase.annotate.multiple_choice import mc_options
     from vase.annotate.vocab import DIMENSIONS, canonical, terms
 
     rec = _record()
@@ -142,7 +142,7 @@ def test_multiple_choice_options_are_deterministic_and_valid() -> None:
 @pytest.mark.parametrize("answer, expected", [("B", 1), ("(C) something", 2), ("D. Laconian", 3), ("  a", None),
                                               ("Athenian", 0), ("no idea at all", None), ("", None)])
 def test_parse_choice(answer: str, expected) -> None:
-    from vase.tasks.mc import parse_choice
+    from vase.prompt_tasks.mc import parse_choice
 
     assert parse_choice(answer, ["Athenian", "Corinthian", "Boeotian", "Laconian"]) == expected
 

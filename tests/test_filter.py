@@ -20,8 +20,8 @@ import torch
 from PIL import Image
 
 from tests.conftest import ROOT, compose_cfg
-from vase.errors import ConfigError
-from vase.filter.synthetic import BAD_REASONS, generate_photos
+from vase.errors import ConfigError, DataError
+from vase.filter.synthetic_photos import BAD_REASONS, generate_photos
 from vase.images import open_photo
 
 SMALL_Q = ["filter.quality.layers=[1,1,1,1]", "filter.quality.width_per_group=8", "filter.quality.image_size=48",
@@ -100,7 +100,6 @@ def test_generator_is_deterministic_and_refuses_foreign_folders(photos: Path, tm
     assert {"whole", "shard", "bad"} <= kinds
     (tmp_path / "theirs").mkdir()
     (tmp_path / "theirs" / "x.jpg").write_bytes(b"mine")
-    from vase.errors import DataError
 
     with pytest.raises(DataError, match="did not write"):
         generate_photos(tmp_path / "theirs", objects=2, progress=False)
@@ -350,3 +349,48 @@ def test_a_torn_manifest_line_is_redone_not_glued_to_the_next_batch(photos: Path
     run_filter(_cfg(tmp_path, session_dirs, [*base, f"filter.output={torn}"]).filter, progress=False)
     assert (torn / "decisions.csv").read_text() == (ref / "decisions.csv").read_text()
     assert sum(1 for _ in (torn / "manifest.jsonl").open()) - 1 == sum(1 for _ in (ref / "manifest.jsonl").open()) - 1
+
+
+def test_the_filter_rejects_a_symlink_loop_with_its_reason(tmp_path: Path) -> None:
+    from vase.images import iter_files, open_photo
+
+    d = tmp_path / "photos"
+    d.mkdir()
+    (d / "ok.txt").write_text("x")
+    os.symlink("b.jpg", d / "a.jpg")
+    os.symlink("a.jpg", d / "b.jpg")
+    os.symlink("nowhere.jpg", d / "dangling.jpg")
+    os.symlink(d, d / "loop")  # a folder that contains itself: never followed
+    files = sorted(p.name for p in iter_files(d))
+    assert files == ["a.jpg", "b.jpg", "dangling.jpg", "loop", "ok.txt"]
+    assert open_photo(d / "a.jpg").reason.startswith("symbolic link loop")
+    assert open_photo(d / "dangling.jpg").reason.startswith("dangling symbolic link")
+    assert open_photo(d / "loop").reason.startswith("symbolic link loop")
+
+
+def test_the_filter_names_symlink_loops_and_dangling_links(tmp_path: Path) -> None:
+    from vase.images import open_photo
+
+    d = tmp_path / "photos"
+    (d / "sub").mkdir(parents=True)
+    os.symlink("b.jpg", d / "a.jpg")
+    os.symlink("a.jpg", d / "b.jpg")
+    os.symlink("nowhere.jpg", d / "dangling.jpg")
+    os.symlink(d, d / "sub" / "loop")  # a folder link that leads back above itself
+    os.symlink(d / "sub", d / "folder")
+    assert open_photo(d / "a.jpg").reason.startswith("symbolic link loop")
+    assert open_photo(d / "dangling.jpg").reason == "dangling symbolic link (its target 'nowhere.jpg' does not exist)"
+    assert open_photo(d / "sub" / "loop").reason.startswith("symbolic link loop (a link to a folder that holds it)")
+    assert open_photo(d / "folder").reason == "symbolic link to a folder, not to an image file"
+
+
+def test_hidden_photos_are_named_when_skipped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from PIL import Image
+
+    from vase.reconstruct.base import objects_in
+
+    Image.new("RGB", (8, 8)).save(tmp_path / "a.png")
+    Image.new("RGB", (8, 8)).save(tmp_path / ".b.png")
+    with caplog.at_level("WARNING", logger="vase"):
+        assert list(objects_in(tmp_path)) == ["a"]
+    assert ".b.png" in caplog.text and "hidden" in caplog.text

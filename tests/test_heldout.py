@@ -277,7 +277,7 @@ def _reward_of(cfg):
 
 
 def _target_of(cfg, sample_id: str) -> dict:
-    from vase.tasks.base import fields_of
+    from vase.prompt_tasks.base import fields_of
 
     root = Path(cfg.data.root)
     rec = next(r for r in json.loads((root / "annotations" / "val.json").read_text()) if r["id"] == sample_id)

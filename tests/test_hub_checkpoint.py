@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 from PIL import Image
 
-from tests.conftest import compose_cfg
+from tests.conftest import ROOT, compose_cfg
 from tests.test_user_paths import tree_hash
 from vase.config import Decoding, validate
 
@@ -53,7 +55,7 @@ def test_model_processor_pixels_decide_the_grid_whatever_the_checkpoint_says(hub
     did not: six 1024-px views gave 8,249 prompt tokens at any cap), and what vase saves carries the user's value."""
     from vase.data.datamodule import SFTCollator
     from vase.models.loading import load_processor
-    from vase.tasks.base import ChatSample
+    from vase.prompt_tasks.base import ChatSample
 
     views = [Image.new("RGB", (1024, 1024), c) for c in ("red", "green")]
     per_view = {}
@@ -206,3 +208,83 @@ def test_a_7b_shaped_stand_in_has_the_7b_files(tmp_path: Path) -> None:
                                                                   "processor": {"max_pixels": 12544}}))
     assert model.lm_head.weight.data_ptr() != model.model.language_model.embed_tokens.weight.data_ptr()
     assert len(processor.tokenizer) == 151_665 and model.config.text_config.vocab_size == 152064
+
+
+def _run(args: list[str], tmp_path: Path, check: bool = False, timeout: float = 300) -> subprocess.CompletedProcess:
+    import os
+
+    env = {**os.environ, "WANDB_MODE": "disabled", **({"VASE_CHECK_CONFIG": "1"} if check else {})}
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def _break(ckpt: Path, how: str) -> str:
+    """Damage a copy of the hub-shaped checkpoint as a user's download can be; returns what the line must name."""
+    if how == "no_preprocessor":
+        (ckpt / "preprocessor_config.json").unlink()
+        return f"{ckpt / 'preprocessor_config.json'} is missing"
+    if how == "cut_shard":
+        index = json.loads((ckpt / "model.safetensors.index.json").read_text())
+        shard = ckpt / sorted(set(index["weight_map"].values()))[-1]
+        data = shard.read_bytes()
+        shard.write_bytes(data[: len(data) // 2])
+        return f"shard {shard} is cut short"
+    if how == "no_chat_template":
+        for name in ("chat_template.jinja", "chat_template.json"):
+            (ckpt / name).unlink(missing_ok=True)
+        cfg = json.loads((ckpt / "tokenizer_config.json").read_text())
+        cfg.pop("chat_template", None)
+        (ckpt / "tokenizer_config.json").write_text(json.dumps(cfg))
+        return f"{ckpt} has no chat template"
+    if how == "config_not_json":
+        (ckpt / "config.json").write_text("{'architectures': ['Qwen2_5_VLForConditionalGeneration'],")
+        return f"{ckpt / 'config.json'} is not valid JSON"
+    if how == "cut_tokenizer":
+        data = (ckpt / "tokenizer.json").read_bytes()
+        (ckpt / "tokenizer.json").write_bytes(data[: len(data) // 3])
+        return f"{ckpt / 'tokenizer.json'} is not valid JSON"
+    raise ValueError(how)
+
+
+@pytest.mark.parametrize(("how", "entry"), [("no_preprocessor", ["train.py", "trainer=cpu"]),
+                                             ("cut_shard", ["evaluate.py"]), ("no_chat_template", ["train.py"]),
+                                             ("config_not_json", ["evaluate.py"]), ("cut_tokenizer", ["train.py"])])
+def test_a_broken_checkpoint_folder_is_one_line_naming_the_file_before_the_model_loads(hub_checkpoint: Path,
+                                                                                      tmp_path: Path, how: str,
+                                                                                      entry: list[str]) -> None:
+    import hashlib
+    import time
+
+    names = _break(hub_checkpoint, how)
+    before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in hub_checkpoint.rglob("*") if p.is_file()}
+    started = time.time()
+    p = _run([*entry, "model=qwen2_5_vl_3b", "model.dtype=float32", f"model.name_or_path={hub_checkpoint}",
+              "logger=none", f"paths.log_dir={tmp_path / 'logs'}", f"paths.cache_dir={tmp_path / 'cache'}"], tmp_path)
+    err = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len([ln for ln in err if ln.startswith(("error:", "config error:"))]) == 1
+    assert err[-1].startswith(f"error: model.name_or_path='{hub_checkpoint}': ") and names in err[-1], err[-3:]
+    assert "Traceback" not in p.stderr and "Loading weights" not in p.stderr
+    assert time.time() - started < 120
+    assert before == {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in hub_checkpoint.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(("value", "line"), [
+    ("/nonexistent/qwen", "config error: model.name_or_path='/nonexistent/qwen': no such folder, and not a hub id"),
+    ("Qwen/Qwen2.5-VL-3B-Instruct", "config error: model.name_or_path='Qwen/Qwen2.5-VL-3B-Instruct' is not in this "
+                                    "machine's hub cache and "),
+])
+def test_a_missing_folder_or_an_unreachable_hub_id_is_one_line_within_seconds(tmp_path: Path, value: str,
+                                                                              line: str) -> None:
+    """transformers said "Repo id must use alphanumeric chars" of a missing folder, and retried an unreachable hub
+    for 2 min 45 s before 215 lines; the hub is reached through an address nothing answers (no network needed)."""
+    import os
+    import time
+
+    env_hub = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(tmp_path / "hf")}  # an empty hub cache
+    started = time.time()
+    p = subprocess.run([sys.executable, "train.py", "model=qwen2_5_vl_3b", f"model.name_or_path={value}",
+                        "logger=none", f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300, env={**os.environ, **env_hub, "WANDB_MODE": "disabled"})
+    err = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and err[-1].startswith(line), p.stderr[-2000:]
+    assert "pass a local checkpoint folder" in err[-1] or "give a local checkpoint folder" in err[-1]
+    assert time.time() - started < 60 and "Traceback" not in p.stderr

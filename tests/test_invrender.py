@@ -30,8 +30,8 @@ def test_a_proportion_change_lowers_the_score_in_proportion(synthetic_root: Path
 
     from vase.data.dataset import VaseDataset
     from vase.eval.invrender import score_params
+    from vase.prompt_tasks.invrender import VaseParams
     from vase.render.renderer import Renderer, RenderSettings
-    from vase.tasks.invrender import VaseParams
 
     rec = VaseDataset(synthetic_root, "train", check_views=False).records[0]
     true = VaseParams.of_record(rec)
@@ -60,8 +60,8 @@ def test_the_reward_scores_inverse_rendering_answers_by_silhouette(synthetic_roo
     from dataclasses import asdict, replace
 
     from vase.data.dataset import VaseDataset
+    from vase.prompt_tasks.invrender import VaseParams
     from vase.rewards.reward import reward_from_config
-    from vase.tasks.invrender import VaseParams
 
     rec = VaseDataset(synthetic_root, "train", check_views=False).records[0]
     true = VaseParams.of_record(rec)

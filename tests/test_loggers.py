@@ -251,6 +251,14 @@ def test_every_metric_a_run_logs_is_in_the_glossary(sweep: Path) -> None:
     missing = sorted({placeholder(k) for k in keys} - listed - {"<term>_shape"})
     missing = [m for m in missing if not (m.endswith("_shape") and m.replace("_shape", "") in listed)]
     assert not missing, missing
+    # train_history.json keeps the training values per step under the same names less "train/" (the glossary says so)
+    histories = sorted(sweep.rglob("train_history*.json"))
+    assert histories and "train_history.json" in glossary
+    history_keys = {f"train/{k}" for h in histories for row in json.loads(h.read_text()) for k in row if k != "step"}
+    assert "train/reward/shape" in history_keys
+    missing = sorted({placeholder(k) for k in history_keys} - listed)
+    missing = [m for m in missing if not (m.endswith("_shape") and m.replace("_shape", "") in listed)]
+    assert not missing, missing
 
 
 def _busy() -> None:
@@ -341,7 +349,7 @@ def test_an_mlflow_server_that_stops_answering_mid_run_loses_nothing(tmp_path: P
     says in one line that nothing is left, and a replay cut short sends only the rest."""
     from mlflow.tracking import MlflowClient
 
-    from vase.integrations.slurm import _free_port
+    from vase.checks.slurm import _free_port
     from vase.loggers import say_unsent
     from vase.mlflow_journal import JOURNAL, JournaledMLFlowLogger, main
 

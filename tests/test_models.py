@@ -63,3 +63,30 @@ def test_adapter_path_without_adapter_fails_clearly(tiny_model_dir: Path, tmp_pa
     cfg = OmegaConf.create({"name_or_path": str(tiny_model_dir), "dtype": "float32"})
     with pytest.raises(FileNotFoundError, match="adapter_config.json"):
         load_model_and_processor(cfg, adapter=str(tmp_path))
+
+
+def test_greedy_batches_and_the_pixel_bounds_say_nothing(tiny_model_dir: Path, capfd: pytest.CaptureFixture,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """Every greedy batch warned "generation flags are not valid ... ['top_k']" and "Both min_new_tokens and
+    min_length"; the pixel bounds went through a processor-call path transformers says it will remove. Now: no warning,
+    and the bounds still decide the grid."""
+    import warnings
+
+    from PIL import Image
+
+    from vase.eval.generate import GenerationItem, generate_rows
+    from vase.models.loading import load_model, load_processor
+
+    processor = load_processor(str(tiny_model_dir), 3136, 12544)
+    model = load_model(str(tiny_model_dir))
+    img = Image.new("RGB", (448, 448), (120, 80, 40))
+    items = [GenerationItem(id=f"v{i}", prompt="Describe the vase.", reference="x", images=lambda: [img])
+             for i in range(2)]
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level("WARNING"):
+        warnings.simplefilter("always")
+        rows = generate_rows(model, processor, items, batch_size=2, max_new_tokens=4, progress=False)
+    said = capfd.readouterr().err + caplog.text + " ".join(str(w.message) for w in caught)
+    assert len(rows) == 2
+    assert "not valid" not in said and "min_new_tokens" not in said and "min_pixels" not in said, said[-1500:]
+    grid = processor(text=["<|vision_start|><|image_pad|><|vision_end|>x"], images=[img])["image_grid_thw"]
+    assert grid.tolist() == [[1, 8, 8]]  # 112 x 112 = 12,544 pixels: max_pixels decided it

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, compose_cfg
+from vase.config import validate
+from vase.errors import ConfigError, DataError
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -48,3 +50,21 @@ def test_render_refuses_a_root_that_is_no_dataset(tmp_path: Path) -> None:
         f"error: --root {tmp_path / 'photos'}: not a dataset folder: no annotations/train.json or "
         f"annotations/val.json in it (vase.render renders the vases they list, from their GLB models)")
     assert not (tmp_path / "cache").exists()
+
+
+def _error_of(overrides: list[str], tmp_path: Path, session_dirs: dict) -> str:
+    with pytest.raises((ConfigError, DataError)) as e:
+        validate(compose_cfg("evaluate", overrides, tmp_path, session_dirs))
+    return str(e.value)
+
+
+def test_the_advice_for_a_users_clip_file_leads_somewhere(tmp_path: Path, session_dirs: dict) -> None:
+    msg = _error_of(["metrics.clip.pretrained=/models/clip/open_clip_model.pt"], tmp_path, session_dirs)
+    assert "metrics.clip.build_tiny=false" in msg and "metrics.clip.model=" in msg
+    # following only half of it is caught before anything loads, with the other half
+    msg = _error_of(["metrics.clip.pretrained=/models/clip/open_clip_model.pt", "metrics.clip.build_tiny=false"],
+                    tmp_path, session_dirs)
+    assert "metrics.clip.model='vase-tiny-clip' is vase's tiny test architecture" in msg and "ViT-B-32" in msg
+    validate(compose_cfg("evaluate", ["metrics.clip.pretrained=/models/clip/open_clip_model.pt",
+                                      "metrics.clip.build_tiny=false", "metrics.clip.model=ViT-B-32"],
+                         tmp_path, session_dirs))

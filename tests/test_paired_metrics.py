@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from vase.metrics.caption import CaptionScorer
+from vase.metrics.caption_metrics import CaptionScorer
 from vase.metrics.paired import METRICS, compare_captions, held, minimal_detectable, per_vase_scores
 
 WORDS = ["red", "black", "amphora", "kylix", "lekythos", "herakles", "athenian", "corinthian", "boar", "lion",
@@ -126,7 +126,7 @@ def test_the_fid_resamples_agree_with_the_exact_fid_of_each_resample() -> None:
     formula (eps on both diagonals, scipy's matrix square root) within 5e-3, and a difference of two FIDs on one
     reference set within 1e-3; wide embeddings and two-vase sets (where the old eigenvalue route took over a second a
     resample) are no special case."""
-    from vase.metrics.caption import frechet_distance
+    from vase.metrics.caption_metrics import frechet_distance
     from vase.metrics.paired import fid_resamples
 
     rng = np.random.default_rng(3)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.conftest import ROOT
 from vase.data.dataset import VIEWS, VaseDataset, load_annotations, load_views, view_path
 from vase.errors import DataError
 from vase.render import Renderer, RenderSettings, render_dataset
@@ -110,7 +114,6 @@ def test_triton_can_load_after_a_render_context() -> None:
 
 def test_orbit_video_and_contact_sheet(synthetic_root, tmp_path) -> None:
     """render.orbit_video writes an H.264 MP4 that decodes back to the frames; data.modality=orbit reads either."""
-    import json
 
     import numpy as np
     from PIL import Image
@@ -134,3 +137,38 @@ def test_orbit_video_and_contact_sheet(synthetic_root, tmp_path) -> None:
     shutil.rmtree(out / "images" / "orbit" / rec["id"])  # only the MP4 left: the orbit modality reads it
     ds = VaseDataset(synthetic_root, "val", modality="orbit", image_roots=[out], limit=1)
     assert len(ds[0].images) == 8
+
+
+@pytest.mark.slow  # heavy (a whole run or sweep in subprocesses): make test-slow; the default suite stays under 15 minutes
+def test_two_runs_at_two_resolutions_at_once_each_train_on_their_own_views(tmp_path: Path) -> None:
+    """render.resolution once re-rendered the synthetic set's views in place: two runs at 32 and 48 pixels overwrote
+    each other's views and one trained on the other's. Each now reads a set named by its settings; a set given by
+    data.root at other settings than its views' is refused in one line, its views left as they were."""
+    import os
+
+    from PIL import Image
+
+    cache, logs = tmp_path / "cache", tmp_path / "logs"
+    common = ["train.py", "logger=none", "debug=fast", "trainer.max_steps=1", "evaluate.after=false", "report=false",
+              "data.synthetic.num_vases=8", f"paths.cache_dir={cache}", f"paths.log_dir={logs}"]
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    procs = [subprocess.Popen([sys.executable, *common, f"render.resolution={r}"], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (32, 48)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1][-1500:] for o in outs]
+    for r in (32, 48):
+        root = cache / "data" / f"synthetic-n8-s0-r{r}-fov35"
+        sizes = {Image.open(f).size for f in (root / "images" / "front").glob("*.png")}
+        assert sizes == {(r, r)}, (r, sizes)
+    import yaml
+
+    roots = sorted(yaml.safe_load(c.read_text())["data"]["root"] for c in logs.glob("train/runs/*/config.yaml"))
+    assert roots == [str(cache / "data" / f"synthetic-n8-s0-r{r}-fov35") for r in (32, 48)]  # each its own set
+    # the same set named by hand at another resolution: refused, nothing re-rendered
+    given = cache / "data" / "synthetic-n8-s0-r32-fov35"
+    before = {f: f.stat().st_mtime_ns for f in (given / "images" / "front").glob("*.png")}
+    p = subprocess.run([sys.executable, *common, "render.resolution=48", f"data.root={given}"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].startswith(
+        f"error: data.root='{given}' holds views rendered at other render settings than this run's"), p.stderr[-1500:]
+    assert before == {f: f.stat().st_mtime_ns for f in (given / "images" / "front").glob("*.png")}

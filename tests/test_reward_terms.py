@@ -189,3 +189,21 @@ def test_the_ablation_demo_twice_gives_byte_identical_results(tmp_path: Path) ->
             assert (a / job / name).read_bytes() == (b / job / name).read_bytes(), (job, name)
     va, vb = json.loads((a / "ablation.json").read_text()), json.loads((b / "ablation.json").read_text())
     assert va["table"] == vb["table"] and va.get("i") == vb.get("i")
+
+
+def test_an_ablation_over_one_weight_compares_no_weight_with_itself_in_its_qa_transfer(tmp_path: Path) -> None:
+    """Target (i) said "not decided" for a sweep at one weight, but the QA-transfer line still read "shape accuracy at
+    weight 0.15 above weight 0.15 ... +0.0 [+0.0, +0.0]"."""
+    from tests.test_heldout import _job, _ll, _result
+    from vase.reports.ablation import write_ablation_report
+
+    sweep = tmp_path / "sweep"
+    for n, bonus in enumerate(("0.3", "0.6")):
+        _job(sweep, n, ["reward.weights.shape=0.15", "seed=1", f"reward.terms.bonus.weight={bonus}"],
+             _result({"shape": 16}), _result({"shape": 12}), _ll(14))
+    v = write_ablation_report(sweep)
+    md = (sweep / "ablation.md").read_text()
+    assert v["i"] is None and v["transfer"]["i"] is None
+    assert "above weight 0.15" not in md and "+0.0 [+0.0, +0.0]" not in md
+    assert "**Transfer: shape accuracy**, multiple choice (option likelihood), needs two values of the swept weight; " \
+           "this sweep ran shape weight 0.15 only: not decided." in md

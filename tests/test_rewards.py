@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import difflib
 import pickle
+from pathlib import Path
 
 import pytest
 
+from tests.conftest import compose_cfg
+from vase.config import validate
+from vase.errors import ConfigError
 from vase.rewards import VaseReward, extract_fields, reward_from_config
 
 TARGET = {"fabric": "Athenian", "technique": "red-figure", "shape": "kylix", "dating": [-525, -475],
@@ -162,8 +166,6 @@ def test_trl_style_conversational_completions() -> None:
 
 
 def test_the_yaml_is_the_one_source_of_the_rewards_values(tmp_path, session_dirs) -> None:
-    from tests.conftest import compose_cfg
-    from vase.config import validate
     from vase.errors import ConfigError
 
     r = reward_from_config()
@@ -187,3 +189,17 @@ def test_the_yaml_is_the_one_source_of_the_rewards_values(tmp_path, session_dirs
     cfg = compose_cfg("train", ["reward.terms.decoration.similarity=cosine"], tmp_path, session_dirs)
     with pytest.raises(ConfigError, match=r"reward\.terms\.decoration\.similarity='cosine' must be one of"):
         validate(cfg)
+
+
+def test_a_folder_as_the_reward_log_and_a_none_completion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vase.integrations.swift_plugin import VaseORM
+    from vase.rewards import reward_from_config
+
+    monkeypatch.setenv("VASE_REWARD_LOG", str(tmp_path))
+    with pytest.raises(ConfigError, match="VASE_REWARD_LOG=.* is a folder"):
+        VaseORM()
+    reward = reward_from_config()
+    target = {"fabric": "Athenian", "technique": "black-figure", "shape": "amphora", "dating": [-525, -475],
+              "decoration": "Herakles", "attribution": "the Amasis Painter"}
+    out = reward.compute([None, "None", ""], targets=[target] * 3)
+    assert out.total[0] == out.total[2]  # None is the empty answer, not the word "None"

@@ -1,4 +1,4 @@
-"""vase's sampler (vase.models.sampling): inverse CDF in float64 draws from the distribution it is given, as
+"""vase's sampler (vase.models.token_sampling): inverse CDF in float64 draws from the distribution it is given, as
 torch.multinomial does, and every sampling path (the GRPO rollout, sampled evaluation) uses it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 import torch
 from scipy import stats
 
-from vase.models.sampling import SamplingProcessor, sample_from, warp
+from vase.models.token_sampling import SamplingProcessor, sample_from, warp
 
 N = 200_000
 
@@ -90,7 +90,7 @@ def test_every_sampling_path_draws_with_vases_sampler(path: str, tiny_model_dir,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """The GRPO rollout and sampled evaluation both call sample_from (and torch.multinomial never runs); greedy
     evaluation does not sample at all."""
-    import vase.models.sampling as sampling
+    import vase.models.token_sampling as sampling
     import vase.training.rollout as rollout
     from vase.config import Decoding
     from vase.data.dataset import VaseDataset

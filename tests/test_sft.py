@@ -113,8 +113,8 @@ def test_resume_from_checkpoint_continues(train_cfg) -> None:
 def test_data_task_all_teaches_multiple_choice_with_the_evaluations_options() -> None:
     import numpy as np
 
-    from vase.annotate.choices import LETTERS, mc_options
-    from vase.annotate.sampling import sample_record
+    from vase.annotate.dimension_sampling import sample_record
+    from vase.annotate.multiple_choice import LETTERS, mc_options
     from vase.data.datamodule import samples_for
     from vase.data.dataset import VaseExample
 

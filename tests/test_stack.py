@@ -335,7 +335,7 @@ def test_trl_dataset_from_a_grpo_export(fresh: Path, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_make_stack_check_passes_with_the_real_ms_swift_and_trl() -> None:
-    p = subprocess.run([sys.executable, "-m", "vase.integrations.stack_check"], cwd=ROOT, capture_output=True,
+    p = subprocess.run([sys.executable, "-m", "vase.checks.stack_check"], cwd=ROOT, capture_output=True,
                        text=True, timeout=3600)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
     for part in ("export", "swift-sft", "swift-grpo", "plugin-parity", "trl-grpo", "swift-read"):

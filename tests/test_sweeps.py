@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.test_user_paths import tree_hash
 
 
 def _wandb_record(job: Path) -> bytes:
@@ -301,7 +302,8 @@ def test_reward_weights_sweep_as_the_readme_shows_it(tmp_path: Path) -> None:
 def test_every_sweep_plots_its_swept_key_against_reward_and_accuracy(tmp_path: Path) -> None:
     from PIL import Image
 
-    from vase.reports.sweep_summary import sweep_plot, wilson_interval, write_sweep_summary
+    from vase.eval.stats import wilson_interval
+    from vase.reports.sweep_summary import sweep_plot, write_sweep_summary
 
     sft = tmp_path / "sft"
     sft.mkdir()
@@ -398,7 +400,7 @@ def test_a_failed_sweep_job_is_reported_when_it_fails(capsys) -> None:
 
 
 def test_submitits_repeated_sacct_warning_is_shown_once_with_its_meaning() -> None:
-    code = ("from vase.loggers import quiet_sacct_warnings\n"
+    code = ("from vase.sacct import quiet_sacct_warnings\n"
             "quiet_sacct_warnings(); quiet_sacct_warnings()\n"
             "from submitit.core.logger import get_logger\n"
             "for i in range(20): get_logger().warning(f'Call #{i} - Bypassing sacct error X, status may be inaccurate.')\n"
@@ -421,7 +423,7 @@ def test_the_cluster_check_passes_on_a_real_slurm_cluster_its_time_limit_part_on
     deps = subprocess.run(["make", "--no-print-directory", "slurm-deps"], cwd=ROOT, capture_output=True, text=True,
                           timeout=1200)
     assert deps.returncode == 0, deps.stdout[-2000:] + deps.stderr[-2000:]
-    p = subprocess.run([sys.executable, "-m", "vase.integrations.cluster_check"], cwd=ROOT, capture_output=True,
+    p = subprocess.run([sys.executable, "-m", "vase.checks.cluster_check"], cwd=ROOT, capture_output=True,
                        text=True, timeout=3600)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
     for part in ("sweep", "preemption", "time-limit", "ddp", "grpo-ddp", "two-node", "grpo-two-node",
@@ -602,3 +604,72 @@ def test_a_job_that_failed_before_its_run_began_is_recorded_failed_and_fails_the
     assert record_lost(tmp_path / "1", "ImportError: cannot import name 'x' from 'vase.loggers'")
     assert status_of(tmp_path / "1") == "failed"
     assert failed_jobs(tmp_path) == ["#1 failed: ImportError: cannot import name 'x' from 'vase.loggers'"]
+
+
+def test_the_cluster_checks_two_clusters_number_their_jobs_apart_so_ddp_ports_never_meet() -> None:
+    """Both clusters run at once on one machine; Lightning's DDP port is 15000 + the job id's last four digits.
+    Written configs (no daemons started) must number the jobs of each cluster in blocks that cannot meet."""
+    from vase.checks.cluster_check import FIRST_JOB_ID
+    from vase.checks.slurm import LocalSlurm
+
+    firsts = []
+    for nodes, first in FIRST_JOB_ID.items():
+        slurm = LocalSlurm(nodes=nodes, first_job_id=first)
+        try:
+            slurm._write_conf()
+            found = re.search(r"^FirstJobId=(\d+)$", slurm.conf.read_text(), re.M)
+            assert found, slurm.conf.read_text()
+            firsts.append(int(found.group(1)))
+        finally:
+            shutil.rmtree(slurm.root)
+    ports = [set(15000 + int(str(f + i)[-4:]) for i in range(1000)) for f in firsts]  # 1000 jobs each
+    assert len(firsts) == 2 and not ports[0] & ports[1], firsts
+    with pytest.raises(ValueError, match="first_job_id=0"):
+        LocalSlurm(first_job_id=0)
+
+
+@pytest.mark.slow  # heavy (a whole run or sweep in subprocesses): make test-slow; the default suite stays under 15 minutes
+def test_a_killed_sweep_resumes_by_rerunning_it(tmp_path: Path, session_dirs: dict) -> None:
+    """A grid sweep killed (SIGKILL) in its second job, rerun as it was: the same sweep folder, the finished job kept
+    byte for byte and not retrained, the killed one resumed from its checkpoint, the summary over both."""
+    logs = tmp_path / "logs"
+    cmd = [sys.executable, "train.py", "-m", "stage.module.lora.r=4,8", "debug=fast", "trainer.max_steps=4",
+           "callbacks.checkpoint.every_n_train_steps=2", "logger=none", "evaluate.before=false",
+           "evaluate.after=false", "report=false", "render.resolution=64", "+callbacks.signal._target_=tests.signals.SignalAt",
+           f"paths.log_dir={logs}", f"paths.cache_dir={session_dirs['cache']}"]
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
+                           env={**env, "VASE_TEST_SIGNAL_AT": "3:9", "VASE_TEST_SIGNAL_JOB": "1"})
+    assert first.returncode == -9, first.stderr[-2000:]
+    (sweep,) = list((logs / "train" / "multiruns").iterdir())
+    status = {j: json.loads((sweep / j / ".vase-run.json").read_text())["status"] for j in ("0", "1")}
+    assert status == {"0": "finished", "1": "running"} and (sweep / "1" / "checkpoints" / "last.ckpt").is_file()
+    kept = {k: v for k, v in tree_hash(sweep / "0").items() if not k.endswith((".lock", ".vase-run.json"))}
+
+    second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert list((logs / "train" / "multiruns").iterdir()) == [sweep]
+    assert f"keeping the finished sweep job {sweep / '0'}" in second.stdout
+    assert "resuming sft from" in second.stdout and second.stdout.count("resuming sft from") == 1
+    assert {k: v for k, v in tree_hash(sweep / "0").items() if not k.endswith((".lock", ".vase-run.json"))} == kept
+    history = json.loads((sweep / "1" / "train_history.json").read_text())
+    assert [int(h["step"]) for h in history] == [0, 1, 2, 3]  # each step once: none lost, none repeated
+    assert json.loads((sweep / "1" / ".vase-run.json").read_text())["status"] == "finished"
+    assert json.loads((sweep / ".vase-run.json").read_text())["status"] == "finished"
+    assert len(json.loads((sweep / "summary.json").read_text())["jobs"]) == 2
+
+
+def test_a_slurm_sweep_on_a_machine_without_slurm_is_one_line(tmp_path: Path) -> None:
+    """cluster=slurm where SLURM's tools are not installed ended in submitit's raw traceback (Could not detect
+    "srun"); now one line before anything runs. PATH holds no SLURM tool here, whatever the machine has."""
+    import os
+
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    p = subprocess.run([sys.executable, "train.py", "-m", "cluster=slurm", "stage.module.lora.r=4,8",
+                        f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PATH": str(empty), "WANDB_MODE": "disabled"})
+    err = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and err[-1].startswith("error: cluster=slurm submits the jobs through SLURM's sbatch, "
+                                                    "which this machine does not have"), p.stderr[-2000:]
+    assert "Traceback" not in p.stderr and not list(tmp_path.rglob(".submitit"))

@@ -139,7 +139,7 @@ def test_named_painters_follow_their_careers_workshops_and_fabrics() -> None:
 
     import numpy as np
 
-    from vase.annotate.sampling import PAINTERS, sample_record
+    from vase.annotate.dimension_sampling import PAINTERS, sample_record
     from vase.annotate.vocab import terms
 
     assert set(PAINTERS) <= set(terms("attribution"))

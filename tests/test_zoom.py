@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import TINY_TRAIN, compose_cfg
 from vase.eval.zoom import zoom_rows
-from vase.tasks.zoom import TOOL_NOTE, crop, decoration_box, parse_zoom, zoom_call
+from vase.prompt_tasks.zoom import TOOL_NOTE, crop, decoration_box, parse_zoom, zoom_call
 
 
 def _front(synthetic_root: Path):

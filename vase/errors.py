@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class VaseError(Exception):
     """Base class for every error vase raises on purpose."""
@@ -36,3 +38,28 @@ def first_line(e: BaseException, limit: int | None = None) -> str:
     """
     lines = str(e).strip().splitlines()
     return lines[0][:limit] if lines else ""
+
+
+def out_refused(out: object, e: OSError) -> str:
+    """A command's ``--out`` that is taken or cannot be written, in the one line it prints (naming the path)."""
+    return f"error: --out {e}" if isinstance(e, FileExistsError) else f"error: --out {out}: {e.strerror or e}"
+
+
+STORAGE_ERRNOS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is used up",
+                  errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied"}
+"""Where a run cannot write: what the user must fix on their machine, not a bug in vase."""
+
+
+def storage_problem(e: OSError) -> str | None:
+    """An OSError of the storage (a full disk, a read-only or forbidden folder) as one line naming the path and what to
+    do; None for any other error (its traceback is the report).
+
+    >>> storage_problem(OSError(errno.ENOSPC, "No space left on device", "/runs/a/generations.jsonl"))
+    'no space left on the device writing /runs/a/generations.jsonl: free space there, or write elsewhere (paths.log_dir=..., paths.cache_dir=...)'
+    """
+    what = STORAGE_ERRNOS.get(e.errno)
+    if what is None:
+        return None
+    where = f" writing {e.filename}" if e.filename else ""
+    todo = "free space there" if e.errno in (errno.ENOSPC, errno.EDQUOT) else "choose a folder you can write"
+    return f"{what}{where}: {todo}, or write elsewhere (paths.log_dir=..., paths.cache_dir=...)"

@@ -124,7 +124,7 @@ def open_photo(path: str | Path, min_side: int = 64, unusual_modes: str = "conve
 
 def foreground_mask(rgb: np.ndarray, tolerance: float) -> np.ndarray:
     """Pixels that differ from the border's median colour by more than ``tolerance``; the largest blob, holes filled."""
-    # lazy: scipy: slow to import, and only this path needs it
+    # lazy: scipy
     from scipy import ndimage
 
     border = np.concatenate([rgb[0], rgb[-1], rgb[:, 0], rgb[:, -1]]).astype(np.float64)

@@ -18,6 +18,8 @@ run (from their last checkpoint where they saved one).
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,11 +29,13 @@ import submitit
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
+from hydra.experimental.callback import Callback
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
-from vase.errors import first_line
+from vase.config import CHECK_ONLY_ENV, check_cluster, check_slurm_nodes, check_slurm_signal, validate
+from vase.errors import ConfigError, first_line
 from vase.reports.sweep_summary import failed_line
 from vase.runs import record_lost
 
@@ -132,3 +136,38 @@ class SubmititLocalLauncher(_CollectEach, LocalLauncher):
 
 class SubmititSlurmLauncher(_CollectEach, SlurmLauncher):
     """``cluster=slurm``: submitit's SLURM executor, each job collected on its own."""
+
+
+class SlurmPreflight(Callback):
+    """Hydra callback (``conf/hydra/default.yaml``, before the sweep's summary): a sweep on SLURM (submitit's SLURM
+    launcher) is checked before anything is submitted: the cluster section, the signal and node settings, and that
+    ``sbatch`` is on PATH; each refusal is one line and exit 2. With ``VASE_CHECK_CONFIG=1`` the sweep's own config is
+    validated here and nothing is submitted (the jobs would check theirs only once SLURM ran them)."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        launcher = config.hydra.launcher
+        if "timeout_min" not in launcher or "signal_delay_s" not in launcher:
+            return  # not submitit's SLURM launcher
+        try:
+            if isinstance(config.get("cluster"), DictConfig):
+                check_cluster(config.cluster)  # cluster.nodes=abc: one line here, not submitit's traceback
+            check_slurm_signal(launcher.timeout_min, launcher.signal_delay_s)
+            check_slurm_nodes(launcher.get("nodes"), launcher.get("partition"))
+        except ConfigError as e:  # Hydra turns a callback's exception into a warning and submits anyway
+            print(f"error: {e}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from e
+        if os.environ.get(CHECK_ONLY_ENV) == "1":
+            sweep_cfg = OmegaConf.masked_copy(config, [k for k in config if k != "hydra"])
+            OmegaConf.update(sweep_cfg, "paths.output_dir", "<sweep>/<job>", force_add=True)  # Hydra sets it per job
+            try:
+                validate(sweep_cfg)
+            except ConfigError as e:
+                print(f"config error: {e}", file=sys.stderr, flush=True)
+                raise SystemExit(2) from e
+            print(f"config ok: {' '.join(config.hydra.overrides.task)} (SLURM sweep: checked, not submitted)")
+            raise SystemExit(0)
+        if shutil.which("sbatch") is None:  # submitit would end in a raw traceback (Could not detect "srun")
+            print("error: cluster=slurm submits the jobs through SLURM's sbatch, which this machine does not have "
+                  "(not on PATH): run the command on the cluster's login node, or use cluster=local to run the "
+                  "same jobs here through submitit", file=sys.stderr, flush=True)
+            raise SystemExit(2)

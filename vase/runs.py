@@ -81,7 +81,7 @@ def pin_cpu_kernels(mode: str) -> str | None:
 def cpu_kernels_record() -> dict[str, Any]:
     """Which CPU kernels this process runs (for a results file's machine): torch's capability and the pins set."""
     try:
-        # lazy: torch: slow to import, and only this path needs it
+        # lazy: torch
         import torch
 
         capability = str(torch.backends.cpu.get_cpu_capability())
@@ -94,7 +94,7 @@ def cpu_kernels_record() -> dict[str, Any]:
 def machine_stamp() -> dict[str, Any]:
     """Where and when a result was made, stored with it, so that a table built from it names the machine."""
     try:
-        # lazy: torch: slow to import, and only this path needs it
+        # lazy: torch
         import torch
 
         torch_version = str(torch.__version__)

@@ -82,11 +82,11 @@ def table(v: dict[str, Any]) -> str:
 
 
 def plot(histories: dict[int, list[dict[str, float]]], window: int, path: Path) -> Path:
-    # lazy: matplotlib: slow to import, and only this path needs it
+    # lazy: matplotlib
     import matplotlib
 
     matplotlib.use("Agg")
-    # lazy: matplotlib: slow to import, and only this path needs it
+    # lazy: matplotlib
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 3.8), dpi=120)

@@ -8,11 +8,12 @@ One job per module (layers from top to bottom; `.importlinter` keeps them so):
 - `vase.config.resolvers`: the ``${vase.*}`` resolvers, registered in one table
 - `vase.config.validate`: a whole composed config checked (`validate`, `validate_reward`)
 - `vase.config.decoding`: how evaluation decodes (`Decoding`)
+- `vase.config.targets`: every ``_target_`` imports and takes the keys beside it (`validate_targets`)
 - `vase.config.schemas`: one dataclass per section and its range checks (`SECTIONS`)
 - `vase.config.naming`: run names, sweep groups, tags and hashes of overrides
 - `vase.config.cluster`: the SLURM checks (`check_slurm_signal`, `check_slurm_nodes`)
-- `vase.config.loggers`: W&B's offline mode and MLflow's store
-- `vase.config.tasks`: each entry point's tasks (`EVAL_TASKS`, `FILTER_TASKS`)
+- `vase.config.tracking`: W&B's offline mode and MLflow's store
+- `vase.config.entry_tasks`: each entry point's tasks (the registry of evaluation tasks `EVAL_TASKS`, `FILTER_TASKS`)
 - `vase.config.options`: where ``conf/`` is, and one group option read as its file (`load_option`)
 """
 
@@ -30,7 +31,14 @@ from vase.config.cluster import (
 )
 from vase.config.decoding import Decoding
 from vase.config.entry import CHECK_ONLY_ENV, one_line, or_exit, run_entry, validated
-from vase.config.loggers import SERVER_SCHEMES, mlflow_artifacts, mlflow_uri, wandb_offline
+from vase.config.entry_tasks import (
+    EVAL_TASKS,
+    FILTER_TASKS,
+    EvalTask,
+    load_eval_task_plugins,
+    register_eval_task,
+    tasks_help,
+)
 from vase.config.naming import (
     folder_name,
     launch_dir,
@@ -63,13 +71,14 @@ from vase.config.schemas import (
     check_zoom,
     register_configs,
 )
-from vase.config.tasks import EVAL_TASKS, FILTER_TASKS, tasks_help
+from vase.config.tracking import SERVER_SCHEMES, mlflow_artifacts, mlflow_uri, wandb_offline
 from vase.config.validate import reward_keys, validate, validate_reward
 
 __all__ = [
     "CHECK_ONLY_ENV",
     "CONF_DIR",
     "EVAL_TASKS",
+    "EvalTask",
     "FILTER_TASKS",
     "SECTIONS",
     "SLURM_LIMIT_CHECK_S",
@@ -95,6 +104,7 @@ __all__ = [
     "folder_name",
     "launch_dir",
     "mlflow_artifacts",
+    "load_eval_task_plugins",
     "load_option",
     "mlflow_uri",
     "name_from_overrides",
@@ -103,6 +113,7 @@ __all__ = [
     "overrides_hash",
     "preflight_overrides",
     "register_configs",
+    "register_eval_task",
     "register_resolvers",
     "reward_keys",
     "run_entry",

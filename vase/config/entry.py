@@ -4,7 +4,6 @@ the outcome in the run record, and turn a vase error into one line and exit stat
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import sys
@@ -13,7 +12,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from vase.config.validate import validate
-from vase.errors import ConfigError, Interrupted, VaseError
+from vase.errors import ConfigError, Interrupted, VaseError, storage_problem
 from vase.runs import job_dir, job_overrides, pin_cpu_kernels, read_status, set_status, set_status_held
 
 CHECK_ONLY_ENV = "VASE_CHECK_CONFIG"
@@ -99,21 +98,3 @@ def or_exit(check: Any, *args: Any) -> Any:
         sys.exit(2)
 
 
-STORAGE_ERRNOS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is used up",
-                  errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied"}
-"""Where a run cannot write: what the user must fix on their machine, not a bug in vase."""
-
-
-def storage_problem(e: OSError) -> str | None:
-    """An OSError of the storage (a full disk, a read-only or forbidden folder) as one line naming the path and what to
-    do; None for any other error (its traceback is the report).
-
-    >>> storage_problem(OSError(errno.ENOSPC, "No space left on device", "/runs/a/generations.jsonl"))
-    'no space left on the device writing /runs/a/generations.jsonl: free space there, or write elsewhere (paths.log_dir=..., paths.cache_dir=...)'
-    """
-    what = STORAGE_ERRNOS.get(e.errno)
-    if what is None:
-        return None
-    where = f" writing {e.filename}" if e.filename else ""
-    todo = "free space there" if e.errno in (errno.ENOSPC, errno.EDQUOT) else "choose a folder you can write"
-    return f"{what}{where}: {todo}, or write elsewhere (paths.log_dir=..., paths.cache_dir=...)"

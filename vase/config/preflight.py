@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import errno
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -10,7 +12,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 from vase.config.validate import OPEN_NODES, unknown_key
-from vase.errors import ConfigError
+from vase.errors import ConfigError, DataError, storage_problem
 from vase.runs import check_given_dir, claim, log_root
 
 
@@ -38,19 +40,37 @@ def preflight_overrides(argv: list[str], conf_dir: str | Path, config_name: str 
         if "." in key or "@" in key or "/" in key or key.startswith("hydra"):
             continue
         group = conf_dir / key
-        if not group.is_dir() or value in ("null", ""):
-            continue
-        options = sorted(p.stem for p in group.glob("*.yaml"))
+        extra, unknown = search_path_dirs(argv)
+        if not (group.is_dir() or any((d / key).is_dir() for d in extra)) or value in ("null", "") or unknown:
+            continue  # an option that only a package on the search path holds (pkg://...) is Hydra's to find
+        options = sorted({p.stem for d in [conf_dir, *extra] for p in (d / key).glob("*.yaml")})
         if key == "task" and tasks is not None:
             options = [t for t in options if t in tasks]  # conf/task holds every entry point's tasks
         # a multirun sweep lists several (a,b); [a,b] selects several at once (logger=[wandb,mlflow])
         for v in value.strip("[]").split(","):
             v = v.strip()
             if v not in options:
-                raise ConfigError(f"{key}={v!r} is not a known option; choose one of {options} (files in {group})")
+                where = ", ".join(str(d / key) for d in [conf_dir, *extra] if (d / key).is_dir())
+                raise ConfigError(f"{key}={v!r} is not a known option; choose one of {options} (files in {where})")
     _check_override_keys(argv, conf_dir, config_name)
     if not {"--help", "-h", "--cfg", "-c", "--info", "--hydra-help"} & set(argv):  # those write nothing
         check_writable(log_dir_of(argv), "paths.log_dir")
+
+
+def search_path_dirs(argv: list[str]) -> tuple[list[Path], bool]:
+    """The folders ``hydra.searchpath=[file:///a,...]`` adds to ``conf/`` (a user's own presets, loggers, tasks), and
+    whether it names a place that is not a folder (``pkg://...``), whose options this check cannot list."""
+    given = next((a.split("=", 1)[1] for a in argv if a.lstrip("+").startswith("hydra.searchpath=")), None)
+    if not given:
+        return [], False
+    dirs, other = [], False
+    for entry in given.strip().strip("[]").split(","):
+        entry = entry.strip().strip("'\"")
+        if entry.startswith("file://"):
+            dirs.append(Path(entry.removeprefix("file://")).expanduser())
+        elif entry:
+            other = True
+    return dirs, other
 
 
 def log_dir_of(argv: list[str]) -> Path:
@@ -59,15 +79,29 @@ def log_dir_of(argv: list[str]) -> Path:
     return Path(given).expanduser() if given else log_root(Path.cwd())
 
 
+MIN_FREE_BYTES = 1 << 20
+"""What a run's folder needs free before Hydra writes its config files there (about 20 KB; Hydra's own failure to
+write them is a multi-line report vase cannot shorten), with room to spare."""
+
+
 def check_writable(folder: Path, key: str) -> None:
-    """Refuse, in one line, a folder that cannot be written (read-only, forbidden, full) before Hydra writes there."""
+    """Refuse, in one line, a folder that cannot be written (read-only, forbidden) or whose disk is full (less than
+    `MIN_FREE_BYTES` free) before Hydra writes there."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
             pass
+        free = shutil.disk_usage(folder).free
     except OSError as e:
+        line = storage_problem(e)
+        if line and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DataError(line) from None
         raise ConfigError(f"{key}={folder}: vase cannot write there ({e.strerror or e}); choose a folder you can write "
                           f"({key}=...)") from None
+    if free < MIN_FREE_BYTES:
+        raise DataError(f"no space left on the device writing {folder}: {free // 1024} KiB free, a run needs at least "
+                        f"{MIN_FREE_BYTES >> 20} MiB; free space there, or write elsewhere ({key}=..., "
+                        f"paths.cache_dir=...)")
 
 
 def _check_override_keys(argv: list[str], conf_dir: Path, config_name: str) -> None:
@@ -85,6 +119,7 @@ def _check_override_keys(argv: list[str], conf_dir: Path, config_name: str) -> N
     if not dotted:
         return
     groups = [f"{k}={v.split(',')[0]}" for k, v in pairs if group(k) and "(" not in v]
+    groups += [f"{k}={v}" for k, v in pairs if k.lstrip("+") == "hydra.searchpath"]  # the user's own options
     try:
         with initialize_config_dir(config_dir=str(Path(conf_dir).resolve()), version_base="1.3"):
             base = compose(config_name=config_name, overrides=groups)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 from vase.config.cluster import slurm_gpus, slurm_tasks
-from vase.config.loggers import mlflow_artifacts, mlflow_uri, wandb_offline
 from vase.config.naming import (
     folder_name,
     launch_dir,
@@ -15,6 +14,7 @@ from vase.config.naming import (
     sweep_group,
     tiny_key,
 )
+from vase.config.tracking import mlflow_artifacts, mlflow_uri, wandb_offline
 from vase.runs import root_digest, run_dir
 from vase.views import path_key, settings_suffix
 

@@ -16,7 +16,7 @@ from omegaconf import MISSING
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import (
     AGGREGATIONS,
-    DATA_TASK_NAMES,
+    DATA_TASKS,
     DTYPES,
     LAYOUTS,
     LOSS_TYPES,
@@ -226,7 +226,7 @@ class DataSchema:
             list(self.views),
             f"must be a non-empty subset of {list(VIEWS)}",
         )
-        check_value(self.task in DATA_TASK_NAMES, "data.task", self.task,
+        check_value(self.task in DATA_TASKS, "data.task", self.task,
                "must be caption, qa, both, all (both plus multiple-choice questions) or invrender")
         check_value(self.modality in ("views", "orbit"), "data.modality", self.modality, "must be views or orbit")
         frames = int((self.render or {}).get("orbit_frames", 0) or 0)

@@ -3,18 +3,14 @@ trainer, every ``_target_``'s arguments, added keys, owned paths and the reward'
 
 from __future__ import annotations
 
-import difflib
 import inspect
-import logging
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from hydra import compose
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -22,6 +18,7 @@ from vase.annotate.vocab import DIMENSIONS
 from vase.choices import CPU_KERNELS, TINY_OPEN_CLIP_NAME, VQA_PROTOCOLS
 from vase.config.cluster import check_cluster
 from vase.config.decoding import Decoding
+from vase.config.entry_tasks import EVAL_TASKS, FILTER_TASKS
 from vase.config.schemas import (
     SECTIONS,
     GRPOSchema,
@@ -31,7 +28,7 @@ from vase.config.schemas import (
     check_retrieval,
     check_value,
 )
-from vase.config.tasks import EVAL_TASKS, FILTER_TASKS
+from vase.config.targets import import_target, nearest, validate_targets
 from vase.errors import ConfigError
 from vase.io import is_within
 from vase.runs import job_overrides
@@ -106,92 +103,12 @@ def validate(cfg: DictConfig) -> None:
     _validate_limits(cfg)
     _validate_owned_paths(cfg)
     _validate_reward_use(cfg)
-    _validate_targets(cfg)
+    validate_targets(cfg)
     _validate_added_keys(cfg)
 
 
-_INSTANTIATE_KEYS = {"_target_", "_partial_", "_convert_", "_recursive_", "_args_"}
 # dicts whose entries code iterates, so a user may add one (+callbacks.mine._target_=..., +logger.csv=...)
 OPEN_NODES = ("callbacks", "logger", "methods", "hydra", "tags", "reward.terms")
-
-
-def _nearest(word: str, options: Any) -> str:
-    close = difflib.get_close_matches(word, [str(o) for o in options], n=1, cutoff=0.5)
-    return f"; did you mean {close[0]!r}?" if close else f"; valid keys: {', '.join(sorted(map(str, options)))}"
-
-
-def _import_target(target: str) -> Any:
-    """The object a ``_target_`` names (Hydra's own lookup, without the ERROR line it logs before raising: vase
-    reports the failure itself, in one line)."""
-    logger = logging.getLogger("hydra.utils")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        return get_object(target)
-    finally:
-        logger.setLevel(level)
-
-
-def _target_nodes(node: Any, path: str = "") -> Iterator[tuple[str, DictConfig]]:
-    if not isinstance(node, DictConfig):
-        return
-    if "_target_" in node:
-        yield path, node
-    for k in node.keys():
-        child = node._get_node(k)
-        if isinstance(child, DictConfig) and not child._is_none():
-            yield from _target_nodes(child, f"{path}.{k}" if path else str(k))
-
-
-def _validate_targets(cfg: DictConfig) -> None:
-    """Every ``_target_`` node's keys are arguments its target takes (a typo fails here, not after the model loads);
-    an optimizer's learning rate is positive."""
-    for path, node in _target_nodes(cfg):
-        target = str(node._get_node("_target_")._value())
-        try:
-            fn = _import_target(target)
-        except Exception as e:  # noqa: BLE001 - any import failure is the user's to see, before a model loads
-            cause = e.__cause__ or e.__context__ or e
-            raise ConfigError(f"{path}._target_={target!r} cannot be imported: {type(cause).__name__}: "
-                              f"{str(cause).splitlines()[0] if str(cause) else ''}") from None
-        try:
-            params = inspect.signature(fn).parameters
-        except (TypeError, ValueError):  # no signature to check the keys against (a builtin)
-            continue
-        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            continue
-        for key in node.keys():
-            if key not in _INSTANTIATE_KEYS and key not in params:
-                raise ConfigError(f"{path}.{key}: {target.rsplit('.', 1)[-1]} takes no argument {key!r}, so nothing "
-                                  f"would read it{_nearest(str(key), [p for p in params if p != 'self'])}")
-            if key in params:
-                _check_argument_type(cfg, f"{path}.{key}", params[key], target)
-        if path.endswith("optimizer") and "lr" in node:
-            lr = OmegaConf.select(cfg, f"{path}.lr")
-            check_value(isinstance(lr, (int, float)) and lr > 0, f"{path}.lr", lr, "must be a positive number")
-
-
-_PLAIN_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
-
-
-def _check_argument_type(cfg: DictConfig, key: str, param: inspect.Parameter, target: str) -> None:
-    """A value given to a plain annotated argument (``int``, ``float``, ``bool``, ``str``, optionally ``| None``) must
-    be of that type: ``reconstruct.generator.rows=abc`` is refused here, not turned into a failure per object."""
-    ann = param.annotation if isinstance(param.annotation, str) else getattr(param.annotation, "__name__", "")
-    parts = [a.strip() for a in str(ann).split("|")]
-    optional = "None" in parts
-    kinds = [p for p in parts if p != "None"]
-    if len(kinds) != 1 or kinds[0] not in _PLAIN_TYPES:
-        return
-    try:
-        value = OmegaConf.select(cfg, key)
-    except OmegaConfBaseException:
-        return  # an interpolation that resolves only at run time: its reader checks it
-    if value is None and optional:
-        return
-    ok = isinstance(value, _PLAIN_TYPES[kinds[0]]) and not (kinds[0] in ("int", "float") and isinstance(value, bool))
-    check_value(ok, key, value, f"must be {'a whole number' if kinds[0] == 'int' else 'a number' if kinds[0] == 'float' else kinds[0]}"
-           f" ({target.rsplit('.', 1)[-1]} takes {param.name}: {ann})")
 
 
 def _validate_added_keys(cfg: DictConfig) -> None:
@@ -228,15 +145,15 @@ def unknown_key(base: DictConfig, key: str, targets: bool = True) -> str | None:
                 return None
             target = str(node._get_node("_target_")._value())
             try:
-                params = inspect.signature(_import_target(target)).parameters
+                params = inspect.signature(import_target(target)).parameters
             except Exception:  # noqa: BLE001 - validate() names an unimportable target once the config composes
                 return None
             if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()) or part in params:
                 return None
             return (f"{key}: {target.rsplit('.', 1)[-1]} takes no argument {part!r}, so nothing would read it"
-                    f"{_nearest(part, [p for p in params if p != 'self'])}")
+                    f"{nearest(part, [p for p in params if p != 'self'])}")
         if part not in node:
-            return f"{key}: {where} has no key {part!r}, so nothing would read it{_nearest(part, list(node.keys()))}"
+            return f"{key}: {where} has no key {part!r}, so nothing would read it{nearest(part, list(node.keys()))}"
         node = node[part] if isinstance(node._get_node(part), DictConfig) else None
     return None
 

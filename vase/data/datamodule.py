@@ -19,11 +19,11 @@ from vase.data.synthetic import SHAPE_SPECS, generate
 from vase.errors import DataError
 from vase.io import atomic_write_json, file_lock, own_output_dir, read_json
 from vase.metrics.features import view_encoder
+from vase.prompt_tasks import DATA_TASKS, SAMPLES
+from vase.prompt_tasks import zoom as zoom_task
+from vase.prompt_tasks.base import ChatSample
 from vase.render import RenderSettings, render_dataset, rendered_settings
 from vase.retrieval.index import Retriever, VaseIndex, index_dir
-from vase.tasks import DATA_TASKS, SAMPLES
-from vase.tasks import zoom as zoom_task
-from vase.tasks.base import ChatSample
 from vase.views import DEFAULT_FOV_DEG, DEFAULT_RESOLUTION, at_settings, path_key, render_cache_root
 
 log = logging.getLogger("vase")
@@ -35,7 +35,7 @@ IGNORE_INDEX = -100
 def samples_for(example: VaseExample, task: str, zoom: bool = False,
                 views: tuple[str, ...] | list[str] = VIEWS, zoom_width: float = 1.0,
                 zoom_direct: int = 5) -> list[ChatSample]:
-    """The chat samples of one vase for ``data.task`` (``vase.tasks.DATA_TASKS``: its caption, its QA pairs, both,
+    """The chat samples of one vase for ``data.task`` (``vase.prompt_tasks.DATA_TASKS``: its caption, its QA pairs, both,
     both plus multiple choice, or its generator parameters), each built by its task's module; ``zoom`` adds the
     zoom-in tool's samples after the QA pairs: the call on ``zoom_width`` of the frieze's width, and ``zoom_direct``
     of the other questions answered directly with the tool offered."""

@@ -89,7 +89,7 @@ def load_video(path: str | Path, max_frames: int | None = 16) -> VideoFrames:
         frames = [read_rgb(p, "video frame") for p in _even(files, max_frames)]
     elif path.is_file():
         try:
-            # lazy: av: slow to import, and only this path needs it
+            # lazy: av
             import av
 
             with av.open(str(path)) as container:

@@ -25,9 +25,9 @@ from vase.data.dataset import load_views, models_to_render, read_rgb
 from vase.data.layouts import detect_layout, read_records
 from vase.errors import DataError, VaseError
 from vase.io import atomic_directory, atomic_write_text, inside, is_within, safe_name
+from vase.prompt_tasks.base import fields_of, only
 from vase.prompts import CAPTION_PROMPT
 from vase.render.renderer import RenderSettings, render_dataset
-from vase.tasks.base import fields_of, only
 from vase.views import VIEWS, at_settings, model_file, render_cache_root
 
 

@@ -27,7 +27,7 @@ from PIL import Image, ImageDraw
 from tqdm import tqdm
 
 from vase.annotate import VaseRecord
-from vase.annotate.sampling import hand, sample_record
+from vase.annotate.dimension_sampling import hand, sample_record
 from vase.annotate.vocab import terms
 from vase.data.layouts import load_annotations
 from vase.errors import DataError
@@ -39,11 +39,11 @@ from vase.io import (
     built_by_vase,
     one_builder_at_a_time,
 )
-from vase.tasks.invrender import VaseParams
+from vase.prompt_tasks.invrender import VaseParams
 
 # the generator's version: written into synthetic.json, and part of every cache key built on synthetic data (a set
 # written by an older generator is regenerated, and an SFT adapter trained on one is not reused)
-# 2: painters' careers, workshop shapes and subjects, and hands (vase.annotate.sampling.PAINTERS)
+# 2: painters' careers, workshop shapes and subjects, and hands (vase.annotate.dimension_sampling.PAINTERS)
 GENERATOR = 2
 
 # ---------------------------------------------------------------- shapes
@@ -172,7 +172,7 @@ def paint_texture(rec: VaseRecord, rng: np.random.Generator, size: tuple[int, in
     b0, b1 = spec.band
     top, bottom = y_px(b1), y_px(b0)
     draw.rectangle([0, top, w, bottom], fill=ground)
-    # the painter's hand (vase.annotate.sampling.PAINTERS): frame, the ornament band under the frieze, line weight,
+    # the painter's hand (vase.annotate.dimension_sampling.PAINTERS): frame, the ornament band under the frieze, line weight,
     # added colour, ground levels
     painter = hand(rec.attribution)
     line = figure if rec.technique != "black-glaze" else CLAY
@@ -350,7 +350,7 @@ def build_mesh(rec: VaseRecord, rng: np.random.Generator, detail: bool = False):
 
 def textured_vase(spec: ShapeSpec, texture: Image.Image):
     """The body of revolution of ``spec`` with its handles, one mesh, textured with ``texture``."""
-    # lazy: trimesh: slow to import, and only this path needs it
+    # lazy: trimesh
     import trimesh
 
     parts = [_body(spec)] + [_handle(spec, *h) for h in spec.handles]
@@ -368,7 +368,7 @@ def textured_vase(spec: ShapeSpec, texture: Image.Image):
 
 def mesh_to_glb(mesh) -> bytes:
     """GLB bytes of a mesh, deterministic for the same mesh."""
-    # lazy: trimesh: slow to import, and only this path needs it
+    # lazy: trimesh
     import trimesh
 
     scene = trimesh.Scene(mesh, base_frame="world")

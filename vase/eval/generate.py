@@ -16,7 +16,7 @@ from vase.data.datamodule import IGNORE_INDEX, ChatSample, SFTCollator, encode_p
 from vase.data.dataset import VaseDataset
 from vase.io import append_jsonl, read_jsonl, repair_jsonl_tail
 from vase.models.logprobs import selected_logprobs
-from vase.models.sampling import SamplingProcessor
+from vase.models.token_sampling import SamplingProcessor
 from vase.prompts import CAPTION_PROMPT
 
 
@@ -101,7 +101,7 @@ NEUTRAL_DECODING = {"num_beams": 1, "num_beam_groups": 1, "penalty_alpha": None,
 def generation_config(model: Any, tokenizer: Any, decoding: Decoding, max_new_tokens: int) -> Any:
     """The ``GenerationConfig`` of one call: ``decoding`` and the neutral values of every other knob, with the end
     and pad ids of the checkpoint (what its tokenizer means by "stop") and nothing else of its generation config."""
-    # lazy: transformers: slow to import, and only this path needs it
+    # lazy: transformers
     from transformers import GenerationConfig
 
     own = getattr(model, "generation_config", None)
@@ -120,9 +120,9 @@ def generation_config(model: Any, tokenizer: Any, decoding: Decoding, max_new_to
 
 def sampler(decoding: Decoding) -> Any:
     """The logits processors of one ``generate`` call: for sampled decoding, vase's sampler
-    (`vase.models.sampling.SamplingProcessor`, after any repetition penalty), so evaluation draws tokens the way the
+    (`vase.models.token_sampling.SamplingProcessor`, after any repetition penalty), so evaluation draws tokens the way the
     GRPO rollout does; none for greedy."""
-    # lazy: transformers: slow to import, and only this path needs it
+    # lazy: transformers
     from transformers import LogitsProcessorList
 
     if not decoding.do_sample:

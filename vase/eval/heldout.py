@@ -1,7 +1,7 @@
 """Held-out reward: what the reward asks, measured on vases the model never saw.
 
 After a stage, the model answers the prompts of the task it trained (``data.task``: captions, QA pairs, or both;
-the same prompts, targets and ids as training, from ``vase.tasks``) for every held-out vase, greedily, and the run's
+the same prompts, targets and ids as training, from ``vase.prompt_tasks``) for every held-out vase, greedily, and the run's
 own reward terms score the answers: each term's mean value, the share of answers that get each dimension right
 (its similarity reaches tau: the term's ``<name>_pass``), the weighted total, each with a bootstrap 95 % interval,
 and every answer's values by id, so that two runs on the same vases compare by paired intervals
@@ -24,9 +24,9 @@ from vase.eval.stats import bootstrap_ci, format_heldout
 from vase.eval.zoom import zoom_rows
 from vase.io import atomic_write_json, atomic_write_text
 from vase.models.loading import pixel_bounds
+from vase.prompt_tasks import DATA_TASKS, SAMPLES
 from vase.rewards.extract import find_term
 from vase.rewards.terms import Similarity
-from vase.tasks import DATA_TASKS, SAMPLES
 
 SCORE_CHUNK = 32  # answers scored at once (their views are loaded for terms that read them)
 COLLAPSED = 2.0   # a value named this many times more often than the commonest true value: a collapsed model

@@ -1,6 +1,7 @@
 """Inverse rendering (IR3D-Bench's "what I cannot create, I do not understand", for vases): a model sees a vase's
 views and answers with the parameters of vase's procedural generator as JSON; vase builds that vase, renders it from
-the same cameras and scores it against the original.
+the same cameras and scores it against the original. This is the runner; the prompt task itself (prompt, answer,
+parsing) is ``vase.prompt_tasks.invrender``.
 
     python evaluate.py task=invrender predictor=oracle     # the true parameters: silhouette IoU 1.0
     python evaluate.py task=invrender predictor=random     # seeded random parameters: the floor
@@ -24,8 +25,8 @@ import numpy as np
 
 from vase.data.synthetic import build_from_params
 from vase.errors import ConfigError
+from vase.prompt_tasks.invrender import MASK_BG, VaseParams, frame_of, parse_params, silhouette_ious
 from vase.render.renderer import VIEW_DIRECTIONS, Renderer, RenderSettings, load_glb, load_scene, parts_from_scene
-from vase.tasks.invrender import MASK_BG, VaseParams, frame_of, parse_params, silhouette_ious
 from vase.views import model_file
 
 
@@ -33,7 +34,7 @@ def score_params(params: VaseParams | None, target_glb: str | Path, renderer: An
                  samples: int = 4000) -> dict[str, Any]:
     """Silhouette IoU per view and mean, Chamfer distance and colour distance of ``params`` against the vase in
     ``target_glb``, both seen by the original's cameras; unparseable (None) scores IoU 0 and no distances."""
-    # lazy: torch: slow to import, and only this path needs it
+    # lazy: torch
     from vase.eval.vaseeval import Settings, as_mesh, geometry_metrics, surface_samples
 
     target_parts = load_glb(target_glb)

@@ -9,7 +9,7 @@ from typing import Any
 from vase.data.layouts import paper_key
 from vase.errors import DataError
 from vase.io import atomic_write_json, atomic_write_text, read_json, read_jsonl
-from vase.metrics.caption import CaptionScorer, markdown_table
+from vase.metrics.caption_metrics import CaptionScorer, markdown_table
 from vase.metrics.embedding_cache import CachedTextEncoder
 from vase.metrics.encoders import build_clip_encoder, cached_sentence_encoder
 

@@ -3,6 +3,7 @@ reward's table (light: the sweep summary, loaded by every run's Hydra callback, 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,20 @@ def bootstrap_ci(values: list[float], n_boot: int = 2000, seed: int = 0, level: 
     means = x[rng.integers(0, x.size, size=(n_boot, x.size))].mean(axis=1)
     a = (1 - level) / 2
     return float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
+
+
+def wilson_interval(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a proportion k / n (``(nan, nan)`` for n = 0).
+
+    >>> [round(x, 4) for x in wilson_interval(5, 10)]
+    [0.2366, 0.7634]
+    """
+    if n <= 0:
+        return float("nan"), float("nan")
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
 
 
 def paired_difference(a: dict[str, float], b: dict[str, float], n_boot: int = 2000, seed: int = 0,

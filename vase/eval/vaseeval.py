@@ -72,7 +72,7 @@ class Settings:
 
 def as_mesh(scene):
     """All of a scene's triangles in world coordinates, as one mesh."""
-    # lazy: trimesh: slow to import, and only this path needs it
+    # lazy: trimesh
     import trimesh
 
     meshes = [g for g in scene.dump() if isinstance(g, trimesh.Trimesh) and len(g.faces)]
@@ -92,7 +92,7 @@ def normalising_transform(mesh) -> np.ndarray:
 
 def surface_samples(mesh, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """``n`` area-weighted surface points and their face normals, the same for the same seed."""
-    # lazy: trimesh: slow to import, and only this path needs it
+    # lazy: trimesh
     import trimesh
 
     points, faces = trimesh.sample.sample_surface(mesh, n, seed=seed)
@@ -102,7 +102,7 @@ def surface_samples(mesh, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 def icp(source: np.ndarray, target: np.ndarray, turns: int = 4) -> np.ndarray:
     """Rigid 4x4 aligning ``source`` points to ``target`` by ICP, started from ``turns`` rotations about the vertical
     axis (a vase looks alike from many sides, so one start can settle on the wrong one); the lowest cost wins."""
-    # lazy: trimesh: slow to import, and only this path needs it
+    # lazy: trimesh
     import trimesh
 
     best, best_cost = np.eye(4), np.inf
@@ -118,7 +118,7 @@ def icp(source: np.ndarray, target: np.ndarray, turns: int = 4) -> np.ndarray:
 
 def nearest(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distance from each point of ``a`` to its nearest in ``b``, and that neighbour's index."""
-    # lazy: scipy: slow to import, and only this path needs it
+    # lazy: scipy
     from scipy.spatial import cKDTree
 
     return cKDTree(b).query(a, k=1)
@@ -154,7 +154,7 @@ def geometry_metrics(pred: tuple[np.ndarray, np.ndarray], gt: tuple[np.ndarray, 
 
 def image_metrics(gt_views: list[Image.Image], pred_views: list[Image.Image], lpips: Any) -> dict[str, float | None]:
     """PSNR and SSIM (and LPIPS where a network is given) of matched renders, averaged over the views."""
-    # lazy: torchmetrics: slow to import, and only this path needs it
+    # lazy: torchmetrics
     from torchmetrics.functional.image import peak_signal_noise_ratio, structural_similarity_index_measure
 
     def stack(ims: list[Image.Image]) -> torch.Tensor:
@@ -177,7 +177,7 @@ class LPIPS:
     the file is linked, read-only, under a private torch-hub folder with the name torchvision looks for."""
 
     def __init__(self, weights: str | Path, net: str = "alex") -> None:
-        # lazy: torchvision, torchmetrics: slow to import, and only this path needs them
+        # lazy: torchvision, torchmetrics
         import torchvision
         from torchmetrics.functional.image.lpips import _LPIPS
 

@@ -1,5 +1,5 @@
 """Per-dimension VQA accuracy, the runner. What each protocol asks and how it judges an answer belong to its task
-(``vase.tasks.VQA``): open-ended answers (``qa.OPEN``) pass at the reward's similarity >= tau; multiple choice (as
+(``vase.prompt_tasks.VQA``): open-ended answers (``qa.OPEN``) pass at the reward's similarity >= tau; multiple choice (as
 CiQi-Bench does, distractors drawn deterministically from each dimension's vocabulary) is answered either by
 generating the option's letter (``mc.LETTER``) or by the likelihood of each option as the answer (``mc.LIKELIHOOD``:
 no generation, cheap enough for hundreds of held-out vases, and blind to answer-format luck).
@@ -21,7 +21,7 @@ from vase.eval.stats import bootstrap_ci
 from vase.eval.zoom import zoom_rows
 from vase.io import atomic_write_json, atomic_write_text
 from vase.models.loading import pixel_bounds
-from vase.tasks import VQA
+from vase.prompt_tasks import VQA
 
 PROTOCOLS = VQA_PROTOCOLS
 
@@ -45,7 +45,7 @@ ITEM_ORDER = ("ll", "open", "mc")
 
 def vqa_items(dataset: Any, protocol: str = "both", num_choices: int = 4) -> list[GenerationItem]:
     """The questions of each protocol, six per vase and protocol, asked as the protocol's task asks them
-    (`vase.tasks.VQA`)."""
+    (`vase.prompt_tasks.VQA`)."""
     wanted = protocols_of(protocol)
     items = []
     for i, rec in enumerate(dataset.records):

@@ -1,4 +1,4 @@
-"""Answering with the zoom-in tool (the task itself: ``vase.tasks.zoom``): each question is asked with the tool note;
+"""Answering with the zoom-in tool (the task itself: ``vase.prompt_tasks.zoom``): each question is asked with the tool note;
 an answer that is a valid call gets the crop and is asked again, up to ``vqa.zoom_calls`` rounds."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 from PIL import Image
 
 from vase.eval.generate import GenerationItem, generate_rows
-from vase.tasks.zoom import TOOL_NOTE, crop, followup, parse_zoom, view_index, zoom_call
+from vase.prompt_tasks.zoom import TOOL_NOTE, crop, followup, parse_zoom, view_index, zoom_call
 
 
 def zoom_rows(model: Any, processor: Any, items: list[Any], views: tuple[str, ...], max_calls: int = 1,

@@ -28,14 +28,14 @@ from vase.data.synthetic import SUBJECT_GLYPHS
 from vase.errors import DataError, VaseError
 from vase.eval.stats import bootstrap_ci
 from vase.models.loading import load_model_and_processor
-from vase.tasks.zoom import crop, decoration_box, view_index
+from vase.prompt_tasks.zoom import crop, decoration_box, view_index
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
 def vision_features(model: Any, processor: Any, images: list[Any]) -> np.ndarray:
     """Per image: the mean and the max over its visual tokens of the vision tower's output (one row each)."""
-    # lazy: torch: slow to import, and only this path needs it
+    # lazy: torch
     import torch
 
     tower = model.model.visual if hasattr(model, "model") and hasattr(model.model, "visual") else model.visual

@@ -19,14 +19,14 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
 from vase.config import FILTER_TASKS, or_exit, preflight_overrides, run_entry, tasks_help, validated
-from vase.filter.synthetic import generate_photos
+from vase.filter.synthetic_photos import generate_photos
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
 def run(cfg: DictConfig) -> dict:
     """Run ``cfg.task``; returns the retention report (run, synthetic) or the classifier's metrics."""
-    # lazy: torch, pytorch_lightning: slow to import, and only this path needs them
+    # lazy: torch, pytorch_lightning
     from vase.filter.quality import train_quality
     from vase.filter.runner import run_filter
 
@@ -48,7 +48,7 @@ def run(cfg: DictConfig) -> dict:
             cfg.filter.input = str(root / "photos")
             cfg.filter.output = str(out_dir / "filtered")
     report = run_filter(cfg.filter)
-    # lazy: torch: slow to import, and only this path needs it
+    # lazy: torch
     from vase.filter.runner import report_markdown
 
     print(report_markdown(report))

@@ -43,7 +43,7 @@ class ResNetSpec:
     image_size: int = 224
 
     def build(self, imagenet_weights: str | None = None) -> nn.Module:
-        # lazy: torchvision: slow to import, and only this path needs it
+        # lazy: torchvision
         from torchvision.models.resnet import Bottleneck, ResNet
 
         net = ResNet(Bottleneck, list(self.layers), width_per_group=self.width_per_group)
@@ -65,7 +65,7 @@ class ResNetSpec:
 
 def train_transform(size: int) -> Any:
     """Augmentation as for any photo classifier: crops, flips, light colour jitter."""
-    # lazy: torchvision: slow to import, and only this path needs it
+    # lazy: torchvision
     from torchvision import transforms as T
 
     return T.Compose([T.RandomResizedCrop(size, scale=(0.6, 1.0)), T.RandomHorizontalFlip(),
@@ -73,7 +73,7 @@ def train_transform(size: int) -> Any:
 
 
 def eval_transform(size: int) -> Any:
-    # lazy: torchvision: slow to import, and only this path needs it
+    # lazy: torchvision
     from torchvision import transforms as T
 
     return T.Compose([T.Resize(size, antialias=True), T.CenterCrop(size), T.ToTensor(),

@@ -139,7 +139,7 @@ def score_photos(cfg: Any, input_dir: Path, out: Path, progress: bool = True) ->
     quality = clip = None
     transforms: dict[str, Any] = {}
     if cfg.quality.checkpoint and todo:
-        # lazy: pytorch_lightning: slow to import, and only this path needs it
+        # lazy: pytorch_lightning
         from vase.filter.quality import QualityScorer
 
         quality = QualityScorer(cfg.quality.checkpoint, cfg.device)
@@ -343,11 +343,11 @@ def report_markdown(report: dict) -> str:
 
 def histogram(scores: np.ndarray, threshold: float, path: Path) -> None:
     """Histogram of the CLIP scores with the threshold marked (written atomically)."""
-    # lazy: matplotlib: slow to import, and only this path needs it
+    # lazy: matplotlib
     import matplotlib
 
     matplotlib.use("Agg")
-    # lazy: matplotlib: slow to import, and only this path needs it
+    # lazy: matplotlib
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.5))

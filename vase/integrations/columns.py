@@ -29,8 +29,8 @@ from vase.annotate.records import parse_raw_metadata
 from vase.annotate.vocab import DIMENSIONS
 from vase.config import load_option, reward_keys, validate_reward
 from vase.errors import ConfigError, DataError
+from vase.prompt_tasks.base import fields_of
 from vase.rewards.reward import RewardOutput, VaseReward, reward_from_node
-from vase.tasks.base import fields_of
 
 ENV_REWARD = "VASE_REWARD"
 ENV_OVERRIDES = "VASE_REWARD_OVERRIDES"

@@ -34,7 +34,7 @@ class FastBatchTokenizer:
     truncation=True, max_length=...)``; a private copy, so the shared tokenizer's settings are untouched."""
 
     def __init__(self, tokenizer: Any, max_length: int) -> None:
-        # lazy: tokenizers: slow to import, and only this path needs it
+        # lazy: tokenizers
         from tokenizers import Tokenizer
 
         self.backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
@@ -71,7 +71,7 @@ class HFCLIPEncoder:
     """CLIP text (and image) embeddings through transformers' ``CLIPModel`` (what the paper's scorer used)."""
 
     def __init__(self, model: str, batch_size: int = 256, device: str = "cpu", build_tiny: bool = False) -> None:
-        # lazy: transformers: slow to import, and only this path needs it
+        # lazy: transformers
         from transformers import AutoTokenizer, CLIPModel
 
         if build_tiny:
@@ -107,7 +107,7 @@ class HFCLIPEncoder:
     def image_transform(self) -> Any:
         """A picklable PIL -> pixel tensor transform equal in steps to the model's ``CLIPImageProcessor`` (resize the
         shorter side bicubically, centre-crop, rescale, normalise), to run in DataLoader workers."""
-        # lazy: torchvision, transformers: slow to import, and only this path needs them
+        # lazy: torchvision, transformers
         from torchvision import transforms as T
         from transformers import CLIPImageProcessor
 
@@ -128,7 +128,7 @@ class HFCLIPEncoder:
     @torch.inference_mode()
     def encode_images(self, images: list[Any]) -> torch.Tensor:
         if self._image_processor is None:
-            # lazy: transformers: slow to import, and only this path needs it
+            # lazy: transformers
             from transformers import CLIPImageProcessor
 
             try:
@@ -149,7 +149,7 @@ class OpenCLIPEncoder:
 
     def __init__(self, model: str, pretrained: str | None = None, batch_size: int = 256, device: str = "cpu",
                  build_tiny: bool = False) -> None:
-        # lazy: open_clip: slow to import, and only this path needs it
+        # lazy: open_clip
         import open_clip
 
         if build_tiny:
@@ -198,7 +198,7 @@ class SentenceEncoder:
     """Sentence embeddings (paper: all-mpnet-base-v2 for FID; default here: the packaged all-MiniLM-L6-v2)."""
 
     def __init__(self, model: str, batch_size: int = 256, device: str = "cpu") -> None:
-        # lazy: sentence_transformers: slow to import, and only this path needs it
+        # lazy: sentence_transformers
         from sentence_transformers import SentenceTransformer
 
         path = resolve_encoder_path(model)

@@ -33,7 +33,7 @@ def per_vase_scores(scorer: Any, preds: list[str], refs: list[str], ks: tuple[in
     import torch
 
     # lazy: torch, torchmetrics (the caption metrics' module), for the same reason
-    from vase.metrics.caption import PAPER_OVERALL_WEIGHTS, encode_once, jaccard
+    from vase.metrics.caption_metrics import PAPER_OVERALL_WEIGHTS, encode_once, jaccard
 
     clip = encode_once(scorer.clip_encoder, list(preds) + list(refs)).double()
     clip = clip / clip.norm(dim=-1, keepdim=True).clamp_min(1e-12)
@@ -58,7 +58,7 @@ def fid_by_eigenvalues(x: np.ndarray, y: np.ndarray, eps: float = 1e-6) -> float
     the square root of a product of two positive definite matrices is the sum of the roots of its eigenvalues): the
     same number, many times faster than a matrix square root, for the bootstrap's hundreds of resamples.
 
-    >>> from vase.metrics.caption import frechet_distance
+    >>> from vase.metrics.caption_metrics import frechet_distance
     >>> rng = np.random.default_rng(0); x, y = rng.normal(size=(30, 8)), rng.normal(1, 2, size=(30, 8))
     >>> abs(fid_by_eigenvalues(x, y) - frechet_distance(x, y)) < 1e-6
     True
@@ -124,7 +124,7 @@ def compare_captions(scorer: Any, run: dict[str, str], start: dict[str, str], re
     reference), each with its paired bootstrap interval over vases, the standard deviation of the per-vase
     differences (FID: the bootstrap's standard error times sqrt(n)) and ``n``."""
     # lazy: torch, torchmetrics (see per_vase_scores)
-    from vase.metrics.caption import frechet_distance
+    from vase.metrics.caption_metrics import frechet_distance
 
     ids = [i for i in run if i in start and i in refs]
     if len(ids) < 2:

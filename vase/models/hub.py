@@ -25,6 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from vase.errors import out_refused
 from vase.io import atomic_directory, built_by_vase, one_builder_at_a_time
 from vase.models.tiny import FIRST_SPECIAL_ID, PUBLIC_SPECIAL_TOKENS, NetworkSizes
 
@@ -103,7 +104,7 @@ def vocab_and_merges(ranks: dict[bytes, int]) -> tuple[dict[str, int], list[tupl
     """The byte-level vocabulary and merges of ``ranks``, as the hub's ``vocab.json``/``merges.txt`` hold them: each
     token of two or more bytes has one merge, the last pair that byte-pair encoding of its own bytes joins (151,387
     merges for Qwen's 151,643 ranks), in rank order."""
-    # lazy: transformers: slow to import, and only this path needs it
+    # lazy: transformers
     from transformers.convert_slow_tokenizer import bytes_to_unicode
 
     table = bytes_to_unicode()
@@ -125,7 +126,7 @@ def vocab_and_merges(ranks: dict[bytes, int]) -> tuple[dict[str, int], list[tupl
 
 def build_hub_tokenizer():
     """A ``Qwen2Tokenizer`` with Qwen's real vocabulary and the hub's added tokens at their public ids."""
-    # lazy: transformers: slow to import, and only this path needs it
+    # lazy: transformers
     from transformers import AddedToken, Qwen2Tokenizer
 
     vocab, merges = vocab_and_merges(qwen_ranks())
@@ -184,7 +185,7 @@ def hub_tokenizer_config(tok: Any) -> dict[str, Any]:
 def build_hub_checkpoint(out: str | Path, spec: HubSpec | None = None) -> Path:
     """Write the hub-shaped stand-in to ``out`` (reused when it already holds this spec). A folder at ``out`` that vase
     did not build is never replaced."""
-    # lazy: torch, transformers: slow to import, and only this path needs them
+    # lazy: torch, transformers
     import torch
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
@@ -231,8 +232,7 @@ def _main() -> None:
     try:
         print(build_hub_checkpoint(args.out, HubSpec(arch=args.arch)))
     except OSError as e:  # an --out that is taken, or not writable: one line, naming it
-        print(f"error: --out {args.out}: {e.strerror or e}" if not isinstance(e, FileExistsError) else f"error: --out {e}",
-              file=sys.stderr)
+        print(out_refused(args.out, e), file=sys.stderr)
         raise SystemExit(2) from None
 
 

@@ -23,7 +23,7 @@ def resolve_model_path(cfg: Any) -> str:
 
 
 def torch_dtype(name: str):
-    # lazy: torch: slow to import, and only this path needs it
+    # lazy: torch
     import torch
 
     key = DTYPES.get(str(name).lower())
@@ -40,7 +40,7 @@ def load_processor(path: str, min_pixels: int | None = None, max_pixels: int | N
     go in under those very names too, and the processor is checked afterwards: the grids follow the config, or the
     load fails naming the key.
     """
-    # lazy: transformers: slow to import, and only this path needs it
+    # lazy: transformers
     from transformers import AutoProcessor
 
     bounds = {k: int(v) for k, v in (("min_pixels", min_pixels), ("max_pixels", max_pixels)) if v}
@@ -80,7 +80,7 @@ def pixel_bounds(processor: Any) -> dict[str, int | None]:
 
 def load_model(path: str, dtype: str = "float32", attn_implementation: str | None = None):
     """A Qwen2.5-VL for conditional generation from a local directory or hub id."""
-    # lazy: transformers: slow to import, and only this path needs it
+    # lazy: transformers
     from transformers import Qwen2_5_VLForConditionalGeneration
 
     kwargs: dict[str, Any] = {"dtype": torch_dtype(dtype)}
@@ -116,7 +116,7 @@ def load_model_and_processor(cfg: Any, adapter: str | None = None, merge: bool =
 
 def apply_adapter(model: Any, adapter: str, merge: bool = False, is_trainable: bool = False) -> Any:
     """Load a peft adapter onto ``model``; adapters its lineage file lists are merged in first (SFT under GRPO)."""
-    # lazy: peft: slow to import, and only this path needs it
+    # lazy: peft
     from peft import PeftModel
 
     path = Path(adapter)

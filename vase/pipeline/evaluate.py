@@ -1,6 +1,7 @@
-"""What ``evaluate.py`` runs, one function per ``task``: generate (caption a split and score it), score (score caption
-files as the paper's scorer pairs them), vqa (per-dimension accuracy), leaderboard (gather runs) and export (merge an
-adapter into a standalone checkpoint). ``evaluate_captions`` also serves the training pipeline's before/after rows.
+"""What ``evaluate.py`` runs: `run_evaluation` dispatches ``task`` from the registry of evaluation tasks
+(`vase.config.EVAL_TASKS`, which says what each needs checked first) to its function here, one per task
+(``eval_<task>``). Only ``evaluate.py`` imports this module; captioning a split and scoring it, which training also
+does, is `vase.eval.captions.evaluate_captions`.
 """
 
 from __future__ import annotations
@@ -17,47 +18,18 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig
 
 import vase.config  # noqa: F401  (registers the config resolvers)
-from vase.config import Decoding
+from vase.config import EVAL_TASKS, Decoding
 from vase.data.check import check_dataset, format_report
 from vase.data.layouts import read_keyed
 from vase.errors import ConfigError, DataError
+from vase.eval.captions import evaluate_captions
 from vase.eval.invrender import run_invrender
 from vase.io import atomic_directory, atomic_write_json, atomic_write_text, is_within
 from vase.loggers import build_loggers, check_loggers, log_config, log_eval_rows, log_results_table, say_unsent
-from vase.metrics.paired import per_vase_scores
 from vase.models.loading import LINEAGE_FILE, check_model, load_model_and_processor, pixel_bounds, resolve_model_path
-from vase.tasks.invrender import PROMPT, VaseParams
+from vase.prompt_tasks.invrender import PROMPT, VaseParams
 
 log = logging.getLogger("vase")
-
-
-def evaluate_captions(model: Any, processor: Any, dataset: Any, scorer: Any, out_dir: Path, name: str,
-                      max_new_tokens: int, batch_size: int, image_score: bool = True, write: bool = True,
-                      decoding: Decoding | None = None, extra: dict[str, Any] | None = None
-                      ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Generate (resumable JSONL ``generations_<name>.jsonl``, decoded by ``decoding``, default greedy) and score;
-    writes ``results_<name>.json`` (with the decoding it used, and ``extra``: how the model trained) unless ``write``
-    is off (the caller writes the scores itself)."""
-    # lazy: torch, torchmetrics, pytorch_lightning: slow to import, and only this path needs them
-    from vase.eval.generate import generate_captions
-    from vase.eval.scoring import write_results
-
-    rows = generate_captions(model, processor, dataset, out_dir / f"generations_{name}.jsonl",
-                             batch_size=batch_size, max_new_tokens=max_new_tokens, decoding=decoding)
-    images = [dataset[i].images for i in range(len(dataset))] if image_score else None
-    preds, refs = [r["caption"] for r in rows], [r["reference"] for r in rows]
-    scores = scorer.score(preds, refs, images)
-    if len(rows) > 1:  # each vase's term of every per-vase metric: intervals (leaderboard) and pairings need them
-        per_vase, _, _ = per_vase_scores(scorer, preds, refs, weights=scorer.weights)
-        scores["per_vase"] = {"ids": [r["id"] for r in rows], **{m: v.tolist() for m, v in per_vase.items()}}
-    log.info("%s: %s", name, {k: round(v, 4) for k, v in scores.items() if isinstance(v, (int, float))})
-    if getattr(scorer, "encoders", None):
-        scores["encoders"] = scorer.encoders
-    if write:
-        write_results(out_dir / f"results_{name}.json", name, scores, {"decoding": (decoding or Decoding()).record(),
-                                                                       "pixels": pixel_bounds(processor),
-                                                                       **(extra or {})})
-    return scores, rows
 
 
 def adapter_trained(cfg: DictConfig) -> dict[str, Any] | None:
@@ -73,27 +45,26 @@ def adapter_trained(cfg: DictConfig) -> dict[str, Any] | None:
 
 
 def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
-    """``task``: generate (caption a split and score it), score (score caption files), vqa (per-dimension accuracy)
-    or leaderboard (gather runs into one table)."""
+    """Run ``cfg.task``, an evaluation task of the registry (`vase.config.EVAL_TASKS`): its own precheck, outputs
+    that are not a user's, the tracking server, the model and the split checked first (as the entry says), then
+    its function; its scores, rows and table go to the loggers."""
     _seed(int(cfg.seed))
-    tasks = {"generate": _eval_generate, "score": _eval_score, "vqa": _eval_vqa, "leaderboard": _eval_leaderboard,
-             "export": _eval_export, "check": _eval_check, "vaseeval": _eval_vaseeval,
-             "attributes": _eval_attributes, "invrender": _eval_invrender}
-    if cfg.task not in tasks:  # validate() refuses such a task first; this keeps the two lists in step
-        raise ConfigError(f"task={cfg.task!r} must be one of {sorted(tasks)}")
-    if cfg.task == "score" and cfg.get("generated") and cfg.get("ground_truth"):
-        _score_inputs(cfg)  # its own, more telling refusal of an output that is one of its inputs
+    task = EVAL_TASKS.get(str(cfg.task))
+    if task is None:  # validate() refuses such a task first
+        raise ConfigError(f"task={cfg.task!r} is not an evaluation task; choose one of {', '.join(EVAL_TASKS)}")
+    if task.precheck:
+        task.function("precheck")(cfg)  # a task's own, more telling refusal of its inputs
     refuse_foreign_outputs(written_files(cfg), cfg.paths.output_dir)
-    if cfg.task not in ("check", "vaseeval"):
+    if task.logs:
         check_loggers(cfg)  # a tracking server that does not answer: one line now, not after the evaluation
-    if cfg.task in ("generate", "vqa", "export") or (cfg.task == "invrender" and cfg.get("predictor") == "model"):
+    if task.checks_model(cfg):
         check_model(cfg.model)  # a broken checkpoint or an unreachable hub id: one line, before anything loads
-    if cfg.task in ("generate", "vqa", "attributes", "invrender"):  # nothing evaluates on nothing: said before a load
+    if task.reads_split:  # nothing evaluates on nothing: said before a load
         datamodule = instantiate(cfg.data, processor=None, _convert_="partial")
         datamodule.prepare_data()
         datamodule.check_evaluable(str(cfg.split), cfg.data.get("limit_val") if cfg.split == "val" else None)
-    out = tasks[cfg.task](cfg)
-    if cfg.task in ("check", "vaseeval"):
+    out = task.function()(cfg)
+    if not task.logs:
         return out
     loggers = build_loggers(cfg)
     log_config(loggers, cfg, Path(str(cfg.paths.output_dir)) / ".hydra" / "config.yaml")
@@ -109,19 +80,10 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
 
 
 def written_files(cfg: DictConfig) -> list[Path]:
-    """The result files a task writes: ``output`` and what goes beside it (markdown, plots, checkpoints). Resumable
-    generation logs (``*.jsonl``) are not listed: a rerun continues them."""
-    if cfg.task in ("check", "export"):
-        return []  # check writes into its run directory only; export refuses any existing output itself
-    out = Path(str(cfg.output))
-    if cfg.task == "leaderboard":
-        return [out.parent / f"leaderboard.{ext}" for ext in ("md", "json", "png")]
-    files = [out, out.with_suffix(".md")]
-    if cfg.task == "vaseeval":
-        files.append(out.with_name(out.stem + "_sheet.png"))
-    if cfg.task == "attributes":
-        files.append(out.with_name("attribute_heads.pt"))
-    return files
+    """The result files a task writes beside ``output`` (its registry entry's ``writes``). Resumable generation logs
+    (``*.jsonl``) are not listed: a rerun continues them."""
+    task = EVAL_TASKS[str(cfg.task)]
+    return task.written(cfg.output) if task.writes else []
 
 
 def refuse_foreign_outputs(files: list[Path], run_dir: str | Path) -> None:
@@ -135,7 +97,7 @@ def refuse_foreign_outputs(files: list[Path], run_dir: str | Path) -> None:
 
 def _seed(seed: int) -> None:
     """Seed python, numpy and torch without importing Lightning (task=score should start fast)."""
-    # lazy: torch: slow to import, and only this path needs it
+    # lazy: torch
     import torch
 
     random.seed(seed)
@@ -152,10 +114,10 @@ def _dataset_and_model(cfg: DictConfig) -> tuple[Any, Any, Any]:
     return datamodule.dataset(cfg.split, limit), model, processor
 
 
-def _eval_generate(cfg: DictConfig) -> dict[str, Any]:
-    # lazy: torch, torchmetrics: slow to import, and only this path needs them
+def eval_generate(cfg: DictConfig) -> dict[str, Any]:
+    # lazy: torch, torchmetrics
     from vase.eval.scoring import build_scorer, write_results
-    from vase.metrics.caption import markdown_table
+    from vase.metrics.caption_metrics import markdown_table
 
     out = Path(cfg.output)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -172,17 +134,15 @@ def _eval_generate(cfg: DictConfig) -> dict[str, Any]:
     return {"scores": scores, "rows": rows, "output": str(out), "table": {str(cfg.name): scores}}
 
 
-def _eval_score(cfg: DictConfig) -> dict[str, Any]:
+def eval_score(cfg: DictConfig) -> dict[str, Any]:
     """Score one generated-captions file, or a list of them, against a ground-truth file (the paper's JSON or our
     JSONL). The encoders load once; with ``metrics.embedding_cache`` the references are encoded once ever."""
 
-    # lazy: torch, torchmetrics: slow to import, and only this path needs them
+    # lazy: torch, torchmetrics
     from vase.eval.scoring import build_scorer, load_captions, match, write_results
-    from vase.metrics.caption import markdown_table
+    from vase.metrics.caption_metrics import markdown_table
 
-    if not cfg.get("generated") or not cfg.get("ground_truth"):
-        raise DataError("task=score needs generated=<file> (or generated=[a,b,...]) and ground_truth=<file>")
-    files = _score_inputs(cfg)
+    files = score_inputs(cfg)
     ref = load_captions(cfg.ground_truth)
     gens = [load_captions(f) for f in files]  # every file read and checked before any model loads
     matched = []
@@ -221,8 +181,11 @@ def _eval_score(cfg: DictConfig) -> dict[str, Any]:
     return {"scores": {}, "output": str(out), "table": table}
 
 
-def _score_inputs(cfg: DictConfig) -> list[str]:
-    """task=score's generated files; an output that would overwrite one of its inputs is refused (DataError)."""
+def score_inputs(cfg: DictConfig) -> list[str]:
+    """task=score's generated files; without them, or with an output that would overwrite one of its inputs, it is
+    refused (DataError) before anything loads."""
+    if not cfg.get("generated") or not cfg.get("ground_truth"):
+        raise DataError("task=score needs generated=<file> (or generated=[a,b,...]) and ground_truth=<file>")
     files = [str(f) for f in cfg.generated] if isinstance(cfg.generated, (list, ListConfig)) else [str(cfg.generated)]
     inputs = {Path(f).resolve() for f in [*files, str(cfg.ground_truth)]}
     if Path(cfg.output).resolve() in inputs or Path(cfg.output).with_suffix(".md").resolve() in inputs:
@@ -234,9 +197,9 @@ def _first(keys: list[str]) -> str:
     return f"(e.g. {', '.join(keys)})" if keys else ""
 
 
-def _eval_vqa(cfg: DictConfig) -> dict[str, Any]:
+def eval_vqa(cfg: DictConfig) -> dict[str, Any]:
     """Answer each vase's six questions (open-ended and/or multiple choice) and report accuracy per dimension."""
-    # lazy: torch, pytorch_lightning: slow to import, and only this path needs them
+    # lazy: torch, pytorch_lightning
     from vase.eval.vqa import evaluate_vqa, vqa_table
 
     out = Path(cfg.output)
@@ -254,9 +217,9 @@ def _eval_vqa(cfg: DictConfig) -> dict[str, Any]:
     return {"scores": flat, "vqa": scores, "output": str(out)}
 
 
-def _eval_leaderboard(cfg: DictConfig) -> dict[str, Any]:
-    # lazy: torch, torchmetrics: slow to import, and only this path needs them
-    from vase.metrics.caption import markdown_table
+def eval_leaderboard(cfg: DictConfig) -> dict[str, Any]:
+    # lazy: torch, torchmetrics
+    from vase.metrics.caption_metrics import markdown_table
     from vase.reports.leaderboard import build_leaderboard, write_leaderboard
 
     rows = build_leaderboard([str(r) for r in cfg.get("runs") or []], bool(cfg.leaderboard.include_paper))
@@ -266,7 +229,7 @@ def _eval_leaderboard(cfg: DictConfig) -> dict[str, Any]:
     return {"rows_by_model": rows, "table": rows, "paths": {k: str(p) for k, p in paths.items()}}
 
 
-def _eval_export(cfg: DictConfig) -> dict[str, Any]:
+def eval_export(cfg: DictConfig) -> dict[str, Any]:
     """A standalone merged Hugging Face checkpoint (base + the adapter and every adapter under it, with the processor)
     that transformers loads without peft: ``python evaluate.py task=export adapter=<run>/adapter output=<new dir>``."""
     if not cfg.get("adapter"):
@@ -300,7 +263,7 @@ def _eval_export(cfg: DictConfig) -> dict[str, Any]:
     return {"output": str(out)}
 
 
-def _eval_check(cfg: DictConfig) -> dict[str, Any]:
+def eval_check(cfg: DictConfig) -> dict[str, Any]:
     """Check ``data.root`` in its layout (vase.data.check): check.json and check.md in the run directory."""
     report = check_dataset(cfg.data.root, str(cfg.data.get("layout", "auto")), list(cfg.data.views),
                            cache_dir=cfg.render.get("cache_dir") or cfg.paths.cache_dir)
@@ -312,10 +275,10 @@ def _eval_check(cfg: DictConfig) -> dict[str, Any]:
     return {"check": report}
 
 
-def _eval_vaseeval(cfg: DictConfig) -> dict[str, Any]:
+def eval_vaseeval(cfg: DictConfig) -> dict[str, Any]:
     """VaseEval (vase.eval.vaseeval): reconstruction metrics of each method's GLBs against ``gt_dir``; writes the
     JSON to ``output``, a markdown table and a contact sheet beside it."""
-    # lazy: torch: slow to import, and only this path needs it
+    # lazy: torch
     from vase.eval.vaseeval import Settings, contact_sheet, markdown_table, run_vaseeval
 
     v = cfg.vaseeval
@@ -331,7 +294,7 @@ def _eval_vaseeval(cfg: DictConfig) -> dict[str, Any]:
         captions = {k: (x if isinstance(x, str) else x.get("caption", "")) for k, vals in keyed.items() for x in vals[-1:]}
     clip = None
     if v.get("clip", True):
-        # lazy: torch, torchmetrics: slow to import, and only this path needs them
+        # lazy: torch, torchmetrics
         from vase.metrics.encoders import build_clip_encoder
 
         clip = build_clip_encoder(cfg.metrics.clip)
@@ -352,11 +315,11 @@ def _eval_vaseeval(cfg: DictConfig) -> dict[str, Any]:
     return {"vaseeval": result}
 
 
-def _eval_attributes(cfg: DictConfig) -> dict[str, Any]:
+def eval_attributes(cfg: DictConfig) -> dict[str, Any]:
     """The six-head attribute baseline (vase.metrics.attributes): frozen features of the views
     (``attributes.features``), heads trained on the train split, scored on ``split`` by the open-ended VQA rule; a
     majority-class row gives the level to beat."""
-    # lazy: torch, torchmetrics, pytorch_lightning: slow to import, and only this path needs them
+    # lazy: torch, torchmetrics, pytorch_lightning
     from vase.eval.vqa import score_vqa, vqa_table
     from vase.metrics.attributes import fit_heads, majority_rows, predict_rows
 
@@ -370,7 +333,7 @@ def _eval_attributes(cfg: DictConfig) -> dict[str, Any]:
     scores = {"open": score_vqa(predict_rows(model, ex, evald.records), reward, tau)["open"]}
     chance = {"open": score_vqa(majority_rows(train.records, evald.records), reward, tau)["open"]}
     out = Path(cfg.output)
-    # lazy: torch, torchmetrics, pytorch_lightning: slow to import, and only this path needs them
+    # lazy: torch, torchmetrics, pytorch_lightning
     from vase.metrics.attributes import save_heads
 
     heads = save_heads(model, encoder, out.with_name("attribute_heads.pt"))
@@ -385,10 +348,10 @@ def _eval_attributes(cfg: DictConfig) -> dict[str, Any]:
     return {"scores": flat, "vqa": scores, "output": str(out)}
 
 
-def _eval_invrender(cfg: DictConfig) -> dict[str, Any]:
+def eval_invrender(cfg: DictConfig) -> dict[str, Any]:
     """Inverse rendering (vase.eval.invrender): the model (or the oracle / a random predictor) answers generator
     parameters as JSON; vase builds, renders and scores them against each vase of ``split``."""
-    # lazy: torch, pytorch_lightning: slow to import, and only this path needs them
+    # lazy: torch, pytorch_lightning
     from vase.eval.generate import GenerationItem, generate_rows, visuals_of
 
     v = cfg.invrender

@@ -18,6 +18,7 @@ import vase.config  # noqa: F401  (registers the config resolvers, e.g. vase.wan
 from vase import runs
 from vase.config import Decoding
 from vase.errors import ConfigError
+from vase.eval.captions import evaluate_captions
 from vase.eval.heldout import heldout_reward
 from vase.eval.scoring import build_scorer
 from vase.eval.stats import dashboard_columns, heldout_metrics
@@ -36,9 +37,8 @@ from vase.pipeline.build import (
     slurm_placement,
     slurm_task_line,
 )
-from vase.pipeline.evaluate import evaluate_captions
+from vase.pipeline.finish import write_run_report
 from vase.pipeline.learned import learned_heads
-from vase.pipeline.report import write_run_report
 from vase.pipeline.sft_cache import shared_sft_adapter
 from vase.rewards.reward import effective_weights
 

@@ -1,4 +1,5 @@
-"""The generator interface and the resumable folder runner.
+"""The generator interface and the resumable folder runner (this package's base; ``vase.prompt_tasks.base`` is the
+prompt tasks').
 
 A generator turns the photo(s) of one object into a GLB: ``generator(images, output)``. `reconstruct_folder`
 runs one over a folder (one object per image, or per sub-folder of images), skips objects whose GLB exists (a

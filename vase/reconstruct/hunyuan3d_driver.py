@@ -18,7 +18,7 @@ def main() -> None:
     ap.add_argument("--model", default="tencent/Hunyuan3D-2")
     ap.add_argument("--texture", action="store_true")
     a = ap.parse_args()
-    # lazy: hy3dgen: optional, present only where this path runs
+    # lazy: hy3dgen (optional)
     from hy3dgen.rembg import BackgroundRemover
     from hy3dgen.shapegen import Hunyuan3DDiTFlowMatchingPipeline
 
@@ -26,7 +26,7 @@ def main() -> None:
     image = BackgroundRemover()(image.convert("RGB")) if image.mode != "RGBA" else image
     mesh = Hunyuan3DDiTFlowMatchingPipeline.from_pretrained(a.model)(image=image)[0]
     if a.texture:
-        # lazy: hy3dgen: optional, present only where this path runs
+        # lazy: hy3dgen (optional)
         from hy3dgen.texgen import Hunyuan3DPaintPipeline
 
         mesh = Hunyuan3DPaintPipeline.from_pretrained(a.model)(mesh, image=image)

@@ -44,7 +44,7 @@ class SilhouetteFit:
         return y[::-1], np.maximum(r[::-1], 1e-3), top, bottom, centre, half
 
     def __call__(self, images: list[Path], output: Path) -> None:
-        # lazy: trimesh: slow to import, and only this path needs it
+        # lazy: trimesh
         import trimesh
 
         d = open_photo(images[0], min_side=16)

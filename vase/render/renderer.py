@@ -133,7 +133,7 @@ class _Part:
 def load_scene(path: str | Path, what: str = "mesh"):
     """A mesh file (GLB, OBJ, ...) as a trimesh Scene with at least one triangle; a DataError naming the file
     otherwise (missing, empty, unreadable, no triangles). The one reader for rendering, VaseEval and reconstruction."""
-    # lazy: trimesh: slow to import, and only this path needs it
+    # lazy: trimesh
     import trimesh
 
     path = Path(path)
@@ -160,7 +160,7 @@ def load_glb(path: str | Path) -> list[_Part]:
 
 def parts_from_scene(scene) -> list[_Part]:
     """World-space parts with their textures from a trimesh Scene (or a single Trimesh)."""
-    # lazy: trimesh: slow to import, and only this path needs it
+    # lazy: trimesh
     import trimesh
 
     if isinstance(scene, trimesh.Trimesh):
@@ -206,7 +206,7 @@ class Renderer:
     """An offscreen EGL context with one shader; render many GLBs through it."""
 
     def __init__(self, settings: RenderSettings | None = None, backend: str = "egl") -> None:
-        # lazy: moderngl: slow to import, and only this path needs it
+        # lazy: moderngl
         import moderngl
 
         _load_triton_first()
@@ -242,7 +242,7 @@ class Renderer:
         """Render ``parts`` from each (direction, up) pair; the camera frames the bounding sphere. ``background``
         (RGB 0-255) overrides the settings' colour for these images; ``frame`` (centre, radius) fixes the framed
         sphere instead, so that two meshes in one coordinate frame are seen by the same cameras."""
-        # lazy: moderngl: slow to import, and only this path needs it
+        # lazy: moderngl
         import moderngl
 
         ctx, s = self.ctx, self.settings
@@ -322,7 +322,7 @@ class Renderer:
 
 def mp4_bytes(frames: list[Image.Image], fps: int = 12, crf: int = 18) -> bytes:
     """An H.264 MP4 of ``frames`` (PyAV's bundled ffmpeg; yuv420p, so any player shows it)."""
-    # lazy: av: slow to import, and only this path needs it
+    # lazy: av
     import av
 
     w, h = frames[0].size

@@ -636,11 +636,11 @@ def _plot(path: Path, dim: str, xs: list[float], groups: dict[str, dict[float, P
           rows: dict[str, dict[str, dict[float, Path]]] | None = None) -> None:
     """Held-out rate per dimension against the weight (one line per draw and seed; dashed: the start), and, where
     the jobs ran it, the VQA transfer (mean over seeds and draws); ``rows``: a row of such panels per setting."""
-    # lazy: matplotlib: slow to import, and only this path needs it
+    # lazy: matplotlib
     import matplotlib
 
     matplotlib.use("Agg")
-    # lazy: matplotlib: slow to import, and only this path needs it
+    # lazy: matplotlib
     import matplotlib.pyplot as plt
 
     rows = rows or {"": groups}
@@ -689,11 +689,11 @@ def _plot_tau(path: Path, xs: list[float], groups: dict[str, dict[float, Path]],
               held: dict[Path, tuple[Any, Any]]) -> None:
     """Each dimension's held-out change from the start against tau (one line per draw and seed, bars: the paired 95 %
     interval; 0: the start), the paper's tau marked."""
-    # lazy: matplotlib: slow to import, and only this path needs it
+    # lazy: matplotlib
     import matplotlib
 
     matplotlib.use("Agg")
-    # lazy: matplotlib: slow to import, and only this path needs it
+    # lazy: matplotlib
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.5, 4.4), dpi=110)

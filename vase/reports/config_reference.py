@@ -292,11 +292,6 @@ def _is_global(path: Path) -> bool:
     return "@package _global_" in path.read_text().split("\n", 1)[0] or path.parent == CONF
 
 
-def _summary(path: Path) -> str:
-    """The option's own description in one line: its file's first comment line."""
-    return _first_sentence(_description(path)[0]) if _description(path) else ""
-
-
 def _description(path: Path) -> list[str]:
     """The option's whole description: the comment block its file opens with, each line as written (without ``#``)."""
     out = []

@@ -11,7 +11,7 @@ from typing import Any
 from vase.errors import DataError
 from vase.eval.stats import bootstrap_ci
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
-from vase.metrics.caption import TABLE_COLUMNS, markdown_table, overall_score
+from vase.metrics.caption_metrics import TABLE_COLUMNS, markdown_table, overall_score
 from vase.metrics.paired import PER_VASE
 
 # what the paper's scorer encodes with (vase.eval.scoring.encoders_label of metrics=paper)
@@ -159,11 +159,11 @@ def bar_chart(rows: dict[str, dict[str, Any]], path: str | Path) -> Path:
     """One horizontal panel per metric (CLIP, R@10, R@5, R@1, Lexical, Overall), a bar per model named on its own
     row: the paper's rows grey, grouped as in its Table 3, this leaderboard's runs in colour and on top. Readable
     with 25 rows and more (no legend to hide bars behind, no repeated colours to tell apart)."""
-    # lazy: matplotlib: slow to import, and only this path needs it
+    # lazy: matplotlib
     import matplotlib
 
     matplotlib.use("Agg")
-    # lazy: matplotlib: slow to import, and only this path needs it
+    # lazy: matplotlib
     import matplotlib.pyplot as plt
 
     cols = [(k, t) for k, t in TABLE_COLUMNS if k not in ("fid_score", "image_clip_score")]
@@ -202,7 +202,7 @@ def bar_chart(rows: dict[str, dict[str, Any]], path: str | Path) -> Path:
 
 def write_leaderboard(rows: dict[str, dict[str, Any]], out_dir: str | Path) -> dict[str, Path]:
     """``leaderboard.md`` (Table 3 layout + our columns, and a VQA table where runs have one), ``.json``, ``.png``."""
-    # lazy: pytorch_lightning: slow to import, and only this path needs it
+    # lazy: pytorch_lightning
     from vase.eval.vqa import vqa_table
 
     out = Path(out_dir)

@@ -1,4 +1,4 @@
-"""A run's report: the caption table (``vase.metrics.caption.markdown_table``), the training curves, a contact sheet."""
+"""A run's report: the caption table (``vase.metrics.caption_metrics.markdown_table``), the training curves, a contact sheet."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from vase.io import atomic_write_bytes, atomic_write_text, save_figure
-from vase.metrics.caption import markdown_table
+from vase.metrics.caption_metrics import markdown_table
 
 
 def training_curves_png(histories: dict[str, list[dict[str, float]]], path: str | Path) -> Path:
     """One panel per stage: the loss (SFT) or the mean reward (GRPO) against the step, with a running mean."""
-    # lazy: matplotlib: slow to import, and only this path needs it
+    # lazy: matplotlib
     import matplotlib
 
     matplotlib.use("Agg")
-    # lazy: matplotlib: slow to import, and only this path needs it
+    # lazy: matplotlib
     import matplotlib.pyplot as plt
 
     panels = [(stage, key) for stage, h in histories.items() if h

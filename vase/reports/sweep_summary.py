@@ -14,7 +14,6 @@ import io
 import logging
 import math
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,15 +27,10 @@ from vase.annotate.vocab import DIMENSIONS
 from vase.choices import PROTOCOL_LABELS
 from vase.config import (
     CHECK_ONLY_ENV,
-    check_cluster,
-    check_slurm_nodes,
-    check_slurm_signal,
     sweep_keys_of,
-    validate,
     wandb_offline,
 )
-from vase.errors import ConfigError
-from vase.eval.stats import format_heldout, heldout_difference
+from vase.eval.stats import format_heldout, heldout_difference, wilson_interval
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 from vase.loggers import finish_wandb, mlflow_link, prepare_mlflow
 from vase.reports.ablation import ablation_key, verdict_rows, write_ablation_report
@@ -147,20 +141,6 @@ def write_sweep_summary(sweep_dir: str | Path) -> dict[str, Path]:
     return paths
 
 
-def wilson_interval(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The 95 % Wilson score interval of a proportion k / n (``(nan, nan)`` for n = 0).
-
-    >>> [round(x, 4) for x in wilson_interval(5, 10)]
-    [0.2366, 0.7634]
-    """
-    if n <= 0:
-        return float("nan"), float("nan")
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return centre - half, centre + half
-
-
 def sweep_plot(path: Path, rows: list[dict[str, Any]], overrides: dict[str, dict[str, str]]) -> Path | None:
     """One row of panels per swept key (seeds aside): the key's values against the training reward of each term
     (mean of the jobs at that value, bars: their range over seeds and other keys) and, when VQA ran, held-out
@@ -171,11 +151,11 @@ def sweep_plot(path: Path, rows: list[dict[str, Any]], overrides: dict[str, dict
     rows = [r for r in rows if r.get("status") == "done"]
     if not keys or not rows:
         return None
-    # lazy: matplotlib: slow to import, and only this path needs it
+    # lazy: matplotlib
     import matplotlib
 
     matplotlib.use("Agg")
-    # lazy: matplotlib: slow to import, and only this path needs it
+    # lazy: matplotlib
     import matplotlib.pyplot as plt
 
     terms = plotted_terms(rows)
@@ -255,7 +235,7 @@ def _log_to_wandb(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]
     node = OmegaConf.select(config, "logger.wandb")
     if node is None or os.environ.get("WANDB_MODE", "").lower() == "disabled":
         return
-    # lazy: wandb: slow to import, and only this path needs it
+    # lazy: wandb
     import wandb
 
     choices = OmegaConf.select(config, "hydra.runtime.choices") or {}
@@ -317,7 +297,7 @@ def _log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any
     node = OmegaConf.select(config, "logger.mlflow")
     if node is None:
         return None
-    # lazy: mlflow: slow to import, and only this path needs it
+    # lazy: mlflow
     from mlflow.tracking import MlflowClient
 
     group = _group(config, sweep_dir)
@@ -383,36 +363,10 @@ def failed_jobs(sweep_dir: Path) -> list[str]:
 
 class SweepSummary(Callback):
     """Hydra callback: say at once when a sweep's job fails (Hydra itself keeps the error until every job has run),
-    and at the end of a multirun, write the sweep's summary and log it to W&B."""
+    and at the end of a multirun, write the sweep's summary and log it to W&B and MLflow. (A SLURM sweep's checks
+    before it submits are `vase.launchers.SlurmPreflight`'s, which runs first.)"""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        launcher = config.hydra.launcher
-        if "timeout_min" in launcher and "signal_delay_s" in launcher:  # submitit's SLURM launcher
-            try:
-                if isinstance(config.get("cluster"), DictConfig):
-                    check_cluster(config.cluster)  # cluster.nodes=abc: one line here, not submitit's traceback
-                check_slurm_signal(launcher.timeout_min, launcher.signal_delay_s)
-                check_slurm_nodes(launcher.get("nodes"), launcher.get("partition"))
-            except ConfigError as e:  # Hydra turns a callback's exception into a warning and submits anyway
-                print(f"error: {e}", file=sys.stderr, flush=True)
-                raise SystemExit(2) from e
-            if os.environ.get(CHECK_ONLY_ENV) == "1":
-                # the jobs would check their configs only once SLURM ran them: the sweep's own config (every value
-                # but the swept ones) is checked here, and nothing is submitted
-                sweep_cfg = OmegaConf.masked_copy(config, [k for k in config if k != "hydra"])
-                OmegaConf.update(sweep_cfg, "paths.output_dir", "<sweep>/<job>", force_add=True)  # Hydra sets it per job
-                try:
-                    validate(sweep_cfg)
-                except ConfigError as e:
-                    print(f"config error: {e}", file=sys.stderr, flush=True)
-                    raise SystemExit(2) from e
-                print(f"config ok: {' '.join(config.hydra.overrides.task)} (SLURM sweep: checked, not submitted)")
-                raise SystemExit(0)
-            if shutil.which("sbatch") is None:  # submitit would end in a raw traceback (Could not detect "srun")
-                print("error: cluster=slurm submits the jobs through SLURM's sbatch, which this machine does not have "
-                      "(not on PATH): run the command on the cluster's login node, or use cluster=local to run the "
-                      "same jobs here through submitit", file=sys.stderr, flush=True)
-                raise SystemExit(2)
         note_multirun(list(config.hydra.overrides.task), str(config.hydra.sweeper.get("_target_", "")), config)
         line = ablation_notice(config)
         if line:

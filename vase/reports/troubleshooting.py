@@ -26,7 +26,7 @@ GROUPS = (
     ("config", "Any command: the config check (before anything loads)", ("vase/config/",)),
     ("checkpoint", "Checkpoints and models", ("vase/models/",)),
     ("data", "Datasets, layouts and the dataset check", ("vase/data/", "vase/annotate/", "vase/views.py", "vase/images.py")),
-    ("training", "Training (train.py)", ("vase/pipeline/", "vase/training/", "vase/tasks/", "vase/rewards/")),
+    ("training", "Training (train.py)", ("vase/pipeline/", "vase/training/", "vase/prompt_tasks/", "vase/rewards/")),
     ("evaluation", "Evaluation and metrics (evaluate.py)", ("vase/eval/", "vase/metrics/")),
     ("loggers", "Loggers and dashboards", ("vase/loggers.py",)),
     ("runs", "Run folders, resuming and sweeps", ("vase/runs.py", "vase/io.py", "vase/reports/")),

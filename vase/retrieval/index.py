@@ -52,7 +52,7 @@ class VaseIndex:
     """Embeddings of vases' views with their metadata, in a persistent Qdrant collection."""
 
     def __init__(self, path: str | Path | None, encoder: Any, url: str | None = None) -> None:
-        # lazy: qdrant_client: slow to import, and only this path needs it
+        # lazy: qdrant_client
         from qdrant_client import QdrantClient
 
         self.encoder = encoder
@@ -74,7 +74,7 @@ class VaseIndex:
         return embed_views(self.encoder, images)
 
     def _ensure(self, dim: int) -> None:
-        # lazy: qdrant_client: slow to import, and only this path needs it
+        # lazy: qdrant_client
         from qdrant_client import models
 
         if not self.client.collection_exists(self.collection):
@@ -94,7 +94,7 @@ class VaseIndex:
     def update(self, dataset: Any, progress: bool = True) -> dict[str, int]:
         """Upsert every vase of ``dataset`` whose record or views changed; delete indexed vases no longer in it.
         Returns counts (added or changed, unchanged, removed)."""
-        # lazy: qdrant_client: slow to import, and only this path needs it
+        # lazy: qdrant_client
         from qdrant_client import models
 
         stored = self.stored_hashes()
@@ -125,7 +125,7 @@ class VaseIndex:
 
     def search(self, vector: torch.Tensor, k: int, exclude: str | None = None) -> list[dict[str, Any]]:
         """The ``k`` nearest indexed vases (payload plus ``score``), never ``exclude``."""
-        # lazy: qdrant_client: slow to import, and only this path needs it
+        # lazy: qdrant_client
         from qdrant_client import models
 
         if k <= 0 or not self.client.collection_exists(self.collection):

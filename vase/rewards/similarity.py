@@ -50,14 +50,14 @@ class _Embedder:
     """A sentence encoder with a bounded cache of normalised embeddings (targets repeat across steps)."""
 
     def __init__(self, model: str, device: str) -> None:
-        # lazy: torch, torchmetrics: slow to import, and only this path needs them
+        # lazy: torch, torchmetrics
         from vase.metrics.encoders import cached_sentence_encoder
 
         self.encoder = cached_sentence_encoder(model, device)
         self.cache: dict[str, Any] = {}
 
     def __call__(self, texts: list[str]) -> dict[str, Any]:
-        # lazy: torch: slow to import, and only this path needs it
+        # lazy: torch
         import torch
 
         todo = sorted({t for t in texts if t not in self.cache})

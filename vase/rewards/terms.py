@@ -33,10 +33,10 @@ from typing import Any
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.data.synthetic import build_from_params
+from vase.prompt_tasks.invrender import MASK_BG, VaseParams, frame_of, parse_params, silhouette_ious
 from vase.render.renderer import VIEW_DIRECTIONS, Renderer, RenderSettings, parts_from_scene
 from vase.rewards.extract import canonical_or_none, extract_fields
 from vase.rewards.similarity import PAPER_SIMILARITY, check_kind, sequence_ratio, similarities
-from vase.tasks.invrender import MASK_BG, VaseParams, frame_of, parse_params, silhouette_ious
 
 
 class RewardTerm(ABC):
@@ -251,7 +251,7 @@ class Learned(RewardTerm):
         if images is None:
             raise ValueError("reward.terms.learned needs the vase's images in the batch (`images`)")
         if self._predictor is None:
-            # lazy: torch, torchmetrics, pytorch_lightning: slow to import, and only this path needs them
+            # lazy: torch, torchmetrics, pytorch_lightning
             from vase.metrics.attributes import AttributePredictor
 
             self._predictor = AttributePredictor(self.checkpoint)

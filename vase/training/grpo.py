@@ -315,7 +315,7 @@ class GRPOModule(LoRAStageModule):
         if "pixel_values" in batch and self._vision_frozen():
             # a frozen vision tower gives the same features to the prefill, the reference and the policy: encode
             # each prompt's images once and hand the features on instead of the pixels
-            # lazy: transformers: slow to import, and only this path needs it
+            # lazy: transformers
             from transformers.modeling_outputs import BaseModelOutputWithPooling
 
             feats = core_model(self.model).get_image_features(batch["pixel_values"], batch["image_grid_thw"],
@@ -348,7 +348,7 @@ class GRPOModule(LoRAStageModule):
                   "mm_token_type_ids": torch.cat([rep["mm_token_type_ids"], torch.zeros_like(completion)], 1),
                   **{k: rep[k] for k in VISUAL_KEYS if k in rep and k != "pixel_values"}}
         if image_feats is not None:
-            # lazy: transformers: slow to import, and only this path needs it
+            # lazy: transformers
             from transformers.modeling_outputs import BaseModelOutputWithPooling
 
             inputs["mm_encoder_outputs"] = {"image": BaseModelOutputWithPooling(pooler_output=image_feats)}
@@ -457,7 +457,7 @@ class GRPOModule(LoRAStageModule):
         columns = ["step", "id", "completion", "reward", *dims]
         wandb_loggers = [lg for lg in loggers if kind(lg) == "wandb"]
         if wandb_loggers:
-            # lazy: wandb: slow to import, and only this path needs it
+            # lazy: wandb
             import wandb
 
             with_views = [[*row[:2], wandb.Image(batch["images"][k // self.G][0]), *row[2:]] for k, row in enumerate(rows)]

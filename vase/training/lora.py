@@ -21,7 +21,7 @@ def apply_lora(
     ``target_modules="all-linear"`` puts adapters on every linear layer but the output head (the paper's setting);
     ``freeze_vision`` keeps the vision tower and its merger free of adapters, as the paper's SFT did.
     """
-    # lazy: peft: slow to import, and only this path needs it
+    # lazy: peft
     from peft import LoraConfig, get_peft_model
 
     targets = target_modules if isinstance(target_modules, str) else list(target_modules)

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from vase.choices import ROLLOUT_ENGINES
-from vase.models.sampling import sample_from, warp
+from vase.models.token_sampling import sample_from, warp
 
 
 def core_model(model: Any) -> Any:
@@ -46,7 +46,7 @@ class EagerDecoder:
 
     def prefill(self, model: Any, inputs: dict[str, torch.Tensor], g: int, max_new_tokens: int) -> torch.Tensor:
         """Prefill each prompt once, repeat its state ``g`` times; returns the first token's logits (B * g, V)."""
-        # lazy: transformers: slow to import, and only this path needs it
+        # lazy: transformers
         from transformers import DynamicCache
 
         out = model(**inputs, cache=DynamicCache(), use_cache=True, logits_to_keep=1)
@@ -90,7 +90,7 @@ class StaticDecoder(EagerDecoder):
         self._step: Any = None
 
     def _allocate(self, model: Any, dynamic: Any, n: int, capacity: int) -> None:
-        # lazy: transformers: slow to import, and only this path needs it
+        # lazy: transformers
         from transformers import StaticCache
 
         self._static = StaticCache(config=model.config, max_cache_len=capacity)
@@ -180,7 +180,7 @@ def sample_groups(model: Any, inputs: dict[str, torch.Tensor], g: int, *, max_ne
                 logits[:, eos] = float("-inf")
             if greedy:
                 nxt = logits.argmax(-1)
-            else:  # inverse CDF (vase.models.sampling): a multinomial over the vocabulary cost twice the model step
+            else:  # inverse CDF (vase.models.token_sampling): a multinomial over the vocabulary cost twice the model step
                 nxt = sample_from(warp(logits, temperature, 0, top_p))
             nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)
             tokens.append(nxt)

@@ -67,7 +67,7 @@ class LoRAStageModule(TrainableStateMixin, pl.LightningModule):
         super().__init__()
         self.processor = processor
         self.lineage = dict(lineage) if lineage else None
-        # lazy: peft: slow to import, and only this path needs it
+        # lazy: peft
         from peft import PeftModel
 
         if full_finetune:

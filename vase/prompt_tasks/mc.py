@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from vase.annotate.choices import LETTERS, mc_options, mc_prompt
+from vase.annotate.multiple_choice import LETTERS, mc_options, mc_prompt
 from vase.annotate.records import answer_phrase
 from vase.annotate.vocab import DIMENSIONS, QUESTIONS, sequence_ratio
-from vase.tasks.base import ChatSample, EvalProtocol, asked_context, fields_of, none_of
+from vase.prompt_tasks.base import ChatSample, EvalProtocol, asked_context, fields_of, none_of
 
 
 def question(rec: Any, dim: str, text: str, n: int = 4) -> tuple[str, list[str], int]:

@@ -1,7 +1,7 @@
 """The documentation site as a reader sees it (``make docs-check``): built, every page opened in headless Chromium,
 read after it renders, screenshotted.
 
-    python -m vase.integrations.docs_check             # PASS/FAIL per page; logs/docs_check/<time>/
+    python -m vase.checks.docs_check             # PASS/FAIL per page; logs/docs_check/<time>/
 
 Builds the site (``mkdocs build --strict``) into the check's folder, then opens **every** page in one headless Chromium
 (Debian's package; ``make docs-check`` installs it when missing), driven over its DevTools pipe, and reads what the
@@ -316,7 +316,7 @@ def check_site(exe: str, site: Path, out: Path) -> dict[str, dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m vase.integrations.docs_check", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m vase.checks.docs_check", description=__doc__.splitlines()[0])
     ap.add_argument("--site", help="check this built site instead of building one")
     a = ap.parse_args(argv)
     exe = browser()

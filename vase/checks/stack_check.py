@@ -1,6 +1,6 @@
 """vase in the real ms-swift and TRL, end to end on CPU (``make stack-check``): PASS/FAIL per part, exit 1 on FAIL.
 
-    python -m vase.integrations.stack_check                 # builds ms-swift's venv under ~/.cache/vase/tools/ when missing
+    python -m vase.checks.stack_check                 # builds ms-swift's venv under ~/.cache/vase/tools/ when missing
 
 Parts, on a small synthetic set and the tiny Qwen2.5-VL with the public special-token ids:
 
@@ -36,15 +36,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vase.checks.parts import Parts
+from vase.checks.venvs import OFFLINE, run_logged, tool_venv, tools_dir
 from vase.data.layouts import read_records
 from vase.data.synthetic import generate
 from vase.integrations.columns import load_reward
-from vase.integrations.parts import Parts
-from vase.integrations.venvs import OFFLINE, run_logged, tool_venv, tools_dir
 from vase.io import atomic_write_json, atomic_write_text
 from vase.models.tiny import TinySpec, build_tiny
+from vase.prompt_tasks.base import fields_of, only
 from vase.runs import log_root, machine_stamp, run_dir
-from vase.tasks.base import fields_of, only
 
 ROOT = Path(__file__).resolve().parents[2]
 SWIFT_PACKAGES = ["torch==2.14.1", "torchvision==0.29.1", "ms-swift==4.6.0", "qwen_vl_utils", "msgspec"]
@@ -305,7 +305,7 @@ def report(results: dict[str, dict[str, Any]], seconds: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m vase.integrations.stack_check", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m vase.checks.stack_check", description=__doc__.splitlines()[0])
     ap.add_argument("--cache-dir", default=str(ROOT / ".cache"))
     a = ap.parse_args(argv)
     started = time.time()

@@ -2,7 +2,8 @@
 generator as JSON (``data.task=invrender`` trains it, ``python evaluate.py task=invrender`` scores it and the
 ``InvRender`` reward term rewards it). What is specific to the task lives here: its prompt, its answer
 (`VaseParams`), how an answer is parsed, and how two silhouettes are compared. Building the answered vase is
-the generator's (``vase.data.synthetic.build_from_params``).
+the generator's (``vase.data.synthetic.build_from_params``); building, rendering and scoring answers is its runner's
+(``vase.eval.invrender``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from vase.annotate.vocab import terms
-from vase.tasks.base import ChatSample, fields_of, none_of
+from vase.prompt_tasks.base import ChatSample, fields_of, none_of
 
 TECHNIQUES = ("black-figure", "red-figure", "white-ground", "black-glaze")
 RANGE = (0.5, 1.5)

@@ -111,7 +111,7 @@ class RecallAtK(_PairedEmbeddings):
 
 def frechet_distance(x: np.ndarray, y: np.ndarray, eps: float = 1e-6) -> float:
     """Frechet distance between two embedding sets, as the paper computes it (float64, scipy's sqrtm)."""
-    # lazy: scipy: slow to import, and only this path needs it
+    # lazy: scipy
     from scipy import linalg
 
     if len(x) < 2 or len(y) < 2:

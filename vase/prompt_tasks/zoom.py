@@ -9,7 +9,7 @@ the processor has fitted every image to ``max_pixels``), added as a last image, 
 
 Training data (``data.zoom=true``) teaches this on the decoration question, where the synthetic generator knows
 where the frieze lies; evaluation (``vqa.zoom=true``) answers every open question with the tool, up to
-``vqa.zoom_calls`` calls, beside the answers without it.
+``vqa.zoom_calls`` calls, beside the answers without it (its runner: ``vase.eval.zoom``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from PIL import Image
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.images import foreground_mask
-from vase.tasks.base import ChatSample, asked_context, fields_of, none_of, only
+from vase.prompt_tasks.base import ChatSample, asked_context, fields_of, none_of, only
 from vase.views import VIEWS
 
 TOOL_NOTE = ('\nYou may look closer first: reply <zoom view="front" box="x0,y0,x1,y1"/> (a view name and fractions '

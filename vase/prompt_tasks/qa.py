@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from vase.annotate.vocab import DIMENSIONS, QUESTIONS
-from vase.tasks.base import ChatSample, EvalProtocol, Similarity, asked_context, fields_of, only
+from vase.prompt_tasks.base import ChatSample, EvalProtocol, Similarity, asked_context, fields_of, only
 
 
 def samples(example: Any, ctx: str) -> list[ChatSample]:

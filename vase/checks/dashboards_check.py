@@ -1,7 +1,7 @@
 """vase's self-hosted dashboards against the real servers (``make dashboards-check``): MLflow and TensorBoard, checked
 for what a user sees.
 
-    python -m vase.integrations.dashboards_check           # PASS/FAIL per part; logs/dashboards_check/<time>/
+    python -m vase.checks.dashboards_check           # PASS/FAIL per part; logs/dashboards_check/<time>/
 
 Starts a real MLflow tracking server (``mlflow server`` from MLflow's own virtualenv, built under
 ``~/.cache/vase/tools/`` (`tools_dir`) from the package index when missing: vase itself installs only MLflow's client) on 127.0.0.1,
@@ -48,9 +48,9 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from vase.integrations.docs_check import DEEP_TEXT, SCROLLED_TEXT, browser, rendered
-from vase.integrations.slurm import _free_port
-from vase.integrations.venvs import tool_venv, tools_dir
+from vase.checks.docs_check import DEEP_TEXT, SCROLLED_TEXT, browser, rendered
+from vase.checks.slurm import _free_port
+from vase.checks.venvs import tool_venv, tools_dir
 from vase.io import atomic_write_json, atomic_write_text
 from vase.runs import log_root, machine_stamp, run_dir
 
@@ -313,7 +313,7 @@ def check_tensorboard(url: str, work: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m vase.integrations.dashboards_check", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m vase.checks.dashboards_check", description=__doc__.splitlines()[0])
     ap.add_argument("--cache-dir", default=str(ROOT / ".cache"), help="the tiny model and synthetic vases")
     a = ap.parse_args(argv)
     started = time.time()

@@ -1,6 +1,6 @@
 """vase on a real SLURM cluster (``make cluster-check``): one node, then two, on the loopback, PASS/FAIL per part.
 
-    python -m vase.integrations.cluster_check
+    python -m vase.checks.cluster_check
 
 Starts Debian's ``slurmctld``, ``slurmd`` and ``munged`` on this machine (`LocalSlurm`,
 a CPU partition ``debug``) and runs what users run through ``cluster=slurm`` (Hydra's submitit launcher). Each node
@@ -48,8 +48,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from vase.integrations.parts import Parts
-from vase.integrations.slurm import LocalSlurm, missing_tools
+from vase.checks.parts import Parts
+from vase.checks.slurm import LocalSlurm, missing_tools
 from vase.io import atomic_write_json, atomic_write_text
 from vase.runs import log_root, machine_stamp, run_dir
 
@@ -185,6 +185,10 @@ BESIDE = ("time-limit", "preemption-two-node")
 # the order of the other parts in their lane: the one-node DDP parts first (the two-node parts compare with them)
 LANE_ORDER = ("time-limit", "ddp", "grpo-ddp", "sweep", "preemption",
               "preemption-two-node", "too-many-nodes", "sweep-two-node", "two-node", "grpo-two-node")
+# where each cluster's job ids start: Lightning's DDP port is 15000 + the job id's last four digits, and both clusters
+# run at once on this one machine, so their ids must never share those digits (a job of one joined the other's
+# rendezvous in CI and both hung for 25 minutes)
+FIRST_JOB_ID = {1: 1001, 2: 5001}
 TIME_LIMIT_MIN = 3  # the job's SLURM limit; the warning comes 60 s before it
 TRAIN_BUDGET = "00:00:02:30"  # trainer.max_time: more training than one start can hold, whatever the machine's speed
 
@@ -349,7 +353,7 @@ def _spinning(n: int) -> Iterator[None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m vase.integrations.cluster_check", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m vase.checks.cluster_check", description=__doc__.splitlines()[0])
     ap.add_argument("--cache-dir", default=str(ROOT / ".cache"))
     ap.add_argument("--only", nargs="+", help="run only these parts")
     ap.add_argument("--load", type=int, default=0, metavar="N",
@@ -409,8 +413,10 @@ def main(argv: list[str] | None = None) -> int:
             chosen = {n: group[n] for n in LANE_ORDER if n in group and n in wanted}
             if not chosen:
                 continue
+            # job ids numbered apart (1001.., 5001..): DDP's rendezvous port comes from the job id
             slurm = stack.enter_context(LocalSlurm(cpus=2 * (os.cpu_count() or 1) * nodes, nodes=nodes,
-                                                   keep_logs_to=work / "slurm-logs" / f"{nodes}-node"))
+                                                   keep_logs_to=work / "slurm-logs" / f"{nodes}-node",
+                                                   first_job_id=FIRST_JOB_ID[nodes]))
             lanes += [[step(n, p, slurm)] for n, p in chosen.items() if n in BESIDE]
             lanes.append([step(n, p, slurm) for n, p in chosen.items() if n not in BESIDE])
         parts.lanes(*lanes)

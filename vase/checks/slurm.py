@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-DAEMONS = ("slurmctld", "slurmd", "munged", "mungekey")
 CONF = """\
 ClusterName=vase
 SlurmctldHost=localhost(127.0.0.1)
@@ -53,6 +52,7 @@ SlurmdTimeout=30
 InactiveLimit=0
 KillWait=10
 MinJobAge=600
+FirstJobId={first_job_id}
 {node_lines}
 PartitionName=debug Nodes={node_list} Default=YES MaxTime=INFINITE State=UP
 """
@@ -86,7 +86,14 @@ def _mem_mb() -> int:
 class LocalSlurm:
     """slurmctld, slurmd and munged started on the loopback with a config of their own; stopped on exit."""
 
-    def __init__(self, cpus: int | None = None, keep_logs_to: Path | None = None, nodes: int = 1) -> None:
+    def __init__(self, cpus: int | None = None, keep_logs_to: Path | None = None, nodes: int = 1,
+                 first_job_id: int = 1) -> None:
+        """``first_job_id``: where this cluster's job ids start. Lightning's DDP rendezvous port is 15000 plus the last
+        four digits of ``SLURM_JOB_ID``, so two clusters on one machine at once must number their jobs apart (blocks
+        of 1000 a few thousand apart), or a job of one joins the other's rendezvous and both hang."""
+        if not 1 <= first_job_id <= 9999:
+            raise ValueError(f"first_job_id={first_job_id}: give 1..9999 (its last four digits name the DDP port)")
+        self.first_job_id = first_job_id
         self.cpus = cpus or os.cpu_count() or 1
         self.nodes = nodes
         host = socket.gethostname()
@@ -109,7 +116,8 @@ class LocalSlurm:
             lines = "\n".join(f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={_free_port()} CPUs={cpus} "
                               f"RealMemory={mem} State=UNKNOWN" for n in self.node_names)
         self.conf.write_text(CONF.format(root=self.root, ctld_port=_free_port(), d_port=_free_port(),
-                                         node_lines=lines, node_list=",".join(self.node_names)))
+                                         node_lines=lines, node_list=",".join(self.node_names),
+                                         first_job_id=self.first_job_id))
 
     def _start(self, cmd: list[str], pidfile: Path) -> int:
         p = subprocess.run(cmd, capture_output=True, text=True, env=self.env, timeout=60)

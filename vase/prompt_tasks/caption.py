@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from vase.prompt_tasks.base import ChatSample, fields_of
 from vase.prompts import CAPTION_PROMPT
-from vase.tasks.base import ChatSample, fields_of
 
 
 def samples(example: Any, ctx: str) -> list[ChatSample]:

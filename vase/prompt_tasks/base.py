@@ -1,5 +1,6 @@
-"""What every task shares: the chat sample, the targets an answer is rewarded against, and the way a task asks and
-judges a held-out question (`EvalProtocol`)."""
+"""What every prompt task shares: the chat sample, the targets an answer is rewarded against, and the way a task asks
+and judges a held-out question (`EvalProtocol`). This package's base; ``vase.reconstruct.base`` is the reconstruction
+generators'."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ Layout written under ``root`` (a folder vase owns: it carries ``synthetic_photos
     metadata.csv                     # filename,object_id (the metadata-column grouping rule)
     quality/{0,1}/*.jpg              # a labelled set for the quality classifier: 0 bad (shard/blur/drawing), 1 good
 
-    python -m vase.filter.synthetic --root /tmp/photos --objects 24 --seed 0
+    python -m vase.filter.synthetic_photos --root /tmp/photos --objects 24 --seed 0
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import numpy as np
 from PIL import Image, ImageFilter, ImageOps
 from tqdm import tqdm
 
-from vase.annotate.sampling import sample_record
+from vase.annotate.dimension_sampling import sample_record
 from vase.data.synthetic import build_mesh
 from vase.errors import DataError
 from vase.io import atomic_write_bytes, atomic_write_text
@@ -43,7 +43,7 @@ BACKDROPS = ((40, 40, 44), (232, 230, 226), (120, 122, 126), (18, 18, 20), (205,
 
 def _shard(mesh, rng: np.random.Generator):
     """A fragment of ``mesh``: the faces on the positive side of two random planes through the body (with UVs)."""
-    # lazy: trimesh: slow to import, and only this path needs it
+    # lazy: trimesh
     import trimesh
 
     centroids = mesh.triangles_center
