@@ -25,7 +25,7 @@ from vase.annotate.vocab import DIMENSIONS
 from vase.config import SERVER_SCHEMES, swept_keys
 from vase.errors import ConfigError, VaseError
 from vase.io import atomic_write_text, path_lock
-from vase.runs import job_overrides
+from vase.runs import code_stamp, job_overrides
 from vase.wandb_record import wait_until_complete
 
 log = logging.getLogger("vase")
@@ -198,10 +198,12 @@ def log_config(loggers: list[Any], cfg: DictConfig, config_file: str | Path | No
     the config's hundreds of keys; the full resolved config travels as a file (``config_file``: a W&B run file, an
     MLflow artifact, a TensorBoard text panel). MLflow says where to open the run."""
     params = run_params(cfg)
+    code = code_stamp()
     path = Path(config_file) if config_file is not None and Path(config_file).is_file() else None
     for lg in loggers:
         k = kind(lg)
         lg.log_hyperparams(params)
+        log_code(lg, code)
         if path is None:
             continue
         if k == "wandb":  # as vase_config.yaml: W&B keeps its own run config in the run's config.yaml
@@ -214,6 +216,23 @@ def log_config(loggers: list[Any], cfg: DictConfig, config_file: str | Path | No
             print(f"MLflow: {mlflow_link(str(lg._tracking_uri), lg.experiment_id, lg.run_id)}", flush=True)
         elif k == "tensorboard":
             lg.experiment.add_text("config", "    " + path.read_text().replace("\n", "\n    "), global_step=0)
+
+
+def log_code(lg: Any, code: dict[str, Any]) -> None:
+    """The code that made the run (`vase.runs.code_stamp`) beside its parameters, where each dashboard keeps such
+    things without making them a comparison column: W&B's run config (``code``), MLflow's tags (``vase.code.*``),
+    a TensorBoard text panel (``code``), the CSV logger's hparams."""
+    k = kind(lg)
+    if k == "wandb":
+        lg.experiment.config.update({"code": code}, allow_val_change=True)
+    elif k == "mlflow":
+        for name, value in code.items():
+            if value is not None:
+                lg.experiment.set_tag(lg.run_id, f"vase.code.{name}", str(value))
+    elif k == "tensorboard":
+        lg.experiment.add_text("code", "    " + "\n    ".join(f"{n}: {v}" for n, v in code.items()), global_step=0)
+    else:
+        lg.log_hyperparams({f"code/{n}": v for n, v in code.items() if v is not None})
 
 
 def mlflow_link(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> str:

@@ -29,7 +29,7 @@ from yaml import YAMLError
 from vase.io import atomic_write_bytes, atomic_write_text, read_json
 from vase.metrics.paired import format_comparison
 from vase.reports.compare import IDEAS
-from vase.runs import log_root
+from vase.runs import code_label, log_root
 
 ROOT = Path(__file__).resolve().parents[1]
 _BLOCK = re.compile(r"(<!-- vase:table (\w+) -->\n)(.*?)(<!-- vase:end -->)", re.DOTALL)
@@ -38,7 +38,8 @@ _BLOCK = re.compile(r"(<!-- vase:table (\w+) -->\n)(.*?)(<!-- vase:end -->)", re
 def _machine(m: dict[str, Any] | None) -> str:
     if not m:
         return "machine not recorded"
-    return f"{m.get('cpus')} CPU cores, {m.get('system')}, torch {m.get('torch')}, {m.get('date')}"
+    code = f", code {code_label(m['code'])}" if m.get("code") else ""  # results made before vase recorded it: none
+    return f"{m.get('cpus')} CPU cores, {m.get('system')}, torch {m.get('torch')}, {m.get('date')}{code}"
 
 
 def _newest(paths: list[Path]) -> Path | None:

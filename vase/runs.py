@@ -16,13 +16,17 @@ when the process dies, even by SIGKILL), and records its task, overrides and sta
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +96,8 @@ def cpu_kernels_record() -> dict[str, Any]:
 
 
 def machine_stamp() -> dict[str, Any]:
-    """Where and when a result was made, stored with it, so that a table built from it names the machine."""
+    """Where, when and by which code (`code_stamp`) a result was made, stored with it, so that a table built from it
+    names the machine and the code."""
     try:
         # lazy: torch
         import torch
@@ -102,7 +107,68 @@ def machine_stamp() -> dict[str, Any]:
         torch_version = "absent"
     return {"date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "machine": platform.machine(),
             "system": f"{platform.system()} {platform.release()}", "python": platform.python_version(),
-            "torch": torch_version, **cpu_kernels_record()}
+            "torch": torch_version, **cpu_kernels_record(), "code": code_stamp()}
+
+
+_SOURCE = Path(__file__).resolve().parent.parent
+"""Where vase's code lives: a git checkout (an editable install, a clone), or site-packages (a wheel)."""
+CODE_PACKAGES = ("torch", "transformers", "peft", "trl")
+
+
+def _git(*args: str) -> str | None:
+    try:
+        p = subprocess.run(["git", "-C", str(_SOURCE), *args], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return p.stdout.decode(errors="replace") if p.returncode == 0 else None
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def _code() -> dict[str, Any]:
+    top = _git("rev-parse", "--show-toplevel")
+    commit = _git("rev-parse", "HEAD") if top and Path(top.strip()).resolve() == _SOURCE else None
+    out: dict[str, Any] = {"commit": commit.strip() if commit else None, "dirty": None, "diff": None}
+    if commit:
+        diff = _git("diff", "HEAD", "--binary") or ""
+        untracked = _git("ls-files", "--others", "--exclude-standard", "-z") or ""
+        digest = hashlib.sha256(diff.encode())
+        for name in sorted(n for n in untracked.split("\0") if n):  # files git does not track yet are code too
+            with contextlib.suppress(OSError):
+                digest.update(name.encode() + b"\0" + (_SOURCE / name).read_bytes())
+        out["dirty"] = bool(diff or untracked)
+        out["diff"] = digest.hexdigest()[:12] if out["dirty"] else None
+    return {**out, "vase": _version("vase"), **{p: _version(p) for p in CODE_PACKAGES}}
+
+
+def code_stamp() -> dict[str, Any]:
+    """Which code made a result, stored with it: vase's git commit, whether its tree had changes (and a hash of them:
+    ``git diff HEAD`` and the untracked files), vase's version, the torch, transformers, peft and trl versions, and
+    ``cpu_kernels``. ``commit`` is None where vase is not a git checkout (an installed wheel): its version names it.
+    Computed once per process."""
+    pinned = all(os.environ.get(k) == v for k, v in PORTABLE_KERNELS.items())
+    return {**_code(), "cpu_kernels": "portable" if pinned else "native"}
+
+
+def code_label(code: dict[str, Any] | None) -> str:
+    """One short name for a code stamp: ``3f2a9c1d0e (changes a1b2c3d4e5f6)``, ``vase 0.1.0`` without a checkout.
+
+    >>> code_label({"commit": "3f2a9c1d0e77", "dirty": True, "diff": "a1b2c3d4e5f6", "vase": "0.1.0"})
+    '3f2a9c1d0e (changes a1b2c3d4e5f6)'
+    >>> code_label({"commit": None, "vase": "0.1.0"}), code_label(None)
+    ('vase 0.1.0', 'unrecorded')
+    """
+    if not code:
+        return "unrecorded"
+    if not code.get("commit"):
+        return f"vase {code.get('vase') or '?'}"
+    return code["commit"][:10] + (f" (changes {code['diff']})" if code.get("dirty") else "")
 
 
 def run_key(overrides: list[str], digest: str = "") -> str:
@@ -184,8 +250,11 @@ def claim(path: str | Path, resume: str = "auto", overrides: list[str] | None = 
     _held[path] = fd
     overrides = job_overrides() if overrides is None else overrides
     record = {**status, "pid": os.getpid(), "status": "running", "key": status.get("key") or key or run_key(overrides),
-              "overrides": status.get("overrides", overrides), "started": status.get("started", time.time())}
+              "overrides": status.get("overrides", overrides), "started": status.get("started", time.time()),
+              "code": code_stamp()}
     record.pop("reason", None)
+    if status.get("code") and code_label(status["code"]) != code_label(record["code"]):
+        record["code_before"] = status["code"]  # resumed by other code than started it: both are named
     if status.get("status"):  # taken up again: how the earlier process ended (a "running" one was killed)
         record["resumed_from"] = "killed" if status["status"] == "running" else status["status"]
     atomic_write_json(path / RUN_FILE, record)
@@ -415,14 +484,62 @@ def log_root(launch_dir: str | Path = ".") -> Path:
     return Path(env) if env else Path(launch_dir) / "logs"
 
 
+def describe_run(path: str | Path) -> str:
+    """One run's record, for people: how it ended, the code that made it, its overrides, and the command that makes
+    it again (the entry point from Hydra's record of the job, at the commit that made it)."""
+    path = Path(path)
+    record = read_status(path)
+    overrides = record.get("overrides") or []
+    saved = path / ".hydra" / "overrides.yaml"
+    if saved.is_file():
+        overrides = [str(o) for o in OmegaConf.load(saved)]
+    hydra = path / ".hydra" / "hydra.yaml"
+    entry = str(OmegaConf.select(OmegaConf.load(hydra), "hydra.job.name", default="") or "") if hydra.is_file() else ""
+    script = {"train": "train.py", "evaluate": "evaluate.py"}.get(entry, f"-m vase.{entry}" if entry else "<entry point>")
+    code = record.get("code")
+
+    def when(t: Any) -> str:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "?"
+
+    lines = [str(path), f"  status:    {status_of(path)}" + (f" ({record['reason']})" if record.get("reason") else ""),
+             f"  started:   {when(record.get('started'))}, ended: {when(record.get('ended'))}",
+             f"  code:      {code_label(code)}"]
+    if code:
+        lines.append("             " + ", ".join(f"{k} {code[k]}" for k in ("vase", *CODE_PACKAGES, "cpu_kernels")
+                                               if code.get(k)))
+    if record.get("code_before"):
+        lines.append(f"  resumed:   it started under other code, {code_label(record['code_before'])}")
+    lines.append(f"  overrides: {' '.join(overrides) or '(none)'}")
+    command = f"python {script} {' '.join(_quoted(o) for o in overrides)}".rstrip()
+    checkout = f"git checkout {code['commit'][:10]} && " if code and code.get("commit") else ""
+    lines.append(f"  again:     {checkout}{command}")
+    if code and code.get("dirty"):
+        lines.append(f"             (its tree had changes not in that commit, hash {code.get('diff')}: the same "
+                     f"numbers need those changes too)")
+    return "\n".join(lines)
+
+
+def _quoted(override: str) -> str:
+    """An override as a shell takes it: quoted where it holds what a shell would read.
+
+    >>> _quoted("seed=1"), _quoted("methods={a: b}")
+    ('seed=1', "'methods={a: b}'")
+    """
+    return f"'{override}'" if any(c in override for c in " {}[]()*?$&;|<>\"'!") else override
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m vase.runs [ROOT ...]``: every run under the roots (default ``$VASE_LOG_DIR`` or ``logs``) with how it ended: running,
     finished, failed (with its reason), interrupted (saved on a signal), killed (its process gone without a word),
-    checked (its config only)."""
+    checked (its config only). Given one run's folder, its record: the code that made it and the command that makes
+    it again."""
     ap = argparse.ArgumentParser(prog="python -m vase.runs", description=main.__doc__.splitlines()[0])
     ap.add_argument("roots", nargs="*", default=[str(log_root())],
                     help=f"folders of runs (default: ${LOG_DIR_ENV} when set, else logs)")
     args = ap.parse_args(argv)
+    if len(args.roots) == 1 and (Path(args.roots[0]) / RUN_FILE).is_file():
+        print(describe_run(args.roots[0]))
+        return 0
     rows = [r for root in args.roots for r in list_runs(root)]
     if not rows:
         print(f"no runs under {', '.join(args.roots)}")

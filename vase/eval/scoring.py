@@ -12,6 +12,7 @@ from vase.io import atomic_write_json, atomic_write_text, read_json, read_jsonl
 from vase.metrics.caption_metrics import CaptionScorer, markdown_table
 from vase.metrics.embedding_cache import CachedTextEncoder
 from vase.metrics.encoders import build_clip_encoder, cached_sentence_encoder
+from vase.runs import code_stamp
 
 
 def encoders_label(metrics_cfg: Any) -> str:
@@ -134,8 +135,9 @@ def match(generated: CaptionFile, reference: CaptionFile, duplicates: str = "las
 
 
 def write_results(path: str | Path, name: str, scores: dict[str, Any], extra: dict[str, Any] | None = None) -> Path:
-    """Results JSON plus a markdown table beside it (same stem, ``.md``)."""
+    """Results JSON (with the code that made it, `vase.runs.code_stamp`) plus a markdown table beside it (same stem,
+    ``.md``)."""
     path = Path(path)
-    atomic_write_json(path, {**scores, **(extra or {})})
+    atomic_write_json(path, {**scores, **(extra or {}), "code": code_stamp()})  # the code that made it
     atomic_write_text(path.with_suffix(".md"), markdown_table({name: scores}))
     return path

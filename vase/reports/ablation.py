@@ -27,7 +27,17 @@ from vase.choices import PROTOCOL_LABELS
 from vase.eval.stats import heldout_difference, paired_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 from vase.metrics.paired import held as paired_held
-from vase.reports.jobs import LAST_STEPS, _heldout, _job_dirs, _overrides, _sft_vqa, job_row
+from vase.reports.jobs import (
+    LAST_STEPS,
+    _heldout,
+    _job_dirs,
+    _overrides,
+    _sft_vqa,
+    code_line,
+    code_mixed,
+    code_of_jobs,
+    job_row,
+)
 from vase.runs import machine_stamp
 
 PAPER_WEIGHT = 0.15  # the paper's weight of shape and dating; the others are then the paper's too
@@ -183,8 +193,11 @@ def _write(sweep_dir: Path, verdict: dict[str, Any], lines: list[str], plot: Cal
     """ablation.md (the lines and the plot), ablation.json (the verdict, the machine, the table the README takes) and
     ablation.png."""
     lines = [*lines, "\n![ablation](ablation.png)\n"]
-    atomic_write_text(sweep_dir / "ablation.md", "\n".join(lines) + "\n")
+    jobs = _job_dirs(sweep_dir)
+    head, tail = ([code_line(jobs), ""], []) if code_mixed(jobs) else ([], [code_line(jobs)])
+    atomic_write_text(sweep_dir / "ablation.md", "\n".join([lines[0], *head, *lines[1:], *tail]) + "\n")
     verdict["machine"] = machine_stamp()
+    verdict["code"] = code_of_jobs(jobs)
     # what make readme-tables puts into the README (its headings in bold: the README has its own)
     verdict["table"] = "\n".join(f"**{line[3:].strip()}**" if line.startswith("## ") else line
                                  for line in "\n".join(lines[1:-1]).splitlines()).strip()

@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from vase.annotate.vocab import DIMENSIONS
 from vase.eval.stats import heldout_difference
 from vase.io import read_json
-from vase.runs import RUN_FILE, read_status, status_of
+from vase.runs import RUN_FILE, code_label, read_status, status_of
 
 CAPTION_KEYS = ("overall_score", "clip_score", "fid_score", "r_at_1", "r_at_5", "r_at_10", "lexical_similarity")
 LAST_STEPS = 20  # the reward of a job: the mean over its last steps (where training has got to)
@@ -20,6 +20,39 @@ LAST_STEPS = 20  # the reward of a job: the mean over its last steps (where trai
 def _job_dirs(sweep_dir: Path) -> list[Path]:
     jobs = [d for d in sweep_dir.iterdir() if d.is_dir() and (d / ".hydra" / "overrides.yaml").is_file()]
     return sorted(jobs, key=lambda d: (not d.name.isdigit(), int(d.name) if d.name.isdigit() else 0, d.name))
+
+
+def code_of_jobs(jobs: list[Path]) -> dict[str, list[str]]:
+    """The code that made each job (`vase.runs.code_label` of its run record's ``code``), each label with its jobs."""
+    groups: dict[str, list[str]] = {}
+    for job in jobs:
+        groups.setdefault(code_label(read_status(job).get("code")), []).append(job.name)
+    return groups
+
+
+def code_line(jobs: list[Path]) -> str:
+    """What a sweep's report says of the code that made its jobs: one line naming it (reports put it last), or, when
+    the jobs were made by different code, a warning naming which jobs each made (reports put it first: a difference
+    between those jobs may be the code's, not the settings').
+
+    >>> code_line([])
+    'Code: no jobs.'
+    """
+    groups = code_of_jobs(jobs)
+    if not groups:
+        return "Code: no jobs."
+    if len(groups) == 1:
+        label = next(iter(groups))
+        return ("Code: not recorded (jobs made before vase recorded it)." if label == "unrecorded"
+                else f"Code: every job by {label}.")
+    parts = "; ".join(f"jobs {', '.join('#' + n for n in names)} by {label}" for label, names in groups.items())
+    return (f"**Made by different code**: {parts}. A difference between these jobs may be the code's, not the "
+            f"settings'; rerun them on one commit to compare.")
+
+
+def code_mixed(jobs: list[Path]) -> bool:
+    """Whether ``jobs`` were made by more than one code (the reports then open with `code_line`)."""
+    return len(code_of_jobs(jobs)) > 1
 
 
 def _last_history(job: Path) -> tuple[str | None, list[dict[str, float]]]:

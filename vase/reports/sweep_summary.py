@@ -35,7 +35,7 @@ from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 from vase.loggers import finish_wandb, mlflow_link, prepare_mlflow
 from vase.reports.ablation import ablation_key, verdict_rows, write_ablation_report
 from vase.reports.compare import write_comparison
-from vase.reports.jobs import _heldout, _job_dirs, _overrides, job_row, unfinished
+from vase.reports.jobs import _heldout, _job_dirs, _overrides, code_line, code_mixed, code_of_jobs, job_row, unfinished
 from vase.runs import RUN_FILE, finish_sweep, note_multirun, set_status
 
 log = logging.getLogger("vase")
@@ -123,7 +123,9 @@ def write_sweep_summary(sweep_dir: str | Path) -> dict[str, Path]:
         return f"{v:.3f}" if isinstance(v, float) else ("" if v is None else str(v))
 
     short = [c for c in columns if c not in ("status", "all_overrides")]
-    md = [f"All jobs: `{' '.join(shared)}`", ""] if shared else []
+    jobs = _job_dirs(sweep_dir)
+    md = [code_line(jobs), ""] if code_mixed(jobs) else []
+    md += [f"All jobs: `{' '.join(shared)}`", ""] if shared else []
     md += ["| " + " | ".join(short) + " |", "|" + "---|" * len(short)]
     md += ["| " + " | ".join(cell(r.get(c)) for c in short) + " |" for r in rows]
     md += [f"\n**Job {r['job']} did not finish** ({r['status']}): it is in no comparison below; the same command "
@@ -132,8 +134,10 @@ def write_sweep_summary(sweep_dir: str | Path) -> dict[str, Path]:
     plot = sweep_plot(sweep_dir / "sweep.png", rows, {r["job"]: _overrides(sweep_dir / r["job"]) for r in rows})
     if plot is not None:
         md.append(f"\n![the swept settings against reward and accuracy]({plot.name})")
+    if not code_mixed(jobs):
+        md.append(f"\n{code_line(jobs)}")
     paths = {"json": atomic_write_json(sweep_dir / "summary.json", {"sweep_dir": str(sweep_dir), "columns": columns,
-                                                                     "jobs": rows}),
+                                                                     "jobs": rows, "code": code_of_jobs(jobs)}),
              "csv": atomic_write_text(sweep_dir / "summary.csv", buf.getvalue()),
              "md": atomic_write_text(sweep_dir / "summary.md", "\n".join(md) + "\n")}
     if plot is not None:
