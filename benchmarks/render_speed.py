@@ -82,11 +82,11 @@ def hires_vase(path: Path, seed: int = 0) -> int:
     import trimesh
 
     from vase.annotate.dimension_sampling import sample_record
-    from vase.data.synthetic import SHAPE_SPECS, _body, mesh_to_glb, paint_texture
+    from vase.data.synthetic import SHAPE_SPECS, body_mesh, mesh_to_glb, paint_texture
 
     rng = np.random.default_rng(seed)
     rec = sample_record(rng, 0)
-    verts, faces, uv = _body(SHAPE_SPECS[rec.shape], n_theta=400, n_y=251)
+    verts, faces, uv = body_mesh(SHAPE_SPECS[rec.shape], n_theta=400, n_y=251)
     material = trimesh.visual.material.PBRMaterial(baseColorTexture=paint_texture(rec, rng, (2048, 1024)),
                                                    metallicFactor=0.0, roughnessFactor=0.8, doubleSided=True)
     mesh = trimesh.Trimesh(verts, faces, visual=trimesh.visual.TextureVisuals(uv=uv, material=material), process=False)
@@ -96,7 +96,7 @@ def hires_vase(path: Path, seed: int = 0) -> int:
 
 def time_vase(glb: Path, png: bool = False) -> float:
     """ms per frame of vase's Renderer over a 36-frame orbit (GLB loaded once, as for a whole orbit)."""
-    from vase.render.renderer import Renderer, RenderSettings, _png_bytes, load_glb, orbit_direction
+    from vase.render.renderer import Renderer, RenderSettings, load_glb, orbit_direction, png_bytes
 
     parts = load_glb(glb)
     dirs = [orbit_direction(k, FRAMES) for k in range(FRAMES)]
@@ -106,7 +106,7 @@ def time_vase(glb: Path, png: bool = False) -> float:
         imgs = r.render_parts(parts, dirs)
         if png:
             for im in imgs:
-                _png_bytes(im)
+                png_bytes(im)
         return 1000 * (time.perf_counter() - t) / FRAMES
 
 
@@ -115,11 +115,11 @@ def time_bare(glb: Path) -> float:
     the same mesh per frame, resolved and read back to bytes (buffers and texture uploaded once)."""
     import moderngl
 
-    from vase.render.renderer import _FRAGMENT, _VERTEX, _look_at, _perspective, load_glb, orbit_direction
+    from vase.render.renderer import FRAGMENT_SHADER, VERTEX_SHADER, load_glb, look_at, orbit_direction, perspective
 
     parts = load_glb(glb)
     ctx = moderngl.create_context(standalone=True, backend="egl")
-    prog = ctx.program(vertex_shader=_VERTEX, fragment_shader=_FRAGMENT)
+    prog = ctx.program(vertex_shader=VERTEX_SHADER, fragment_shader=FRAGMENT_SHADER)
     fbo_ms = ctx.framebuffer(color_attachments=[ctx.renderbuffer((SIZE, SIZE), 4, samples=4)],
                              depth_attachment=ctx.depth_renderbuffer((SIZE, SIZE), samples=4))
     fbo = ctx.framebuffer(color_attachments=[ctx.renderbuffer((SIZE, SIZE), 4)])
@@ -138,11 +138,11 @@ def time_bare(glb: Path) -> float:
     centre = (allv.min(0) + allv.max(0)) / 2
     radius = float(np.linalg.norm(allv.max(0) - allv.min(0)) / 2)
     dist = radius * 1.08 / np.sin(np.deg2rad(35.0) / 2)
-    proj = _perspective(35.0, dist - radius * 1.5, dist + radius * 1.5)
+    proj = perspective(35.0, dist - radius * 1.5, dist + radius * 1.5)
 
     def frame(k: int) -> bytes:
         d = np.asarray(orbit_direction(k, FRAMES)[0])
-        mvp = (proj @ _look_at(centre + d * dist, centre, np.array([0.0, 1.0, 0.0]))).astype("f4")
+        mvp = (proj @ look_at(centre + d * dist, centre, np.array([0.0, 1.0, 0.0]))).astype("f4")
         fbo_ms.use()
         ctx.enable(moderngl.DEPTH_TEST)
         ctx.clear(0.5, 0.5, 0.5, 1.0)

@@ -234,3 +234,19 @@ def test_no_two_modules_share_a_name_unless_each_names_the_other() -> None:
             other = next(q for q in ps if q != p)
             dotted = other.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".")
             assert dotted in (ast.get_docstring(ast.parse(p.read_text())) or ""), f"{p} does not name {dotted}"
+
+
+def test_no_module_imports_another_s_private_names() -> None:
+    """A name with a leading underscore is its module's own: another module that needs it needs a public name."""
+    import ast
+
+    found = []
+    for path in [*(ROOT / "vase").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py"), ROOT / "train.py",
+                 ROOT / "evaluate.py"]:
+        if "__pycache__" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("vase"):
+                found += [f"{path.relative_to(ROOT)}: {node.module}.{a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not found, found

@@ -349,7 +349,7 @@ def test_an_mlflow_server_that_stops_answering_mid_run_loses_nothing(tmp_path: P
     says in one line that nothing is left, and a replay cut short sends only the rest."""
     from mlflow.tracking import MlflowClient
 
-    from vase.checks.slurm import _free_port
+    from vase.checks.slurm import free_port
     from vase.loggers import say_unsent
     from vase.mlflow_journal import JOURNAL, JournaledMLFlowLogger, main
 
@@ -360,7 +360,7 @@ def test_an_mlflow_server_that_stops_answering_mid_run_loses_nothing(tmp_path: P
                                artifact_location=str(tmp_path / "mlartifacts"))
     lg.log_hyperparams({"lr": 0.1})
     lg.log_metrics({"train/loss": 1.0}, step=0)
-    lg._mlflow_client = MlflowClient(f"http://127.0.0.1:{_free_port()}")  # the server is gone
+    lg._mlflow_client = MlflowClient(f"http://127.0.0.1:{free_port()}")  # the server is gone
     for step in (1, 2, 3):
         lg.log_metrics({"train/loss": 1.0 / (step + 1)}, step=step)
     lg.experiment.log_dict(lg.run_id, {"columns": ["a"], "data": [[1]]}, "tables/x.json")

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from vase.checks.docs_check import DEEP_TEXT, SCROLLED_TEXT, browser, rendered
-from vase.checks.slurm import _free_port
+from vase.checks.slurm import free_port
 from vase.checks.venvs import tool_venv, tools_dir
 from vase.io import atomic_write_json, atomic_write_text
 from vase.runs import log_root, machine_stamp, run_dir
@@ -241,7 +241,7 @@ def check_server_dies(venv: Path, work: Path, cache: Path) -> dict[str, Any]:
     finishes and keeps its adapter, one line says what was not logged and the command that sends it; the server
     started again on its store, that command sends it: the run on the server then holds every step's loss, the
     run's end (FINISHED) and its end metrics."""
-    port, store, client = _free_port(), work / "server-dies", work / "client"
+    port, store, client = free_port(), work / "server-dies", work / "client"
     url = f"http://127.0.0.1:{port}"
     store.mkdir()
     client.mkdir(exist_ok=True)
@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     venv = tool_venv(tools_dir() / "mlflow-venv", [f"mlflow=={mlflow_version()}"],
                      work / "venv.log", "MLflow's server")
     results: dict[str, dict[str, Any]] = {}
-    ml_port, tb_port = _free_port(), _free_port()
+    ml_port, tb_port = free_port(), free_port()
     ml_url, tb_url = f"http://127.0.0.1:{ml_port}", f"http://127.0.0.1:{tb_port}"
     store = work / "server"  # the server's own folder: its database and its artifact store
     store.mkdir()

@@ -70,7 +70,7 @@ def _tool(name: str) -> str:
     return shutil.which(name) or f"/usr/sbin/{name}"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -113,9 +113,9 @@ class LocalSlurm:
         if self.nodes == 1:
             lines = f"NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem} State=UNKNOWN"
         else:  # several slurmd on this one machine, each on its own port (Slurm's "multiple slurmd" setup)
-            lines = "\n".join(f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={_free_port()} CPUs={cpus} "
+            lines = "\n".join(f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={free_port()} CPUs={cpus} "
                               f"RealMemory={mem} State=UNKNOWN" for n in self.node_names)
-        self.conf.write_text(CONF.format(root=self.root, ctld_port=_free_port(), d_port=_free_port(),
+        self.conf.write_text(CONF.format(root=self.root, ctld_port=free_port(), d_port=free_port(),
                                          node_lines=lines, node_list=",".join(self.node_names),
                                          first_job_id=self.first_job_id))
 

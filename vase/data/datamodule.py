@@ -46,7 +46,7 @@ def samples_for(example: VaseExample, task: str, zoom: bool = False,
     for name in DATA_TASKS[task]:
         out += SAMPLES[name](example, ctx)
         if name == "qa" and zoom:
-            out += zoom_task.samples(example, ctx, views, _frieze_band, views_are_images=isinstance(
+            out += zoom_task.samples(example, ctx, views, frieze_band, views_are_images=isinstance(
                 example.images, list) and not isinstance(example.images, VideoFrames), width=zoom_width,
                 direct=zoom_direct)
     for s in out:  # every sample of a vase is asked under the dataset's own system prompt, where it has one
@@ -54,7 +54,7 @@ def samples_for(example: VaseExample, task: str, zoom: bool = False,
     return out
 
 
-def _frieze_band(shape: str) -> tuple[float, float] | None:
+def frieze_band(shape: str) -> tuple[float, float] | None:
     """Where the synthetic generator paints a shape's frieze (None for a shape it does not know)."""
     spec = SHAPE_SPECS.get(shape)
     return spec.band if spec is not None else None

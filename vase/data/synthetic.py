@@ -288,7 +288,7 @@ def _profile_curve(spec: ShapeSpec, n: int) -> tuple[np.ndarray, np.ndarray]:
     return y * spec.height, r
 
 
-def _body(spec: ShapeSpec, n_theta: int = 64, n_y: int = 80) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def body_mesh(spec: ShapeSpec, n_theta: int = 64, n_y: int = 80) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     y, r = _profile_curve(spec, n_y)
     theta = np.linspace(0, 2 * np.pi, n_theta + 1)  # seam duplicated so UVs wrap cleanly
     tt, yy = np.meshgrid(theta, np.arange(n_y), indexing="xy")
@@ -353,7 +353,7 @@ def textured_vase(spec: ShapeSpec, texture: Image.Image):
     # lazy: trimesh
     import trimesh
 
-    parts = [_body(spec)] + [_handle(spec, *h) for h in spec.handles]
+    parts = [body_mesh(spec)] + [_handle(spec, *h) for h in spec.handles]
     verts, faces, uvs, offset = [], [], [], 0
     for v, f, uv in parts:
         verts.append(v)

@@ -108,7 +108,7 @@ def format_probe(result: dict[str, Any]) -> str:
 
 def _main() -> None:
     # lazy: the datamodule pulls in pytorch_lightning, torch and torchmetrics; only the command needs it
-    from vase.data.datamodule import _frieze_band
+    from vase.data.datamodule import frieze_band
 
     @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="train")
     def main(cfg: DictConfig) -> None:
@@ -119,7 +119,7 @@ def _main() -> None:
             dm.prepare_data()
             dm.setup()
             model, processor = load_model_and_processor(cfg.model)
-            result = probe(model.eval(), processor, dm.train_set, dm.val_set, _frieze_band,
+            result = probe(model.eval(), processor, dm.train_set, dm.val_set, frieze_band,
                            width=float(cfg.data.get("zoom_width", 1.0)), seed=int(cfg.seed))
         except VaseError as e:
             print(f"error: {e}", file=sys.stderr)

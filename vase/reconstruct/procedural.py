@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from vase.data.synthetic import ShapeSpec, _body, mesh_to_glb
+from vase.data.synthetic import ShapeSpec, body_mesh, mesh_to_glb
 from vase.images import foreground_mask, open_photo
 from vase.reconstruct.base import GenerationError
 
@@ -54,7 +54,7 @@ class SilhouetteFit:
         mask = foreground_mask(rgb, self.tolerance)
         y, r, top, bottom, centre, half = self.profile(mask)
         spec = ShapeSpec(profile=tuple(zip(y.tolist(), r.tolist())), height=1.0, handles=(), band=(0.3, 0.6))
-        verts, faces, uv = _body(spec)
+        verts, faces, uv = body_mesh(spec)
         # texture: column u goes around the body (theta = 2*pi*u, seen from the front at u = 0), row 0 is the lip
         tw, th = self.texture
         theta = 2 * np.pi * (np.arange(tw) + 0.5) / tw

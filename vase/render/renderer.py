@@ -24,7 +24,7 @@ from vase.errors import DataError
 from vase.io import atomic_write_bytes, atomic_write_json, inside
 from vase.views import RENDER_CACHE_FILE, VIEWS, model_file, orbit_dir, sheet_path, view_path
 
-_VERTEX = """
+VERTEX_SHADER = """
 #version 330
 uniform mat4 mvp;
 uniform mat4 model;
@@ -40,7 +40,7 @@ void main() {
 }
 """
 
-_FRAGMENT = """
+FRAGMENT_SHADER = """
 #version 330
 uniform sampler2D tex;
 uniform vec4 base_color;
@@ -77,7 +77,7 @@ class RenderSettings:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _look_at(eye: np.ndarray, target: np.ndarray, up: np.ndarray) -> np.ndarray:
+def look_at(eye: np.ndarray, target: np.ndarray, up: np.ndarray) -> np.ndarray:
     f = target - eye
     f = f / np.linalg.norm(f)
     s = np.cross(f, up)
@@ -89,7 +89,7 @@ def _look_at(eye: np.ndarray, target: np.ndarray, up: np.ndarray) -> np.ndarray:
     return m
 
 
-def _perspective(fov_deg: float, near: float, far: float) -> np.ndarray:
+def perspective(fov_deg: float, near: float, far: float) -> np.ndarray:
     f = 1.0 / np.tan(np.deg2rad(fov_deg) / 2)
     m = np.zeros((4, 4))
     m[0, 0] = f
@@ -218,7 +218,7 @@ class Renderer:
                 f"could not create a headless OpenGL context with backend {backend!r} ({e}). On Debian/Ubuntu "
                 "install libegl1 libegl-mesa0 libgl1-mesa-dri (make setup does this)."
             ) from e
-        self.prog = self.ctx.program(vertex_shader=_VERTEX, fragment_shader=_FRAGMENT)
+        self.prog = self.ctx.program(vertex_shader=VERTEX_SHADER, fragment_shader=FRAGMENT_SHADER)
         r = self.settings.resolution
         samples = self.settings.samples
         self.fbo_ms = self.ctx.framebuffer(
@@ -254,7 +254,7 @@ class Renderer:
             centre = (lo + hi) / 2
             radius = float(np.linalg.norm(hi - lo) / 2) or 1.0
         dist = radius * s.margin / np.sin(np.deg2rad(s.fov_deg) / 2)
-        proj = _perspective(s.fov_deg, dist - radius * 1.5, dist + radius * 1.5)
+        proj = perspective(s.fov_deg, dist - radius * 1.5, dist + radius * 1.5)
         vaos, textures, buffers = [], [], []
         try:
             for p in parts:
@@ -277,7 +277,7 @@ class Renderer:
             for direction, up in directions:
                 d = np.asarray(direction, dtype=float)
                 eye = centre + d * dist
-                view = _look_at(eye, centre, np.asarray(up, dtype=float))
+                view = look_at(eye, centre, np.asarray(up, dtype=float))
                 mvp = (proj @ view).astype("f4")
                 self.fbo_ms.use()
                 ctx.enable(moderngl.DEPTH_TEST)
@@ -354,7 +354,7 @@ def contact_sheet_bytes(images: list[Image.Image], labels: list[Any], columns: i
     return buf.getvalue()
 
 
-def _png_bytes(img: Image.Image) -> bytes:
+def png_bytes(img: Image.Image) -> bytes:
     buf = io.BytesIO()
     img.save(buf, format="PNG", optimize=False)
     return buf.getvalue()
@@ -365,8 +365,8 @@ def _vase_files(out_root: Path, vid: str, views: Any, shots: dict[str, Image.Ima
     """What one rendered vase writes, by path: its views, orbit frames, MP4 and contact sheet. File names come from
     vase.views (the id mapped to a safe name), and each is checked to stay inside ``out_root`` before it is
     written: an id from the data never steers a write."""
-    blobs = {view_path(out_root, v, vid): _png_bytes(img) for v, img in shots.items()}
-    blobs.update({orbit_dir(out_root, vid) / f"{k:03d}.png": _png_bytes(img) for k, img in enumerate(frames)})
+    blobs = {view_path(out_root, v, vid): png_bytes(img) for v, img in shots.items()}
+    blobs.update({orbit_dir(out_root, vid) / f"{k:03d}.png": png_bytes(img) for k, img in enumerate(frames)})
     if orbit_video and frames:
         blobs[orbit_dir(out_root, vid).with_suffix(".mp4")] = mp4_bytes(frames)
     if sheets:

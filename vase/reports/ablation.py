@@ -29,14 +29,14 @@ from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 from vase.metrics.paired import held as paired_held
 from vase.reports.jobs import (
     LAST_STEPS,
-    _heldout,
-    _job_dirs,
-    _overrides,
-    _sft_vqa,
     code_line,
     code_mixed,
     code_of_jobs,
+    heldout_of,
+    job_dirs,
     job_row,
+    overrides_of,
+    sft_vqa_of,
 )
 from vase.runs import machine_stamp
 
@@ -63,10 +63,10 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
     also varies another setting (``stage.module.multi_objective_aggregation``, ``reward.terms.bonus.weight``) keeps
     its jobs apart and decides every target once per setting too (``verdict["settings"]``), side by side at the top."""
     sweep_dir = Path(sweep_dir)
-    jobs = [j for j in _job_dirs(sweep_dir) if _heldout(j)[0] or sorted(j.glob("vqa_*.json"))]
+    jobs = [j for j in job_dirs(sweep_dir) if heldout_of(j)[0] or sorted(j.glob("vqa_*.json"))]
     if not jobs:
         return None
-    ov = {j: _overrides(j) for j in jobs}
+    ov = {j: overrides_of(j) for j in jobs}
     key = ablation_key(sorted({k for o in ov.values() for k in o}))
     if key is None:
         return None
@@ -115,7 +115,7 @@ def _decide(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]]
         groups.setdefault(group(j), {})[float(ov[j][key])] = j
     verdict: dict[str, Any] = {"swept": key, "weights": xs, "draws": draws, "groups": sorted(groups),
                                "seeds": sorted({ov[j].get("seed", "-") for j in jobs}), "apart": others}
-    held = {j: _heldout(j) for j in jobs}
+    held = {j: heldout_of(j) for j in jobs}
     lines = [f"# Reward ablation: `{key}` on held-out vases\n"]
     if key == TAU_KEY:
         if not all(h[0] is not None and h[1] is not None for h in held.values()):
@@ -193,7 +193,7 @@ def _write(sweep_dir: Path, verdict: dict[str, Any], lines: list[str], plot: Cal
     """ablation.md (the lines and the plot), ablation.json (the verdict, the machine, the table the README takes) and
     ablation.png."""
     lines = [*lines, "\n![ablation](ablation.png)\n"]
-    jobs = _job_dirs(sweep_dir)
+    jobs = job_dirs(sweep_dir)
     head, tail = ([code_line(jobs), ""], []) if code_mixed(jobs) else ([], [code_line(jobs)])
     atomic_write_text(sweep_dir / "ablation.md", "\n".join([lines[0], *head, *lines[1:], *tail]) + "\n")
     verdict["machine"] = machine_stamp()
@@ -410,11 +410,11 @@ def _heldout_verdict(verdict: dict[str, Any], dim: str, xs: list[float], groups:
                   "| run | " + " | ".join(d.capitalize() for d in dims) + " | reward |",
                   "|---|" + "---|" * (len(dims) + 1)]
         start = held[next(iter(members[0][1].values()))][1]
-        lines.append("| SFT (start) | " + " | ".join(_pct(_rate(start, d)) for d in dims) + " | – |")
+        lines.append("| SFT (start) | " + " | ".join(percent_points(_rate(start, d)) for d in dims) + " | – |")
         for g, at in members:
             for x in sorted(at):
                 h = held[at[x]][0]
-                lines.append(f"| GRPO, {dim} weight {x:g} ({_who(g)}) | " + " | ".join(_pct(_rate(h, d)) for d in dims)
+                lines.append(f"| GRPO, {dim} weight {x:g} ({_who(g)}) | " + " | ".join(percent_points(_rate(h, d)) for d in dims)
                              + f" | {h['total']['mean']:.3f} |")
     if hi_w == lo_w:
         verdict["i"] = None
@@ -424,7 +424,7 @@ def _heldout_verdict(verdict: dict[str, Any], dim: str, xs: list[float], groups:
         lines.append(f"\n**Target (i)**, held-out {any_h['task']}s: {dim} right at weight {hi_w:g} above weight {lo_w:g} "
                      f"and above SFT on every draw and seed, decided on {verdict['i_rule']}: "
                      f"**{'held' if verdict['i'] else 'not held'}** ("
-                     + "; ".join(f"{_who(g)}: {_pct(v['at_max'])} vs {_pct(v['at_0'])} and SFT {_pct(v['sft'])}"
+                     + "; ".join(f"{_who(g)}: {percent_points(v['at_max'])} vs {percent_points(v['at_0'])} and SFT {percent_points(v['sft'])}"
                                  + _diffs(v) for g, v in per_group.items()) + ").")
     if "ii" in verdict:
         drops = ", ".join(f"{d} {100 * v:+.1f}" for d, v in verdict["ii_worst_drop"].items())
@@ -442,7 +442,7 @@ def _vqa_verdict(dim: str, xs: list[float], groups: dict[str, dict[float, Path]]
     if not jobs:
         return None
     vqa = {j: read_json(sorted(j.glob("vqa_*.json"))[-1])["vqa"] for j in jobs}
-    sft_of = {j: _sft_vqa(j) for j in jobs}  # each job's own SFT (one shared by all, or one per seed or draw)
+    sft_of = {j: sft_vqa_of(j) for j in jobs}  # each job's own SFT (one shared by all, or one per seed or draw)
     sft = _mean_sft_vqa([sft_of[j] for j in jobs])
     protocols = [p for p in ("ll", "open", "mc") if any(p in v for v in vqa.values())]
     decide = "ll" if "ll" in protocols else "open"
@@ -500,7 +500,7 @@ def _vqa_verdict(dim: str, xs: list[float], groups: dict[str, dict[float, Path]]
         lines.append(f"\n**{name}**, {PROTOCOL_LABELS[decide]}: {dim} accuracy at weight {max(xs):g} above weight "
                      f"{min(xs):g} and above SFT on every seed, on {verdict['i_rule']}: "
                      f"**{'held' if verdict['i'] else 'not held'}** ("
-                     + "; ".join(f"{_who(g)}: {_pct(v['at_max'])} vs {_pct(v['at_0'])} and SFT {_pct(v['sft'])}"
+                     + "; ".join(f"{_who(g)}: {percent_points(v['at_max'])} vs {percent_points(v['at_0'])} and SFT {percent_points(v['sft'])}"
                                  + _diffs(v) for g, v in per_group.items()) + ").")
         if PAPER_WEIGHT in xs and n_items:
             ii, line = _vqa_at_paper_weights(groups, vqa, {j: sft_of[j] or sft for j in jobs}, decide, n_items,
@@ -567,7 +567,7 @@ def _vqa_table(dim: str, xs: list[float], protocols: list[str], sft: dict[str, A
                 got = [v for j in acc if weight[j] == x and (v := acc[j][protocol][d]) is not None]
                 vals.append(sum(got) / len(got) if got else None)
             ok = [v for v in vals if v is not None]
-            lines.append(f"| GRPO, {dim} weight {x:g} | " + " | ".join(_pct(v) for v in vals)
+            lines.append(f"| GRPO, {dim} weight {x:g} | " + " | ".join(percent_points(v) for v in vals)
                          + f" | {100 * sum(ok) / max(1, len(ok)):.1f} % |")
     return lines
 
@@ -608,7 +608,7 @@ def _diffs(v: dict[str, Any]) -> str:
             f"and {100 * b['diff']:+.1f} [{100 * b['lo']:+.1f}, {100 * b['hi']:+.1f}], {a['n']} items)")
 
 
-def _pct(v: float | None) -> str:
+def percent_points(v: float | None) -> str:
     return "–" if v is None else f"{100 * v:.1f} %"
 
 
@@ -621,7 +621,7 @@ def _plot_settings(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]], o
         group = f"draw {ov[j].get(DRAW_KEY, '-')}, seed {ov[j].get('seed', '-')}"
         rows.setdefault(name, {}).setdefault(group, {})[float(ov[j][key])] = j
     xs = sorted({float(ov[j][key]) for j in jobs})
-    held = {j: _heldout(j) for j in jobs}
+    held = {j: heldout_of(j) for j in jobs}
     return lambda path: _plot(path, key.rsplit(".", 1)[-1], xs, {}, held, jobs, ov, rows=dict(sorted(rows.items())))
 
 
@@ -674,7 +674,7 @@ def _plot(path: Path, dim: str, xs: list[float], groups: dict[str, dict[float, P
                         base = _rate(start, d)
                     else:
                         ys = [vqa.get(at.get(x), {}).get(panel, {}).get("accuracy", {}).get(d) for x in xs]
-                        sft = _sft_vqa(next(iter(at.values())))
+                        sft = sft_vqa_of(next(iter(at.values())))
                         base = (sft or {}).get(panel, {}).get("accuracy", {}).get(d)
                     ax.plot(xs, [100 * y if y is not None else float("nan") for y in ys], "-", color=color,
                             linewidth=2.5 if d == dim else 1.0, alpha=1.0 if d == dim else 0.6,

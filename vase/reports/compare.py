@@ -18,8 +18,8 @@ from typing import Any
 from vase.annotate.vocab import DIMENSIONS
 from vase.eval.stats import heldout_difference, paired_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json
-from vase.reports.ablation import DRAW_KEY, _pct
-from vase.reports.jobs import _heldout, _job_dirs, _overrides, code_line, code_mixed, code_of_jobs
+from vase.reports.ablation import DRAW_KEY, percent_points
+from vase.reports.jobs import code_line, code_mixed, code_of_jobs, heldout_of, job_dirs, overrides_of
 from vase.runs import machine_stamp
 
 MEAN = "mean"  # the target "the mean over dimensions", per held-out vase
@@ -129,7 +129,7 @@ def comparison_lines(idea: Idea, on: str, verdict: dict[str, Any]) -> list[str]:
         d = SHOWN.get(d, d)
         name = f"**{d}** (target)" if v["target"] else d
         for g, s in v["groups"].items():
-            lines.append(f"| {name} | {g} | {_pct(s['off'])} | {_pct(s['on'])} | "
+            lines.append(f"| {name} | {g} | {percent_points(s['off'])} | {percent_points(s['on'])} | "
                          f"{100 * s['diff']:+.1f} [{100 * s['lo']:+.1f}, {100 * s['hi']:+.1f}] |")
     lines.append("")
     for d, v in ordered:
@@ -154,7 +154,7 @@ def _within(idea: Idea, jobs: list[Path], ov: dict[Path, dict[str, str]]) -> dic
     for j in jobs:
         if ov[j].get(idea.key) == idea.on and (j / f"{idea.within}.json").is_file():
             pairs[_group(ov[j])] = (
-                read_json(j / f"{idea.within}.json"), _heldout(j)[0])
+                read_json(j / f"{idea.within}.json"), heldout_of(j)[0])
     return comparison_verdict(pairs, idea.targets) if pairs else None
 
 
@@ -166,7 +166,7 @@ def _found(idea: Idea, jobs: list[Path], ov: dict[Path, dict[str, str]]) -> dict
         return {idea.on: inner} if inner is not None else {}
     pairs: dict[str, dict[str, dict[str, Any]]] = {}
     for j in jobs:
-        pairs.setdefault(_group(ov[j]), {})[ov[j].get(idea.key)] = _heldout(j)[0]
+        pairs.setdefault(_group(ov[j]), {})[ov[j].get(idea.key)] = heldout_of(j)[0]
     found = {}
     for v in sorted({v for p in pairs.values() for v in p} - {idea.off, None}):
         complete = {g: (p[idea.off], p[v]) for g, p in pairs.items() if idea.off in p and v in p}
@@ -180,9 +180,9 @@ def write_comparison(sweep_dir: str | Path) -> dict[str, Any] | None:
     the idea against it; the idea's own value, ``Idea.on``, is the verdict, others are probes); None when the sweep is
     no such comparison (or its jobs have no held-out results)."""
     sweep_dir = Path(sweep_dir)
-    jobs = [j for j in _job_dirs(sweep_dir) if _heldout(j)[0] is not None]
+    jobs = [j for j in job_dirs(sweep_dir) if heldout_of(j)[0] is not None]
     # Hydra's sweeper writes a swept boolean as True/False, whatever was typed
-    ov = {j: {k: v.lower() if v.lower() in ("true", "false") else v for k, v in _overrides(j).items()} for j in jobs}
+    ov = {j: {k: v.lower() if v.lower() in ("true", "false") else v for k, v in overrides_of(j).items()} for j in jobs}
     idea = idea_of(ov)
     if idea is None:
         return None

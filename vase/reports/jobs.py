@@ -17,7 +17,7 @@ CAPTION_KEYS = ("overall_score", "clip_score", "fid_score", "r_at_1", "r_at_5", 
 LAST_STEPS = 20  # the reward of a job: the mean over its last steps (where training has got to)
 
 
-def _job_dirs(sweep_dir: Path) -> list[Path]:
+def job_dirs(sweep_dir: Path) -> list[Path]:
     jobs = [d for d in sweep_dir.iterdir() if d.is_dir() and (d / ".hydra" / "overrides.yaml").is_file()]
     return sorted(jobs, key=lambda d: (not d.name.isdigit(), int(d.name) if d.name.isdigit() else 0, d.name))
 
@@ -111,7 +111,7 @@ def job_row(job: Path) -> dict[str, Any]:
             row[f"vqa/{protocol}/mean"] = s.get("mean")
             if s.get("n"):  # items asked per dimension: what an interval of the accuracy needs
                 row[f"vqa/{protocol}/n_per_dimension"] = int(s["n"]) // len(DIMENSIONS)
-    held, start = _heldout(job)
+    held, start = heldout_of(job)
     if held:
         row["heldout/reward"] = held["total"]["mean"]
         for d, st in held["pass"].items():
@@ -131,7 +131,7 @@ def job_row(job: Path) -> dict[str, Any]:
     return row
 
 
-def _heldout(job: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+def heldout_of(job: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """The held-out reward of a job's last stage and of where that stage started (``evaluate.heldout``)."""
     def last(prefix: str) -> dict[str, Any] | None:
         files = sorted(job.glob(f"{prefix}*.json"), key=lambda f: (f.stem != prefix, f.stem))
@@ -142,7 +142,7 @@ def _heldout(job: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     return last("heldout_reward"), last("heldout_reward_start")
 
 
-def _overrides(job: Path) -> dict[str, str]:
+def overrides_of(job: Path) -> dict[str, str]:
     out = {}
     for o in OmegaConf.load(job / ".hydra" / "overrides.yaml"):
         k, _, v = str(o).partition("=")
@@ -150,7 +150,7 @@ def _overrides(job: Path) -> dict[str, str]:
     return out
 
 
-def _sft_vqa(job: Path) -> dict[str, Any] | None:
+def sft_vqa_of(job: Path) -> dict[str, Any] | None:
     """The held-out VQA of the SFT adapter this job started from (written beside the shared adapter)."""
     lineage = job / "adapter" / "vase_lineage.json"
     if not lineage.is_file():

@@ -30,12 +30,23 @@ from vase.config import (
     sweep_keys_of,
     wandb_offline,
 )
+from vase.errors import ConfigError
 from vase.eval.stats import format_heldout, heldout_difference, wilson_interval
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 from vase.loggers import finish_wandb, mlflow_link, prepare_mlflow
 from vase.reports.ablation import ablation_key, verdict_rows, write_ablation_report
 from vase.reports.compare import write_comparison
-from vase.reports.jobs import _heldout, _job_dirs, _overrides, code_line, code_mixed, code_of_jobs, job_row, unfinished
+from vase.reports.jobs import (
+    code_line,
+    code_mixed,
+    code_of_jobs,
+    heldout_of,
+    job_dirs,
+    job_row,
+    overrides_of,
+    unfinished,
+)
+from vase.reports.question import check_question, notice, question_of, write_question_report
 from vase.runs import RUN_FILE, finish_sweep, note_multirun, set_status
 
 log = logging.getLogger("vase")
@@ -48,7 +59,7 @@ def heldout_section(sweep_dir: Path, rows: list[dict[str, Any]]) -> list[str]:
     results: dict[str, dict[str, Any]] = {}
     changes = []
     for r in rows:
-        held, start = _heldout(sweep_dir / r["job"])
+        held, start = heldout_of(sweep_dir / r["job"])
         if not held:
             continue
         if start:
@@ -74,7 +85,7 @@ def heldout_section(sweep_dir: Path, rows: list[dict[str, Any]]) -> list[str]:
         dims = [d for d in DIMENSIONS if d in any_held["pass"]]
         lines += ["", "Change from each job's start (its adapter off), points, paired 95 % interval:", "",
                   "| job | " + " | ".join(d.capitalize() for d in dims) + " |", "|---|" + "---|" * len(dims), *changes]
-    captions = [(r, (_heldout(sweep_dir / r["job"])[0] or {}).get("captions_vs_start")) for r in rows]
+    captions = [(r, (heldout_of(sweep_dir / r["job"])[0] or {}).get("captions_vs_start")) for r in rows]
     captions = [(r, c) for r, c in captions if c]
     if captions:
         metrics = list(captions[0][1])
@@ -107,7 +118,7 @@ def write_sweep_summary(sweep_dir: str | Path) -> dict[str, Path]:
     overrides column shows what differs between the jobs; the overrides they share are listed once above the table
     (and kept per job as ``all_overrides`` in the JSON)."""
     sweep_dir = Path(sweep_dir)
-    rows = [job_row(j) for j in _job_dirs(sweep_dir)]
+    rows = [job_row(j) for j in job_dirs(sweep_dir)]
     shared, varying = split_overrides([r.pop("override_list") for r in rows])
     for r, own in zip(rows, varying):
         r["all_overrides"], r["overrides"] = r["overrides"], " ".join(own)
@@ -123,7 +134,7 @@ def write_sweep_summary(sweep_dir: str | Path) -> dict[str, Path]:
         return f"{v:.3f}" if isinstance(v, float) else ("" if v is None else str(v))
 
     short = [c for c in columns if c not in ("status", "all_overrides")]
-    jobs = _job_dirs(sweep_dir)
+    jobs = job_dirs(sweep_dir)
     md = [code_line(jobs), ""] if code_mixed(jobs) else []
     md += [f"All jobs: `{' '.join(shared)}`", ""] if shared else []
     md += ["| " + " | ".join(short) + " |", "|" + "---|" * len(short)]
@@ -131,7 +142,7 @@ def write_sweep_summary(sweep_dir: str | Path) -> dict[str, Path]:
     md += [f"\n**Job {r['job']} did not finish** ({r['status']}): it is in no comparison below; the same command "
            f"runs it again." for r in rows if r["status"].startswith(("failed", "killed", "interrupted"))]
     md += heldout_section(sweep_dir, rows)
-    plot = sweep_plot(sweep_dir / "sweep.png", rows, {r["job"]: _overrides(sweep_dir / r["job"]) for r in rows})
+    plot = sweep_plot(sweep_dir / "sweep.png", rows, {r["job"]: overrides_of(sweep_dir / r["job"]) for r in rows})
     if plot is not None:
         md.append(f"\n![the swept settings against reward and accuracy]({plot.name})")
     if not code_mixed(jobs):
@@ -330,6 +341,29 @@ def _log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any
     return parent, exp_id
 
 
+def report_notices(config: DictConfig) -> list[str]:
+    """What a sweep says when it starts about the reports its end will write: its question's (``question:``), an
+    ablation's, or why it gets summary.md alone. A question that names a key the sweep does not vary stops the sweep
+    here, in one line (exit 2)."""
+    swept = sweep_keys_of(config.hydra.overrides.task, config.hydra.sweeper.get("params"))
+    try:
+        q = question_of(config)
+        if q is not None:
+            check_question(q, swept)
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from e
+    out = [notice(q)] if q is not None else []
+    line = ablation_notice(config)
+    if line:
+        out.append(line)
+    if not out:
+        out.append(f"report: this sweep varies {', '.join(swept) or 'nothing'} and has no question, so its end writes "
+                   f"summary.md only; for a verdict, name what it compares: question.compare=<key> "
+                   f"question.baseline=<value> (and question.moves=[...]), in the sweep file or with +question... here")
+    return out
+
+
 def ablation_notice(config: DictConfig) -> str | None:
     """What a sweep over reward settings says when it starts: whether its end brings an ablation report and, if not,
     why and how to get one (one line; None for a sweep over other settings)."""
@@ -372,8 +406,7 @@ class SweepSummary(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         note_multirun(list(config.hydra.overrides.task), str(config.hydra.sweeper.get("_target_", "")), config)
-        line = ablation_notice(config)
-        if line:
+        for line in report_notices(config):
             print(line, flush=True)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
@@ -403,6 +436,11 @@ class SweepSummary(Callback):
             print(f"ablation report: {sweep_dir / 'ablation.md'}")
         if write_comparison(sweep_dir) is not None:
             print(f"comparison: {sweep_dir / 'compare.md'}")
+        answered = write_question_report(sweep_dir)
+        if answered is not None:
+            for line in answered["lines"]:  # the answer where the user tails the log, then the page that shows it
+                print(line.replace("**", ""))
+            print(f"question: {sweep_dir / 'question.md'}")
         data = read_json(paths["json"])
         try:
             _log_to_wandb(config, sweep_dir, data["jobs"], data["columns"])

@@ -1,0 +1,140 @@
+"""Any sweep answers its question (vase.reports.question): a question: block names the compared key, its baseline,
+what it should move and which swept keys are replicates; the sweep says at its start which report it will write, and
+its end writes question.md with the verdict first, per replicate and pooled, never pooling different settings."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+ENV = {**os.environ, "WANDB_MODE": "disabled"}
+
+
+def _job(sweep: Path, num: int, overrides: dict[str, str], items: dict[str, float], kl: float,
+         question: str) -> None:
+    job = sweep / str(num)
+    (job / ".hydra").mkdir(parents=True)
+    (job / ".hydra" / "overrides.yaml").write_text("".join(f"- {k}={v}\n" for k, v in overrides.items()))
+    (job / ".hydra" / "config.yaml").write_text(question)
+    (job / "heldout_reward.json").write_text(json.dumps(
+        {"items": {i: {"total": v, "shape_pass": float(v > 0.5)} for i, v in items.items()}}))
+    (job / "train_history.json").write_text(json.dumps([{"step": float(s), "kl": kl} for s in range(5)]))
+
+
+QUESTION = ("question:\n  compare: stage.module.beta\n  baseline: 0.001\n  moves: [kl, heldout/total, "
+            "heldout/shape_right]\n  replicates: [seed]\n")
+
+
+def test_seeds_are_replicates_pooled_by_vase_and_another_swept_key_stays_apart(tmp_path: Path) -> None:
+    """Two betas x two seeds x two aggregations on the same four held-out vases: each beta 0.04 job is paired with
+    the beta 0.001 job of its own seed and aggregation; the pooled difference is the mean over every vase of both
+    seeds; each aggregation gets its own verdict."""
+    from vase.reports.question import write_question_report
+
+    sweep = tmp_path / "sweep"
+    vases = ["a", "b", "c", "d"]
+    n = 0
+    for agg, lift in (("sum_then_normalize", 0.4), ("normalize_then_sum", 0.0)):
+        for seed, base in (("1", 0.1), ("2", 0.3)):
+            for beta, add in (("0.001", 0.0), ("0.04", lift)):
+                items = {v: base + add + 0.01 * k for k, v in enumerate(vases)}
+                _job(sweep, n, {"stage.module.beta": beta, "seed": seed,
+                                "stage.module.multi_objective_aggregation": agg}, items, 0.5 - float(beta), QUESTION)
+                n += 1
+    verdict = write_question_report(sweep)
+    assert verdict is not None and verdict["apart"] == ["stage.module.multi_objective_aggregation"]
+    blocks = verdict["blocks"]
+    assert set(blocks) == {"stage.module.multi_objective_aggregation=sum_then_normalize",
+                           "stage.module.multi_objective_aggregation=normalize_then_sum"}
+    lifted = blocks["stage.module.multi_objective_aggregation=sum_then_normalize"]["stage.module.beta=0.04"]
+    total = lifted["heldout/total"]
+    assert set(total["per_replicate"]) == {"seed=1", "seed=2"}  # seed 1 against seed 1, never against seed 2
+    assert total["pooled"]["n"] == 8 and total["pooled"]["diff"] == pytest.approx(0.4)
+    assert total["pooled"]["direction"] == "up" and total["pooled"]["lo"] > 0
+    flat = blocks["stage.module.multi_objective_aggregation=normalize_then_sum"]["stage.module.beta=0.04"]
+    assert flat["heldout/total"]["pooled"]["diff"] == pytest.approx(0.0)
+    assert flat["heldout/total"]["pooled"]["direction"] == "no clear change"
+    assert lifted["kl"]["pooled"]["diff"] == pytest.approx(-0.039) and "no interval" in \
+        lifted["kl"]["pooled"]["direction"]
+    md = (sweep / "question.md").read_text().splitlines()
+    assert md[0].startswith("# Does `stage.module.beta` move KL")
+    assert md[2].startswith("**stage.module.beta=0.04 (stage.module.multi_objective_aggregation=normalize_then_sum) "
+                            "against stage.module.beta=0.001**: KL")  # the verdicts come first, one per setting
+    assert "Kept apart (never pooled): stage.module.multi_objective_aggregation." in md
+
+
+def test_a_question_without_its_baseline_says_so_instead_of_a_verdict(tmp_path: Path) -> None:
+    from vase.reports.question import write_question_report
+
+    sweep = tmp_path / "sweep"
+    for n, beta in enumerate(("0.01", "0.04")):
+        _job(sweep, n, {"stage.module.beta": beta, "seed": "1"}, {"a": 0.1}, 0.1, QUESTION)
+    verdict = write_question_report(sweep)
+    assert verdict["blocks"] == {} and verdict["lines"][0].startswith("**No verdict**: no job ran the baseline "
+                                                                      "stage.module.beta=0.001")
+
+
+@pytest.mark.parametrize("bad, says", [
+    ("+question.compare=stage.module.optimizer.lr", "question.compare: stage.module.optimizer.lr is not swept by this "
+                                                    "sweep (it varies seed)"),
+    ("+question.moves=[speed]", "question.moves: 'speed' is not something vase measures"),
+])
+def test_a_question_that_cannot_be_answered_is_one_line_at_the_sweep_s_start(bad: str, says: str,
+                                                                            tmp_path: Path) -> None:
+    extra = [] if "compare" in bad else ["+question.compare=seed"]
+    p = subprocess.run([sys.executable, "train.py", "-m", "debug=fast", "seed=1,2", *extra, bad,
+                        f"paths.log_dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**ENV, "VASE_CHECK_CONFIG": "1"})
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert f"config error: {says}" in p.stderr
+
+
+@pytest.mark.parametrize("preset, compares", [
+    ("kl", "stage.module.beta against 0.001 on kl, heldout/total"),
+    ("lr", "stage.module.optimizer.lr against 0.0001 on loss, heldout/total"),
+    ("aggregation", "stage.module.multi_objective_aggregation against sum_then_normalize on "
+                    "frac_sum_ties_terms_differ"),
+    ("lora_rank", None),
+])
+def test_every_preset_says_at_its_start_which_report_it_writes(preset: str, compares: str | None,
+                                                              tmp_path: Path) -> None:
+    p = subprocess.run([sys.executable, "train.py", "-m", f"sweep={preset}", "debug=fast", f"paths.log_dir={tmp_path}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300, env={**ENV, "VASE_CHECK_CONFIG": "1"})
+    assert p.returncode == 0, p.stderr[-2000:]
+    said = [ln for ln in p.stdout.splitlines() if ln.startswith(("question:", "ablation:", "report:"))]
+    assert said, p.stdout[-2000:]
+    if compares:
+        assert said[0].startswith(f"question: this sweep compares {compares}")
+    else:
+        assert said[0].startswith("report: this sweep varies")
+
+
+def test_a_users_own_sweep_file_with_a_question_ends_with_its_verdict_in_the_log_and_on_the_page(
+        tmp_path: Path) -> None:
+    """A sweep file of the user's own (on Hydra's search path) with a question: block: two learning rates on two
+    seeds, SFT for a few steps; the log ends with the verdict line and question.md opens with it."""
+    conf = tmp_path / "conf" / "sweep"
+    conf.mkdir(parents=True)
+    (conf / "my_lr.yaml").write_text(
+        "# @package _global_\nevaluate:\n  heldout: true\nquestion:\n  compare: stage.module.optimizer.lr\n"
+        "  baseline: 1e-4\n  moves: [loss, heldout/total]\nhydra:\n  mode: MULTIRUN\n  sweeper:\n    params:\n"
+        "      stage.module.optimizer.lr: 1e-4,1e-3\n      seed: 1,2\n")
+    p = subprocess.run([sys.executable, "train.py", "-m", "sweep=my_lr", f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
+                        "debug=fast", "logger=none", f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=900, env=ENV)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = p.stdout.splitlines()
+    assert out[0].startswith("question: this sweep compares stage.module.optimizer.lr against 0.0001")
+    verdict = next(ln for ln in out if ln.startswith("stage.module.optimizer.lr=0.001 against"))
+    assert "training loss (last 20 steps)" in verdict and "held-out total reward" in verdict
+    (page,) = (tmp_path / "logs" / "train" / "multiruns").glob("*/question.md")
+    lines = page.read_text().splitlines()
+    assert lines[2] == f"**{verdict.split(': ', 1)[0]}**: {verdict.split(': ', 1)[1]}"
+    assert "| seed=1 |" in page.read_text() and "| **pooled over 2 replicate(s)** |" in page.read_text()

@@ -1,0 +1,349 @@
+"""Any sweep's question, answered: a sweep names what it compares in a ``question:`` block (in its sweep file, or
+``+question.compare=...`` on the command line) and its end writes ``question.md`` / ``question.json``: a verdict line
+first, then, for each thing the question says the key should move, the difference from the baseline per replicate
+and pooled over replicates, with paired 95 % intervals.
+
+    question:
+      compare: stage.module.beta      # the swept key (or a list of keys) whose values are compared
+      baseline: 0.0                   # the value the others are compared with
+      moves: [kl, heldout/total, heldout/shape_right]   # what it should move (MOVES)
+      replicates: [seed]              # swept keys whose values are repeats of one comparison, not settings
+
+How the numbers are made:
+
+- a held-out measure (``heldout/...``, each job's ``heldout_reward.json``: ``evaluate.heldout=true``) is paired over
+  the same held-out vases: a job at a compared value against the job at the baseline with the same replicate values;
+  pooled over replicates, every vase's difference of every replicate is resampled within its replicate (a stratified
+  bootstrap over vases, 2,000 draws), so a seed is one more draw of the same comparison and never a setting;
+- a training measure (``kl``, ``reward``, ``loss``, ``reward/<term>``: the mean of a job's last 20 steps) has one
+  number per job: its difference is paired over replicates, and its interval is a bootstrap over replicates when there
+  are at least three (with fewer, the report says there is none);
+- any other swept key (neither compared nor a replicate) keeps its jobs apart: each of its settings gets its own
+  verdict, and no verdict pools jobs of different settings.
+
+A verdict says ``up`` or ``down`` where the interval excludes 0, and ``no clear change`` where it holds 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from vase.errors import ConfigError
+from vase.eval.stats import bootstrap_ci
+from vase.io import atomic_write_json, atomic_write_text, read_json
+from vase.reports.jobs import LAST_STEPS, code_line, code_mixed, code_of_jobs, heldout_of, job_dirs, overrides_of
+from vase.runs import machine_stamp
+
+TRAINING_MOVES = ("kl", "reward", "loss", "frac_reward_zero_std", "reward_std_in_group", "frac_sum_ties_terms_differ")
+"""What a job's training history holds per step that a question may ask about (``reward/<term>`` and
+``reward_spread/<term>`` too)."""
+MOVES_HELP = ("heldout/total, heldout/<dim>_right (share right), heldout/<term> (a term's value), "
+              + ", ".join(TRAINING_MOVES) + ", reward/<term>, reward_spread/<term>")
+N_BOOT = 2000
+
+
+def question_of(config: Any) -> dict[str, Any] | None:
+    """The normalised ``question:`` block of a config (None when it has none); ConfigError naming the key for a block
+    that is not one."""
+    node = OmegaConf.select(config, "question", default=None) if isinstance(config, DictConfig) else \
+        (config or {}).get("question")
+    if node is None:
+        return None
+    q = OmegaConf.to_container(node, resolve=True) if isinstance(node, (DictConfig, ListConfig)) else node
+    if not isinstance(q, dict) or not q.get("compare"):
+        raise ConfigError("question: give at least question.compare (the swept key whose values are compared)")
+    unknown = sorted(set(q) - {"compare", "baseline", "moves", "replicates"})
+    if unknown:
+        raise ConfigError(f"question.{unknown[0]}: no such field; a question has compare, baseline, moves, replicates")
+    compare = [str(k) for k in _listed(q["compare"])]
+    moves = [str(m) for m in _listed(q.get("moves") or ["heldout/total"])]
+    for m in moves:
+        if not _known_move(m):
+            raise ConfigError(f"question.moves: {m!r} is not something vase measures; choose from {MOVES_HELP}")
+    return {"compare": compare, "baseline": None if q.get("baseline") is None else str(q["baseline"]),
+            "moves": moves, "replicates": [str(k) for k in _listed(q.get("replicates") or ["seed"])]}
+
+
+def _listed(v: Any) -> list[Any]:
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def _known_move(m: str) -> bool:
+    """
+    >>> [_known_move(m) for m in ("kl", "heldout/total", "heldout/shape_right", "reward/bonus", "speed")]
+    [True, True, True, True, False]
+    """
+    return m in TRAINING_MOVES or m.startswith(("heldout/", "reward/", "reward_spread/")) and len(m.split("/", 1)[1]) > 0
+
+
+def check_question(q: dict[str, Any], swept: Iterable[str]) -> None:
+    """At a sweep's start: the compared keys are swept (one line naming the key otherwise)."""
+    swept = list(swept)
+    for key in q["compare"]:
+        if key not in swept:
+            raise ConfigError(f"question.compare: {key} is not swept by this sweep (it varies {', '.join(swept) or 'nothing'});"
+                              f" sweep it (hydra.sweeper.params or {key}=a,b on the command line) or compare another key")
+
+
+def notice(q: dict[str, Any]) -> str:
+    """What a sweep with a question says when it starts."""
+    base = f" against {q['baseline']}" if q["baseline"] is not None else " against its first value"
+    return (f"question: this sweep compares {', '.join(q['compare'])}{base} on {', '.join(q['moves'])} "
+            f"(replicates: {', '.join(q['replicates'])}); at its end question.md gives the verdict")
+
+
+def _value_of(job: Path, move: str) -> tuple[dict[str, float] | None, float | None]:
+    """A job's measure: per held-out vase (``heldout/...``), or one number (training's last steps)."""
+    if move.startswith("heldout/"):
+        held, _ = heldout_of(job)
+        if not held:
+            return None, None
+        name = move.split("/", 1)[1]
+        field = f"{name[:-6]}_pass" if name.endswith("_right") else name
+        per = {i: float(v[field]) for i, v in held.get("items", {}).items() if field in v}
+        return (per or None), None
+    follow = sorted(job.glob("train_history_*.json"))
+    path = follow[-1] if follow else job / "train_history.json"
+    rows = read_json(path) if path.is_file() else []
+    vals = [float(r[move]) for r in rows[-LAST_STEPS:] if isinstance(r.get(move), (int, float))]
+    return None, (float(np.mean(vals)) if vals else None)
+
+
+def _stratified(diffs: list[list[float]], seed: int = 0) -> tuple[float, float]:
+    """The 95 % interval of the mean of every difference, resampling within each replicate."""
+    rng = np.random.default_rng(seed)
+    arrays = [np.asarray(d, dtype=float) for d in diffs if d]
+    n = sum(len(a) for a in arrays)
+    if n < 2:
+        return float("nan"), float("nan")
+    means = np.empty(N_BOOT)
+    for b in range(N_BOOT):
+        means[b] = sum(rng.choice(a, size=len(a), replace=True).sum() for a in arrays) / n
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def _direction(d: dict[str, Any]) -> str:
+    """
+    >>> _direction({"lo": 0.1, "hi": 0.3}), _direction({"lo": -0.1, "hi": 0.3}), _direction({"lo": None, "hi": None, "diff": -1})
+    ('up', 'no clear change', 'down, with no interval to tell it from noise')
+    """
+    lo, hi = d.get("lo"), d.get("hi")
+    if lo is None or hi is None or (isinstance(lo, float) and math.isnan(lo)):
+        diff = d.get("diff")
+        if diff is None or diff == 0:
+            return "no change"
+        return f"{'up' if diff > 0 else 'down'}, with no interval to tell it from noise"
+    return "up" if lo > 0 else "down" if hi < 0 else "no clear change"
+
+
+def _compare(move: str, base: dict[str, Path], other: dict[str, Path]) -> dict[str, Any]:
+    """``other`` against ``base`` on one measure, per replicate (the jobs sharing replicate values) and pooled."""
+    per: dict[str, Any] = {}
+    diffs: list[list[float]] = []
+    singles: list[float] = []
+    for rep in sorted(set(base) & set(other)):
+        a_items, a_val = _value_of(other[rep], move)
+        b_items, b_val = _value_of(base[rep], move)
+        if a_items is not None and b_items is not None:
+            common = sorted(set(a_items) & set(b_items))
+            d = [a_items[i] - b_items[i] for i in common]
+            if not d:
+                continue
+            lo, hi = bootstrap_ci(d, N_BOOT, 0)
+            per[rep] = {"diff": float(np.mean(d)), "lo": lo, "hi": hi, "n": len(d),
+                        "base": float(np.mean([b_items[i] for i in common])),
+                        "value": float(np.mean([a_items[i] for i in common]))}
+            diffs.append(d)
+        elif a_val is not None and b_val is not None:
+            per[rep] = {"diff": a_val - b_val, "lo": None, "hi": None, "n": 1, "base": b_val, "value": a_val}
+            singles.append(a_val - b_val)
+    pooled: dict[str, Any] = {"diff": None, "lo": None, "hi": None, "n": 0, "replicates": len(per)}
+    if diffs:
+        flat = [x for d in diffs for x in d]
+        lo, hi = _stratified(diffs)
+        pooled.update(diff=float(np.mean(flat)), lo=lo, hi=hi, n=len(flat),
+                      method="stratified bootstrap over held-out vases within each replicate")
+    elif singles:
+        pooled.update(diff=float(np.mean(singles)), n=len(singles), method="mean over replicates")
+        if len(singles) >= 3:
+            lo, hi = bootstrap_ci(singles, N_BOOT, 0)
+            pooled.update(lo=lo, hi=hi, method="bootstrap over replicates")
+    pooled["direction"] = _direction(pooled) if pooled["diff"] is not None else \
+        "not measured (the jobs' results hold no such value)"
+    return {"per_replicate": per, "pooled": pooled}
+
+
+def _fmt(x: float | None, pct: bool) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{100 * x:+.1f}" if pct else f"{x:+.4g}"
+
+
+def _cell(d: dict[str, Any], pct: bool) -> str:
+    if d.get("diff") is None:
+        return "–"
+    if d.get("lo") is None or (isinstance(d["lo"], float) and math.isnan(d["lo"])):
+        reps = d.get("replicates")
+        return f"{_fmt(d['diff'], pct)}" + (f" (no interval: {reps} replicate{'s' * (reps != 1)}, 3 needed)"
+                                           if reps is not None else "")
+    return f"{_fmt(d['diff'], pct)} [{_fmt(d['lo'], pct)}, {_fmt(d['hi'], pct)}]"
+
+
+def _is_share(move: str) -> bool:
+    return move.endswith("_right")
+
+
+def _label(move: str) -> str:
+    """
+    >>> _label("heldout/shape_right"), _label("kl"), _label("heldout/total")
+    ('held-out shape right, points', 'KL (last 20 steps)', 'held-out total reward')
+    """
+    if move.startswith("heldout/"):
+        name = move.split("/", 1)[1]
+        if name.endswith("_right"):
+            return f"held-out {name[:-6]} right, points"
+        return "held-out total reward" if name == "total" else f"held-out {name}"
+    return {"kl": "KL", "reward": "training reward", "loss": "training loss"}.get(move, move) + \
+        f" (last {LAST_STEPS} steps)"
+
+
+def write_question_report(sweep_dir: str | Path) -> dict[str, Any] | None:
+    """``question.md`` and ``question.json`` for a sweep whose jobs' config holds a ``question:`` block; None when it
+    has none (or no job finished)."""
+    sweep_dir = Path(sweep_dir)
+    jobs = [j for j in job_dirs(sweep_dir) if (j / ".hydra" / "config.yaml").is_file()]
+    if not jobs:
+        return None
+    q = question_of(OmegaConf.load(jobs[0] / ".hydra" / "config.yaml"))
+    if q is None:
+        return None
+    ov = {j: overrides_of(j) for j in jobs}
+    swept = [k for k in sorted({k for o in ov.values() for k in o}) if len({o.get(k) for o in ov.values()}) > 1]
+    apart = [k for k in swept if k not in q["compare"] and k not in q["replicates"]]
+
+    def values(j: Path, keys: list[str]) -> str:
+        return ", ".join(f"{k}={ov[j].get(k, '-')}" for k in keys)
+
+    settings = sorted({values(j, q["compare"]) for j in jobs}, key=_sort_key)
+    baseline = (", ".join(f"{k}={q['baseline']}" for k in q["compare"]) if q["baseline"] is not None
+                else settings[0])
+    found_base = [s for s in settings if _same_setting(s, baseline)]
+    verdict: dict[str, Any] = {"question": q, "apart": apart, "baseline": baseline, "blocks": {},
+                               "machine": machine_stamp(), "code": code_of_jobs(jobs)}
+    title = f"# Does `{', '.join(q['compare'])}` move {', '.join(_label(m) for m in q['moves'])}?"
+    lines = [title, ""]
+    if code_mixed(jobs):
+        lines += [code_line(jobs), ""]
+    head: list[str] = []
+    body: list[str] = []
+    if not found_base:
+        head.append(f"**No verdict**: no job ran the baseline {baseline} (the sweep ran {'; '.join(settings)}); "
+                    f"set question.baseline to one of them.")
+    blocks: dict[str, list[Path]] = {}
+    for j in jobs:
+        blocks.setdefault(values(j, apart) if apart else "", []).append(j)
+    for block, members in sorted(blocks.items()):
+        by_setting: dict[str, dict[str, Path]] = {}
+        for j in members:
+            by_setting.setdefault(values(j, q["compare"]), {})[values(j, q["replicates"]) or "-"] = j
+        base = next((by_setting[s] for s in by_setting if _same_setting(s, baseline)), None)
+        if base is None:
+            continue
+        where = f" ({block})" if block else ""
+        for setting, runs in sorted(by_setting.items(), key=lambda kv: _sort_key(kv[0])):
+            if _same_setting(setting, baseline):
+                continue
+            found = {m: _compare(m, base, runs) for m in q["moves"]}
+            verdict["blocks"].setdefault(block or "all", {})[setting] = found
+            said = "; ".join(f"{_label(m)}: {r['pooled']['direction']}, {_cell(r['pooled'], _is_share(m))}"
+                             for m, r in found.items())
+            head.append(f"**{setting}{where} against {baseline}**: {said}.")
+            body += [f"## {setting}{where} against {baseline}", ""]
+            for m, r in found.items():
+                pct = _is_share(m)
+                body += [f"**{_label(m)}** ({r['pooled'].get('method', 'not measured')})", "",
+                         "| replicate | baseline | this setting | difference [95 % interval] | n |", "|---|---:|---:|---|---:|"]
+                for rep, d in r["per_replicate"].items():
+                    scale = 100 if pct else 1
+                    body.append(f"| {rep} | {scale * d['base']:.4g} | {scale * d['value']:.4g} | {_cell(d, pct)} | "
+                                f"{d['n']} |")
+                p = r["pooled"]
+                body.append(f"| **pooled over {p['replicates']} replicate(s)** | | | **{_cell(p, pct)}** | {p['n']} |")
+                body.append("")
+    if not verdict["blocks"] and found_base:
+        head.append("**No verdict**: no job at another value shares replicate values with a baseline job.")
+    lines += head + [""]
+    if apart:
+        lines += [f"Kept apart (never pooled): {', '.join(apart)}.", ""]
+    lines += body
+    lines += ["How: a held-out measure is paired over the same held-out vases, per replicate; pooled, every vase's "
+              "difference is resampled within its replicate (stratified bootstrap, 2,000 draws), so replicates "
+              f"({', '.join(q['replicates'])}) are repeats of one comparison, not settings. A training measure has one "
+              "number per job (its last 20 steps); its interval needs at least three replicates.", ""]
+    if not code_mixed(jobs):
+        lines.append(code_line(jobs))
+    verdict["lines"] = head
+    atomic_write_text(sweep_dir / "question.md", "\n".join(lines) + "\n")
+    atomic_write_json(sweep_dir / "question.json", verdict)
+    return verdict
+
+
+def _same_setting(a: str, b: str) -> bool:
+    """Whether two ``k=v, ...`` settings name the same values (``0`` and ``0.0`` are one number).
+
+    >>> _same_setting("stage.module.beta=0", "stage.module.beta=0.0"), _same_setting("a=x", "a=y")
+    (True, False)
+    """
+    def parts(s: str) -> list[tuple[str, Any]]:
+        out = []
+        for p in s.split(", "):
+            k, _, v = p.partition("=")
+            try:
+                out.append((k, float(v)))
+            except ValueError:
+                out.append((k, v.lower()))
+        return out
+
+    return parts(a) == parts(b)
+
+
+def _sort_key(setting: str) -> tuple[Any, ...]:
+    out = []
+    for p in setting.split(", "):
+        v = p.partition("=")[2]
+        try:
+            out.append((0, float(v), ""))
+        except ValueError:
+            out.append((1, 0.0, v))
+    return tuple(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m vase.reports.question <sweep folder>``: (re)write question.md for a finished sweep (its jobs'
+    config names the question), and print its verdict lines."""
+    ap = argparse.ArgumentParser(prog="python -m vase.reports.question", description=main.__doc__.splitlines()[0])
+    ap.add_argument("sweep", help="a sweep's folder (logs/train/multiruns/<time>)")
+    args = ap.parse_args(argv)
+    try:
+        verdict = write_question_report(args.sweep)
+    except (ConfigError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if verdict is None:
+        print(f"error: {args.sweep}: no job there has a question: block (or none finished)", file=sys.stderr)
+        return 1
+    print("\n".join(line.replace("**", "") for line in verdict["lines"]))
+    print(f"question: {Path(args.sweep) / 'question.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
