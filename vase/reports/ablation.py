@@ -29,8 +29,7 @@ from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 from vase.metrics.paired import held as paired_held
 from vase.reports.jobs import (
     LAST_STEPS,
-    code_line,
-    code_mixed,
+    code_lines,
     code_of_jobs,
     heldout_of,
     job_dirs,
@@ -194,7 +193,7 @@ def _write(sweep_dir: Path, verdict: dict[str, Any], lines: list[str], plot: Cal
     ablation.png."""
     lines = [*lines, "\n![ablation](ablation.png)\n"]
     jobs = job_dirs(sweep_dir)
-    head, tail = ([code_line(jobs), ""], []) if code_mixed(jobs) else ([], [code_line(jobs)])
+    head, tail = code_lines(jobs)
     atomic_write_text(sweep_dir / "ablation.md", "\n".join([lines[0], *head, *lines[1:], *tail]) + "\n")
     verdict["machine"] = machine_stamp()
     verdict["code"] = code_of_jobs(jobs)

@@ -19,7 +19,7 @@ from vase.annotate.vocab import DIMENSIONS
 from vase.eval.stats import heldout_difference, paired_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json
 from vase.reports.ablation import DRAW_KEY, percent_points
-from vase.reports.jobs import code_line, code_mixed, code_of_jobs, heldout_of, job_dirs, overrides_of
+from vase.reports.jobs import code_lines, code_of_jobs, heldout_of, job_dirs, overrides_of
 from vase.runs import machine_stamp
 
 MEAN = "mean"  # the target "the mean over dimensions", per held-out vase
@@ -193,7 +193,8 @@ def write_comparison(sweep_dir: str | Path) -> dict[str, Any] | None:
     verdict = {"idea": idea.label, "key": idea.key, "off": idea.off, "on": on, **found[on],
                "probes": {v: r for v, r in found.items() if v != on}, "machine": machine_stamp()}
     lines = [f"# {idea.label} against the same pipeline without it", ""]
-    lines += [code_line(jobs), ""] if code_mixed(jobs) else []
+    head, tail = code_lines(jobs)
+    lines += head
     verdict["code"] = code_of_jobs(jobs)
     for v in [on, *verdict["probes"]]:
         lines += comparison_lines(idea, v, found[v]) + [""]
@@ -203,7 +204,7 @@ def write_comparison(sweep_dir: str | Path) -> dict[str, Any] | None:
         verdict["within_table"] = "\n".join(comparison_lines(idea, on, inner)[2:])
         lines += [f"## The same adapters, with - without ({idea.within}.json): what the {idea.key}={on} jobs gain "
                   f"from the part used at answer time", ""] + comparison_lines(idea, on, inner)[2:] + [""]
-    atomic_write_text(sweep_dir / "compare.md", "\n".join(lines + ([] if code_mixed(jobs) else [code_line(jobs), ""])))
+    atomic_write_text(sweep_dir / "compare.md", "\n".join([*lines, *tail, ""]))
     verdict["table"] = "\n".join(comparison_lines(idea, on, found[on])[2:])
     atomic_write_json(sweep_dir / "compare.json", verdict)
     return verdict

@@ -50,9 +50,11 @@ def code_line(jobs: list[Path]) -> str:
             f"settings'; rerun them on one commit to compare.")
 
 
-def code_mixed(jobs: list[Path]) -> bool:
-    """Whether ``jobs`` were made by more than one code (the reports then open with `code_line`)."""
-    return len(code_of_jobs(jobs)) > 1
+def code_lines(jobs: list[Path]) -> tuple[list[str], list[str]]:
+    """Where a report puts `code_line`: (lines for its top, lines for its end). Jobs made by different code: the
+    warning at the top; made by one: the line at the end, after the verdict."""
+    line = code_line(jobs)
+    return ([line, ""], []) if len(code_of_jobs(jobs)) > 1 else ([], ["", line])
 
 
 def _last_history(job: Path) -> tuple[str | None, list[dict[str, float]]]:

@@ -39,7 +39,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from vase.errors import ConfigError
 from vase.eval.stats import bootstrap_ci
 from vase.io import atomic_write_json, atomic_write_text, read_json
-from vase.reports.jobs import LAST_STEPS, code_line, code_mixed, code_of_jobs, heldout_of, job_dirs, overrides_of
+from vase.reports.jobs import LAST_STEPS, code_lines, code_of_jobs, heldout_of, job_dirs, overrides_of
 from vase.runs import machine_stamp
 
 TRAINING_MOVES = ("kl", "reward", "loss", "frac_reward_zero_std", "reward_std_in_group", "frac_sum_ties_terms_differ")
@@ -240,8 +240,8 @@ def write_question_report(sweep_dir: str | Path) -> dict[str, Any] | None:
                                "machine": machine_stamp(), "code": code_of_jobs(jobs)}
     title = f"# Does `{', '.join(q['compare'])}` move {', '.join(_label(m) for m in q['moves'])}?"
     lines = [title, ""]
-    if code_mixed(jobs):
-        lines += [code_line(jobs), ""]
+    head_code, tail_code = code_lines(jobs)
+    lines += head_code
     head: list[str] = []
     body: list[str] = []
     if not found_base:
@@ -288,8 +288,7 @@ def write_question_report(sweep_dir: str | Path) -> dict[str, Any] | None:
               "difference is resampled within its replicate (stratified bootstrap, 2,000 draws), so replicates "
               f"({', '.join(q['replicates'])}) are repeats of one comparison, not settings. A training measure has one "
               "number per job (its last 20 steps); its interval needs at least three replicates.", ""]
-    if not code_mixed(jobs):
-        lines.append(code_line(jobs))
+    lines += tail_code
     verdict["lines"] = head
     atomic_write_text(sweep_dir / "question.md", "\n".join(lines) + "\n")
     atomic_write_json(sweep_dir / "question.json", verdict)

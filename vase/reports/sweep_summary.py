@@ -37,8 +37,7 @@ from vase.loggers import finish_wandb, mlflow_link, prepare_mlflow
 from vase.reports.ablation import ablation_key, verdict_rows, write_ablation_report
 from vase.reports.compare import write_comparison
 from vase.reports.jobs import (
-    code_line,
-    code_mixed,
+    code_lines,
     code_of_jobs,
     heldout_of,
     job_dirs,
@@ -135,7 +134,8 @@ def write_sweep_summary(sweep_dir: str | Path) -> dict[str, Path]:
 
     short = [c for c in columns if c not in ("status", "all_overrides")]
     jobs = job_dirs(sweep_dir)
-    md = [code_line(jobs), ""] if code_mixed(jobs) else []
+    head, tail = code_lines(jobs)
+    md = list(head)
     md += [f"All jobs: `{' '.join(shared)}`", ""] if shared else []
     md += ["| " + " | ".join(short) + " |", "|" + "---|" * len(short)]
     md += ["| " + " | ".join(cell(r.get(c)) for c in short) + " |" for r in rows]
@@ -145,8 +145,7 @@ def write_sweep_summary(sweep_dir: str | Path) -> dict[str, Path]:
     plot = sweep_plot(sweep_dir / "sweep.png", rows, {r["job"]: overrides_of(sweep_dir / r["job"]) for r in rows})
     if plot is not None:
         md.append(f"\n![the swept settings against reward and accuracy]({plot.name})")
-    if not code_mixed(jobs):
-        md.append(f"\n{code_line(jobs)}")
+    md += tail
     paths = {"json": atomic_write_json(sweep_dir / "summary.json", {"sweep_dir": str(sweep_dir), "columns": columns,
                                                                      "jobs": rows, "code": code_of_jobs(jobs)}),
              "csv": atomic_write_text(sweep_dir / "summary.csv", buf.getvalue()),
