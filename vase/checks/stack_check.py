@@ -48,7 +48,7 @@ from vase.runs import log_root, machine_stamp, run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 SWIFT_PACKAGES = ["torch==2.14.1", "torchvision==0.29.1", "ms-swift==4.6.0", "qwen_vl_utils", "msgspec"]
-PLUGIN = Path(__file__).resolve().parent / "swift_plugin.py"
+PLUGIN = ROOT / "vase" / "integrations" / "swift_plugin.py"  # the plugin users load into ms-swift
 
 
 _run = run_logged
