@@ -60,6 +60,11 @@ the widest one the CPU offers (AVX-512, AVX-512 FP16, AMX): each of the three al
 in their last bits (benchmarks/RESULTS.md), and sampling turns last bits into other tokens."""
 
 
+def _portable_pinned() -> bool:
+    """Whether this process's environment pins `PORTABLE_KERNELS` (``cpu_kernels: portable``)."""
+    return all(os.environ.get(k) == v for k, v in PORTABLE_KERNELS.items())
+
+
 def pin_cpu_kernels(mode: str) -> str | None:
     """Apply ``cpu_kernels`` (``native``: the CPU's widest kernels, the fastest; ``portable``: `PORTABLE_KERNELS`,
     the same numbers on every x86 CPU with AVX2). Pins take effect only before torch loads: returns a one-line
@@ -73,7 +78,7 @@ def pin_cpu_kernels(mode: str) -> str | None:
     if mode == "native":
         return None
     loaded = "torch" in sys.modules
-    if loaded and all(os.environ.get(k) == v for k, v in PORTABLE_KERNELS.items()):
+    if loaded and _portable_pinned():
         return None  # pinned when torch loaded (an earlier job of this process)
     os.environ.update(PORTABLE_KERNELS)
     if loaded:
@@ -91,8 +96,7 @@ def cpu_kernels_record() -> dict[str, Any]:
         capability = str(torch.backends.cpu.get_cpu_capability())
     except (ImportError, AttributeError):  # pragma: no cover - torch is a dependency
         capability = "unknown"
-    pinned = all(os.environ.get(k) == v for k, v in PORTABLE_KERNELS.items())
-    return {"cpu_kernels": "portable" if pinned else "native", "cpu_capability": capability}
+    return {"cpu_kernels": "portable" if _portable_pinned() else "native", "cpu_capability": capability}
 
 
 def machine_stamp() -> dict[str, Any]:
@@ -152,8 +156,7 @@ def code_stamp() -> dict[str, Any]:
     ``git diff HEAD`` and the untracked files), vase's version, the torch, transformers, peft and trl versions, and
     ``cpu_kernels``. ``commit`` is None where vase is not a git checkout (an installed wheel): its version names it.
     Computed once per process."""
-    pinned = all(os.environ.get(k) == v for k, v in PORTABLE_KERNELS.items())
-    return {**_code(), "cpu_kernels": "portable" if pinned else "native"}
+    return {**_code(), "cpu_kernels": "portable" if _portable_pinned() else "native"}
 
 
 def code_label(code: dict[str, Any] | None) -> str:

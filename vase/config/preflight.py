@@ -26,6 +26,8 @@ def preflight_overrides(argv: list[str], conf_dir: str | Path, config_name: str 
     """
     conf_dir = Path(conf_dir)
     resume = next((a.split("=", 1)[1] for a in argv if a.lstrip("+").startswith("resume=")), None)
+    extra, unknown = search_path_dirs(argv)
+    dirs = [conf_dir, *extra]  # vase's conf/ and the user's own folders on the search path
     for arg in argv:
         if arg.startswith("-") or "=" not in arg:
             continue
@@ -39,20 +41,18 @@ def preflight_overrides(argv: list[str], conf_dir: str | Path, config_name: str 
             claim(value, resume or "auto", overrides=[a for a in argv if "=" in a and not a.startswith("-")])
         if "." in key or "@" in key or "/" in key or key.startswith("hydra"):
             continue
-        group = conf_dir / key
-        extra, unknown = search_path_dirs(argv)
-        if not (group.is_dir() or any((d / key).is_dir() for d in extra)) or value in ("null", "") or unknown:
+        if not any((d / key).is_dir() for d in dirs) or value in ("null", "") or unknown:
             continue  # an option that only a package on the search path holds (pkg://...) is Hydra's to find
-        options = sorted({p.stem for d in [conf_dir, *extra] for p in (d / key).glob("*.yaml")})
+        options = sorted({p.stem for d in dirs for p in (d / key).glob("*.yaml")})
         if key == "task" and tasks is not None:
             options = [t for t in options if t in tasks]  # conf/task holds every entry point's tasks
         # a multirun sweep lists several (a,b); [a,b] selects several at once (logger=[wandb,mlflow])
         for v in value.strip("[]").split(","):
             v = v.strip()
             if v not in options:
-                where = ", ".join(str(d / key) for d in [conf_dir, *extra] if (d / key).is_dir())
+                where = ", ".join(str(d / key) for d in dirs if (d / key).is_dir())
                 raise ConfigError(f"{key}={v!r} is not a known option; choose one of {options} (files in {where})")
-    _check_override_keys(argv, conf_dir, config_name)
+    _check_override_keys(argv, conf_dir, config_name, dirs)
     if not {"--help", "-h", "--cfg", "-c", "--info", "--hydra-help"} & set(argv):  # those write nothing
         check_writable(log_dir_of(argv), "paths.log_dir")
 
@@ -104,14 +104,16 @@ def check_writable(folder: Path, key: str) -> None:
                         f"paths.cache_dir=...)")
 
 
-def _check_override_keys(argv: list[str], conf_dir: Path, config_name: str) -> None:
+def _check_override_keys(argv: list[str], conf_dir: Path, config_name: str, dirs: list[Path] | None = None) -> None:
     """``a.b=value`` (no ``+``) for a key the composed config lacks: one line naming the nearest key, before Hydra's
     multi-line "not in struct" error. The config is composed from the group overrides alone (first option of a
-    sweep list); anything this cannot compose is left for Hydra to report."""
+    sweep list); anything this cannot compose is left for Hydra to report. ``dirs``: the folders whose
+    sub-folders are config groups (``conf_dir`` and the user's on the search path; ``conf_dir`` alone by default)."""
+    dirs = dirs or [Path(conf_dir)]
     pairs = [a.split("=", 1) for a in argv if not a.startswith("-") and "=" in a]
 
-    def group(k: str) -> bool:  # a config group (conf/<group>/), possibly at a package (+stage@sft)
-        return "." not in k and (Path(conf_dir) / k.lstrip("+~").split("@")[0]).is_dir()
+    def group(k: str) -> bool:  # a config group (conf/<group>/, or the user's), possibly at a package (+stage@sft)
+        return "." not in k and any((Path(d) / k.lstrip("+~").split("@")[0]).is_dir() for d in dirs)
 
     # a.b=value, and a top-level key=value that names no group (nosuchkey=1: Hydra's six-line block otherwise)
     dotted = [k for k, _ in pairs if not k.startswith(("+", "~", "hydra")) and "@" not in k and "/" not in k

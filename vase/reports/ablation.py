@@ -193,10 +193,11 @@ def _write(sweep_dir: Path, verdict: dict[str, Any], lines: list[str], plot: Cal
     ablation.png."""
     lines = [*lines, "\n![ablation](ablation.png)\n"]
     jobs = job_dirs(sweep_dir)
-    head, tail = code_lines(jobs)
+    code = code_of_jobs(jobs)
+    head, tail = code_lines(code)
     atomic_write_text(sweep_dir / "ablation.md", "\n".join([lines[0], *head, *lines[1:], *tail]) + "\n")
     verdict["machine"] = machine_stamp()
-    verdict["code"] = code_of_jobs(jobs)
+    verdict["code"] = code
     # what make readme-tables puts into the README (its headings in bold: the README has its own)
     verdict["table"] = "\n".join(f"**{line[3:].strip()}**" if line.startswith("## ") else line
                                  for line in "\n".join(lines[1:-1]).splitlines()).strip()

@@ -193,9 +193,10 @@ def write_comparison(sweep_dir: str | Path) -> dict[str, Any] | None:
     verdict = {"idea": idea.label, "key": idea.key, "off": idea.off, "on": on, **found[on],
                "probes": {v: r for v, r in found.items() if v != on}, "machine": machine_stamp()}
     lines = [f"# {idea.label} against the same pipeline without it", ""]
-    head, tail = code_lines(jobs)
+    code = code_of_jobs(jobs)
+    head, tail = code_lines(code)
     lines += head
-    verdict["code"] = code_of_jobs(jobs)
+    verdict["code"] = code
     for v in [on, *verdict["probes"]]:
         lines += comparison_lines(idea, v, found[v]) + [""]
     inner = _within(idea, jobs, ov) if idea.off is not None else None

@@ -30,15 +30,14 @@ def code_of_jobs(jobs: list[Path]) -> dict[str, list[str]]:
     return groups
 
 
-def code_line(jobs: list[Path]) -> str:
-    """What a sweep's report says of the code that made its jobs: one line naming it (reports put it last), or, when
-    the jobs were made by different code, a warning naming which jobs each made (reports put it first: a difference
-    between those jobs may be the code's, not the settings').
+def code_line(groups: dict[str, list[str]]) -> str:
+    """What a sweep's report says of the code that made its jobs (``groups``: `code_of_jobs`): one line naming it
+    (reports put it last), or, when the jobs were made by different code, a warning naming which jobs each made
+    (reports put it first: a difference between those jobs may be the code's, not the settings').
 
-    >>> code_line([])
+    >>> code_line({})
     'Code: no jobs.'
     """
-    groups = code_of_jobs(jobs)
     if not groups:
         return "Code: no jobs."
     if len(groups) == 1:
@@ -50,14 +49,14 @@ def code_line(jobs: list[Path]) -> str:
             f"settings'; rerun them on one commit to compare.")
 
 
-def code_lines(jobs: list[Path]) -> tuple[list[str], list[str]]:
-    """Where a report puts `code_line`: (lines for its top, lines for its end). Jobs made by different code: the
-    warning at the top; made by one: the line at the end, after the verdict."""
-    line = code_line(jobs)
-    return ([line, ""], []) if len(code_of_jobs(jobs)) > 1 else ([], ["", line])
+def code_lines(groups: dict[str, list[str]]) -> tuple[list[str], list[str]]:
+    """Where a report puts `code_line` (``groups``: `code_of_jobs`): (lines for its top, lines for its end). Jobs
+    made by different code: the warning at the top; made by one: the line at the end, after the verdict."""
+    line = code_line(groups)
+    return ([line, ""], []) if len(groups) > 1 else ([], ["", line])
 
 
-def _last_history(job: Path) -> tuple[str | None, list[dict[str, float]]]:
+def last_history(job: Path) -> tuple[str | None, list[dict[str, float]]]:
     """The history of the job's last stage (a GRPO follow-up's if it had one)."""
     follow = sorted(job.glob("train_history_*.json"))
     path = follow[-1] if follow else job / "train_history.json"
@@ -81,7 +80,7 @@ def job_row(job: Path) -> dict[str, Any]:
     overrides = [str(o) for o in OmegaConf.load(job / ".hydra" / "overrides.yaml")]
     row: dict[str, Any] = {"job": job.name, "overrides": " ".join(overrides), "override_list": overrides,
                            "status": "done", "metrics": {}}
-    stage, hist = _last_history(job)
+    stage, hist = last_history(job)
     ended = unfinished(job)
     if ended:  # its record says how it ended, whatever files it left
         row["status"] = ended

@@ -27,9 +27,10 @@ A verdict says ``up`` or ``down`` where the interval excludes 0, and ``no clear 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +39,16 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from vase.errors import ConfigError
 from vase.eval.stats import bootstrap_ci
-from vase.io import atomic_write_json, atomic_write_text, read_json
-from vase.reports.jobs import LAST_STEPS, code_lines, code_of_jobs, heldout_of, job_dirs, overrides_of
+from vase.io import atomic_write_json, atomic_write_text
+from vase.reports.jobs import (
+    LAST_STEPS,
+    code_lines,
+    code_of_jobs,
+    heldout_of,
+    job_dirs,
+    last_history,
+    overrides_of,
+)
 from vase.runs import machine_stamp
 
 TRAINING_MOVES = ("kl", "reward", "loss", "frac_reward_zero_std", "reward_std_in_group", "frac_sum_ties_terms_differ")
@@ -110,9 +119,7 @@ def _value_of(job: Path, move: str) -> tuple[dict[str, float] | None, float | No
         field = f"{name[:-6]}_pass" if name.endswith("_right") else name
         per = {i: float(v[field]) for i, v in held.get("items", {}).items() if field in v}
         return (per or None), None
-    follow = sorted(job.glob("train_history_*.json"))
-    path = follow[-1] if follow else job / "train_history.json"
-    rows = read_json(path) if path.is_file() else []
+    _, rows = last_history(job)
     vals = [float(r[move]) for r in rows[-LAST_STEPS:] if isinstance(r.get(move), (int, float))]
     return None, (float(np.mean(vals)) if vals else None)
 
@@ -144,14 +151,16 @@ def _direction(d: dict[str, Any]) -> str:
     return "up" if lo > 0 else "down" if hi < 0 else "no clear change"
 
 
-def _compare(move: str, base: dict[str, Path], other: dict[str, Path]) -> dict[str, Any]:
-    """``other`` against ``base`` on one measure, per replicate (the jobs sharing replicate values) and pooled."""
+def _compare(move: str, base: dict[str, Path], other: dict[str, Path],
+             value: Callable[[Path, str], tuple[dict[str, float] | None, float | None]] = _value_of) -> dict[str, Any]:
+    """``other`` against ``base`` on one measure, per replicate (the jobs sharing replicate values) and pooled;
+    ``value`` reads a job's measure (`_value_of`, or a report's cached copy of it)."""
     per: dict[str, Any] = {}
     diffs: list[list[float]] = []
     singles: list[float] = []
     for rep in sorted(set(base) & set(other)):
-        a_items, a_val = _value_of(other[rep], move)
-        b_items, b_val = _value_of(base[rep], move)
+        a_items, a_val = value(other[rep], move)
+        b_items, b_val = value(base[rep], move)
         if a_items is not None and b_items is not None:
             common = sorted(set(a_items) & set(b_items))
             d = [a_items[i] - b_items[i] for i in common]
@@ -238,9 +247,10 @@ def write_question_report(sweep_dir: str | Path) -> dict[str, Any] | None:
     found_base = [s for s in settings if _same_setting(s, baseline)]
     verdict: dict[str, Any] = {"question": q, "apart": apart, "baseline": baseline, "blocks": {},
                                "machine": machine_stamp(), "code": code_of_jobs(jobs)}
+    value = functools.cache(_value_of)  # each job's files read once for this report, whatever it is compared with
     title = f"# Does `{', '.join(q['compare'])}` move {', '.join(_label(m) for m in q['moves'])}?"
     lines = [title, ""]
-    head_code, tail_code = code_lines(jobs)
+    head_code, tail_code = code_lines(verdict["code"])
     lines += head_code
     head: list[str] = []
     body: list[str] = []
@@ -261,7 +271,7 @@ def write_question_report(sweep_dir: str | Path) -> dict[str, Any] | None:
         for setting, runs in sorted(by_setting.items(), key=lambda kv: _sort_key(kv[0])):
             if _same_setting(setting, baseline):
                 continue
-            found = {m: _compare(m, base, runs) for m in q["moves"]}
+            found = {m: _compare(m, base, runs, value) for m in q["moves"]}
             verdict["blocks"].setdefault(block or "all", {})[setting] = found
             said = "; ".join(f"{_label(m)}: {r['pooled']['direction']}, {_cell(r['pooled'], _is_share(m))}"
                              for m, r in found.items())

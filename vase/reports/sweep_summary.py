@@ -117,7 +117,9 @@ def write_sweep_summary(sweep_dir: str | Path) -> dict[str, Path]:
     overrides column shows what differs between the jobs; the overrides they share are listed once above the table
     (and kept per job as ``all_overrides`` in the JSON)."""
     sweep_dir = Path(sweep_dir)
-    rows = [job_row(j) for j in job_dirs(sweep_dir)]
+    jobs = job_dirs(sweep_dir)
+    code = code_of_jobs(jobs)
+    rows = [job_row(j) for j in jobs]
     shared, varying = split_overrides([r.pop("override_list") for r in rows])
     for r, own in zip(rows, varying):
         r["all_overrides"], r["overrides"] = r["overrides"], " ".join(own)
@@ -133,8 +135,7 @@ def write_sweep_summary(sweep_dir: str | Path) -> dict[str, Path]:
         return f"{v:.3f}" if isinstance(v, float) else ("" if v is None else str(v))
 
     short = [c for c in columns if c not in ("status", "all_overrides")]
-    jobs = job_dirs(sweep_dir)
-    head, tail = code_lines(jobs)
+    head, tail = code_lines(code)
     md = list(head)
     md += [f"All jobs: `{' '.join(shared)}`", ""] if shared else []
     md += ["| " + " | ".join(short) + " |", "|" + "---|" * len(short)]
@@ -147,7 +148,7 @@ def write_sweep_summary(sweep_dir: str | Path) -> dict[str, Path]:
         md.append(f"\n![the swept settings against reward and accuracy]({plot.name})")
     md += tail
     paths = {"json": atomic_write_json(sweep_dir / "summary.json", {"sweep_dir": str(sweep_dir), "columns": columns,
-                                                                     "jobs": rows, "code": code_of_jobs(jobs)}),
+                                                                     "jobs": rows, "code": code}),
              "csv": atomic_write_text(sweep_dir / "summary.csv", buf.getvalue()),
              "md": atomic_write_text(sweep_dir / "summary.md", "\n".join(md) + "\n")}
     if plot is not None:
@@ -353,7 +354,7 @@ def report_notices(config: DictConfig) -> list[str]:
         print(f"config error: {e}", file=sys.stderr, flush=True)
         raise SystemExit(2) from e
     out = [notice(q)] if q is not None else []
-    line = ablation_notice(config)
+    line = ablation_notice(config, swept)
     if line:
         out.append(line)
     if not out:
@@ -363,10 +364,9 @@ def report_notices(config: DictConfig) -> list[str]:
     return out
 
 
-def ablation_notice(config: DictConfig) -> str | None:
+def ablation_notice(config: DictConfig, swept: list[str]) -> str | None:
     """What a sweep over reward settings says when it starts: whether its end brings an ablation report and, if not,
-    why and how to get one (one line; None for a sweep over other settings)."""
-    swept = sweep_keys_of(config.hydra.overrides.task, config.hydra.sweeper.get("params"))
+    why and how to get one (one line; None for a sweep over other settings). ``swept``: the keys it varies."""
     reward = [k for k in swept if k.startswith("reward.")]
     if not reward:
         return None
