@@ -180,3 +180,15 @@ def one_line(p: subprocess.CompletedProcess) -> str:
     lines = [x for x in p.stderr.splitlines() if x.strip() and "warn" not in x.lower()]
     assert p.returncode == 2 and len(lines) == 1 and "Traceback" not in p.stderr, p.stderr[-2000:]
     return lines[0]
+
+
+def shipped_question(path: str) -> dict:
+    """The ``question:`` block of a shipped sweep or experiment file (``sweeps/tau.yaml``), as its sweep's end reads
+    it: a report's test asks the question the shipped file asks."""
+    from omegaconf import OmegaConf
+
+    from vase.reports.question import question_of
+
+    q = question_of(OmegaConf.load(ROOT / path))
+    assert q is not None, f"{path} has no question: block"
+    return q

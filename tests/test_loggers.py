@@ -18,9 +18,10 @@ from tests.conftest import ROOT
 
 SWEEP = ["-m", "debug=fast", "stage=grpo", "sft_init=true", "+stage@sft=sft", "+sft.max_steps=2",
          "reward.weights.shape=0,0.6", "reward.normalize_weights=[shape]", "evaluate.heldout=true",
+         "+question.compare=reward.weights.shape", "+question.baseline=0", "+question.report=ablation",
          "logger=[mlflow,tensorboard,wandb]", "stage.module.log_completions_every=1", "evaluate.after=true"]
-"""The ablation loop at debug size: a two-job reward-weight sweep from one shared SFT, held-out verdict on, logged to
-the three dashboards at once."""
+"""The ablation loop at debug size: a two-job reward-weight sweep from one shared SFT, its question named on the command
+line, held-out verdict on, logged to the three dashboards at once."""
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,8 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
                        text=True, timeout=900, env={**os.environ, "WANDB_MODE": "offline", "MLFLOW_TRACKING_URI": ""})
     assert p.returncode == 0, p.stderr[-3000:]
     assert "MLflow: the sweep is run" in p.stdout and "mlflow ui --backend-store-uri sqlite:///" in p.stdout
-    assert "ablation: this sweep varies reward.weights.shape; at its end ablation.md" in p.stdout
+    assert "question: this sweep compares reward.weights.shape against 0 on heldout/total (replicates: seed); at " \
+           "its end ablation.md" in p.stdout
     return logs
 
 

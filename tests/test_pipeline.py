@@ -230,3 +230,21 @@ def test_optimized_metric_reads_caption_vqa_or_reward_values() -> None:
     assert objective(out, "train/reward") == pytest.approx(sum(range(10, 30)) / 20)
     with pytest.raises(ConfigError, match="vqa/mc/shape"):
         objective(out, "vqa/mc/shape")
+
+
+def test_a_stage_whose_output_is_a_file_prints_a_plain_progress_line(train_cfg, capsys) -> None:
+    """Where no progress bar can be seen (the output is captured here, as in a SLURM job's or a sweep job's log), each
+    stage prints plain lines: its name, step k/K, loss (and reward, for GRPO), s/step and ETA, and a last one when it
+    ends."""
+    from vase.pipeline import run_training
+
+    cfg = train_cfg(["trainer.max_steps=3", "callbacks.progress.every_n_steps=1", "callbacks.progress.every_s=3600",
+                     "+stage@followup=grpo", "followup.batch_size=2", "followup.grad_accum=1",
+                     "followup.module.max_completion_length=4"])
+    run_training(cfg)
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(("sft: ", "grpo: "))]
+    sft = [ln for ln in lines if ln.startswith("sft: ")]
+    assert sft[0].startswith("sft: step 1/3, loss ") and " s/step, ETA " in sft[0], lines
+    assert sft[-1].startswith("sft: step 3/3, loss ") and sft[-1].endswith(" spent) - done"), lines
+    grpo = [ln for ln in lines if ln.startswith("grpo: ")]
+    assert grpo and "reward " in grpo[0] and grpo[-1].endswith("- done"), lines

@@ -101,19 +101,18 @@ def test_a_question_that_cannot_be_answered_is_one_line_at_the_sweep_s_start(bad
     ("lr", "stage.module.optimizer.lr against 0.0001 on loss, heldout/total"),
     ("aggregation", "stage.module.multi_objective_aggregation against sum_then_normalize on "
                     "frac_sum_ties_terms_differ"),
-    ("lora_rank", None),
+    ("lora_rank", "stage.module.lora.r against 8 on loss, heldout/total"),
+    ("reward_weights", "reward.weights.shape against 0.0 on heldout/shape_right"),
+    ("tau", "reward.tau against 0.7 on heldout/total"),
 ])
-def test_every_preset_says_at_its_start_which_report_it_writes(preset: str, compares: str | None,
+def test_every_preset_says_at_its_start_which_report_it_writes(preset: str, compares: str,
                                                               tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "train.py", "-m", f"sweep={preset}", "debug=fast", f"paths.log_dir={tmp_path}"],
                        cwd=ROOT, capture_output=True, text=True, timeout=300, env={**ENV, "VASE_CHECK_CONFIG": "1"})
     assert p.returncode == 0, p.stderr[-2000:]
     said = [ln for ln in p.stdout.splitlines() if ln.startswith(("question:", "ablation:", "report:"))]
     assert said, p.stdout[-2000:]
-    if compares:
-        assert said[0].startswith(f"question: this sweep compares {compares}")
-    else:
-        assert said[0].startswith("report: this sweep varies")
+    assert said[0].startswith(f"question: this sweep compares {compares}")
 
 
 def test_a_users_own_sweep_file_with_a_question_ends_with_its_verdict_in_the_log_and_on_the_page(

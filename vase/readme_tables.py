@@ -28,7 +28,6 @@ from yaml import YAMLError
 
 from vase.io import atomic_write_bytes, atomic_write_text, read_json
 from vase.metrics.paired import format_comparison
-from vase.reports.compare import IDEAS
 from vase.runs import code_label, log_root
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,19 +133,21 @@ def demo_table(log_dir: Path) -> str | None:
 
 
 def beyond_table(log_dir: Path) -> str | None:
-    """Per idea of the beyond-the-paper comparisons (vase.reports.compare.IDEAS), the newest ``compare.json`` of
-    ``make beyond-demo`` as it ships (``experiment=beyond_<idea>``, no other override): its table and verdicts."""
+    """Per beyond-the-paper experiment (``experiments/beyond_<idea>.yaml``, its question of the ``idea`` kind), the
+    newest ``compare.json`` of ``make beyond-demo`` as it ships (``experiment=beyond_<idea>``, no other override):
+    its table and verdicts."""
     parts = []
-    for name, idea in IDEAS.items():
+    for name in sorted(p.stem.removeprefix("beyond_") for p in (ROOT / "experiments").glob("beyond_*.yaml")):
         path = _newest([p for p in sorted(log_dir.glob(f"beyond_{name}/multiruns/*/compare.json"))
                         if _command_overrides(p.parent) == [f"experiment=beyond_{name}"]])
         if path is None:
             continue
         v = read_json(path)
-        parts.append(f"**{idea.label[0].upper() + idea.label[1:]}** (`python train.py -m experiment=beyond_{name}`)\n\n"
+        label = str(v["idea"])
+        parts.append(f"**{label[0].upper() + label[1:]}** (`python train.py -m experiment=beyond_{name}`)\n\n"
                      f"{v['table']}\n\n"
-                     + (f"The same adapters with the part used at answer time against without it (`{idea.within}.json`):"
-                        f"\n\n{v['within_table']}\n\n" if v.get("within_table") else "")
+                     + (f"The same adapters with the part used at answer time against without it "
+                        f"(`{v.get('within_file')}.json`):\n\n{v['within_table']}\n\n" if v.get("within_table") else "")
                      + f"From `{path.parent.relative_to(log_dir.parent)}` ({_machine(v.get('machine'))}).\n")
     return "\n".join(parts) if parts else None
 

@@ -102,7 +102,8 @@ def _api(url: str, path: str, body: dict[str, Any] | None = None) -> dict[str, A
 
 
 SWEEP = ["debug=fast", "stage=grpo", "sft_init=true", "+stage@sft=sft", "+sft.max_steps=2", "reward.weights.shape=0,0.6",
-         "reward.normalize_weights=[shape]", "evaluate.heldout=true", "logger=[mlflow,tensorboard]"]
+         "reward.normalize_weights=[shape]", "evaluate.heldout=true", "logger=[mlflow,tensorboard]",
+         "+question.compare=reward.weights.shape", "+question.baseline=0", "+question.report=ablation"]
 SWEPT = "sweep/reward.weights.shape"
 DETERMINED = {f"weights/{d}" for d in ("fabric", "technique", "shape", "dating", "decoration", "attribution")}
 HELDOUT = "hp/heldout/shape_vs_start"

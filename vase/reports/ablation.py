@@ -37,6 +37,7 @@ from vase.reports.jobs import (
     overrides_of,
     sft_vqa_of,
 )
+from vase.reports.question import joined_answer, sweep_question, write_question_report
 from vase.runs import machine_stamp
 
 PAPER_WEIGHT = 0.15  # the paper's weight of shape and dating; the others are then the paper's too
@@ -45,31 +46,39 @@ TAU_KEY = "reward.tau"
 DRAW_KEY = "data.synthetic.seed"
 
 
-def ablation_key(keys: Any) -> str | None:
-    """The one reward key an ablation report decides, among the keys a sweep varies: a dimension's weight
-    (``reward.weights.<dim>``) or the threshold (``reward.tau``); None for none or several.
+def write_ablation_answer(sweep_dir: Path, q: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``ablation`` report kind (`vase.reports.question.REPORT_KINDS`): question.md pools the weight's effect over
+    the replicates (a weight; tau is part of the scorer, so its jobs are only set against their own starts), and
+    ablation.md/json/png decide the targets per draw and seed, the pooled verdict at their top."""
+    pooled = write_question_report(sweep_dir, q) if q["compare"][0] != TAU_KEY else None
+    verdict = write_ablation_report(sweep_dir, q, pooled=(pooled or {}).get("lines"))
+    if verdict is None:
+        return joined_answer(sweep_dir, pooled)
+    return joined_answer(sweep_dir, pooled, [f"**ablation {target}**: {result} ({asks})"
+                                             for target, asks, result in verdict_rows(verdict)], "ablation.md")
 
-    >>> ablation_key(["reward.weights.shape", "seed"]), ablation_key(["reward.tau"]), ablation_key(["lr"])
-    ('reward.weights.shape', 'reward.tau', None)
-    """
-    found = [k for k in keys if k.startswith("reward.weights.") or k == TAU_KEY]
-    return found[0] if len(found) == 1 else None
 
-
-def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
-    """Write ``ablation.md``, ``ablation.json`` and ``ablation.png`` for a sweep over one reward weight and return
-    the verdicts; None when the sweep is not such an ablation (or has nothing held-out to decide on). A sweep that
-    also varies another setting (``stage.module.multi_objective_aggregation``, ``reward.terms.bonus.weight``) keeps
-    its jobs apart and decides every target once per setting too (``verdict["settings"]``), side by side at the top."""
+def write_ablation_report(sweep_dir: str | Path, q: dict[str, Any] | None = None,
+                          pooled: list[str] | None = None) -> dict[str, Any] | None:
+    """Write ``ablation.md``, ``ablation.json`` and ``ablation.png`` for a sweep over one reward weight or tau (the
+    question ``q``, by default the one its jobs ran with) and return the verdicts; None when the sweep is no such
+    ablation (or has nothing held-out to decide on). ``pooled``: question.md's verdict lines, set at the report's top.
+    A sweep that also varies another setting (``stage.module.multi_objective_aggregation``,
+    ``reward.terms.bonus.weight``) keeps its jobs apart and decides every target once per setting too
+    (``verdict["settings"]``), side by side at the top."""
     sweep_dir = Path(sweep_dir)
+    q = q if q is not None else sweep_question(sweep_dir)
+    if q is None or q["report"] != "ablation":
+        return None
     jobs = [j for j in job_dirs(sweep_dir) if heldout_of(j)[0] or sorted(j.glob("vqa_*.json"))]
     if not jobs:
         return None
     ov = {j: overrides_of(j) for j in jobs}
-    key = ablation_key(sorted({k for o in ov.values() for k in o}))
-    if key is None:
+    key, replicates = q["compare"][0], q["replicates"]
+    jobs = [j for j in jobs if key in ov[j]]
+    if not jobs:
         return None
-    decided = _decide(key, jobs, ov)
+    decided = _decide(key, jobs, ov, replicates)
     if decided is None:
         return None
     verdict, lines, plot = decided
@@ -79,21 +88,25 @@ def write_ablation_report(sweep_dir: str | Path) -> dict[str, Any] | None:
         for j in jobs:
             settings.setdefault(", ".join(f"{k}={ov[j].get(k, '-')}" for k in others), []).append(j)
         per = {name: got[0] for name, members in sorted(settings.items())
-               if (got := _decide(key, members, ov)) is not None}
+               if (got := _decide(key, members, ov, replicates)) is not None}
         verdict["settings"] = per
         lines[1:1] = _settings_table(per)
         if key != TAU_KEY:
             plot = _plot_settings(key, jobs, ov, others)
+    if pooled:
+        lines[1:1] = ["", "**Pooled over the replicates** (question.md: every held-out vase of every "
+                          f"{' and '.join(replicates)}, paired within each; the sections below are per draw and seed):",
+                      "", *(f"- {line}" for line in pooled)]
     return _write(sweep_dir, verdict, lines, plot)
 
 
-def _other_swept(jobs: list[Path], ov: dict[Path, dict[str, str]], key: str) -> list[str]:
-    """The keys besides ``key``, the data draw and the seed that take more than one value across ``jobs``."""
-    return [k for k in sorted({k for j in jobs for k in ov[j]} - {key, DRAW_KEY, "seed"})
+def _other_swept(jobs: list[Path], ov: dict[Path, dict[str, str]], key: str, replicates: list[str]) -> list[str]:
+    """The keys besides ``key`` and the replicates (seeds, data draws) that take more than one value across ``jobs``."""
+    return [k for k in sorted({k for j in jobs for k in ov[j]} - {key, *replicates})
             if len({ov[j].get(k) for j in jobs}) > 1]
 
 
-def _decide(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]]
+def _decide(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]], replicates: list[str]
             ) -> tuple[dict[str, Any], list[str], Callable[[Path], None]] | None:
     """The verdict, the report's lines and its plot for ``jobs`` of a sweep over ``key``; None when they have nothing
     held-out to decide on."""
@@ -102,7 +115,7 @@ def _decide(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]]
     draws = sorted({ov[j].get(DRAW_KEY, "-") for j in jobs})
 
     # anything else the sweep varies (reward.terms.bonus.weight=0.3,0.6) tells its jobs apart too: never merged
-    others = _other_swept(jobs, ov, key)
+    others = _other_swept(jobs, ov, key, replicates)
 
     def group(j: Path) -> str:  # one seed on one draw of the data (and one value of anything else swept)
         seed = ov[j].get("seed", "-")
@@ -130,13 +143,13 @@ def _decide(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]]
     if all(h[0] is not None and h[1] is not None for h in held.values()):
         verdict["basis"] = "held-out reward"
         lines += _heldout_verdict(verdict, dim, xs, groups, held, draws, ov)
-        transfer = _vqa_verdict(dim, xs, groups, jobs, ov, targets=False)
+        transfer = _vqa_verdict(dim, xs, groups, jobs, ov, others, targets=False)
         if transfer is not None:
             verdict["transfer"] = transfer["verdict"]
             lines += ["", "**Transfer to QA**, reported beside the verdict, never as it: GRPO trained on the stage's "
                           "task; these are questions it did not train on.", *transfer["lines"]]
     else:
-        got = _vqa_verdict(dim, xs, groups, jobs, ov, targets=True)
+        got = _vqa_verdict(dim, xs, groups, jobs, ov, others, targets=True)
         if got is None:
             return None
         verdict["basis"] = "held-out VQA (no held-out reward in these jobs: evaluate.heldout=true adds it)"
@@ -300,6 +313,11 @@ def _tau_verdict(verdict: dict[str, Any], xs: list[float], groups: dict[str, dic
         lines.append(f"\n**Target (ii)**, at the paper's tau ({PAPER_TAU:g}): {verdict['ii_rule']}: "
                      f"**{'held' if verdict['ii'] else 'not held'}**" + (f" (below: {', '.join(fell)})" if fell else "")
                      + ".")
+    else:
+        verdict["ii"] = None
+        verdict["ii_rule"] = (f"not decided: the paper's tau {PAPER_TAU:g} is not in this sweep's grid "
+                              f"({', '.join(f'{x:g}' for x in xs)}); add it to decide (ii)")
+        lines.append(f"\n**Target (ii)**, at the paper's tau: {verdict['ii_rule']}.")
     return lines
 
 
@@ -395,6 +413,11 @@ def _heldout_verdict(verdict: dict[str, Any], dim: str, xs: list[float], groups:
         verdict["ii_rule"] = "no dimension's paired 95 % interval lies wholly below the start (SFT)"
         verdict["ii_worst_drop"] = worst
         verdict["ii_fell"] = sorted(d for d, f in fell.items() if f)
+    else:
+        verdict["ii"] = None
+        verdict["ii_rule"] = (f"not decided: the paper's weight {PAPER_WEIGHT:g} is not in this sweep's grid "
+                              f"({', '.join(f'{x:g}' for x in xs)}); add it to decide (ii): "
+                              f"reward.weights.{dim}={','.join(f'{x:g}' for x in sorted({*xs, PAPER_WEIGHT}))}")
     # tables: one per draw (its own SFT start), a row per job
     lines = []
     any_h = next(iter(held.values()))[0]
@@ -426,7 +449,9 @@ def _heldout_verdict(verdict: dict[str, Any], dim: str, xs: list[float], groups:
                      f"**{'held' if verdict['i'] else 'not held'}** ("
                      + "; ".join(f"{_who(g)}: {percent_points(v['at_max'])} vs {percent_points(v['at_0'])} and SFT {percent_points(v['sft'])}"
                                  + _diffs(v) for g, v in per_group.items()) + ").")
-    if "ii" in verdict:
+    if verdict.get("ii") is None:
+        lines.append(f"\n**Target (ii)**, at the paper's weights: {verdict['ii_rule']}.")
+    else:
         drops = ", ".join(f"{d} {100 * v:+.1f}" for d, v in verdict["ii_worst_drop"].items())
         lines.append(f"\n**Target (ii)**, at the paper's weights: {verdict['ii_rule']}: "
                      f"**{'held' if verdict['ii'] else 'not held'}** (worst change per dimension, points: {drops}"
@@ -435,7 +460,7 @@ def _heldout_verdict(verdict: dict[str, Any], dim: str, xs: list[float], groups:
 
 
 def _vqa_verdict(dim: str, xs: list[float], groups: dict[str, dict[float, Path]], jobs: list[Path],
-                 ov: dict[Path, dict[str, str]], targets: bool) -> dict[str, Any] | None:
+                 ov: dict[Path, dict[str, str]], others: list[str], targets: bool) -> dict[str, Any] | None:
     """Targets (i) and (ii) on held-out VQA (option likelihood where the jobs have it, else open answers), and its
     table: the verdict of sweeps without held-out reward, and the transfer-to-QA report of those with it."""
     jobs = [j for j in jobs if sorted(j.glob("vqa_*.json"))]
@@ -457,7 +482,6 @@ def _vqa_verdict(dim: str, xs: list[float], groups: dict[str, dict[float, Path]]
     verdict: dict[str, Any] = {"protocol": decide}
     # a table per draw of the data, each with its own SFT (a mean over draws hid a drop on one of them), and per
     # value of anything else the sweep varied (an aggregation, a bonus): never a mean over two settings
-    others = _other_swept(jobs, ov, f"reward.weights.{dim}")
     draws = sorted({ov[j].get(DRAW_KEY, "-") for j in jobs})
     tables: dict[str, list[Path]] = {}
     for j in jobs:

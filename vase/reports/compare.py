@@ -11,7 +11,7 @@ sweep's summary.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from vase.eval.stats import heldout_difference, paired_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json
 from vase.reports.ablation import DRAW_KEY, percent_points
 from vase.reports.jobs import code_lines, code_of_jobs, heldout_of, job_dirs, overrides_of
+from vase.reports.question import START, joined_answer, sweep_question, write_question_report
 from vase.runs import machine_stamp
 
 MEAN = "mean"  # the target "the mean over dimensions", per held-out vase
@@ -38,21 +39,6 @@ class Idea:
     within: str | None = None  # a second held-out result the idea's own jobs write (the same model without its part)
 
 
-WITHOUT_TOOL = "heldout_without_tool"
-
-IDEAS: dict[str, Idea] = {
-    "retrieval": Idea("retrieval.k", "0", "3", ("attribution", "dating"),
-                      "retrieval (the 3 nearest training vases' metadata in the prompt)"),
-    "zoom": Idea("data.zoom", "false", "true", ("decoration",),
-                 "the zoom tool (SFT with zoom data, answered with the tool offered)", within=WITHOUT_TOOL),
-    "invrender": Idea("reward.terms.invrender.weight", None, "1.0", ("invrender", "invrender_shape"),
-                      "GRPO with the inverse-rendering term (silhouette IoU of the answered vase)",
-                      within="heldout_reward_start"),
-    "learned": Idea("reward.terms.learned.weight", "0.0", "0.5", (MEAN,),
-                    "GRPO with the learned term (agreement with a six-head classifier trained on the training vases)"),
-}
-
-
 def vase_means(result: dict[str, Any]) -> dict[str, float]:
     """Per held-out vase, the mean over the dimensions its answers were scored on of whether they passed (an answer
     id is ``<vase>#...``; a caption is scored on all six, a question on its own)."""
@@ -64,15 +50,42 @@ def vase_means(result: dict[str, Any]) -> dict[str, float]:
     return {k: sum(v) / len(v) for k, v in per.items()}
 
 
-def idea_of(overrides: dict[Path, dict[str, str]]) -> Idea | None:
-    """The idea a sweep compares: the one whose key takes its value without the idea and at least one other."""
-    for idea in IDEAS.values():
-        values = {o.get(idea.key) for o in overrides.values()}
-        if idea.off is None and idea.on in values:  # judged against each job's own start
-            return idea
-        if idea.off is not None and idea.off in values and len(values - {idea.off, None}) >= 1:
-            return idea
-    return None
+def idea_of(q: dict[str, Any]) -> Idea:
+    """The idea a question of the ``idea`` kind names (`vase.reports.question`): its switch (``compare``), the value
+    without it (``baseline``; ``start``: each job's own start), the target dimensions (``moves``:
+    ``heldout/<dim>_right``, ``heldout/mean_right`` for the mean over dimensions per held-out vase, ``heldout/<x>``
+    for an answer's own value such as an IoU), its ``label`` and ``within`` result. Its ``on`` value is chosen from
+    the jobs (`write_comparison`: the largest value other than the baseline)."""
+    targets = []
+    for m in q["moves"]:
+        name = m.split("/", 1)[1]
+        targets.append(MEAN if name == "mean_right" else name[:-6] if name.endswith("_right") else name)
+    key = q["compare"][0]
+    return Idea(key, None if q["baseline"] in (None, START) else str(q["baseline"]).lower(), "", tuple(targets),
+                str(q.get("label") or key), within=q.get("within"))
+
+
+def write_idea_answer(sweep_dir: Path, q: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``idea`` report kind: compare.md (per draw and seed, the idea helps where it helps on every one) and
+    question.md (its targets pooled over the replicates, where its baseline is a swept value)."""
+    pooled = write_question_report(sweep_dir, q)
+    verdict = write_comparison(sweep_dir, q)
+    if verdict is None:
+        return joined_answer(sweep_dir, pooled)
+    return joined_answer(sweep_dir, pooled, [
+        f"**{verdict['idea']}, every draw and seed**: {'held' if verdict['held'] else 'not held'} ({verdict['rule']}; "
+        f"targets {', '.join(SHOWN.get(t, t) for t in verdict['targets'])})"], "compare.md")
+
+
+def _value_order(v: str) -> tuple[int, float, str]:
+    """
+    >>> sorted(["true", "false", "10", "3"], key=_value_order)
+    ['3', '10', 'false', 'true']
+    """
+    try:
+        return 0, float(v), ""
+    except ValueError:
+        return 1, 0.0, v
 
 
 def _judged(groups: dict[str, dict[str, float]], n_pairs: int) -> dict[str, bool]:
@@ -175,22 +188,27 @@ def _found(idea: Idea, jobs: list[Path], ov: dict[Path, dict[str, str]]) -> dict
     return found
 
 
-def write_comparison(sweep_dir: str | Path) -> dict[str, Any] | None:
-    """``compare.md`` / ``compare.json`` for a sweep over one idea's switch (each value other than the one without
-    the idea against it; the idea's own value, ``Idea.on``, is the verdict, others are probes); None when the sweep is
-    no such comparison (or its jobs have no held-out results)."""
+def write_comparison(sweep_dir: str | Path, q: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """``compare.md`` / ``compare.json`` for a sweep over one idea's switch (the question ``q`` of the ``idea`` kind,
+    by default the one its jobs ran with): each value other than the baseline against it; the largest is the verdict,
+    the others are probes. None when the sweep is no such comparison (or its jobs have no held-out results)."""
     sweep_dir = Path(sweep_dir)
+    q = q if q is not None else sweep_question(sweep_dir)
+    if q is None or q["report"] != "idea":
+        return None
     jobs = [j for j in job_dirs(sweep_dir) if heldout_of(j)[0] is not None]
     # Hydra's sweeper writes a swept boolean as True/False, whatever was typed
     ov = {j: {k: v.lower() if v.lower() in ("true", "false") else v for k, v in overrides_of(j).items()} for j in jobs}
-    idea = idea_of(ov)
-    if idea is None:
+    idea = idea_of(q)
+    values = sorted({o[idea.key] for o in ov.values() if idea.key in o} - {idea.off}, key=_value_order)
+    if not values:
         return None
+    idea = replace(idea, on=values[-1])
     found = _found(idea, jobs, ov)
     if not found:
         return None
-    on = idea.on if idea.on in found else sorted(found)[0]
-    verdict = {"idea": idea.label, "key": idea.key, "off": idea.off, "on": on, **found[on],
+    on = idea.on if idea.on in found else sorted(found, key=_value_order)[-1]
+    verdict = {"idea": idea.label, "key": idea.key, "off": idea.off, "on": on, "within_file": idea.within, **found[on],
                "probes": {v: r for v, r in found.items() if v != on}, "machine": machine_stamp()}
     lines = [f"# {idea.label} against the same pipeline without it", ""]
     code = code_of_jobs(jobs)

@@ -22,15 +22,22 @@ How the numbers are made:
   verdict, and no verdict pools jobs of different settings.
 
 A verdict says ``up`` or ``down`` where the interval excludes 0, and ``no clear change`` where it holds 0.
+
+A question may also name a ``report:`` kind (`REPORT_KINDS`) that writes more beside question.md: ``ablation`` (a
+reward weight's or tau's targets (i)-(iii), its dose-response and plot: ablation.md) and ``idea`` (a beyond-the-paper
+idea with against without it on its target dimensions: compare.md, where ``label`` names the idea and ``within`` a
+second held-out result its own jobs write). `answer_sweep` is the one path a sweep's end takes to all of them.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import math
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +66,58 @@ MOVES_HELP = ("heldout/total, heldout/<dim>_right (share right), heldout/<term> 
 N_BOOT = 2000
 
 
+FIELDS = ("compare", "baseline", "moves", "replicates", "report", "label", "within")
+START = "start"  # a baseline that is each job's own start (the SFT it began from), not a swept value
+
+
+@dataclass(frozen=True)
+class ReportKind:
+    """What a question's ``report:`` kind writes beside question.md, and how (``write`` as ``"module:function"``,
+    imported when a sweep ends, called with the sweep's folder and its question: a dict with ``lines``, the verdict
+    lines printed at the sweep's end, and ``files``, the files it wrote, or None when it had nothing to decide on)."""
+
+    help: str
+    write: str
+    check: Callable[[dict[str, Any]], None] | None = None  # at the sweep's start: ConfigError naming the key
+
+
+def _check_ablation(q: dict[str, Any]) -> None:
+    key = q["compare"][0]
+    if len(q["compare"]) != 1 or not (key.startswith("reward.weights.") or key == "reward.tau"):
+        raise ConfigError(f"question.report: ablation decides one reward weight (reward.weights.<dim>) or reward.tau; "
+                          f"this question compares {', '.join(q['compare'])} (report: question answers any key)")
+
+
+def _check_idea(q: dict[str, Any]) -> None:
+    if len(q["compare"]) != 1:
+        raise ConfigError(f"question.report: idea compares one switch; this question compares {', '.join(q['compare'])}")
+    bad = [m for m in q["moves"] if not m.startswith("heldout/")]
+    if bad:
+        raise ConfigError(f"question.moves: {bad[0]!r}: an idea is judged on held-out answers (heldout/<dim>_right, "
+                          f"heldout/mean_right, heldout/<term>)")
+
+
+REPORT_KINDS: dict[str, ReportKind] = {
+    "question": ReportKind("question.md: the compared key against its baseline on each move, per replicate and pooled",
+                           "vase.reports.question:write_question_answer"),
+    "ablation": ReportKind("ablation.md/json/png: a reward weight's or tau's held-out targets (i)-(iii), its "
+                           "dose-response and plot, with question.md pooling the seeds",
+                           "vase.reports.ablation:write_ablation_answer", _check_ablation),
+    "idea": ReportKind("compare.md/json: a beyond-the-paper idea with against without it on its target dimensions, "
+                       "every draw and seed, with question.md pooling them", "vase.reports.compare:write_idea_answer",
+                       _check_idea),
+}
+"""Every report a sweep's question can ask for, by its ``report:`` name (``question`` when it names none)."""
+
+
+def register_report_kind(name: str, kind: ReportKind) -> None:
+    """Add a report kind (a package's own, from a module ``evaluate.py``/``train.py`` import); a name taken by another
+    is a ConfigError."""
+    if name in REPORT_KINDS and REPORT_KINDS[name] != kind:
+        raise ConfigError(f"question.report: the report kind {name!r} is registered already")
+    REPORT_KINDS[name] = kind
+
+
 def question_of(config: Any) -> dict[str, Any] | None:
     """The normalised ``question:`` block of a config (None when it has none); ConfigError naming the key for a block
     that is not one."""
@@ -69,16 +128,31 @@ def question_of(config: Any) -> dict[str, Any] | None:
     q = OmegaConf.to_container(node, resolve=True) if isinstance(node, (DictConfig, ListConfig)) else node
     if not isinstance(q, dict) or not q.get("compare"):
         raise ConfigError("question: give at least question.compare (the swept key whose values are compared)")
-    unknown = sorted(set(q) - {"compare", "baseline", "moves", "replicates"})
+    unknown = sorted(set(q) - set(FIELDS))
     if unknown:
-        raise ConfigError(f"question.{unknown[0]}: no such field; a question has compare, baseline, moves, replicates")
+        raise ConfigError(f"question.{unknown[0]}: no such field; a question has {', '.join(FIELDS)}")
     compare = [str(k) for k in _listed(q["compare"])]
     moves = [str(m) for m in _listed(q.get("moves") or ["heldout/total"])]
     for m in moves:
         if not _known_move(m):
             raise ConfigError(f"question.moves: {m!r} is not something vase measures; choose from {MOVES_HELP}")
-    return {"compare": compare, "baseline": None if q.get("baseline") is None else str(q["baseline"]),
-            "moves": moves, "replicates": [str(k) for k in _listed(q.get("replicates") or ["seed"])]}
+    report = str(q.get("report") or "question")
+    if report not in REPORT_KINDS:
+        raise ConfigError(f"question.report: {report!r} is no report kind; choose from {', '.join(REPORT_KINDS)}")
+    out = {"compare": compare, "baseline": None if q.get("baseline") is None else str(q["baseline"]),
+           "moves": moves, "replicates": [str(k) for k in _listed(q.get("replicates") or ["seed"])],
+           "report": report, "label": q.get("label"), "within": q.get("within")}
+    if REPORT_KINDS[report].check is not None:
+        REPORT_KINDS[report].check(out)
+    return out
+
+
+def question(**fields: Any) -> dict[str, Any]:
+    """A question from its fields, checked as a sweep file's block is (``question(compare="reward.tau",
+    report="ablation")``)."""
+    q = question_of({"question": fields})
+    assert q is not None
+    return q
 
 
 def _listed(v: Any) -> list[Any]:
@@ -102,11 +176,18 @@ def check_question(q: dict[str, Any], swept: Iterable[str]) -> None:
                               f" sweep it (hydra.sweeper.params or {key}=a,b on the command line) or compare another key")
 
 
-def notice(q: dict[str, Any]) -> str:
-    """What a sweep with a question says when it starts."""
-    base = f" against {q['baseline']}" if q["baseline"] is not None else " against its first value"
-    return (f"question: this sweep compares {', '.join(q['compare'])}{base} on {', '.join(q['moves'])} "
-            f"(replicates: {', '.join(q['replicates'])}); at its end question.md gives the verdict")
+def notice(q: dict[str, Any], heldout: bool = True) -> str:
+    """What a sweep with a question says when it starts (``heldout``: whether its jobs answer the held-out vases)."""
+    base = (" against each job's own start" if q["baseline"] == START else
+            f" against {q['baseline']}" if q["baseline"] is not None else " against its first value")
+    kind = q["report"]
+    line = (f"question: this sweep compares {', '.join(q['compare'])}{base} on {', '.join(q['moves'])} "
+            f"(replicates: {', '.join(q['replicates'])}); at its end "
+            + ("question.md gives the verdict" if kind == "question" else f"{REPORT_KINDS[kind].help}"))
+    if not heldout and (kind != "question" or any(m.startswith("heldout/") for m in q["moves"])):
+        line += (" - but evaluate.heldout is off, so no held-out measure will be there to decide on: add "
+                 "evaluate.heldout=true (each job answers the validation vases; about 13 s a job on the tiny model)")
+    return line
 
 
 def _value_of(job: Path, move: str) -> tuple[dict[str, float] | None, float | None]:
@@ -116,7 +197,12 @@ def _value_of(job: Path, move: str) -> tuple[dict[str, float] | None, float | No
         if not held:
             return None, None
         name = move.split("/", 1)[1]
-        field = f"{name[:-6]}_pass" if name.endswith("_right") else name
+        if name == "mean_right":  # per answer, the mean over the dimensions it was scored on of whether they passed
+            per = {i: float(np.mean(p)) for i, v in held.get("items", {}).items()
+                   if (p := [x for k, x in v.items() if k.endswith("_pass")])}
+            return (per or None), None
+        dim = name[:-6]  # a dimension's term may have its own name (the paper's terms: reward.terms.<name>.dimension)
+        field = f"{held.get('term_of_dimension', {}).get(dim, dim)}_pass" if name.endswith("_right") else name
         per = {i: float(v[field]) for i, v in held.get("items", {}).items() if field in v}
         return (per or None), None
     _, rows = last_history(job)
@@ -224,15 +310,52 @@ def _label(move: str) -> str:
         f" (last {LAST_STEPS} steps)"
 
 
-def write_question_report(sweep_dir: str | Path) -> dict[str, Any] | None:
-    """``question.md`` and ``question.json`` for a sweep whose jobs' config holds a ``question:`` block; None when it
-    has none (or no job finished)."""
+def sweep_question(sweep_dir: str | Path) -> dict[str, Any] | None:
+    """The question a sweep's jobs were run with (their ``.hydra/config.yaml``); None when none has one."""
+    for j in job_dirs(Path(sweep_dir)):
+        if (j / ".hydra" / "config.yaml").is_file():
+            return question_of(OmegaConf.load(j / ".hydra" / "config.yaml"))
+    return None
+
+
+def answer_sweep(sweep_dir: str | Path) -> dict[str, Any] | None:
+    """The one path from a finished sweep to its answer: the question its jobs ran with, answered by its report kind.
+    Returns ``{"report", "lines", "files"}`` (the verdict lines to print first, the files written), or None when the
+    sweep has no question or nothing to decide on."""
+    q = sweep_question(sweep_dir)
+    if q is None:
+        return None
+    module, _, name = REPORT_KINDS[q["report"]].write.partition(":")
+    got = getattr(importlib.import_module(module), name)(Path(sweep_dir), q)
+    return None if got is None else {"report": q["report"], **got}
+
+
+def write_question_answer(sweep_dir: Path, q: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``question`` kind: question.md alone."""
+    return joined_answer(sweep_dir, write_question_report(sweep_dir, q))
+
+
+def joined_answer(sweep_dir: Path, pooled: dict[str, Any] | None, lines: list[str] | None = None,
+                  page: str | None = None) -> dict[str, Any] | None:
+    """A report kind's answer: question.md's verdict lines (``pooled``, when it was written), then the kind's own
+    ``lines`` and its ``page`` (a file beside it); None when neither was written."""
+    if pooled is None and page is None:
+        return None
+    return {"lines": [*((pooled or {}).get("lines") or []), *(lines or [])],
+            "files": [*([sweep_dir / "question.md"] if pooled is not None else []),
+                      *([sweep_dir / page] if page is not None else [])]}
+
+
+def write_question_report(sweep_dir: str | Path, q: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """``question.md`` and ``question.json`` for a sweep over ``q`` (by default the question in its jobs' config);
+    None when it has none (or no job finished). A baseline of ``start`` (each job against its own start) is no
+    swept value: there is nothing to write here, the report kind compares each job with its start."""
     sweep_dir = Path(sweep_dir)
-    jobs = [j for j in job_dirs(sweep_dir) if (j / ".hydra" / "config.yaml").is_file()]
+    jobs = [j for j in job_dirs(sweep_dir) if (j / ".hydra" / "overrides.yaml").is_file()]
     if not jobs:
         return None
-    q = question_of(OmegaConf.load(jobs[0] / ".hydra" / "config.yaml"))
-    if q is None:
+    q = q if q is not None else sweep_question(sweep_dir)
+    if q is None or q["baseline"] == START:
         return None
     ov = {j: overrides_of(j) for j in jobs}
     swept = [k for k in sorted({k for o in ov.values() for k in o}) if len({o.get(k) for o in ov.values()}) > 1]
@@ -336,22 +459,28 @@ def _sort_key(setting: str) -> tuple[Any, ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m vase.reports.question <sweep folder>``: (re)write question.md for a finished sweep (its jobs'
-    config names the question), and print its verdict lines."""
+    """``python -m vase.reports.question <sweep folder>``: (re)write a finished sweep's answer (question.md, and what
+    its question's report kind writes beside it) from the question its jobs ran with, and print its verdict lines."""
     ap = argparse.ArgumentParser(prog="python -m vase.reports.question", description=main.__doc__.splitlines()[0])
     ap.add_argument("sweep", help="a sweep's folder (logs/train/multiruns/<time>)")
     args = ap.parse_args(argv)
     try:
-        verdict = write_question_report(args.sweep)
+        answer = answer_sweep(args.sweep)
     except (ConfigError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if verdict is None:
-        print(f"error: {args.sweep}: no job there has a question: block (or none finished)", file=sys.stderr)
+    if answer is None:
+        print(f"error: {args.sweep}: no job there has a question: block, or none finished with something to decide "
+              f"on", file=sys.stderr)
         return 1
-    print("\n".join(line.replace("**", "") for line in verdict["lines"]))
-    print(f"question: {Path(args.sweep) / 'question.md'}")
+    print(answer_text(answer))
     return 0
+
+
+def answer_text(answer: dict[str, Any]) -> str:
+    """What a sweep's end prints: its verdict lines (no markup), then where each file it wrote lies."""
+    return "\n".join([*(line.replace("**", "") for line in answer["lines"]),
+                      *(f"{Path(f).stem}: {f}" for f in answer["files"])])
 
 
 if __name__ == "__main__":

@@ -34,8 +34,7 @@ from vase.errors import ConfigError
 from vase.eval.stats import format_heldout, heldout_difference, wilson_interval
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
 from vase.loggers import finish_wandb, mlflow_link, prepare_mlflow
-from vase.reports.ablation import ablation_key, verdict_rows, write_ablation_report
-from vase.reports.compare import write_comparison
+from vase.reports.ablation import verdict_rows
 from vase.reports.jobs import (
     code_lines,
     code_of_jobs,
@@ -45,7 +44,7 @@ from vase.reports.jobs import (
     overrides_of,
     unfinished,
 )
-from vase.reports.question import check_question, notice, question_of, write_question_report
+from vase.reports.question import answer_sweep, answer_text, check_question, notice, question_of
 from vase.runs import RUN_FILE, finish_sweep, note_multirun, set_status
 
 log = logging.getLogger("vase")
@@ -301,7 +300,7 @@ def _group(config: DictConfig, sweep_dir: Path) -> str:
 
 
 SWEEP_FILES = ("summary.md", "summary.json", "summary.csv", "sweep.png", "ablation.md", "ablation.json",
-               "ablation.png", "compare.md", "compare.json")
+               "ablation.png", "compare.md", "compare.json", "question.md", "question.json")
 
 
 def _log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]],
@@ -342,9 +341,9 @@ def _log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any
 
 
 def report_notices(config: DictConfig) -> list[str]:
-    """What a sweep says when it starts about the reports its end will write: its question's (``question:``), an
-    ablation's, or why it gets summary.md alone. A question that names a key the sweep does not vary stops the sweep
-    here, in one line (exit 2)."""
+    """What a sweep says when it starts about the report its end will write: its question's (``question:``, with its
+    report kind), or why it gets summary.md alone. A question that cannot be answered (a key the sweep does not vary,
+    a report kind that cannot decide it) stops the sweep here, in one line (exit 2)."""
     swept = sweep_keys_of(config.hydra.overrides.task, config.hydra.sweeper.get("params"))
     try:
         q = question_of(config)
@@ -353,36 +352,15 @@ def report_notices(config: DictConfig) -> list[str]:
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr, flush=True)
         raise SystemExit(2) from e
-    out = [notice(q)] if q is not None else []
-    line = ablation_notice(config, swept)
-    if line:
-        out.append(line)
-    if not out:
-        out.append(f"report: this sweep varies {', '.join(swept) or 'nothing'} and has no question, so its end writes "
-                   f"summary.md only; for a verdict, name what it compares: question.compare=<key> "
-                   f"question.baseline=<value> (and question.moves=[...]), in the sweep file or with +question... here")
-    return out
-
-
-def ablation_notice(config: DictConfig, swept: list[str]) -> str | None:
-    """What a sweep over reward settings says when it starts: whether its end brings an ablation report and, if not,
-    why and how to get one (one line; None for a sweep over other settings). ``swept``: the keys it varies."""
+    if q is not None:
+        ev = config.get("evaluate") or {}
+        return [notice(q, heldout=bool(ev.get("heldout")))]
     reward = [k for k in swept if k.startswith("reward.")]
-    if not reward:
-        return None
-    key = ablation_key(reward)
-    ev = config.get("evaluate") or {}
-    if key is None:
-        what = (f"several reward keys ({', '.join(reward)})" if len(reward) > 1 else reward[0])
-        return (f"ablation: this sweep varies {what}; ablation.md decides one dimension weight "
-                f"(reward.weights.<dim>) or reward.tau at a time, so there will be none: summary.md compares every "
-                f"job's training and held-out reward")
-    if not ev.get("heldout") and not ev.get("vqa"):
-        return (f"ablation: this sweep varies {key} but evaluate.heldout is off, so there will be no ablation.md (no "
-                f"held-out answers to decide on): add evaluate.heldout=true (each job answers the validation vases "
-                f"and its start's answers are made once; about 13 s a job on the tiny model's 8 held-out vases on 2 cores)")
-    return (f"ablation: this sweep varies {key}; at its end ablation.md/json/png give the held-out verdict "
-            f"(evaluate.heldout: each job against its start on the validation vases)")
+    hint = (" (a reward weight or tau: question.report=ablation adds ablation.md's targets)" if reward else "")
+    return [f"report: this sweep varies {', '.join(swept) or 'nothing'} and has no question, so its end writes "
+            f"summary.md only; for a verdict, name what it compares: +question.compare=<key> "
+            f"+question.baseline=<value> (and +question.moves=[...]){hint}, here or as a question: block in the sweep "
+            f"file"]
 
 
 def failed_line(num: Any, overrides: Any, err: BaseException, folder: Any) -> str:
@@ -431,15 +409,9 @@ class SweepSummary(Callback):
             print(f"the sweep in {sweep_dir} is not complete; the same command (resume=auto) takes it up again: "
                   f"finished jobs are kept, the others resume or run", file=sys.stderr)
         paths = write_sweep_summary(sweep_dir)
-        if write_ablation_report(sweep_dir) is not None:
-            print(f"ablation report: {sweep_dir / 'ablation.md'}")
-        if write_comparison(sweep_dir) is not None:
-            print(f"comparison: {sweep_dir / 'compare.md'}")
-        answered = write_question_report(sweep_dir)
-        if answered is not None:
-            for line in answered["lines"]:  # the answer where the user tails the log, then the page that shows it
-                print(line.replace("**", ""))
-            print(f"question: {sweep_dir / 'question.md'}")
+        answered = answer_sweep(sweep_dir)
+        if answered is not None:  # the answer where the user tails the log, then the pages that show it
+            print(answer_text(answered))
         data = read_json(paths["json"])
         try:
             _log_to_wandb(config, sweep_dir, data["jobs"], data["columns"])
@@ -468,10 +440,9 @@ def _main(argv: list[str]) -> int:
         print("usage: python -m vase.reports.sweep_summary <multirun directory>", file=sys.stderr)
         return 2
     print(write_sweep_summary(argv[0])["md"])
-    if write_ablation_report(argv[0]) is not None:
-        print(Path(argv[0]) / "ablation.md")
-    if write_comparison(argv[0]) is not None:
-        print(Path(argv[0]) / "compare.md")
+    answered = answer_sweep(argv[0])
+    if answered is not None:
+        print(answer_text(answered))
     return 0
 
 

@@ -1,5 +1,5 @@
 """Callbacks: save the LoRA adapter in peft format, atomically, when training ends (and every N epochs); resumable
-checkpoints; throughput (seconds per step, tokens a second, peak memory, MFU)."""
+checkpoints; throughput (seconds per step, tokens a second, peak memory, MFU); a plain progress line in logs."""
 
 from __future__ import annotations
 
@@ -260,3 +260,74 @@ class Throughput(pl.Callback):
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.is_global_zero:
             atomic_write_json(self.dirpath / "throughput.json", self.summary(trainer, pl_module))
+
+
+def _clock(seconds: float) -> str:
+    """
+    >>> _clock(42.4), _clock(125), _clock(3725)
+    ('42s', '2m05s', '1h02m')
+    """
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+class LogProgress(pl.Callback):
+    """A plain progress line where no progress bar can be seen: when the output is not a terminal (a SLURM job, a
+    ``nohup`` run, a sweep's job log), a stage prints ``<stage>: step k/K, loss .., reward .., s/step, ETA`` every
+    ``every_s`` seconds (and every ``every_n_steps`` optimizer steps, when that is above 0), and once when it ends. A
+    terminal keeps Lightning's bar (``always=True`` prints the lines there too)."""
+
+    SHOWN = ("train/loss", "train/reward", "train/kl")
+
+    def __init__(self, every_s: float = 30.0, every_n_steps: int = 0, always: bool = False, stage: str = "") -> None:
+        self.every_s = float(every_s)
+        self.every_n_steps = int(every_n_steps)
+        self.always = bool(always)
+        self.stage = stage
+
+    def _on(self, trainer: pl.Trainer) -> bool:
+        return trainer.is_global_zero and (self.always or not sys.stdout.isatty())
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._t0 = self._last = time.monotonic()
+        self._step0 = trainer.global_step
+        self._said = trainer.global_step
+
+    def line(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> str:
+        """The progress line as it stands now."""
+        step = trainer.global_step
+        total = trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else trainer.estimated_stepping_batches
+        total = int(total) if total not in (None, float("inf")) else 0
+        done = step - self._step0
+        spent = time.monotonic() - self._t0
+        parts = [f"step {step}/{total}" if total else f"step {step}"]
+        metrics = trainer.callback_metrics
+        for key in self.SHOWN:
+            if key in metrics:
+                parts.append(f"{key.split('/', 1)[1]} {float(metrics[key]):.4g}")
+        if done > 0:
+            per = spent / done
+            parts.append(f"{per:.2f} s/step")
+            if total and step < total:
+                parts.append(f"ETA {_clock(per * (total - step))}")
+        name = self.stage or type(pl_module).__name__.removesuffix("Module").lower()  # sft, grpo
+        return f"{name}: " + ", ".join(parts) + f" ({_clock(spent)} spent)"
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if not self._on(trainer) or trainer.global_step == self._said:
+            return
+        now = time.monotonic()
+        due = now - self._last >= self.every_s or (
+            self.every_n_steps > 0 and trainer.global_step % self.every_n_steps == 0)
+        if due:
+            print(self.line(trainer, pl_module), flush=True)
+            self._last, self._said = now, trainer.global_step
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._on(trainer):
+            print(self.line(trainer, pl_module) + " - done", flush=True)
