@@ -246,7 +246,9 @@ def verdict_rows(verdict: dict[str, Any]) -> list[list[str]]:
                 f"({verdict.get('i_rule', '')})" if verdict["i"] is not None
                 else f"{dim} right at the largest weight above the smallest: needs two values of the swept weight")
         rows.append(["(i)", asks, result(verdict["i"])])
-    if "ii" in verdict:
+    if "ii" in verdict and verdict["ii"] is None:  # the rule says why not
+        rows.append(["(ii)", "at the paper's setting", str(verdict.get("ii_rule", "not decided"))])
+    elif "ii" in verdict:
         rows.append(["(ii)", f"at the paper's setting, {verdict.get('ii_rule', '')}", result(verdict["ii"])])
     if "captions" in verdict:
         rows.append(["(iii)", "captions above the start on " + " and ".join(verdict["captions"]["target"]),
