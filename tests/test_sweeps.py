@@ -555,7 +555,9 @@ def test_a_resumed_ddp_epoch_continues_each_ranks_own_shard() -> None:
 @pytest.mark.slow  # heavy (whole runs in subprocesses, or a 30 s fixture): make test-slow keeps the default suite short
 @pytest.mark.parametrize(("args", "expect"), [
     (["sweep=reward_weights"], "question: this sweep compares reward.weights.shape against 0.0 on heldout/shape_right, "
-                               "heldout/total (replicates: seed); at its end ablation.md/json/png"),
+                               "heldout/fabric_right, heldout/technique_right, heldout/dating_right, "
+                               "heldout/decoration_right, heldout/attribution_right (replicates: seed); at its end "
+                               "ablation.md/json/png"),
     (["sweep=tau", "evaluate.heldout=false"], "question: this sweep compares reward.tau against 0.7 on heldout/total "
                                               "(replicates: seed); at its end ablation.md"),
     (["stage=grpo", "reward.terms.bonus.weight=0.1,0.3"], "report: this sweep varies reward.terms.bonus.weight and has "
