@@ -117,7 +117,8 @@ def _fake_job(sweep: Path, n: int, shape_w: float, seed: int, shape_acc: float, 
 
 def test_ablation_report_states_whether_the_targets_held(tmp_path: Path) -> None:
     from vase.annotate.vocab import DIMENSIONS
-    from vase.reports.sweep_summary import write_ablation_report, write_sweep_summary
+    from vase.reports.ablation import write_ablation_report
+    from vase.reports.sweep_summary import write_sweep_summary
 
     sft = tmp_path / "sft"
     sft.mkdir()
@@ -330,7 +331,7 @@ def test_the_ablation_targets_are_decided_on_paired_intervals_when_answers_are_k
     8 of 24 does on both. Where the jobs also scored by option likelihood (ll), the decision is on those (the open
     answers then say the opposite, and must be ignored)."""
     from vase.annotate.vocab import DIMENSIONS
-    from vase.reports.sweep_summary import write_ablation_report
+    from vase.reports.ablation import write_ablation_report
 
     def block(shape_right: int, p: str) -> dict:
         items = {d: {f"v{i}#{p}#{d}": float(i < (shape_right if d == "shape" else 12)) for i in range(24)}

@@ -28,6 +28,7 @@ from yaml import YAMLError
 
 from vase.io import atomic_write_bytes, atomic_write_text, read_json
 from vase.metrics.paired import format_comparison
+from vase.reports.question import question_of
 from vase.runs import code_label, log_root
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,7 +144,8 @@ def beyond_table(log_dir: Path) -> str | None:
         if path is None:
             continue
         v = read_json(path)
-        label = str(v["idea"])
+        label = str(v.get("idea") or (question_of(OmegaConf.load(ROOT / "experiments" / f"beyond_{name}.yaml")) or
+                                      {}).get("label") or name)
         parts.append(f"**{label[0].upper() + label[1:]}** (`python train.py -m experiment=beyond_{name}`)\n\n"
                      f"{v['table']}\n\n"
                      + (f"The same adapters with the part used at answer time against without it "
