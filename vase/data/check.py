@@ -19,8 +19,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import LAYOUTS
 from vase.data.dataset import load_video
@@ -28,6 +26,7 @@ from vase.data.layouts import detect_layout, read_records
 from vase.errors import DataError, VaseError
 from vase.images import open_photo
 from vase.io import WRITTEN_BY, atomic_write_json, is_within, name_problem, relpath_problem, safe_name, user_output
+from vase.progress import progress_bar
 from vase.render.renderer import load_glb
 from vase.views import VIEWS, default_model, find_view, path_key, render_cache_root, view_path
 
@@ -148,7 +147,7 @@ def check_dataset(path: str | Path, layout: str = "auto", views: list[str] | tup
     problems += _dimension_problems(records, layout, stage, problems, info)
     it: Any = records
     if progress and records:
-        it = tqdm(records, desc="checking vases", unit="vase", file=sys.stderr)
+        it = progress_bar(records, desc="checking vases", unit="vase", file=sys.stderr)
     checked: set[str] = set()
     for r in it:
         if r.id in checked:  # a repeated id is one problem (reported above), not a second set of file problems

@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw
-from tqdm import tqdm
 
 from vase.annotate import VaseRecord
 from vase.annotate.dimension_sampling import hand, sample_record
@@ -39,6 +38,7 @@ from vase.io import (
     built_by_vase,
     one_builder_at_a_time,
 )
+from vase.progress import progress_bar
 from vase.prompt_tasks.invrender import VaseParams
 
 # the generator's version: written into synthetic.json, and part of every cache key built on synthetic data (a set
@@ -424,7 +424,7 @@ def _write_set(root: Path, num: int, seed: int, val_fraction: float, params: dic
     records = []
     iterator = range(num)
     if progress:
-        iterator = tqdm(iterator, desc="synthesising vases", unit="vase")
+        iterator = progress_bar(iterator, desc="synthesising vases", unit="vase")
     for i in iterator:
         rec = sample_record(rng, i)
         mesh = build_mesh(rec, np.random.default_rng([seed, i]), detail=bool(params.get("detail")))

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
 
 from vase.config import Decoding
 from vase.data.datamodule import IGNORE_INDEX, ChatSample, SFTCollator, encode_prompts
@@ -17,6 +16,7 @@ from vase.data.dataset import VaseDataset
 from vase.io import append_jsonl, read_jsonl, repair_jsonl_tail
 from vase.models.logprobs import selected_logprobs
 from vase.models.token_sampling import SamplingProcessor
+from vase.progress import progress_bar
 from vase.prompts import CAPTION_PROMPT
 
 
@@ -72,7 +72,7 @@ def _resumable_rows(model: Any, items: list[GenerationItem], out_path: str | Pat
     model.eval()
     bar = None
     if progress and todo:
-        bar = tqdm(total=len(todo), desc=desc, unit="item")
+        bar = progress_bar(total=len(todo), desc=desc, unit="item")
     try:
         for start in range(0, len(todo), batch_size):
             rows = answer(todo[start: start + batch_size])

@@ -34,10 +34,10 @@ from typing import Any
 import numpy as np
 import torch
 from PIL import Image, ImageDraw
-from tqdm import tqdm
 
 from vase.errors import ConfigError, DataError
 from vase.io import atomic_write_bytes
+from vase.progress import progress_bar
 from vase.render.renderer import VIEW_DIRECTIONS, Renderer, RenderSettings, load_scene, parts_from_scene
 from vase.views import VIEWS
 
@@ -266,7 +266,7 @@ def run_vaseeval(gt_dir: str | Path, methods: dict[str, str | Path], s: Settings
             work += [(name, stem, path) for stem, path in matched.items()]
         it: Any = work
         if progress and work:
-            it = tqdm(work, desc="VaseEval", unit="mesh")
+            it = progress_bar(work, desc="VaseEval", unit="mesh")
         for name, stem, path in it:
             entry = result["methods"][name]
             if stem not in gt_cache:

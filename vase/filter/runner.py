@@ -30,7 +30,6 @@ from typing import Any
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
-from tqdm import tqdm
 
 from vase.errors import ConfigError, DataError
 from vase.filter.clip_filter import ClipScorer
@@ -45,6 +44,7 @@ from vase.io import (
     repair_jsonl_tail,
     save_figure,
 )
+from vase.progress import progress_bar
 
 MANIFEST = "manifest.jsonl"
 FORMAT = 1
@@ -157,7 +157,7 @@ def score_photos(cfg: Any, input_dir: Path, out: Path, progress: bool = True) ->
                         prefetch_factor=2 if workers else None, persistent_workers=False)
     bar = None
     if progress:
-        bar = tqdm(total=len(files), initial=done, desc="filtering photos", unit="img")
+        bar = progress_bar(total=len(files), initial=done, desc="filtering photos", unit="img")
     qthr = float(cfg.quality.threshold)
     started = time.perf_counter()
     for items in loader:

@@ -28,12 +28,12 @@ from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageFilter, ImageOps
-from tqdm import tqdm
 
 from vase.annotate.dimension_sampling import sample_record
 from vase.data.synthetic import build_mesh
 from vase.errors import DataError
 from vase.io import atomic_write_bytes, atomic_write_text
+from vase.progress import progress_bar
 from vase.render.renderer import Renderer, RenderSettings, orbit_direction, parts_from_scene
 
 KINDS = ("whole", "shard", "blurred", "drawing")
@@ -161,7 +161,7 @@ def generate_photos(root: str | Path, objects: int = 12, photos_per_object: int 
     jobs += [("quality", f"q{i:04d}", 0) for i in range(classifier_set)]
     it = jobs
     if progress:
-        it = tqdm(jobs, desc="photographing vases", unit="photo")
+        it = progress_bar(jobs, desc="photographing vases", unit="photo")
     meshes: dict[str, object] = {}
     first_whole: Image.Image | None = None
     with Renderer(RenderSettings(resolution=render_resolution)) as r:

@@ -22,12 +22,12 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from torchmetrics.classification import MulticlassAccuracy
-from tqdm import tqdm
 
 from vase.annotate.vocab import DIMENSIONS, QUESTIONS, format_dating
 from vase.errors import ConfigError
 from vase.io import atomic_write_bytes, load_tensors
 from vase.metrics.features import encoder_from_record, view_encoder
+from vase.progress import progress_bar
 
 
 def label_of(rec: Any, dim: str) -> str | None:
@@ -55,7 +55,7 @@ def view_features(dataset: Any, encoder: Any, progress: bool = True) -> torch.Te
     rows = []
     it: Any = range(len(dataset))
     if progress:
-        it = tqdm(it, desc="encoding views", unit="vase")
+        it = progress_bar(it, desc="encoding views", unit="vase")
     for i in it:
         f = encoder.encode_images(dataset[i].images)
         rows.append((f / f.norm(dim=-1, keepdim=True)).flatten())

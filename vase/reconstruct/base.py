@@ -14,11 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from vase.errors import ConfigError, VaseError
 from vase.images import IMAGE_EXTENSIONS
 from vase.io import atomic_write_json, inside, own_output_dir, safe_name
+from vase.progress import progress_bar
 from vase.render.renderer import load_scene
 
 Generator = Callable[[list[Path], Path], None]
@@ -73,7 +72,7 @@ def reconstruct_folder(generator: Generator, input_dir: str | Path, output_dir: 
     todo = [n for n in objects if n not in done]
     it: Any = todo
     if progress and todo:
-        it = tqdm(todo, desc="reconstructing", unit="object")
+        it = progress_bar(todo, desc="reconstructing", unit="object")
     for name in it:
         out, tmp = glb(name), glb(name, ".", f".partial-{os.getpid()}")
         try:

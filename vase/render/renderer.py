@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw
-from tqdm import tqdm
 
 from vase.errors import DataError
 from vase.io import atomic_write_bytes, atomic_write_json, inside
+from vase.progress import progress_bar
 from vase.views import RENDER_CACHE_FILE, VIEWS, model_file, orbit_dir, sheet_path, view_path
 
 VERTEX_SHADER = """
@@ -452,7 +452,7 @@ def render_dataset(
     if todo:
         iterator: Any = todo
         if progress:
-            iterator = tqdm(todo, desc="rendering views", unit="vase")
+            iterator = progress_bar(todo, desc="rendering views", unit="vase")
         with Renderer(settings) as r:
             for vid, model, glb, key in iterator:
                 try:

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
 
 from vase.annotate.records import VaseRecord, raw_metadata
 from vase.annotate.vocab import DIMENSIONS
 from vase.errors import ConfigError
 from vase.io import own_output_dir
+from vase.progress import progress_bar
 from vase.views import path_key
 
 PAYLOAD = "payload-2"  # what a point carries (2: each dimension's value, for retrieval.format=asked); in its hash
@@ -105,7 +105,7 @@ class VaseIndex:
                 todo.append((i, rec, h))
         it: Any = todo
         if progress and todo:
-            it = tqdm(todo, desc="indexing vases", unit="vase")
+            it = progress_bar(todo, desc="indexing vases", unit="vase")
         points = []
         for i, rec, h in it:
             vec = self.embed(dataset[i].images)
