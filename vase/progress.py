@@ -17,9 +17,9 @@ from tqdm import tqdm
 EVERY_S = 30.0
 
 
-def _clock(seconds: float) -> str:
+def clock(seconds: float) -> str:
     """
-    >>> _clock(42.4), _clock(125), _clock(3725)
+    >>> clock(42.4), clock(125), clock(3725)
     ('42s', '2m05s', '1h02m')
     """
     s = int(round(seconds))
@@ -70,13 +70,13 @@ class LogLines:
         if rate > 0:
             out += f", {rate:.3g} {self.unit}/s"
             if self.total and self.n < self.total:
-                out += f", ETA {_clock((self.total - self.n) / rate)}"
+                out += f", ETA {clock((self.total - self.n) / rate)}"
         return out
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            print(f"{self.line()} - done in {_clock(time.monotonic() - self._t0)}", file=self.file, flush=True)
+            print(f"{self.line()} - done in {clock(time.monotonic() - self._t0)}", file=self.file, flush=True)
 
 
 def progress_bar(iterable: Iterable[Any] | None = None, *, total: int | None = None, initial: int = 0, desc: str = "",

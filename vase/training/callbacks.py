@@ -17,6 +17,7 @@ import torch
 from vase.errors import Interrupted
 from vase.io import atomic_directory, atomic_write_json
 from vase.models.loading import LINEAGE_FILE
+from vase.progress import clock
 
 
 def save_adapter(model: Any, processor: Any, dirpath: str | Path, lineage: dict[str, Any] | None = None) -> Path:
@@ -262,19 +263,6 @@ class Throughput(pl.Callback):
             atomic_write_json(self.dirpath / "throughput.json", self.summary(trainer, pl_module))
 
 
-def _clock(seconds: float) -> str:
-    """
-    >>> _clock(42.4), _clock(125), _clock(3725)
-    ('42s', '2m05s', '1h02m')
-    """
-    s = int(round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
-
-
 class LogProgress(pl.Callback):
     """A plain progress line where no progress bar can be seen: when the output is not a terminal (a SLURM job, a
     ``nohup`` run, a sweep's job log), a stage prints ``<stage>: step k/K, loss .., reward .., s/step, ETA`` every
@@ -313,9 +301,9 @@ class LogProgress(pl.Callback):
             per = spent / done
             parts.append(f"{per:.2f} s/step")
             if total and step < total:
-                parts.append(f"ETA {_clock(per * (total - step))}")
+                parts.append(f"ETA {clock(per * (total - step))}")
         name = self.stage or type(pl_module).__name__.removesuffix("Module").lower()  # sft, grpo
-        return f"{name}: " + ", ".join(parts) + f" ({_clock(spent)} spent)"
+        return f"{name}: " + ", ".join(parts) + f" ({clock(spent)} spent)"
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
