@@ -37,7 +37,7 @@ from vase.reports.jobs import (
     overrides_of,
     sft_vqa_of,
 )
-from vase.reports.question import joined_answer, sweep_question, write_question_report
+from vase.reports.question import joined_answer, write_question_report
 from vase.runs import machine_stamp
 
 PAPER_WEIGHT = 0.15  # the paper's weight of shape and dating; the others are then the paper's too
@@ -58,18 +58,15 @@ def write_ablation_answer(sweep_dir: Path, q: dict[str, Any]) -> dict[str, Any] 
                                              for target, asks, result in verdict_rows(verdict)], "ablation.md")
 
 
-def write_ablation_report(sweep_dir: str | Path, q: dict[str, Any] | None = None,
+def write_ablation_report(sweep_dir: str | Path, q: dict[str, Any],
                           pooled: list[str] | None = None) -> dict[str, Any] | None:
     """Write ``ablation.md``, ``ablation.json`` and ``ablation.png`` for a sweep over one reward weight or tau (the
-    question ``q``, by default the one its jobs ran with) and return the verdicts; None when the sweep is no such
-    ablation (or has nothing held-out to decide on). ``pooled``: question.md's verdict lines, set at the report's top.
+    question ``q`` of the ``ablation`` kind) and return the verdicts; None when the sweep's jobs do not vary its key
+    (or have nothing held-out to decide on). ``pooled``: question.md's verdict lines, set at the report's top.
     A sweep that also varies another setting (``stage.module.multi_objective_aggregation``,
     ``reward.terms.bonus.weight``) keeps its jobs apart and decides every target once per setting too
     (``verdict["settings"]``), side by side at the top."""
     sweep_dir = Path(sweep_dir)
-    q = q if q is not None else sweep_question(sweep_dir)
-    if q is None or q["report"] != "ablation":
-        return None
     jobs = [j for j in job_dirs(sweep_dir) if heldout_of(j)[0] or sorted(j.glob("vqa_*.json"))]
     if not jobs:
         return None

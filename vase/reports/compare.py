@@ -20,7 +20,7 @@ from vase.eval.stats import heldout_difference, paired_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json
 from vase.reports.ablation import DRAW_KEY, percent_points
 from vase.reports.jobs import code_lines, code_of_jobs, heldout_of, job_dirs, overrides_of
-from vase.reports.question import START, joined_answer, sweep_question, write_question_report
+from vase.reports.question import START, joined_answer, write_question_report
 from vase.runs import machine_stamp
 
 MEAN = "mean"  # the target "the mean over dimensions", per held-out vase
@@ -188,14 +188,11 @@ def _found(idea: Idea, jobs: list[Path], ov: dict[Path, dict[str, str]]) -> dict
     return found
 
 
-def write_comparison(sweep_dir: str | Path, q: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """``compare.md`` / ``compare.json`` for a sweep over one idea's switch (the question ``q`` of the ``idea`` kind,
-    by default the one its jobs ran with): each value other than the baseline against it; the largest is the verdict,
-    the others are probes. None when the sweep is no such comparison (or its jobs have no held-out results)."""
+def write_comparison(sweep_dir: str | Path, q: dict[str, Any]) -> dict[str, Any] | None:
+    """``compare.md`` / ``compare.json`` for a sweep over one idea's switch (the question ``q`` of the ``idea`` kind):
+    each value other than the baseline against it; the largest is the verdict, the others are probes. None when the
+    sweep's jobs do not vary its switch (or have no held-out results)."""
     sweep_dir = Path(sweep_dir)
-    q = q if q is not None else sweep_question(sweep_dir)
-    if q is None or q["report"] != "idea":
-        return None
     jobs = [j for j in job_dirs(sweep_dir) if heldout_of(j)[0] is not None]
     # Hydra's sweeper writes a swept boolean as True/False, whatever was typed
     ov = {j: {k: v.lower() if v.lower() in ("true", "false") else v for k, v in overrides_of(j).items()} for j in jobs}

@@ -183,7 +183,7 @@ def notice(q: dict[str, Any], heldout: bool = True) -> str:
     kind = q["report"]
     line = (f"question: this sweep compares {', '.join(q['compare'])}{base} on {', '.join(q['moves'])} "
             f"(replicates: {', '.join(q['replicates'])}); at its end "
-            + ("question.md gives the verdict" if kind == "question" else f"{REPORT_KINDS[kind].help}"))
+            + ("question.md gives the verdict" if kind == "question" else REPORT_KINDS[kind].help))
     if not heldout and (kind != "question" or any(m.startswith("heldout/") for m in q["moves"])):
         line += (" - but evaluate.heldout is off, so no held-out measure will be there to decide on: add "
                  "evaluate.heldout=true (each job answers the validation vases; about 13 s a job on the tiny model)")
@@ -351,7 +351,7 @@ def write_question_report(sweep_dir: str | Path, q: dict[str, Any] | None = None
     None when it has none (or no job finished). A baseline of ``start`` (each job against its own start) is no
     swept value: there is nothing to write here, the report kind compares each job with its start."""
     sweep_dir = Path(sweep_dir)
-    jobs = [j for j in job_dirs(sweep_dir) if (j / ".hydra" / "overrides.yaml").is_file()]
+    jobs = job_dirs(sweep_dir)  # every folder with its .hydra/overrides.yaml
     if not jobs:
         return None
     q = q if q is not None else sweep_question(sweep_dir)
