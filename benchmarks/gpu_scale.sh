@@ -11,12 +11,23 @@
 # Prepare here first: bash benchmarks/gpu_prep.sh; then run with carry [".whl", ".devdata"]:
 #   bash benchmarks/gpu_scale.sh                      # everything; results in $OUT/RESULTS_gpu.md
 #   PARTS="ckpt decode grpo" bash benchmarks/gpu_scale.sh
+#   BUDGET=540 GRPO_RUNS=compiled_ckpt bash benchmarks/gpu_scale.sh   # stop starting parts after 540 s; one GRPO run
+# BUDGET (seconds, default 3600): each part's timeout is cut to what is left of it, and a part with under 40 s left is
+# skipped and named, so a lease's one call ends with the parts measured so far written, not killed mid-way.
 # DEVICE=cpu runs the same wiring on the tiny model in minutes (the dry run tests/ and `make gpu-dry-run` use).
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_scale}; mkdir -p "$OUT"
 DEVICE=${DEVICE:-cuda}
 PARTS=${PARTS:-ckpt decode grpo trl sft rl}
-has() { [[ " $PARTS " == *" $1 "* ]]; }
+GRPO_RUNS=${GRPO_RUNS:-eager_nockpt eager_ckpt compiled_ckpt}
+BUDGET=${BUDGET:-3600}
+left() { echo $((BUDGET - SECONDS)); }
+has() {  # a part asked for in PARTS, with at least 40 s of BUDGET left (else said, and skipped)
+  [[ " $PARTS " == *" $1 "* ]] || return 1
+  [ "$(left)" -ge 40 ] && return 0
+  echo "=== $1 skipped: $(left) s of BUDGET=$BUDGET left" | tee -a "$OUT/skipped.txt"; return 1
+}
+cap() { local l; l=$(left); [ "$l" -lt "$TIMEOUT" ] && echo $((l > 10 ? l - 10 : 1)) || echo "$TIMEOUT"; }
 PY=${PY:-python3}
 export WANDB_MODE=disabled TOKENIZERS_PARALLELISM=false HYDRA_FULL_ERROR=1 PYTHONUNBUFFERED=1
 if [ "$DEVICE" = cuda ]; then
@@ -25,11 +36,11 @@ if [ "$DEVICE" = cuda ]; then
   export PYTHONPATH=/tmp/site:$PWD
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >> "$OUT/env.txt" 2>&1
   MODEL3=/tmp/qwen2_5_vl_3b_random; MODEL7=/tmp/qwen2_5_vl_7b_random
-  TRAINER=(trainer=gpu); TOKENS=256; DECODE_TOKENS=64; STEPS=3; TIMEOUT=200
+  TRAINER=(trainer=gpu); TOKENS=256; DECODE_TOKENS=64; STEPS=3; TIMEOUT=${TIMEOUT:-200}; TRL_STEPS=2
   MODEL_ARGS=(model=qwen2_5_vl_3b model.name_or_path=$MODEL3)
 else
   export PYTHONPATH=$PWD
-  MODEL3=""; TRAINER=(trainer=cpu); TOKENS=8; DECODE_TOKENS=8; STEPS=3; TIMEOUT=300
+  MODEL3=""; TRAINER=(trainer=cpu); TOKENS=8; DECODE_TOKENS=8; STEPS=3; TIMEOUT=300; TRL_STEPS=2
   MODEL_ARGS=(model=tiny)
 fi
 "$PY" -c "import torch, transformers, peft; print('torch', torch.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__)" >> "$OUT/env.txt" 2>&1
@@ -47,14 +58,24 @@ if has ckpt && [ "$DEVICE" = cuda ]; then
 fi
 if has decode; then
   part decode
-  timeout $TIMEOUT "$PY" benchmarks/decode_speed.py --device "$DEVICE" ${MODEL3:+--model $MODEL3} --g 4 \
+  timeout "$(cap)" "$PY" benchmarks/decode_speed.py --device "$DEVICE" ${MODEL3:+--model $MODEL3} --g 4 \
     --tokens $DECODE_TOKENS --repeats 3 --cache .devdata/bench --results "$OUT/RESULTS_gpu.md" --json "$OUT/decode.json" \
     > "$OUT/decode.log" 2>&1 || tail -5 "$OUT/decode.log"
+fi
+if has trl; then
+  part trl
+  if ! "$PY" -c "import trl, datasets" > "$OUT/trl.log" 2>&1; then
+    echo "=== trl skipped: TRL or datasets (pyarrow) does not import here; carry their wheels (see $OUT/trl.log)"
+  else  # both on the same checkpoint, six views, $TOKENS forced tokens (the paper's 256 on a GPU)
+    timeout "$(cap)" "$PY" benchmarks/grpo_step.py --device "$DEVICE" ${MODEL3:+--model $MODEL3} --resolution 448 \
+      --tokens $TOKENS --steps $TRL_STEPS --warmup 1 --gc on --rollout compiled --cache .devdata/bench \
+      --results "$OUT/RESULTS_gpu.md" > "$OUT/trl.log" 2>&1 || tail -5 "$OUT/trl.log"
+  fi
 fi
 train() {  # name, overrides...: one train.py run, its perf/throughput.json copied into $OUT/runs.json
   local name=$1; shift
   local t0=$SECONDS
-  timeout $TIMEOUT "$PY" train.py "$@" "${DATA[@]}" hydra.run.dir="/tmp/runs/$name" > "$OUT/train_$name.log" 2>&1
+  timeout "$(cap)" "$PY" train.py "$@" "${DATA[@]}" hydra.run.dir="/tmp/runs/$name" > "$OUT/train_$name.log" 2>&1
   local rc=$?
   "$PY" benchmarks/gpu_scale_table.py add "$OUT/runs.json" "$name" "/tmp/runs/$name" $rc $((SECONDS - t0)) "$*"
   [ $rc -eq 0 ] || grep -E "Error|error" "$OUT/train_$name.log" | tail -3
@@ -64,17 +85,12 @@ GRPO=(stage=grpo data.modality=orbit stage.module.max_completion_length=$TOKENS 
       stage.epochs=20 trainer.max_steps=$STEPS "${TRAINER[@]}" $NOEMB)
 if has grpo; then
   part grpo
-  train grpo_eager_nockpt "${MODEL_ARGS[@]}" "${GRPO[@]}" stage.module.gradient_checkpointing=false stage.module.rollout=eager
-  train grpo_eager_ckpt "${MODEL_ARGS[@]}" "${GRPO[@]}" stage.module.gradient_checkpointing=true stage.module.rollout=eager
-  train grpo_compiled_ckpt "${MODEL_ARGS[@]}" "${GRPO[@]}" stage.module.gradient_checkpointing=true stage.module.rollout=compiled
-fi
-if has trl && ! "$PY" -c "import trl, datasets" > "$OUT/trl.log" 2>&1; then
-  echo "=== trl skipped: TRL or datasets (pyarrow) does not import here; carry their wheels (see $OUT/trl.log)"
-elif has trl; then
-  part trl
-  timeout $TIMEOUT "$PY" benchmarks/grpo_step.py --device "$DEVICE" ${MODEL3:+--model $MODEL3} --resolution 448 \
-    --steps 3 --warmup 1 --gc on --rollout compiled --cache .devdata/bench --results "$OUT/RESULTS_gpu.md" \
-    > "$OUT/trl.log" 2>&1 || tail -5 "$OUT/trl.log"
+  for run in $GRPO_RUNS; do  # <rollout>_<ckpt|nockpt>
+    [ "$(left)" -ge 40 ] || { echo "=== grpo_$run skipped: $(left) s left" | tee -a "$OUT/skipped.txt"; continue; }
+    ckpt=true; [[ $run == *_nockpt ]] && ckpt=false
+    train "grpo_$run" "${MODEL_ARGS[@]}" "${GRPO[@]}" stage.module.gradient_checkpointing=$ckpt \
+      stage.module.rollout="${run%%_*}"
+  done
 fi
 if has sft; then
   part sft
@@ -97,4 +113,6 @@ if has 7b && [ "$DEVICE" = cuda ]; then
 fi
 part done
 "$PY" benchmarks/gpu_scale_table.py table "$OUT/runs.json" >> "$OUT/RESULTS_gpu.md" 2>&1
+[ -f "$OUT/skipped.txt" ] && { echo; echo "Not measured in this call:"; sed 's/^=== /- /' "$OUT/skipped.txt"; } \
+  >> "$OUT/RESULTS_gpu.md"
 cat "$OUT/RESULTS_gpu.md"
