@@ -45,6 +45,8 @@ else
 fi
 "$PY" -c "import torch, transformers, peft; print('torch', torch.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__)" >> "$OUT/env.txt" 2>&1
 tail -2 "$OUT/env.txt"
+# what train.py and the benchmarks import, checked before any part starts (a missing wheel is named at once)
+"$PY" -c "import deepspeed, submitit, hydra, omegaconf, trl, datasets, vase.sacct, vase.training.grpo" 2>&1 | tail -1
 DATA=(paths.cache_dir="$PWD/.devdata/cache" data.synthetic.num_vases=8 render.resolution=448 render.orbit_frames=16
       logger=none evaluate.after=false report=false)
 NOEMB=reward.terms.decoration.similarity=sequence  # the embedding similarity's MiniLM weights are not carried
