@@ -38,6 +38,13 @@ def table(rows: list[dict]) -> str:
         lines.append(f"| {r['name']} | {r['rc']} | {_cell(r, 's_per_step', '.2f')} | {_cell(r, 'tokens_per_s', ',.0f')} "
                      f"| {_cell(r, 'peak_memory_gib', '.1f')} | {mfu} | {r.get('optimizer_steps_timed', '–')} "
                      f"| {r['wall_s']} |")
+    phased = [r for r in rows if r.get("phases_s_per_step")]
+    if phased:
+        lines.append("\nWhere a step's time goes (seconds per optimizer step, each part between two GPU "
+                     "synchronisations; the GRPO module's `phase_seconds`):\n")
+        for r in phased:
+            parts = sorted(r["phases_s_per_step"].items(), key=lambda kv: -kv[1])
+            lines.append(f"- {r['name']}: " + ", ".join(f"{k} {v:.2f}" for k, v in parts))
     lines.append("\nOverrides of each run:\n")
     lines += [f"- {r['name']}: `{r['overrides']}`" for r in rows]
     return "\n".join(lines) + "\n"

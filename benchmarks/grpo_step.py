@@ -275,6 +275,8 @@ def main() -> None:
         print(f"running {who} ...", flush=True)
         subprocess.run(cmd, check=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "disabled"})
         out[who] = json.loads(Path(res_path).read_text())
+        # each contender's numbers in the log as soon as it ends: a run cut short during the other keeps them
+        print(f"{who}: " + json.dumps({k: v for k, v in out[who].items() if k != "profile"}), flush=True)
     o_med, o_sd = _stats(out["ours"]["times"])
     t_med, t_sd = _stats(out["trl"]["times"])
     ratio = o_med / t_med

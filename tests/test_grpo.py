@@ -164,6 +164,45 @@ def test_gradients_reach_only_lora(tiny_model_dir: Path, synthetic_root: Path) -
     assert not any(p.requires_grad for n, p in module.model.named_parameters() if "lora_" not in n)
 
 
+def test_an_orbit_video_goes_through_the_frozen_vision_tower_once_per_prompt(tiny_model_dir: Path,
+                                                                            synthetic_root: Path) -> None:
+    """data.modality=orbit: the rollout encodes each prompt's video once (not 2G + 1 times: the prefill, the reference
+    and the policy over G repeated copies) and hands the features on; the log-probabilities equal those from the
+    repeated pixels."""
+    from vase.data.datamodule import ChatDataset, PromptCollator
+    from vase.data.dataset import VaseDataset, VideoFrames
+    from vase.models.loading import load_model, load_processor
+    from vase.training.grpo import GRPOModule
+    from vase.training.rollout import core_model
+
+    torch.manual_seed(0)
+    proc = load_processor(str(tiny_model_dir))
+    module = GRPOModule(load_model(str(tiny_model_dir)), LengthReward(), proc, lora={"r": 4, "alpha": 8, "dropout": 0.0},
+                        num_generations=3, max_completion_length=6, beta=0.04, temperature=1.0)
+    ds = ChatDataset(VaseDataset(synthetic_root, "train"), "caption")
+    samples = [ds[0], ds[1]]
+    for s in samples:  # four of the views as the frames of one orbit video
+        s.images = VideoFrames(s.images[:4])
+    batch = PromptCollator(proc)(samples)
+    assert "pixel_values_videos" in batch and "pixel_values" not in batch
+    visual = core_model(module.model).visual
+    calls = []
+    hook = visual.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        r = module.rollout(batch)
+    finally:
+        hook.remove()
+    assert len(calls) == 1  # both prompts' videos in one pass, before the prefill
+    assert "mm_encoder_outputs" in r.inputs and "pixel_values_videos" not in r.inputs
+    assert len(r.inputs["mm_encoder_outputs"]["video"].pooler_output) == 6  # one per row: 2 prompts x G 3
+    logps = module._logps(module.model, r.inputs, r.completion_ids.shape[1])
+    assert torch.allclose(logps, r.ref_logps, atol=1e-5)
+    with_pixels = {k: v for k, v in r.inputs.items() if k != "mm_encoder_outputs"}
+    with_pixels["pixel_values_videos"] = repeat_batch(batch, 3)["pixel_values_videos"]
+    with torch.no_grad():
+        assert torch.allclose(module._logps(module.model, with_pixels, r.completion_ids.shape[1]), logps, atol=1e-5)
+
+
 def test_grpo_stage_runs_through_train_and_logs(train_cfg) -> None:
     from vase.pipeline import run_training
 

@@ -143,6 +143,12 @@ def test_orbit_video_through_sft_grpo_and_evaluation(train_cfg, tmp_path: Path) 
         assert speed["optimizer_steps_timed"] == len(history) - 1 and speed["device"] == "cpu"
         assert speed["s_per_step"] > 0 and speed["tokens_per_s"] > 0 and speed["parameters"] > 1e5
         assert "mfu" not in speed and "peak_memory_gib" not in speed  # GPU-only numbers are absent, never 0.0
+    # where a GRPO step's time goes: its parts per timed step, together most of the step (SFT does not time parts)
+    phases = json.loads((run / "grpo" / "perf" / "throughput.json").read_text())["phases_s_per_step"]
+    assert set(phases) == {"vision", "decode", "reward", "reference", "policy", "optimizer"}
+    step = json.loads((run / "grpo" / "perf" / "throughput.json").read_text())["s_per_step"]
+    assert all(v >= 0 for v in phases.values()) and 0.5 * step < sum(phases.values()) <= step * 1.05
+    assert "phases_s_per_step" not in json.loads((run / "perf" / "throughput.json").read_text())
     from vase.data.datamodule import PromptCollator, samples_for
     from vase.data.dataset import VaseDataset, VideoFrames
 

@@ -198,7 +198,9 @@ class Throughput(pl.Callback):
     (warm-up, compilation) are left out. Logged as ``perf/*`` and written to ``<dirpath>/throughput.json``.
 
     A module that knows its own token count sets ``tokens_last_batch`` (GRPO: prompts and completions); otherwise the
-    batch's attention mask is counted.
+    batch's attention mask is counted. A module that times the parts of its step keeps their running sums in
+    ``phase_seconds`` (GRPO: vision, decode, reward, reference, policy, optimizer); the summary gives each per timed
+    step as ``phases_s_per_step``, so a slow step says where its time went.
     """
 
     def __init__(self, dirpath: str | Path, skip: int = 1) -> None:
@@ -228,7 +230,8 @@ class Throughput(pl.Callback):
         self._pending["tokens"] += float(tokens or 0)
         if trainer.global_step > self._step0:  # one optimizer step (or mu, for GRPO) ended with this batch
             self._steps.append({"step": float(trainer.global_step), "optimizer_steps": float(trainer.global_step
-                                - self._step0), **self._pending})
+                                - self._step0), **self._pending,
+                                "phases": dict(getattr(pl_module, "phase_seconds", None) or {})})
             self._pending = {"seconds": 0.0, "tokens": 0.0}
             if len(self._steps) > self.skip:
                 last = self._steps[-1]
@@ -247,6 +250,10 @@ class Throughput(pl.Callback):
             out["s_per_step"] = seconds / steps
             out["tokens_per_s"] = tokens / seconds if seconds else None
             out["tokens_per_step"] = tokens / steps
+            before = self._steps[self.skip - 1]["phases"] if self.skip > 0 else {}
+            after = timed[-1]["phases"]
+            if after:
+                out["phases_s_per_step"] = {k: (v - before.get(k, 0.0)) / steps for k, v in after.items()}
         params = sum(p.numel() for p in pl_module.parameters())
         out["parameters"] = params
         if trainer.strategy.root_device.type == "cuda":

@@ -17,6 +17,9 @@ gradient over the buffer and takes one optimizer step.
 from __future__ import annotations
 
 import copy
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,6 +140,14 @@ def completion_mask(completion: torch.Tensor, eos_ids: list[int]) -> torch.Tenso
     n = completion.shape[1]
     first = torch.where(is_eos.any(1), is_eos.int().argmax(1), torch.full_like(is_eos[:, 0], n, dtype=torch.long))
     return (torch.arange(n, device=completion.device).unsqueeze(0) <= first.unsqueeze(1)).long()
+
+
+def _pooled(feats: tuple[torch.Tensor, ...]) -> Any:
+    """Vision features in the form a Qwen2.5-VL forward takes as ``mm_encoder_outputs[kind]``."""
+    # lazy: transformers
+    from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+    return BaseModelOutputWithPooling(pooler_output=feats)
 
 
 def repeat_batch(batch: dict[str, Any], g: int) -> dict[str, torch.Tensor]:
@@ -279,6 +290,23 @@ class GRPOModule(LoRAStageModule):
                                     and i != tok.unk_token_id})
         self._buffer: list[Rollout] = []
         self.decoder = make_decoder(rollout)  # how completions are decoded (vase.training.rollout)
+        # seconds spent in each part of a step, summed since the start (perf/throughput.json gives them per step)
+        self.phase_seconds: dict[str, float] = {}
+
+    @contextmanager
+    def _phase(self, name: str) -> Iterator[None]:
+        """Time one part of a step into ``phase_seconds`` (on a GPU, between two synchronisations: a few
+        microseconds each, against steps of seconds)."""
+        cuda = self.device.type == "cuda"
+        if cuda:
+            torch.cuda.synchronize(self.device)
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            if cuda:
+                torch.cuda.synchronize(self.device)
+            self.phase_seconds[name] = self.phase_seconds.get(name, 0.0) + time.perf_counter() - t0
 
     # ------------------------------------------------------------ log-probabilities
 
@@ -302,6 +330,18 @@ class GRPOModule(LoRAStageModule):
         with self.model.disable_adapter():
             return self._logps(self.model, r_inputs, n)
 
+    def _encode_visuals(self, batch: dict[str, Any]) -> tuple[str, tuple[torch.Tensor, ...], list[int]] | None:
+        """Each prompt's visual features from the (frozen) vision tower: ("image", one tensor per view, views per
+        prompt) or ("video", one tensor per orbit, [1] * prompts); None for a text-only batch."""
+        core = core_model(self.model)
+        if "pixel_values" in batch:
+            out = core.get_image_features(batch["pixel_values"], batch["image_grid_thw"], return_dict=True)
+            return "image", tuple(out.pooler_output), [len(x) for x in batch["images"]]
+        if "pixel_values_videos" in batch:
+            out = core.get_video_features(batch["pixel_values_videos"], batch["video_grid_thw"], return_dict=True)
+            return "video", tuple(out.pooler_output), [1] * batch["input_ids"].shape[0]
+        return None
+
     # ------------------------------------------------------------ rollout
 
     @torch.no_grad()
@@ -309,27 +349,26 @@ class GRPOModule(LoRAStageModule):
         rep = repeat_batch(batch, self.G)
         was_training = self.model.training
         self.model.eval()  # no dropout while sampling
+        pixel_keys = ("pixel_values", "pixel_values_videos")
         prompts = {k: batch[k] for k in ("input_ids", "attention_mask", "mm_token_type_ids", *VISUAL_KEYS)
-                   if k in batch and k != "pixel_values"}
-        image_feats = None
-        if "pixel_values" in batch and self._vision_frozen():
-            # a frozen vision tower gives the same features to the prefill, the reference and the policy: encode
-            # each prompt's images once and hand the features on instead of the pixels
-            # lazy: transformers
-            from transformers.modeling_outputs import BaseModelOutputWithPooling
-
-            feats = core_model(self.model).get_image_features(batch["pixel_values"], batch["image_grid_thw"],
-                                                         return_dict=True).pooler_output
-            prompts["mm_encoder_outputs"] = {"image": BaseModelOutputWithPooling(pooler_output=tuple(feats))}
-            per_sample = [len(x) for x in batch["images"]]
+                   if k in batch and k not in pixel_keys}
+        with self._phase("vision"):
+            encoded = self._encode_visuals(batch) if self._vision_frozen() else None
+        if encoded is not None:
+            # a frozen vision tower gives the same features to the prefill, the reference and the policy: each
+            # prompt's images (or orbit video) are encoded once and the features handed on instead of the pixels
+            # (without this a 16-frame orbit went through the vision tower 2G + 1 times per prompt)
+            kind, feats, per_sample = encoded
+            prompts["mm_encoder_outputs"] = {kind: _pooled(feats)}
             starts = [sum(per_sample[:i]) for i in range(len(per_sample))]
-            image_feats = tuple(f for st, n in zip(starts, per_sample) for _ in range(self.G) for f in feats[st: st + n])
-        elif "pixel_values" in batch:
-            prompts["pixel_values"] = batch["pixel_values"]
-        completion = sample_groups(self.model, prompts, self.G, max_new_tokens=self.max_completion_length,
-                                   eos_ids=self.eos_ids, pad_id=self.pad_id, temperature=self.temperature,
-                                   top_p=self.top_p, suppress_ids=self.suppress_ids,
-                                   min_new_tokens=self.min_completion_length, decoder=self.decoder)
+            repeated = tuple(f for st, n in zip(starts, per_sample) for _ in range(self.G) for f in feats[st: st + n])
+        else:
+            prompts.update({k: batch[k] for k in pixel_keys if k in batch})
+        with self._phase("decode"):  # the prefill and the sampled tokens
+            completion = sample_groups(self.model, prompts, self.G, max_new_tokens=self.max_completion_length,
+                                       eos_ids=self.eos_ids, pad_id=self.pad_id, temperature=self.temperature,
+                                       top_p=self.top_p, suppress_ids=self.suppress_ids,
+                                       min_new_tokens=self.min_completion_length, decoder=self.decoder)
         self.model.train(was_training)
         mask = completion_mask(completion, self.eos_ids)
         completion = torch.where(mask.bool(), completion, torch.full_like(completion, self.pad_id))
@@ -338,7 +377,8 @@ class GRPOModule(LoRAStageModule):
         refs = [t for t in batch["reference"] for _ in range(self.G)]
         images = [im for im in batch["images"] for _ in range(self.G)] if "images" in batch else None
         ids = [i for i in batch["ids"] for _ in range(self.G)] if "ids" in batch else None
-        scored = self.reward.compute(texts, targets=targets, reference=refs, images=images, ids=ids)
+        with self._phase("reward"):
+            scored = self.reward.compute(texts, targets=targets, reference=refs, images=images, ids=ids)
         rewards = torch.tensor(scored.total, dtype=torch.float32, device=completion.device)
         per_term, weights = self._terms(scored.components, completion.device)
         adv = controlled_advantages(rewards, self.G, self.scale_rewards, self.negative_control, int(self.global_step),
@@ -346,17 +386,15 @@ class GRPOModule(LoRAStageModule):
         inputs = {"input_ids": torch.cat([rep["input_ids"], completion], 1),
                   "attention_mask": torch.cat([rep["attention_mask"], mask], 1),
                   "mm_token_type_ids": torch.cat([rep["mm_token_type_ids"], torch.zeros_like(completion)], 1),
-                  **{k: rep[k] for k in VISUAL_KEYS if k in rep and k != "pixel_values"}}
-        if image_feats is not None:
-            # lazy: transformers
-            from transformers.modeling_outputs import BaseModelOutputWithPooling
-
-            inputs["mm_encoder_outputs"] = {"image": BaseModelOutputWithPooling(pooler_output=image_feats)}
-        elif "pixel_values" in rep:
-            inputs["pixel_values"] = rep["pixel_values"]
+                  **{k: rep[k] for k in VISUAL_KEYS if k in rep and k not in pixel_keys}}
+        if encoded is not None:
+            inputs["mm_encoder_outputs"] = {kind: _pooled(repeated)}
+        else:
+            inputs.update({k: rep[k] for k in pixel_keys if k in rep})
         n = completion.shape[1]
-        old = self._logps(self.model, inputs, n) if self.num_iterations > 1 else None
-        ref = self._reference_logps(inputs, n) if self.beta > 0 else None
+        with self._phase("reference"):  # the old (mu > 1) and the reference log-probabilities, no gradient
+            old = self._logps(self.model, inputs, n) if self.num_iterations > 1 else None
+            ref = self._reference_logps(inputs, n) if self.beta > 0 else None
         return Rollout(inputs, completion, mask, adv, old, ref, rewards, scored.components, texts)
 
     def _terms(self, components: dict[str, list[float]], device: Any) -> tuple[Any, Any]:
@@ -386,22 +424,24 @@ class GRPOModule(LoRAStageModule):
         for _ in range(self.num_iterations):
             losses, clip, kl = [], [], []
             for x in self._buffer:
-                logps = self._logps(self.model, x.inputs, x.completion_ids.shape[1])
-                loss, m = grpo_loss(logps, x.old_logps, x.ref_logps, x.advantages, x.mask, beta=self.beta,
-                                    epsilon_low=self.epsilon_low, epsilon_high=self.epsilon_high,
-                                    loss_type=self.loss_type, max_completion_length=self.max_completion_length,
-                                    num_items=num_items)
-                scaled = loss if self.loss_type == "dapo" else loss / len(self._buffer)
-                self.manual_backward(scaled)
+                with self._phase("policy"):  # forward and backward
+                    logps = self._logps(self.model, x.inputs, x.completion_ids.shape[1])
+                    loss, m = grpo_loss(logps, x.old_logps, x.ref_logps, x.advantages, x.mask, beta=self.beta,
+                                        epsilon_low=self.epsilon_low, epsilon_high=self.epsilon_high,
+                                        loss_type=self.loss_type, max_completion_length=self.max_completion_length,
+                                        num_items=num_items)
+                    scaled = loss if self.loss_type == "dapo" else loss / len(self._buffer)
+                    self.manual_backward(scaled)
                 losses.append(float(scaled.detach()))
                 clip.append(float(m["clip_fraction"]))
                 if "kl" in m:
                     kl.append(float(m["kl"]))
-            if self.max_grad_norm and "DeepSpeed" not in type(self.trainer.strategy).__name__:
-                # DeepSpeed owns its gradients (and clips through its own config); elsewhere clip here
-                self.clip_gradients(opt, gradient_clip_val=self.max_grad_norm, gradient_clip_algorithm="norm")
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            with self._phase("optimizer"):
+                if self.max_grad_norm and "DeepSpeed" not in type(self.trainer.strategy).__name__:
+                    # DeepSpeed owns its gradients (and clips through its own config); elsewhere clip here
+                    self.clip_gradients(opt, gradient_clip_val=self.max_grad_norm, gradient_clip_algorithm="norm")
+                opt.step()
+                opt.zero_grad(set_to_none=True)
             if sched is not None:
                 sched.step()
             step_loss = sum(losses)
