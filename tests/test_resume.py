@@ -180,6 +180,35 @@ def test_slurm_requeue_signal_saves_before_submitit_requeues(train_cfg, monkeypa
     assert signal.getsignal(signal.SIGINT) is sigint  # handlers are given back
 
 
+def test_a_requeue_the_busy_controller_times_out_is_tried_again(monkeypatch, capsys) -> None:
+    """submitit's requeue calls ``scontrol requeue``, which a busy controller can time out: the hand-over is tried
+    again with a wait, each failure said in one line; after the last try the failure stands, with what to do."""
+    import subprocess
+
+    import vase.training.callbacks as cb
+
+    monkeypatch.setattr(cb, "REQUEUE_WAIT_S", 0.01)
+    calls: list[int] = []
+
+    def flaky(fails: int):
+        def requeue(signum: int, frame: object) -> None:
+            calls.append(signum)
+            if len(calls) <= fails:
+                raise subprocess.CalledProcessError(1, ["scontrol", "requeue", "1001"])
+        return requeue
+
+    with pytest.raises(SystemExit) as code:
+        cb.TrainingInterrupted("saved", int(signal.SIGUSR2), flaky(2)).exit()
+    assert len(calls) == 3 and code.value.code == 128 + signal.SIGUSR2
+    err = capsys.readouterr().err
+    assert err.count("requeue try") == 2 and "try 1 of 4 failed" in err and "scontrol" in err
+    calls.clear()
+    with pytest.raises(subprocess.CalledProcessError):
+        cb.TrainingInterrupted("saved", int(signal.SIGUSR2), flaky(99)).exit()
+    assert len(calls) == cb.REQUEUE_TRIES
+    assert "did not requeue the job after 4 tries" in capsys.readouterr().err
+
+
 def test_a_config_edited_since_the_kill_starts_a_new_run_not_a_mixed_one(tmp_path: Path, monkeypatch) -> None:
     """The same command after a config file changed (an experiment's learning rate) is another run: resuming the
     killed one would continue its checkpoint under the new settings and mix two configs in one history. The key of a

@@ -679,3 +679,19 @@ def test_a_slurm_sweep_on_a_machine_without_slurm_is_one_line(tmp_path: Path) ->
     assert p.returncode == 2 and err[-1].startswith("error: cluster=slurm submits the jobs through SLURM's sbatch, "
                                                     "which this machine does not have"), p.stderr[-2000:]
     assert "Traceback" not in p.stderr and not list(tmp_path.rglob(".submitit"))
+
+
+def test_a_failed_cluster_part_shows_the_end_of_its_job_logs(tmp_path: Path) -> None:
+    """A cluster-check part that fails carries the end of its jobs' logs (less what every job prints), so a CI log
+    says why, though the part's folder is gone; a passed part carries none."""
+    from vase.checks.cluster_check import failure_tail
+
+    logs = tmp_path / ".submitit" / "1001"
+    logs.mkdir(parents=True)
+    (logs / "1001_0_log.err").write_text(
+        "submitit WARNING - Call #1 - Bypassing sacct error ..., status may be inaccurate.\n"
+        "saved step 48 to last.ckpt\nsubprocess.CalledProcessError: Command '['scontrol', 'requeue', '1001']'\n")
+    failed = failure_tail({"passed": False, "sweep": str(tmp_path)})
+    assert failed["job_log_tail"] == ["saved step 48 to last.ckpt",
+                                      "subprocess.CalledProcessError: Command '['scontrol', 'requeue', '1001']'"]
+    assert "job_log_tail" not in failure_tail({"passed": True, "sweep": str(tmp_path)})

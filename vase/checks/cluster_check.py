@@ -93,6 +93,20 @@ def _job_logs(sweep: Path | None) -> str:
     return "\n".join(p.read_text(errors="replace") for p in sorted((sweep / ".submitit").rglob("*_log.*")))
 
 
+NOISE = ("Bypassing sacct error", "(vase) this cluster has no SLURM accounting", "Warning:", "warnings.warn(",
+         "is deprecated", "Loading weights")
+
+
+def failure_tail(out: dict[str, Any], lines: int = 25) -> dict[str, Any]:
+    """A failed part's result with the end of its jobs' logs (`_job_logs`, less the lines every job prints) as
+    ``job_log_tail``: the cause is in the check's output, and so in a CI log, where the part's folder is gone."""
+    if not out.get("passed") and out.get("sweep") not in (None, "None"):
+        text = _job_logs(Path(out["sweep"]))
+        kept = [ln for ln in text.splitlines() if ln.strip() and not any(n in ln for n in NOISE)]
+        out["job_log_tail"] = kept[-lines:]
+    return out
+
+
 def _history(job: Path) -> list[dict[str, Any]]:
     path = job / "train_history.json"
     return json.loads(path.read_text()) if path.is_file() else []
@@ -173,8 +187,8 @@ def check_preemption(work: Path, cache: Path, slurm: LocalSlurm, reference: list
     resumed = "resuming sft from" in text
     same = _same_losses(history, reference)
     ok = rc == 0 and bool(signalled) and resumed and same
-    return {"passed": ok, "rc": rc, "signalled_job": signalled, "resumed": resumed, "steps": len(history),
-            "reference_steps": len(reference), "history_equals_uninterrupted": same, "sweep": str(sweep)}
+    return failure_tail({"passed": ok, "rc": rc, "signalled_job": signalled, "resumed": resumed, "steps": len(history),
+            "reference_steps": len(reference), "history_equals_uninterrupted": same, "sweep": str(sweep)})
 
 
 # parts that start first and run beside the others of their cluster (their jobs share the nodes, as on a busy
@@ -226,9 +240,9 @@ def check_time_limit(work: Path, cache: Path, env: dict[str, str]) -> dict[str, 
     # already spent and end at once, adding none, on a loaded machine)
     ok = (rc == 0 and requeued >= 1 and bool(saved) and resumed >= 1 and timer and _contiguous(history)
           and len(history) >= saved[-1])
-    return {"passed": ok, "rc": rc, "warned_and_saved_at_steps": saved, "requeued_as_timeout": requeued,
+    return failure_tail({"passed": ok, "rc": rc, "warned_and_saved_at_steps": saved, "requeued_as_timeout": requeued,
             "resumed_times": resumed, "ended_by_training_time": timer, "steps": len(history),
-            "history_contiguous": _contiguous(history), "sweep": str(sweep)}
+            "history_contiguous": _contiguous(history), "sweep": str(sweep)})
 
 
 ONE_NODE_TWO_TASKS = ["cluster.tasks_per_node=2"]
@@ -248,9 +262,9 @@ def _ddp(work: Path, cache: Path, env: dict[str, str], name: str, extra: list[st
     adapters = sorted(str(p.parent.relative_to(job)) for p in job.rglob("adapter_config.json")) if job.is_dir() else []
     history = _history(job)
     ok = rc == 0 and ranks == ["0", "1"] and len(adapters) == 1 and len(reports) == 1 and len(history) > 0
-    return {"passed": ok, "rc": rc, "ranks_seen": ranks, "adapters": adapters, "reports": reports,
+    return failure_tail({"passed": ok, "rc": rc, "ranks_seen": ranks, "adapters": adapters, "reports": reports,
             "steps": len(history), "sweep": str(sweep), "node_ranks": _node_ranks(text),
-            "world_size": sorted(set(re.findall(r"MEMBER: \d/(\d+)", text)))}
+            "world_size": sorted(set(re.findall(r"MEMBER: \d/(\d+)", text)))})
 
 
 def _node_ranks(text: str) -> list[str]:
@@ -298,9 +312,9 @@ def check_two_node_preemption(work: Path, cache: Path, slurm: LocalSlurm) -> dic
     resumed = sorted(set(re.findall(r"resuming sft from .* \(node rank (\d)\)", text)))
     same = _same_losses(history, reference)
     ok = rc == 0 and bool(signalled) and len(saves) == 1 and resumed == ["0", "1"] and same
-    return {"passed": ok, "rc": rc, "signalled_job": signalled, "saved_messages": len(saves),
+    return failure_tail({"passed": ok, "rc": rc, "signalled_job": signalled, "saved_messages": len(saves),
             "resumed_on_node_ranks": resumed, "steps": len(history), "reference_steps": len(reference),
-            "history_equals_uninterrupted": same, "sweep": str(sweep)}
+            "history_equals_uninterrupted": same, "sweep": str(sweep)})
 
 
 def check_too_many_nodes(work: Path, cache: Path, env: dict[str, str]) -> dict[str, Any]:

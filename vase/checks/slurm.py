@@ -48,6 +48,8 @@ JobRequeue=1
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SlurmctldTimeout=30
+# the controller answers slowly with ten parts' jobs on 2 cores: RPCs (scontrol requeue) wait 60 s, not 10
+MessageTimeout=60
 SlurmdTimeout=30
 InactiveLimit=0
 KillWait=10

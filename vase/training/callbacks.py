@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -82,10 +83,32 @@ class TrainingInterrupted(Interrupted):
         self.hand_over = hand_over
 
     def exit(self) -> None:
-        """Give the signal to the scheduler's handler, which requeues and exits; else exit as the signal asks."""
+        """Give the signal to the scheduler's handler, which requeues and exits; else exit as the signal asks.
+
+        The requeue is a call to the scheduler's controller (``scontrol requeue``), which a busy controller can time out
+        (SLURM's "Socket timed out on send/recv operation"): it is tried again, up to `REQUEUE_TRIES` times with a
+        growing wait, each failure said in one line, before the job is given up as failed."""
         if self.hand_over is not None:
-            self.hand_over(self.signum, None)
+            for attempt in range(1, REQUEUE_TRIES + 1):
+                try:
+                    self.hand_over(self.signum, None)
+                    break
+                except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
+                    if attempt == REQUEUE_TRIES:
+                        print(f"the scheduler did not requeue the job after {attempt} tries ({e}); the checkpoint is "
+                              "saved: rerun the same command to resume", file=sys.stderr, flush=True)
+                        raise
+                    wait = REQUEUE_WAIT_S * attempt
+                    print(f"requeue try {attempt} of {REQUEUE_TRIES} failed ({e}); trying again in {wait:.0f} s",
+                          file=sys.stderr, flush=True)
+                    time.sleep(wait)
         sys.exit(128 + self.signum)
+
+
+REQUEUE_TRIES = 4
+REQUEUE_WAIT_S = 5.0
+"""How often, and with what first wait (then twice, three times it), `TrainingInterrupted.exit` asks the scheduler's
+handler to requeue the job when its call to the controller fails."""
 
 
 class ResumeCheckpoint(pl.Callback):
