@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,10 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
                        text=True, timeout=900, env={**os.environ, "WANDB_MODE": "offline", "MLFLOW_TRACKING_URI": ""})
     assert p.returncode == 0, p.stderr[-3000:]
     assert "MLflow: the sweep is run" in p.stdout and "mlflow ui --backend-store-uri sqlite:///" in p.stdout
+    # the link to the jobs opens the view saved on the experiment (the test below reads it), not MLflow's default page
+    assert "MLflow: the sweep's jobs, with the swept values and the question's measures: " in p.stdout
+    assert "/#/experiments/1/runs?viewStateShareKey=vase-multirun-" in p.stdout
+    (logs / "sweep_stdout.txt").write_text(p.stdout)
     assert "question: this sweep compares reward.weights.shape against 0 on heldout/total (replicates: seed); at " \
            "its end ablation.md" in p.stdout
     return logs
@@ -60,7 +65,7 @@ def test_a_sweep_is_an_mlflow_parent_run_with_every_job_a_child_that_shows_what_
     assert sorted(r.info.run_name for r in children) == ["grpo-w_shape=0", "grpo-w_shape=0.6"]
     for r in children:
         params, metrics = r.data.params, r.data.metrics
-        assert params["stage"] == "grpo" and params["reward.tau"] == "0.7" and len(params) < 40
+        assert params["override/stage"] == "grpo" and params["reward.tau"] == "0.7" and len(params) < 40
         assert not any("dir" in k or "path" in k for k in params)  # paths are tags and files, never params
         assert list(params)[0] == SWEPT or SWEPT in params
         assert {"train/reward", "hp/overall_score", "hp/train_reward_last20"} <= set(metrics)
@@ -78,6 +83,27 @@ def test_a_sweep_is_an_mlflow_parent_run_with_every_job_a_child_that_shows_what_
     assert {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)} == {SWEPT} | DETERMINED
     exp = client.get_experiment(exp.experiment_id)  # opened on its runs in MLflow 3's UI, not the GenAI overview
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+    # the answer on the parent: its name says it, its description has the verdict line, its metrics the numbers
+    question = json.loads((next((sweep / "train" / "multiruns").iterdir()) / "question.json").read_text())
+    pooled = question["blocks"]["all"]["reward.weights.shape=0.6"]["heldout/total"]["pooled"]
+    assert parent.info.run_name.startswith("multirun-") and parent.info.run_name.endswith(
+        f"-summary: reward.weights.shape=0.6 vs 0: held-out total reward {pooled['diff']:+.4g} "
+        f"[{pooled['lo']:+.4g}, {pooled['hi']:+.4g}] {pooled['direction']}")
+    assert question["lines"][0].replace("**", "") in parent.data.tags["mlflow.note.content"]
+    got = parent.data.metrics
+    assert got["answer/reward.weights.shape_0.6/heldout/total/effect"] == pytest.approx(pooled["diff"])
+    assert got["answer/reward.weights.shape_0.6/heldout/total/low"] == pytest.approx(pooled["lo"])
+    assert got["answer/reward.weights.shape_0.6/heldout/total/high"] == pytest.approx(pooled["hi"])
+    # the jobs' view: the jobs alone (their parent not among them), by the question's measure, its columns shown
+    view = json.loads(next(v for k, v in exp.tags.items() if k.startswith("mlflow.sharedViewState.vase-multirun-")))
+    shown = client.search_runs([exp.experiment_id], filter_string=view["searchFilter"])
+    assert sorted(r.info.run_name for r in shown) == ["grpo-w_shape=0", "grpo-w_shape=0.6"]
+    assert view["orderByKey"] == "metrics.`hp/heldout/shape_vs_start`"
+    assert view["selectedColumns"] == ["params.`sweep/reward.weights.shape`", "metrics.`hp/heldout/shape_vs_start`",
+                                       "metrics.`hp/heldout/shape_right`"]
+    # no parameter repeats another: a swept or given key is not also an identity parameter
+    for r in children:
+        assert not ({k.split("/", 1)[-1] for k in r.data.params if "/" in k} & {k for k in r.data.params if "/" not in k})
 
 
 def test_tensorboard_gets_one_folder_per_job_named_by_its_overrides_with_the_swept_key_first(sweep: Path) -> None:
@@ -107,14 +133,15 @@ def test_tensorboard_gets_one_folder_per_job_named_by_its_overrides_with_the_swe
             if data.HasField("experiment"):
                 metrics = [m.name.tag for m in data.experiment.metric_infos]
                 columns = [(not h.differs, h.name) for h in data.experiment.hparam_infos]
-        assert hp["weights/shape"].number_value in (0.0, pytest.approx(0.6)) and SWEPT in hp
-        # its metric columns: the held-out change per dimension first, then the end scores
-        assert metrics[0] == "hp/heldout/fabric_vs_start" and "hp/heldout/shape_vs_start" in metrics
+        # the columns are only what varies among the jobs: the swept key (the weights it moves are in run_params,
+        # the config panel and the other dashboards), so the metric columns stay in view beside it
+        assert set(hp) == {SWEPT} and hp[SWEPT].number_value in (0.0, pytest.approx(0.6))
+        assert columns == [(False, SWEPT)]
+        # its metric columns: what the question asks about first (the swept weight's own dimension), then the
+        # held-out change per dimension and the end scores
+        assert metrics[:3] == ["hp/heldout/shape_vs_start", "hp/heldout/shape_right", "hp/heldout/reward"]
+        assert "hp/heldout/fabric_vs_start" in metrics
         assert "hp/overall_score" in metrics and "hp/train_reward_last20" in metrics
-        # TensorBoard orders its columns by (not differs, name) and ticks the first few: the swept key comes first,
-        # then the weights it moves
-        order = [name for _, name in sorted(columns)]
-        assert order[0] == SWEPT and set(order[1:7]) == DETERMINED
 
 
 def test_wandb_s_record_shows_the_same_keys_and_metrics_and_groups_the_sweep(sweep: Path) -> None:
@@ -389,3 +416,16 @@ def test_an_mlflow_server_that_stops_answering_mid_run_loses_nothing(tmp_path: P
     assert main([str(run_dir)]) == 2
     assert "not a logging call vase keeps" in capsys.readouterr().err
     assert store.get_run(lg.run_id).info.lifecycle_stage == "active"
+
+
+def test_the_printed_wandb_command_pushes_the_whole_sweep(sweep: Path) -> None:
+    """The sweep's end prints one command for all its offline W&B runs (each job's and the summary's); run as a user
+    would, in a shell, with --dry-run: W&B's own sync counts the three runs."""
+    said = re.findall(r"W&B \(offline\): push the whole sweep later with: (.+)", (sweep / "sweep_stdout.txt").read_text())
+    assert len(said) == 1 and said[0].startswith("wandb sync ")
+    wandb = Path(sys.executable).parent / "wandb"
+    p = subprocess.run(["bash", "-c", said[0].replace("wandb sync ", f"{wandb} sync --dry-run ", 1)], cwd=sweep,
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "WANDB_MODE": "offline"})
+    out = p.stdout + p.stderr
+    assert p.returncode == 0 and "Would sync 3 run(s)" in out, out[-2000:]
+    assert out.count(".wandb") == 3

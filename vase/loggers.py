@@ -140,6 +140,12 @@ _NOT_PARAMS = ("hydra.", "paths.", "logger", "callbacks.", "resume")  # where fi
 _PARAM_UNSAFE = re.compile(r"[^A-Za-z0-9_\-.:/ ]")
 
 
+def dashboard_key(name: str) -> str:
+    """A name every dashboard takes as a parameter or metric key (MLflow allows letters, digits and ``_ - . : /`` and
+    space): ``stage@sft`` -> ``stage:sft``, ``shape=0.6`` -> ``shape_0.6``."""
+    return _PARAM_UNSAFE.sub("_", name.replace("@", ":"))
+
+
 def _value(text: str) -> Any:
     """An override's value as the number or flag it spells (dashboards sort and plot numbers), else the text."""
     low = text.strip().lower()
@@ -158,7 +164,8 @@ def run_params(cfg: DictConfig, overrides: list[str] | None = None, swept: list[
     overrides (``override/<key>``), each reward term's weight as the reward uses it (``weights/<term>``: a dimension's
     after ``reward.normalize_weights``) and a few settings that say what the run is (``IDENTITY``). Paths, times and
     hashes are not here (they are tags, and the full config is a file of the run): two jobs of a sweep differ in
-    these only where the sweep made them differ.
+    these only where the sweep made them differ. A setting given on the command line is not repeated among the
+    ``IDENTITY`` ones (``sweep/seed`` and no ``seed``).
 
     ``overrides`` and ``swept`` default to the running job's (its command line, and the keys its sweep varies).
 
@@ -166,7 +173,7 @@ def run_params(cfg: DictConfig, overrides: list[str] | None = None, swept: list[
     >>> cfg = OmegaConf.create({"stage": {"name": "grpo"}, "seed": 1, "reward": {"tau": 0.7,
     ...     "effective_weights": {"shape": 0.6}, "terms": {"bonus": {"weight": 0.1}}}})
     >>> run_params(cfg, ["reward.weights.shape=0.6", "seed=1", "paths.log_dir=/x"], ["reward.weights.shape"])
-    {'sweep/reward.weights.shape': 0.6, 'override/seed': 1, 'weights/shape': 0.6, 'weights/bonus': 0.1, 'stage': 'grpo', 'seed': 1, 'reward.tau': 0.7}
+    {'sweep/reward.weights.shape': 0.6, 'override/seed': 1, 'weights/shape': 0.6, 'weights/bonus': 0.1, 'stage': 'grpo', 'reward.tau': 0.7}
     """
     swept = swept_keys() if swept is None else swept
     given: dict[str, Any] = {}
@@ -177,8 +184,8 @@ def run_params(cfg: DictConfig, overrides: list[str] | None = None, swept: list[
             given[key] = _value(value)
     swept = [k for k in swept if k in given]
     # a name every dashboard takes (MLflow allows letters, digits and _ - . : / and space): stage@sft -> stage:sft
-    given = {_PARAM_UNSAFE.sub("_", k.replace("@", ":")): v for k, v in given.items()}
-    swept = [_PARAM_UNSAFE.sub("_", k.replace("@", ":")) for k in swept]
+    given = {dashboard_key(k): v for k, v in given.items()}
+    swept = [dashboard_key(k) for k in swept]
     out = {f"sweep/{k}": given[k] for k in swept if k in given}
     out.update({f"override/{k}": v for k, v in given.items() if k not in swept})
     effective = OmegaConf.select(cfg, "reward.effective_weights", default=None) or {}
@@ -188,7 +195,7 @@ def run_params(cfg: DictConfig, overrides: list[str] | None = None, swept: list[
             out[f"weights/{name}"] = float(term.get("weight", 1.0))
     for name, key in IDENTITY:
         v = OmegaConf.select(cfg, key, default=None)
-        if isinstance(v, (int, float, str, bool)):
+        if isinstance(v, (int, float, str, bool)) and not {name, dashboard_key(key)} & set(given):  # no second copy
             out[name] = v
     return out
 
@@ -261,19 +268,20 @@ def log_end_metrics(loggers: list[Any], cfg: DictConfig, metrics: dict[str, floa
 
 def _tensorboard_hparams(lg: Any, params: dict[str, Any], metrics: dict[str, float]) -> None:
     """TensorBoard's hparams records for this run: the experiment (its columns) and the session (this run's values).
-    TensorBoard orders the columns by whether they differ between runs, then by name, and shows the first few ticked:
-    the swept keys, and the weights a swept reward key moves, are marked as differing so they come first."""
+    In a sweep the columns are only what varies among its jobs, the swept keys (``sweep/<key>``), so that the metric
+    columns (the question's first) stay in view beside them at a laptop's width; the rest of `run_params` is in the
+    run's ``config`` text panel. A single run keeps all of them (one row, nothing to compare)."""
     # lazy: torch's TensorBoard summaries (torch): only runs with logger=tensorboard need them
     from torch.utils.tensorboard.summary import hparams
 
     if not metrics:
         return
-    varied = {k for k in params if k.startswith("sweep/")} | moved_weights(params)
-    exp, ssi, sei = hparams(params, metrics)
+    swept = {k: v for k, v in params.items() if k.startswith("sweep/")}
+    exp, ssi, sei = hparams(swept or params, metrics)
     value = exp.value[0]
     data = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
-    for info in data.experiment.hparam_infos:
-        info.differs = info.name in varied
+    for info in data.experiment.hparam_infos:  # TensorBoard orders the columns that differ first, and ticks those
+        info.differs = info.name in swept
     value.metadata.plugin_data.content = data.SerializeToString()
     writer = lg.experiment._get_file_writer()
     for summary in (exp, ssi, sei):

@@ -110,16 +110,20 @@ def heldout_metrics(held: dict[str, Any], start: dict[str, Any] | None = None) -
     return out
 
 
-def dashboard_columns(metrics: dict[str, float]) -> list[str]:
-    """The end metrics a comparison table shows, most telling first: the held-out change from the start per
-    dimension, the held-out reward, the paper's lexical and overall scores against the start, then the last model's
-    caption scores and the training reward (the rest are logged, not columns).
+def dashboard_columns(metrics: dict[str, float], first: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The end metrics a comparison table shows, most telling first: ``first`` (what the sweep's question asks
+    about), the held-out change from the start per dimension, the held-out reward, the paper's lexical and overall
+    scores against the start, then the last model's caption scores and the training reward (the rest are logged, not
+    columns).
 
     >>> dashboard_columns({"hp/train_reward_last20": 0.1, "hp/heldout/shape_vs_start": 0.2, "hp/heldout/n": 8})
     ['hp/heldout/shape_vs_start', 'hp/train_reward_last20']
+    >>> dashboard_columns({"hp/heldout/fabric_vs_start": 0.1, "hp/heldout/shape_vs_start": 0.2},
+    ...                   first=["hp/heldout/shape_vs_start"])
+    ['hp/heldout/shape_vs_start', 'hp/heldout/fabric_vs_start']
     """
-    held = [f"hp/heldout/{d}_vs_start" for d in DIMENSIONS] + ["hp/heldout/reward"]
+    held = [*first] + [f"hp/heldout/{d}_vs_start" for d in DIMENSIONS] + ["hp/heldout/reward"]
     held += [f"hp/heldout_captions/{m}_vs_start" for m in ("lexical_similarity", "overall_score")]
     ends = ["hp/overall_score", "hp/lexical_similarity", "hp/clip_score", "hp/r_at_5", "hp/fid_score",
             "hp/train_reward_last20", "hp/train_loss_last20"]
-    return [k for k in held + ends if k in metrics]
+    return list(dict.fromkeys(k for k in held + ends if k in metrics))

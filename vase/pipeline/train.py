@@ -40,6 +40,7 @@ from vase.pipeline.build import (
 from vase.pipeline.finish import write_run_report
 from vase.pipeline.learned import learned_heads
 from vase.pipeline.sft_cache import shared_sft_adapter
+from vase.reports.question import question_columns, question_of
 from vase.rewards.reward import effective_weights
 
 log = logging.getLogger("vase")
@@ -109,7 +110,8 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
         last = str(stages[-1][0].name)
         if last in ev.heldout:  # the held-out verdict per dimension against the start, and the captions' metrics
             metrics.update(heldout_metrics(ev.heldout[last], ev.heldout_start.get(last)))
-        log_end_metrics(loggers, cfg, metrics, shown=dashboard_columns(metrics))
+        # the question's measures first (a sweep's dashboards open on them), then the usual end metrics
+        log_end_metrics(loggers, cfg, metrics, shown=dashboard_columns(metrics, question_columns(question_of(cfg))))
     if trainer is not None and trainer.is_global_zero and ev.results:
         write_run_report(cfg, out_dir, ev.results, ev.histories, ev.generations, datamodule.val_set, module, loggers,
                          ev.scorer)

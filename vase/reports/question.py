@@ -477,6 +477,89 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def answer_metrics(verdict: dict[str, Any]) -> dict[str, float]:
+    """question.json's pooled verdict as a dashboard's metrics: ``answer/[<within>/]<setting>/<move>/effect``, ``low``
+    and ``high`` (a share's in points, as question.md says them); a value not measured is left out, never 0.0.
+
+    >>> v = {"blocks": {"all": {"reward.weights.shape=0.6": {"heldout/shape_right": {"pooled": {
+    ...     "diff": 0.171, "lo": 0.125, "hi": 0.217}}, "kl": {"pooled": {"diff": 0.01, "lo": None, "hi": None}}}}}}
+    >>> {k: round(x, 2) for k, x in answer_metrics(v).items()}  # doctest: +NORMALIZE_WHITESPACE
+    {'answer/reward.weights.shape=0.6/heldout/shape_right/effect': 17.1,
+     'answer/reward.weights.shape=0.6/heldout/shape_right/low': 12.5,
+     'answer/reward.weights.shape=0.6/heldout/shape_right/high': 21.7, 'answer/reward.weights.shape=0.6/kl/effect': 0.01}
+    """
+    out: dict[str, float] = {}
+    for within, settings in (verdict.get("blocks") or {}).items():
+        for setting, moves in settings.items():
+            head = "answer/" + ("" if within == "all" else f"{within}/") + setting
+            for move, found in moves.items():
+                pooled, scale = found.get("pooled") or {}, 100.0 if _is_share(move) else 1.0
+                for name, key in (("effect", "diff"), ("low", "lo"), ("high", "hi")):
+                    x = pooled.get(key)
+                    if isinstance(x, (int, float)) and not math.isnan(x):
+                        out[f"{head}/{move}/{name}"] = scale * float(x)
+    return out
+
+
+def short_answer(verdict: dict[str, Any]) -> str:
+    """The verdict in one short line, for a run's name: each setting against the baseline on the question's first
+    measure (its change, interval and direction); "" when nothing was decided.
+
+    >>> short_answer({"question": {"moves": ["heldout/shape_right"]}, "baseline": "reward.weights.shape=0",
+    ...   "blocks": {"all": {"reward.weights.shape=0.6": {"heldout/shape_right": {"pooled": {"diff": 0.171,
+    ...   "lo": 0.125, "hi": 0.217, "direction": "up"}}}}}})
+    'reward.weights.shape=0.6 vs 0: held-out shape right, points +17.1 [+12.5, +21.7] up'
+    """
+    moves = (verdict.get("question") or {}).get("moves") or []
+    baseline = str(verdict.get("baseline") or "")
+    said = []
+    for within, settings in (verdict.get("blocks") or {}).items():
+        for setting, found in settings.items():
+            first = next((m for m in moves if m in found and (found[m].get("pooled") or {}).get("diff") is not None),
+                         None)
+            if first is None:
+                continue
+            p = found[first]["pooled"]
+            base = baseline.partition("=")[2] if baseline.partition("=")[0] == setting.partition("=")[0] else baseline
+            where = "" if within == "all" else f" ({within})"
+            said.append(f"{setting}{where} vs {base or 'start'}: {_label(first)} {_cell(p, _is_share(first))} "
+                        f"{p.get('direction', '')}".strip())
+    return "; ".join(said)
+
+
+def job_metric(move: str) -> str | None:
+    """The end metric (``hp/...``) in which each job's dashboard run holds ``move``, where one does.
+
+    >>> job_metric("heldout/shape_right"), job_metric("heldout/total"), job_metric("reward"), job_metric("kl")
+    ('hp/heldout/shape_right', 'hp/heldout/reward', 'hp/train_reward_last20', None)
+    """
+    if move.startswith("heldout/"):
+        name = move.split("/", 1)[1]
+        return "hp/heldout/reward" if name == "total" else f"hp/heldout/{name}"
+    return {"reward": "hp/train_reward_last20"}.get(move)
+
+
+def question_columns(q: dict[str, Any] | None) -> list[str]:
+    """The jobs' end metrics a question asks about, for a dashboard's first columns: the key's own reward dimension
+    first (``reward.weights.shape`` asks about shape), then each measure of ``moves``, a held-out share's change from
+    the start (``hp/heldout/<dim>_vs_start``) beside the share itself.
+
+    >>> question_columns({"compare": ["reward.weights.shape"], "moves": ["heldout/fabric_right", "heldout/total"]})
+    ['hp/heldout/shape_vs_start', 'hp/heldout/shape_right', 'hp/heldout/fabric_vs_start', 'hp/heldout/fabric_right', 'hp/heldout/reward']
+    """
+    if not q:
+        return []
+    own = [k.rsplit(".", 1)[-1] for k in q.get("compare") or [] if k.startswith("reward.weights.")]
+    moves = [*(f"heldout/{d}_right" for d in own), *(q.get("moves") or [])]
+    out: list[str] = []
+    for m in moves:
+        if m.startswith("heldout/") and m.endswith("_right"):
+            out.append(f"hp/heldout/{m[8:-6]}_vs_start")
+        if job_metric(m):
+            out.append(job_metric(m))
+    return list(dict.fromkeys(out))
+
+
 def answer_text(answer: dict[str, Any]) -> str:
     """What a sweep's end prints: its verdict lines (no markup), then where each file it wrote lies."""
     return "\n".join([*(line.replace("**", "") for line in answer["lines"]),

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import logging
 import math
 import os
+import shlex
 import sys
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +36,7 @@ from vase.config import (
 from vase.errors import ConfigError
 from vase.eval.stats import format_heldout, heldout_difference, wilson_interval
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
-from vase.loggers import finish_wandb, mlflow_link, prepare_mlflow
+from vase.loggers import dashboard_key, finish_wandb, mlflow_link, prepare_mlflow
 from vase.reports.ablation import verdict_rows
 from vase.reports.jobs import (
     code_lines,
@@ -44,7 +47,16 @@ from vase.reports.jobs import (
     overrides_of,
     unfinished,
 )
-from vase.reports.question import answer_sweep, answer_text, check_question, notice, question_of
+from vase.reports.question import (
+    answer_metrics,
+    answer_sweep,
+    answer_text,
+    check_question,
+    notice,
+    question_columns,
+    question_of,
+    short_answer,
+)
 from vase.runs import RUN_FILE, finish_sweep, note_multirun, set_status
 
 log = logging.getLogger("vase")
@@ -273,6 +285,16 @@ def _log_to_wandb(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]
         finish_wandb(run)
 
 
+def wandb_sync_command(sweep_dir: Path) -> str | None:
+    """The one command that pushes a sweep's offline W&B runs (every job's and the summary's) once a login exists;
+    None when the sweep wrote none. The globs are the shell's: the sweep's folder is quoted, its runs are not."""
+    runs = [*sweep_dir.glob("*/wandb/offline-run-*"), *sweep_dir.glob("wandb/offline-run-*")]
+    if not runs:
+        return None
+    where = shlex.quote(str(sweep_dir))
+    return f"wandb sync {where}/*/wandb/offline-run-* {where}/wandb/offline-run-*"
+
+
 VERDICT_COLUMNS = ("target", "asks", "result")
 
 
@@ -304,10 +326,12 @@ SWEEP_FILES = ("summary.md", "summary.json", "summary.csv", "sweep.png", "ablati
 
 
 def _log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]],
-                   columns: list[str]) -> tuple[str, str] | None:
-    """The sweep as an MLflow parent run (its summary table, the ablation's verdict table, sweep.png and the ablation
-    report attached, the swept keys as its parameters), with every job's run (tagged with the sweep's group) made its
-    child; the parent's run id and its experiment's, or None without logger=mlflow."""
+                   columns: list[str]) -> dict[str, str] | None:
+    """The sweep as an MLflow parent run (its summary table, the ablation's verdict table, sweep.png and the reports
+    attached, the swept keys as its parameters; the question's answer as its metrics ``answer/...``, in its
+    description and, shortened, in its name), with every job's run (tagged with the sweep's group) made its child,
+    and a view of the jobs saved on the experiment (`jobs_view`). Returns the links to print (``jobs``: the view,
+    ``answer``: the parent run), or None without logger=mlflow."""
     node = OmegaConf.select(config, "logger.mlflow")
     if node is None:
         return None
@@ -315,29 +339,62 @@ def _log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any
     from mlflow.tracking import MlflowClient
 
     group = _group(config, sweep_dir)
+    verdict = read_json(sweep_dir / "question.json") if (sweep_dir / "question.json").is_file() else {}
+    short = short_answer(verdict) if verdict else ""
+    said = [line.replace("**", "") for line in verdict.get("lines") or []]
     prepare_mlflow(str(node.tracking_uri), str(node.experiment_name), node.get("artifact_location"))
     client = MlflowClient(str(node.tracking_uri))
     exp_id = client.get_experiment_by_name(str(node.experiment_name)).experiment_id
-    parent = client.create_run(exp_id, run_name=f"{group}-summary",
-                               tags={"sweep_group": group, "job_type": "sweep", "mlflow.note.content":
-                                     f"sweep {group}: {len(rows)} jobs, files from {sweep_dir}"}).info.run_id
+    note = "\n\n".join([f"**sweep {group}**: {len(rows)} jobs, files from {sweep_dir}", *said,
+                         "The files: sweep/question.md, sweep/summary.md (and the report kind's own) in Artifacts."])
+    name = f"{group}-summary" + (f": {short}" if short else "")
+    parent = client.create_run(exp_id, run_name=name[:250], tags={"sweep_group": group, "job_type": "sweep",
+                                                                   "mlflow.note.content": note}).info.run_id
     try:
         client.log_dict(parent, {"columns": columns, "data": [[r.get(c) for c in columns] for r in rows]},
                         "tables/sweep_summary.json")
-        verdict = _verdict(sweep_dir)
-        if verdict:
-            client.log_dict(parent, {"columns": list(VERDICT_COLUMNS), "data": verdict}, "tables/ablation_verdict.json")
+        table = _verdict(sweep_dir)
+        if table:
+            client.log_dict(parent, {"columns": list(VERDICT_COLUMNS), "data": table}, "tables/ablation_verdict.json")
         for key, value in sweep_params(config).items():
             client.log_param(parent, key, value)
+        for key, value in answer_metrics(verdict).items():
+            client.log_metric(parent, dashboard_key(key), value)
         for name in SWEEP_FILES:
             if (sweep_dir / name).is_file():
                 client.log_artifact(parent, str(sweep_dir / name), artifact_path="sweep")
         for run in client.search_runs([exp_id], filter_string=f"tags.sweep_group = '{group}'", max_results=10000):
             if run.info.run_id != parent:
                 client.set_tag(run.info.run_id, "mlflow.parentRunId", parent)
+        swept = sweep_keys_of(config.hydra.overrides.task, config.hydra.sweeper.get("params"))
+        key = jobs_view(client, exp_id, group, [f"sweep/{dashboard_key(k)}" for k in swept],
+                        question_columns(verdict.get("question") or question_of(config)))
     finally:
         client.set_terminated(parent)
-    return parent, exp_id
+    uri = str(node.tracking_uri)
+    return {"jobs": mlflow_link(uri, exp_id) + f"?viewStateShareKey={urllib.parse.quote(key)}",
+            "answer": mlflow_link(uri, exp_id, parent), "parent": parent}
+
+
+SHARED_VIEW_TAG = "mlflow.sharedViewState."
+"""Where MLflow's UI (3.x) reads a shared view of an experiment's runs (``?viewStateShareKey=<key>`` in the link)."""
+
+
+def jobs_view(client: Any, exp_id: str, group: str, params: list[str], metrics: list[str]) -> str:
+    """A view of a sweep's jobs saved on its experiment, as MLflow's UI shares views: the jobs alone (not collapsed
+    under their parent run), sorted by the question's first measure, with its columns (the swept keys, then the
+    question's measures) shown. Returns its key. MLflow's runs page shows no parameter or metric column by default,
+    and a client cannot change that default: the link vase prints opens this view."""
+    def col(kind: str, name: str) -> str:
+        return f"{kind}.`{name}`"
+
+    shown = [col("params", k) for k in params] + [col("metrics", m) for m in metrics[:2]]
+    view = {"searchFilter": f"tags.sweep_group = '{group}' and tags.job_type != 'sweep'",
+            "orderByKey": col("metrics", metrics[0]) if metrics else "attributes.start_time", "orderByAsc": False,
+            "selectedColumns": shown, "columnOrder": shown}
+    key = f"vase-{group}"
+    client.set_experiment_tag(exp_id, SHARED_VIEW_TAG + key, json.dumps(view))
+    return key
 
 
 def report_notices(config: DictConfig) -> list[str]:
@@ -417,13 +474,14 @@ class SweepSummary(Callback):
             _log_to_wandb(config, sweep_dir, data["jobs"], data["columns"])
         except Exception as e:  # noqa: BLE001 - the summary files are written; W&B is a copy of them
             log.warning("the sweep summary was written to %s but could not be logged to W&B: %s", paths["md"], e)
+        sync = wandb_sync_command(sweep_dir) if wandb_offline() else None
+        if sync:
+            print(f"W&B (offline): push the whole sweep later with: {sync}")
         try:
-            parent = _log_to_mlflow(config, sweep_dir, data["jobs"], data["columns"])
-            if parent:
-                node = config.logger.mlflow
-                exp = parent[1]
-                print(f"MLflow: the sweep is run {parent[0]}, its jobs its children: "
-                      f"{mlflow_link(str(node.tracking_uri), exp)}")
+            links = _log_to_mlflow(config, sweep_dir, data["jobs"], data["columns"])
+            if links:
+                print(f"MLflow: the sweep's jobs, with the swept values and the question's measures: {links['jobs']}")
+                print(f"MLflow: the sweep is run {links['parent']}, its answer: {links['answer']}")
         except Exception as e:  # noqa: BLE001 - the summary files are written; MLflow is a copy of them
             log.warning("the sweep summary was written to %s but could not be logged to MLflow: %s", paths["md"], e)
         print(f"sweep summary: {paths['md']}")
