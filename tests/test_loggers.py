@@ -99,8 +99,7 @@ def test_a_sweep_is_an_mlflow_parent_run_with_every_job_a_child_that_shows_what_
     shown = client.search_runs([exp.experiment_id], filter_string=view["searchFilter"])
     assert sorted(r.info.run_name for r in shown) == ["grpo-w_shape=0", "grpo-w_shape=0.6"]
     assert view["orderByKey"] == "metrics.`hp/heldout/shape_vs_start`"
-    assert view["selectedColumns"] == ["params.`sweep/reward.weights.shape`", "metrics.`hp/heldout/shape_vs_start`",
-                                       "metrics.`hp/heldout/shape_right`"]
+    assert view["selectedColumns"] == ["params.`sweep/reward.weights.shape`", "metrics.`hp/heldout/shape_vs_start`"]
     # no parameter repeats another: a swept or given key is not also an identity parameter
     for r in children:
         assert not ({k.split("/", 1)[-1] for k in r.data.params if "/" in k} & {k for k in r.data.params if "/" not in k})
@@ -429,3 +428,22 @@ def test_the_printed_wandb_command_pushes_the_whole_sweep(sweep: Path) -> None:
     out = p.stdout + p.stderr
     assert p.returncode == 0 and "Would sync 3 run(s)" in out, out[-2000:]
     assert out.count(".wandb") == 3
+
+
+def test_the_printed_tensorboard_command_names_each_job_by_its_swept_values(sweep: Path) -> None:
+    """TensorBoard's tables cut a run's path (0/tensorboard/...): the sweep's end prints a --logdir_spec whose run
+    names are the jobs' swept values, each pointing at its job's events (make dashboards-check starts TensorBoard
+    with it)."""
+    import shlex
+
+    said = re.findall(r"TensorBoard: the jobs side by side, named by their swept values: (.+)",
+                      (sweep / "sweep_stdout.txt").read_text())
+    assert len(said) == 1
+    command, _, page = said[0].partition(", then ")
+    args = shlex.split(command)
+    assert args[:2] == ["tensorboard", "--logdir_spec"]
+    pairs = [pair.split(":", 1) for pair in args[2].split(",")]
+    assert [name for name, _ in pairs] == ["w_shape=0", "w_shape=0.6"]
+    assert all(Path(path).name == f"grpo-{name}" and any(Path(path).glob("events.out.*")) for name, path in pairs)
+    # the training curves first, not the one-point hp/* charts
+    assert page == "http://localhost:6006/?tagFilter=train%2F%28reward%7Closs%7Ckl%29%24#timeseries"

@@ -11,18 +11,20 @@ another working directory, as a second machine would; starts TensorBoard on the 
 
 1. ``mlflow``, through MLflow's REST API: one parent run for the sweep holding its summary and the ablation's verdict
    table, two child runs whose parameters differ in exactly the swept key and the weights it determines, with the
-   held-out verdict per dimension as metrics; every file went to the server's artifact store (none to a client-side
-   folder). Through the rendered pages (headless Chromium, after the app has drawn them, shadow DOM included): the
-   run comparison plots the swept key and lists the held-out metric; the link vase printed opens the runs.
+   held-out verdict per dimension as metrics; the parent holds the answer as ``answer/...`` metrics and in its name;
+   every file went to the server's artifact store (none to a client-side folder). Through the rendered pages
+   (headless Chromium, after the app has drawn them, shadow DOM included), reading only what is on the first screen
+   at 1,400 x 900 (`IN_VIEW_TEXT`): the jobs link vase printed shows both jobs by their swept values and the held-out
+   measure; the answer link shows the verdict; the run comparison plots the swept key and lists the held-out metric.
 2. ``mlflow-single-run``: ``train.py logger=mlflow`` alone (no sweep) against the same server: its run finishes on
    the server, every tag a value (no None), its config file in the server's artifact store.
 3. ``mlflow-server-dies``: a single run against a second server that is killed (SIGKILL) once the run's first
    losses are on it: training finishes and keeps its adapter, one line says what was not logged and how to send it;
    the server started again on its store, ``python -m vase.mlflow_journal <run>`` sends it (every step's loss, the
    run's end, its end metrics on the server).
-4. ``tensorboard``: its HTTP API lists one run per job, named by its overrides, with the training reward's scalars and
-   the held-out metrics as the hparams view's metrics; the rendered HPARAMS table shows the swept key and a held-out
-   metric among its ticked columns.
+4. ``tensorboard``: started with the ``--logdir_spec`` command the sweep printed; its HTTP API lists one run per job,
+   named by its swept values, with the training reward's scalars, the swept key as the hparams view's only column and
+   the held-out measure as its first metric; HPARAMS' first screen shows the swept key, that measure and both jobs.
 
 The screenshots are taken from the same rendered pages. Both servers are stopped at the end, whatever happened.
 Results in ``dashboards_check.json`` / ``.md``.
@@ -35,6 +37,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -48,10 +51,11 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from vase.checks.docs_check import DEEP_TEXT, SCROLLED_TEXT, browser, rendered
+from vase.checks.docs_check import DEEP_TEXT, IN_VIEW_TEXT, SCROLLED_TEXT, browser, rendered
 from vase.checks.slurm import free_port
 from vase.checks.venvs import tool_venv, tools_dir
 from vase.io import atomic_write_json, atomic_write_text
+from vase.reports.sweep_summary import CURVES
 from vase.runs import log_root, machine_stamp, run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,13 +111,18 @@ SWEEP = ["debug=fast", "stage=grpo", "sft_init=true", "+stage@sft=sft", "+sft.ma
 SWEPT = "sweep/reward.weights.shape"
 DETERMINED = {f"weights/{d}" for d in ("fabric", "technique", "shape", "dating", "decoration", "attribution")}
 HELDOUT = "hp/heldout/shape_vs_start"
+JOBS = ("grpo-w_shape=0", "grpo-w_shape=0.6")
+BOARD_RUNS = ("w_shape=0/.", "w_shape=0.6/.")
+"""The runs TensorBoard lists when started with the command the sweep printed (the spec's name, its root run)."""
+SCREEN = (1400, 900)
+"""The first screen a check reads: a laptop's browser window."""
 
 
 def _page(url: str, out: Path, until: Any, script: str = DEEP_TEXT) -> str:
-    """What ``url`` shows once drawn (its text, shadow DOM included; "" without Chromium), screenshotted into
-    ``out``."""
+    """What ``url`` shows once drawn at `SCREEN` (its text, shadow DOM included; with `IN_VIEW_TEXT` only what is on
+    the first screen; "" without Chromium), screenshotted into ``out``."""
     exe = browser()
-    return (rendered(exe, url, script=script, until=until, out=out, timeout=90) or "") if exe else ""
+    return (rendered(exe, url, script=script, until=until, out=out, size=SCREEN, timeout=90) or "") if exe else ""
 
 
 def run_sweep(work: Path, mlflow_url: str, cache: Path) -> tuple[int, Path | None]:
@@ -170,25 +179,37 @@ def check_mlflow(url: str, work: Path, artifacts: Path) -> dict[str, Any]:
                         f"{urllib.parse.quote(json.dumps([exp_id]))}", work / "mlflow_compare_scrolled.png",
                         until=lambda t: SWEPT in t and HELDOUT in t, script=SCROLLED_TEXT)
     plotted = compare.split("Parameters:", 1)[-1].split("Metrics:", 1)[0] if "Parameters:" in compare else ""
-    printed = re.findall(r"its jobs its children: (\S+)", (work / "sweep.log").read_text(errors="replace"))
-    # the run list's rows draw after its footer ("3 matching runs"): wait for the sweep's own row as well
-    runs_page = _page(printed[-1], work / "mlflow_runs.png",
-                      until=lambda t: "matching runs" in t and "-summary" in t) if printed else ""
+    log = (work / "sweep.log").read_text(errors="replace")
+    printed = re.findall(r"MLflow: the sweep's jobs, with the swept values and the question's measures: (\S+)", log)
+    answer_link = re.findall(r"MLflow: the sweep is run \S+, its answer: (\S+)", log)
+    # the first screen of the page the printed link opens: each job by its swept value, and the held-out measure
+    runs_page = _page(printed[-1], work / "mlflow_runs.png", script=IN_VIEW_TEXT,
+                      until=lambda t: all(j in t for j in JOBS) and HELDOUT in t) if printed else ""
+    jobs_in_view = all(j in runs_page for j in JOBS) and HELDOUT in runs_page and SWEPT.split(".")[0] in runs_page
+    # the parent's page: the verdict in its name, on the first screen
+    parent_run = next((r for r in runs if r["info"]["run_id"] == parent), None) if parent else None
+    parent_name = parent_run["info"].get("run_name", "") if parent_run else ""
+    answer_page = _page(answer_link[-1], work / "mlflow_answer.png", script=IN_VIEW_TEXT,
+                        until=lambda t: "reward.weights.shape=0.6 vs 0" in t) if answer_link else ""
+    answer_metrics = sorted(m["key"] for m in parent_run["data"].get("metrics", [])) if parent_run else []
     ok = (parent is not None and len(children) == 2 and swept == [0.0, 0.6]
           and differing == sorted({SWEPT} | DETERMINED) and all(HELDOUT in h for h in heldout)
           and any(f["path"].endswith("summary.md") for f in files)
           and any(f["path"].endswith("ablation_verdict.json") for f in tables)
           and bool(on_server) and not client_side
-          and SWEPT in plotted and HELDOUT in compare and "Training runs" in runs_page and "-summary" in runs_page)
+          and SWEPT in plotted and HELDOUT in compare and jobs_in_view
+          and "reward.weights.shape=0.6 vs 0" in parent_name and "reward.weights.shape=0.6 vs 0" in answer_page
+          and any(k.endswith("/effect") for k in answer_metrics) and any(k.endswith("/low") for k in answer_metrics))
     return {"passed": ok, "runs": len(runs), "children": len(children), "swept_values": swept,
             "params_differing_between_jobs": differing, "heldout_metrics": heldout[0][:6] if heldout else [],
             "parent_files": [f["path"] for f in files], "parent_tables": [f["path"] for f in tables],
             "files_in_server_store": on_server,
             "client_side_artifact_folders": client_side, "comparison_plots": plotted.strip()[:200],
             "comparison_lists_heldout_metric": HELDOUT in compare, "printed_link": printed[-1:] or None,
-            "printed_link_opens_the_runs": "Training runs" in runs_page,
-            "runs_page_names_the_sweep": "-summary" in runs_page,
-            "screenshots": [str(work / "mlflow_compare.png"), str(work / "mlflow_runs.png")]}
+            "jobs_and_measure_on_first_screen": jobs_in_view, "first_screen_of_jobs": runs_page[:600],
+            "parent_name": parent_name, "answer_on_first_screen": "reward.weights.shape=0.6 vs 0" in answer_page,
+            "parent_metrics": answer_metrics[:6],
+            "screenshots": [str(work / n) for n in ("mlflow_runs.png", "mlflow_answer.png", "mlflow_compare.png")]}
 
 
 def check_single_run(url: str, work: Path, cache: Path, artifacts: Path) -> dict[str, Any]:
@@ -296,21 +317,29 @@ def check_server_dies(venv: Path, work: Path, cache: Path) -> dict[str, Any]:
 
 
 def check_tensorboard(url: str, work: Path) -> dict[str, Any]:
+    """TensorBoard started with the command the sweep printed (`vase.reports.sweep_summary.tensorboard_command`):
+    one run per job named by its swept values; the hparams columns are the swept key alone and the held-out measure
+    leads the metrics; on HPARAMS' first screen, the swept key, the held-out measure and both jobs."""
     runs = _api(url, "/data/runs")
     tags = _api(url, "/data/plugin/scalars/tags")
     with_reward = sorted(r for r, t in tags.items() if "train/reward" in t)
     hparams = _api(url, "/data/plugin/hparams/experiment", {"experimentName": ""})
     metrics = [m["name"]["tag"] for m in hparams.get("metricInfos", [])]
     columns = [h["name"] for h in hparams.get("hparamInfos", [])]
-    page = _page(f"{url}/#hparams", work / "tensorboard_hparams.png", until=lambda t: "Trial ID" in t and "/tensorboard/" in t)
-    # the table's header: the ticked columns, between "Trial ID" and the first run's row
-    header = page.split("Trial ID", 1)[-1].split("/tensorboard/", 1)[0] if "Trial ID" in page else ""
-    ok = (sorted(runs) == ["0/tensorboard/grpo-w_shape=0", "1/tensorboard/grpo-w_shape=0.6"] and len(with_reward) == 2
-          and metrics[:1] == ["hp/heldout/fabric_vs_start"] and HELDOUT in metrics and columns[:1] == [SWEPT]
-          and SWEPT in header and HELDOUT in header)
+    page = _page(f"{url}/#hparams", work / "tensorboard_hparams.png", script=IN_VIEW_TEXT,
+                 until=lambda t: "Trial ID" in t and all(j in t for j in BOARD_RUNS))
+    in_view = SWEPT in page and HELDOUT in page and all(j in page for j in BOARD_RUNS)
+    # the page the printed command names: the training curves on the first screen, no one-point hp/* chart
+    curves = _page(f"{url}/?tagFilter={CURVES}#timeseries", work / "tensorboard_curves.png", script=IN_VIEW_TEXT,
+                   until=lambda t: "train/reward" in t.replace(" ", ""))
+    joined = curves.replace(" ", "")  # a card's title is two texts ("train", "/reward")
+    curves_first = "train/reward" in joined and "hp/" not in joined
+    ok = (sorted(runs) == list(BOARD_RUNS) and len(with_reward) == 2 and metrics[:1] == [HELDOUT]
+          and columns == [SWEPT] and in_view and curves_first)
     return {"passed": ok, "runs": runs, "runs_with_reward": with_reward, "hparams_columns": columns[:8],
-            "hparams_metrics": metrics[:8], "table_header_ticked": " ".join(header.split())[:400],
-            "screenshot": str(work / "tensorboard_hparams.png")}
+            "hparams_metrics": metrics[:8], "swept_key_measure_and_jobs_on_first_screen": in_view,
+            "first_screen": page[:600], "training_curves_first": curves_first, "curves_first_screen": curves[:300],
+            "screenshots": [str(work / "tensorboard_hparams.png"), str(work / "tensorboard_curves.png")]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -340,8 +369,11 @@ def main(argv: list[str] | None = None) -> int:
                 results[name] = part()
             except Exception as e:  # noqa: BLE001 - a part that breaks is a FAIL with its reason
                 results[name] = {"passed": False, "error": f"{type(e).__name__}: {e}"}
-    if sweep is not None:
-        tb_cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", str(sweep), "--host", "127.0.0.1",
+    said = re.findall(r"TensorBoard: the jobs side by side, named by their swept values: (.+)",
+                      (work / "sweep.log").read_text(errors="replace"))
+    if sweep is not None and said:  # the command the sweep printed, as a user runs it
+        tb_cmd = [sys.executable, "-m", "tensorboard.main", *shlex.split(said[-1].partition(", then ")[0])[1:],
+                  "--host", "127.0.0.1",
                   "--port", str(tb_port)]
         try:
             with server(tb_cmd, work / "tensorboard_server.log", tb_url, "/data/runs"):
@@ -352,12 +384,15 @@ def main(argv: list[str] | None = None) -> int:
     for name, r in results.items():
         print(f"{'PASS' if r['passed'] else 'FAIL'}  {name}  " + json.dumps({k: v for k, v in r.items() if k != 'passed'},
                                                                           default=str)[:600])
+    if sweep is not None and not said:
+        results["tensorboard"] = {"passed": False, "error": "the sweep printed no tensorboard command"}
     ok = all(r["passed"] for r in results.values()) and "tensorboard" in results
     atomic_write_json(work / "dashboards_check.json", {"machine": machine_stamp(), "results": results})
     atomic_write_text(work / "dashboards_check.md", "# Dashboards check\n\n| part | result |\n|---|---|\n" + "".join(
         f"| {n} | {'PASS' if r['passed'] else 'FAIL'} |\n" for n, r in results.items())
-        + "\n![MLflow's comparison](mlflow_compare.png)\n\n![MLflow's runs, from the printed link](mlflow_runs.png)\n"
-        "\n![TensorBoard's hparams](tensorboard_hparams.png)\n")
+        + "\n![MLflow: the sweep's jobs, from the printed link](mlflow_runs.png)\n\n"
+        "![MLflow: the sweep's answer, from the printed link](mlflow_answer.png)\n\n"
+        "![MLflow's comparison](mlflow_compare.png)\n\n![TensorBoard's hparams](tensorboard_hparams.png)\n")
     print(f"{'PASS' if ok else 'FAIL'}: dashboards check, {time.time() - started:.0f} s ({work})")
     return 0 if ok else 1
 

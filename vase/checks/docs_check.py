@@ -77,6 +77,32 @@ DEEP_TEXT = """(() => {
 """What a page shows as text once its scripts have rendered it, shadow roots (Polymer, web components) and same-origin
 frames included: what ``--dump-dom`` leaves out."""
 
+IN_VIEW_TEXT = """(() => {
+  const out = []; const W = window.innerWidth, H = window.innerHeight;
+  const walk = (n) => {
+    if (!n) return;
+    if (n.nodeType === 3) {
+      const t = n.textContent.trim(); if (!t) return;
+      const r = document.createRange(); r.selectNodeContents(n);
+      for (const b of r.getClientRects()) {
+        if (b.width > 0 && b.bottom > 0 && b.right > 0 && b.top < H && b.left < W) { out.push(t); break; }
+      }
+      return;
+    }
+    if (n.nodeType === 1) {
+      if (['SCRIPT', 'STYLE', 'TEMPLATE'].includes(n.tagName)) return;
+      const s = getComputedStyle(n); if (s.visibility === 'hidden' || s.display === 'none') return;
+    }
+    if (n.shadowRoot) walk(n.shadowRoot);
+    for (const c of n.childNodes) walk(c);
+  };
+  walk(document.body || document);
+  return out.join(' ').replace(/\\s+/g, ' ');
+})()"""
+"""The text a reader sees without scrolling: every text whose box lies (partly) inside the window, shadow DOM
+included (a screenshot's words, for checks that assert what is on the first screen)."""
+
+
 SCROLLED_TEXT = DEEP_TEXT.replace("walk(document);", """walk(document);
   // tables that draw only the rows in view: each call scrolls every scrollable box on by a screen, and the text
   // seen at every position so far is kept

@@ -295,6 +295,27 @@ def wandb_sync_command(sweep_dir: Path) -> str | None:
     return f"wandb sync {where}/*/wandb/offline-run-* {where}/wandb/offline-run-*"
 
 
+def tensorboard_command(sweep_dir: Path) -> str | None:
+    """``tensorboard --logdir_spec`` over a sweep's jobs, each run named by its swept values (``w_shape=0.6``: its
+    folder's name less the stage in front) rather than by its path (``0/tensorboard/grpo-w_shape=0.6``, which
+    TensorBoard's tables cut to ``0/tensorboard/...``), then the page that opens on the training curves (TensorBoard
+    sorts its charts by name, so the one-point end metrics ``hp/*`` would come first); None when the sweep wrote no
+    TensorBoard run."""
+    runs = sorted((p for p in sweep_dir.glob("*/tensorboard/*") if p.is_dir() and any(p.glob("events.out.*"))),
+                  key=lambda p: (len(p.parts[-3]), p.parts[-3]))
+    names = [p.name.split("-", 1)[-1] for p in runs]
+    if len(set(names)) != len(names):
+        names = [p.name for p in runs]
+    if not runs or len(set(names)) != len(names) or any("," in str(p) or ":" in n for p, n in zip(runs, names)):
+        return None  # names TensorBoard's spec cannot hold: `tensorboard --logdir <sweep>` still shows them
+    spec = shlex.quote(",".join(f"{n}:{p}" for n, p in zip(names, runs)))
+    return f"tensorboard --logdir_spec {spec}, then http://localhost:6006/?tagFilter={CURVES}#timeseries"
+
+
+CURVES = urllib.parse.quote("train/(reward|loss|kl)$", safe="")
+"""TensorBoard's tag filter (a regular expression) for a sweep's headline training curves."""
+
+
 VERDICT_COLUMNS = ("target", "asks", "result")
 
 
@@ -388,10 +409,12 @@ def jobs_view(client: Any, exp_id: str, group: str, params: list[str], metrics: 
     def col(kind: str, name: str) -> str:
         return f"{kind}.`{name}`"
 
-    shown = [col("params", k) for k in params] + [col("metrics", m) for m in metrics[:2]]
+    # one measure, each column wide enough for its name: all of them on a laptop's first screen beside the names
+    shown = [col("params", k) for k in params] + [col("metrics", m) for m in metrics[:1]]
     view = {"searchFilter": f"tags.sweep_group = '{group}' and tags.job_type != 'sweep'",
             "orderByKey": col("metrics", metrics[0]) if metrics else "attributes.start_time", "orderByAsc": False,
-            "selectedColumns": shown, "columnOrder": shown}
+            "selectedColumns": shown, "columnOrder": shown,
+            "columnWidths": {c: 185 if c.startswith("params.") else 200 for c in shown}}
     key = f"vase-{group}"
     client.set_experiment_tag(exp_id, SHARED_VIEW_TAG + key, json.dumps(view))
     return key
@@ -477,6 +500,9 @@ class SweepSummary(Callback):
         sync = wandb_sync_command(sweep_dir) if wandb_offline() else None
         if sync:
             print(f"W&B (offline): push the whole sweep later with: {sync}")
+        board = tensorboard_command(sweep_dir)
+        if board:
+            print(f"TensorBoard: the jobs side by side, named by their swept values: {board}")
         try:
             links = _log_to_mlflow(config, sweep_dir, data["jobs"], data["columns"])
             if links:
