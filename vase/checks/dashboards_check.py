@@ -334,7 +334,7 @@ def check_tensorboard(url: str, work: Path) -> dict[str, Any]:
                    until=lambda t: "train/reward" in t.replace(" ", ""))
     joined = curves.replace(" ", "")  # a card's title is two texts ("train", "/reward")
     curves_first = "train/reward" in joined and "hp/" not in joined
-    ok = (sorted(runs) == list(BOARD_RUNS) and len(with_reward) == 2 and metrics[:1] == [HELDOUT]
+    ok = (sorted(runs) == sorted(BOARD_RUNS) and len(with_reward) == 2 and metrics[:1] == [HELDOUT]
           and columns == [SWEPT] and in_view and curves_first)
     return {"passed": ok, "runs": runs, "runs_with_reward": with_reward, "hparams_columns": columns[:8],
             "hparams_metrics": metrics[:8], "swept_key_measure_and_jobs_on_first_screen": in_view,
