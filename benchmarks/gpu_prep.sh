@@ -12,10 +12,11 @@ mkdir -p .whl
 if [ "${SKIP_WHEELS:-0}" != 1 ]; then
 version() { "$PY" -c "import importlib.metadata as m; print(m.version('$1'))"; }
 # the GPU image has torch, lightning, torchmetrics, tokenizers, safetensors, sentence-transformers, accelerate, numpy;
-# a package this venv lacks is fetched at its newest version; pydantic (DeepSpeed), submitit and hydra-submitit-launcher (train.py) were missing
-# from the image on 2026-11-29
+# a package this venv lacks is fetched at its newest version; pydantic (DeepSpeed), submitit and
+# hydra-submitit-launcher (train.py) were missing from the image on 2026-11-29
 for pkg in transformers peft trl datasets hydra-core omegaconf dill xxhash multiprocess trimesh open-clip-torch ftfy \
-           hjson py-cpuinfo ninja msgpack pydantic pydantic-core annotated-types typing-inspection submitit hydra-submitit-launcher; do
+           hjson py-cpuinfo ninja msgpack pydantic pydantic-core annotated-types typing-inspection submitit \
+           hydra-submitit-launcher; do
   v=$(version "$pkg" 2>/dev/null) && spec="$pkg==$v" || spec=$pkg
   ls .whl | grep -qi "^${pkg//-/_}-" && continue
   "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
