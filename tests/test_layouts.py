@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -238,3 +239,22 @@ def test_check_commands_exit_1_and_write_json_beside_the_text(synthetic_root: Pa
     assert p.returncode == 1, p.stderr[-1500:]
     assert json.loads((tmp_path / "run" / "check.json").read_text())["counts"]["corrupt_model"] == 1
     assert "missing_view" in (tmp_path / "run" / "check.md").read_text()
+
+
+def test_a_missing_dataset_folder_is_one_message_from_every_entry_point(tmp_path: Path) -> None:
+    """The same mistake, the same words at once: train.py (before any model loads), the data check and the export
+    each say the folder does not exist, and write nothing."""
+    missing = tmp_path / "VaseVQA-3D"
+    commands = {
+        "train.py": [sys.executable, "train.py", "data=vasevqa3d", f"data.root={missing}", "model=tiny",
+                     f"paths.log_dir={tmp_path / 'logs'}", f"paths.cache_dir={tmp_path / 'cache'}", "logger=none"],
+        "data.check": [sys.executable, "-m", "vase.data.check", str(missing), "--report", str(tmp_path / "r.json")],
+        "data.export": [sys.executable, "-m", "vase.data.export", str(missing), str(tmp_path / "out"), "--to", "swift"],
+    }
+    for name, cmd in commands.items():
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ,
+                           "WANDB_MODE": "disabled"})
+        said = p.stdout + p.stderr
+        assert p.returncode != 0 and f"{missing}: no such folder; data.root" in said, (name, said[-1500:])
+        assert "Traceback" not in said, name
+    assert not (tmp_path / "out").exists() and not (tmp_path / "r.json").exists() and not missing.exists()

@@ -22,7 +22,7 @@ from typing import Any
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import LAYOUTS
 from vase.data.dataset import load_video
-from vase.data.layouts import detect_layout, read_records
+from vase.data.layouts import detect_layout, no_such_dataset, read_records
 from vase.errors import DataError, VaseError
 from vase.images import open_photo
 from vase.io import WRITTEN_BY, atomic_write_json, is_within, name_problem, relpath_problem, safe_name, user_output
@@ -130,7 +130,7 @@ def check_dataset(path: str | Path, layout: str = "auto", views: list[str] | tup
     problems: list[tuple[str, str, str]] = []
     info: list[str] = []
     if not root.exists():
-        raise DataError(f"{root}: no such file or folder")
+        raise no_such_dataset(root)
     layout = detect_layout(root) if layout == "auto" else layout
     try:
         splits = read_records(root, layout, problems)

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from vase.config import check_retrieval, check_zoom
 from vase.data.dataset import VIEWS, VaseDataset, VaseExample, VideoFrames, models_to_render
-from vase.data.layouts import detect_layout, load_split, read_records
+from vase.data.layouts import detect_layout, load_split, no_such_dataset, read_records
 from vase.data.loader import ResumableLoader, ResumableSampler
 from vase.data.synthetic import SHAPE_SPECS, generate
 from vase.errors import DataError
@@ -337,6 +337,8 @@ class VaseDataModule(pl.LightningDataModule):
         """The layout of `root` (``data.layout``, or detected from its files); the synthetic set is ``vase``."""
         if self.synthetic:
             return "vase"
+        if not Path(self.root).exists():  # whatever data.layout says: the one message for a missing dataset
+            raise no_such_dataset(self.root)
         if self.layout == "auto":
             self.layout = detect_layout(self.root)
         return self.layout

@@ -22,7 +22,7 @@ from vase.annotate.records import VaseRecord, raw_metadata
 from vase.annotate.vocab import DIMENSIONS
 from vase.config import CHECK_ONLY_ENV
 from vase.data.dataset import load_views, models_to_render, read_rgb
-from vase.data.layouts import detect_layout, read_records
+from vase.data.layouts import detect_layout, no_such_dataset, read_records
 from vase.errors import DataError, VaseError
 from vase.io import atomic_directory, atomic_write_text, inside, is_within, safe_name
 from vase.prompt_tasks.base import fields_of, only
@@ -185,6 +185,8 @@ def main() -> None:
         return
     src, out = Path(a.src), Path(a.out)
     try:
+        if not src.exists():
+            raise no_such_dataset(src)
         check_output(src, out)
         layout = detect_layout(src) if a.from_layout == "auto" else a.from_layout
         splits = read_records(src, layout)

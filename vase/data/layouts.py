@@ -121,9 +121,20 @@ def normalize_id(value: Any) -> str:
     return name
 
 
+def no_such_dataset(path: str | Path) -> DataError:
+    """The one error every entry point gives for a dataset path that does not exist (train.py, evaluate.py,
+    ``python -m vase.data.check``, ``python -m vase.data.export``), before anything else is tried."""
+    return DataError(f"{path}: no such folder; data.root (or the path you gave) must be the dataset as you downloaded "
+                     f"it: the VaseVQA-3D release, a folder with annotations/train.json, the paper's evaluation folder "
+                     f"or ms-swift JSONL")
+
+
 def detect_layout(path: str | Path) -> str:
-    """Which of `LAYOUTS` a path holds, from the files it has; a DataError lists what was looked for."""
+    """Which of `LAYOUTS` a path holds, from the files it has; a DataError lists what was looked for (a path that
+    does not exist: `no_such_dataset`)."""
     p = Path(path)
+    if not p.exists():
+        raise no_such_dataset(p)
     if p.is_file() and p.suffix == ".jsonl":
         return "swift"
     if (p / "annotations" / "train.json").is_file():
