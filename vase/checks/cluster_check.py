@@ -187,8 +187,8 @@ def check_preemption(work: Path, cache: Path, slurm: LocalSlurm, reference: list
     resumed = "resuming sft from" in text
     same = _same_losses(history, reference)
     ok = rc == 0 and bool(signalled) and resumed and same
-    return failure_tail({"passed": ok, "rc": rc, "signalled_job": signalled, "resumed": resumed, "steps": len(history),
-            "reference_steps": len(reference), "history_equals_uninterrupted": same, "sweep": str(sweep)})
+    return {"passed": ok, "rc": rc, "signalled_job": signalled, "resumed": resumed, "steps": len(history),
+            "reference_steps": len(reference), "history_equals_uninterrupted": same, "sweep": str(sweep)}
 
 
 # parts that start first and run beside the others of their cluster (their jobs share the nodes, as on a busy
@@ -240,9 +240,9 @@ def check_time_limit(work: Path, cache: Path, env: dict[str, str]) -> dict[str, 
     # already spent and end at once, adding none, on a loaded machine)
     ok = (rc == 0 and requeued >= 1 and bool(saved) and resumed >= 1 and timer and _contiguous(history)
           and len(history) >= saved[-1])
-    return failure_tail({"passed": ok, "rc": rc, "warned_and_saved_at_steps": saved, "requeued_as_timeout": requeued,
+    return {"passed": ok, "rc": rc, "warned_and_saved_at_steps": saved, "requeued_as_timeout": requeued,
             "resumed_times": resumed, "ended_by_training_time": timer, "steps": len(history),
-            "history_contiguous": _contiguous(history), "sweep": str(sweep)})
+            "history_contiguous": _contiguous(history), "sweep": str(sweep)}
 
 
 ONE_NODE_TWO_TASKS = ["cluster.tasks_per_node=2"]
@@ -262,9 +262,9 @@ def _ddp(work: Path, cache: Path, env: dict[str, str], name: str, extra: list[st
     adapters = sorted(str(p.parent.relative_to(job)) for p in job.rglob("adapter_config.json")) if job.is_dir() else []
     history = _history(job)
     ok = rc == 0 and ranks == ["0", "1"] and len(adapters) == 1 and len(reports) == 1 and len(history) > 0
-    return failure_tail({"passed": ok, "rc": rc, "ranks_seen": ranks, "adapters": adapters, "reports": reports,
+    return {"passed": ok, "rc": rc, "ranks_seen": ranks, "adapters": adapters, "reports": reports,
             "steps": len(history), "sweep": str(sweep), "node_ranks": _node_ranks(text),
-            "world_size": sorted(set(re.findall(r"MEMBER: \d/(\d+)", text)))})
+            "world_size": sorted(set(re.findall(r"MEMBER: \d/(\d+)", text)))}
 
 
 def _node_ranks(text: str) -> list[str]:
@@ -312,9 +312,9 @@ def check_two_node_preemption(work: Path, cache: Path, slurm: LocalSlurm) -> dic
     resumed = sorted(set(re.findall(r"resuming sft from .* \(node rank (\d)\)", text)))
     same = _same_losses(history, reference)
     ok = rc == 0 and bool(signalled) and len(saves) == 1 and resumed == ["0", "1"] and same
-    return failure_tail({"passed": ok, "rc": rc, "signalled_job": signalled, "saved_messages": len(saves),
+    return {"passed": ok, "rc": rc, "signalled_job": signalled, "saved_messages": len(saves),
             "resumed_on_node_ranks": resumed, "steps": len(history), "reference_steps": len(reference),
-            "history_equals_uninterrupted": same, "sweep": str(sweep)})
+            "history_equals_uninterrupted": same, "sweep": str(sweep)}
 
 
 def check_too_many_nodes(work: Path, cache: Path, env: dict[str, str]) -> dict[str, Any]:
@@ -416,7 +416,8 @@ def main(argv: list[str] | None = None) -> int:
     def step(name: str, part: Callable[[LocalSlurm], dict[str, Any]], slurm: LocalSlurm) -> Callable[[], Any]:
         def run() -> dict[str, Any]:
             with _spinning(a.load if name in loaded else 0):
-                return {**part(slurm), **({"busy_processes": a.load} if name in loaded else {})}
+                # a part that fails says why from its jobs' logs, whichever of its conditions failed
+                return failure_tail({**part(slurm), **({"busy_processes": a.load} if name in loaded else {})})
         return lambda: parts.run(name, run, f"{a.load} busy processes beside it" if name in loaded else "",
                                  say_beside=name in BESIDE)
 
