@@ -21,7 +21,6 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from PIL import Image
 from tensorboard.plugins.hparams import plugin_data_pb2
 
-from vase.annotate.vocab import DIMENSIONS
 from vase.config import SERVER_SCHEMES, swept_keys
 from vase.errors import ConfigError, VaseError
 from vase.io import atomic_write_text, path_lock
@@ -287,25 +286,6 @@ def _tensorboard_hparams(lg: Any, params: dict[str, Any], metrics: dict[str, flo
     for summary in (exp, ssi, sei):
         writer.add_summary(summary)
     lg.experiment.flush()
-
-
-def moved_weights(params: dict[str, Any]) -> set[str]:
-    """The ``weights/<term>`` parameters that the swept keys determine: every dimension's effective weight when a
-    dimension weight or ``reward.normalize_weights`` is swept (the others are rescaled with it), a term's own weight
-    when ``reward.terms.<term>.weight`` is.
-
-    >>> sorted(moved_weights({"sweep/reward.weights.shape": 0.6, "weights/shape": 0.6, "weights/fabric": 0.2,
-    ...                       "weights/bonus": 0.1}))
-    ['weights/fabric', 'weights/shape']
-    """
-    swept = [k.removeprefix("sweep/") for k in params if k.startswith("sweep/")]
-    out = set()
-    if any(k.startswith(("reward.weights.", "reward.normalize_weights")) for k in swept):
-        out |= {f"weights/{d}" for d in DIMENSIONS if f"weights/{d}" in params}
-    for k in swept:
-        if k.startswith("reward.terms.") and k.endswith(".weight"):
-            out.add(f"weights/{k.split('.')[2]}")
-    return out
 
 
 def check_loggers(cfg: DictConfig) -> None:
