@@ -54,6 +54,8 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     """
     if runs.finished_sweep_job(cfg.paths.output_dir, str(cfg.get("resume") or "never")):
         return _kept(Path(cfg.paths.output_dir))
+    # the question's measures lead the dashboards' end columns; a question block that is not one: one line, now
+    question_metrics = question_columns(question_of(cfg))
     check_training_data(cfg, cfg.stage.name)  # nothing trains on nothing: refused before any model loads
     check_loggers(cfg)  # a tracking server that does not answer, a broken store: one line, before any model loads
     check_model(cfg.model)  # a checkpoint folder missing a file or with a damaged shard, an unreachable hub id: the same
@@ -110,8 +112,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
         last = str(stages[-1][0].name)
         if last in ev.heldout:  # the held-out verdict per dimension against the start, and the captions' metrics
             metrics.update(heldout_metrics(ev.heldout[last], ev.heldout_start.get(last)))
-        # the question's measures first (a sweep's dashboards open on them), then the usual end metrics
-        log_end_metrics(loggers, cfg, metrics, shown=dashboard_columns(metrics, question_columns(question_of(cfg))))
+        log_end_metrics(loggers, cfg, metrics, shown=dashboard_columns(metrics, question_metrics))
     if trainer is not None and trainer.is_global_zero and ev.results:
         write_run_report(cfg, out_dir, ev.results, ev.histories, ev.generations, datamodule.val_set, module, loggers,
                          ev.scorer)
