@@ -119,6 +119,9 @@ def test_repeat_batch_keeps_each_samples_images() -> None:
     assert rep["image_grid_thw"].tolist() == [[1, 2, 2], [1, 2, 2]] * 2 + [[1, 4, 2]] * 2
     flat = rep["pixel_values"].squeeze(1).tolist()
     assert flat == list(range(8)) * 2 + list(range(8, 16)) * 2
+    # where encoded features replace the pixels: the same grids (3D positions need them), no repeated pixels
+    grids_only = repeat_batch(batch, 2, pixels=False)
+    assert "pixel_values" not in grids_only and grids_only["image_grid_thw"].tolist() == rep["image_grid_thw"].tolist()
 
 
 class LengthReward:

@@ -150,33 +150,34 @@ def _pooled(feats: tuple[torch.Tensor, ...]) -> Any:
     return BaseModelOutputWithPooling(pooler_output=feats)
 
 
-def repeat_batch(batch: dict[str, Any], g: int) -> dict[str, torch.Tensor]:
-    """Each prompt repeated ``g`` times in a row, with its images or video (patches split per sample by their grids)."""
+def repeat_batch(batch: dict[str, Any], g: int, pixels: bool = True) -> dict[str, torch.Tensor]:
+    """Each prompt repeated ``g`` times in a row, with its images or video (patches split per sample by their grids).
+    ``pixels=False``: the grids only (the rollout hands on encoded features instead of repeated pixels)."""
     out = {k: batch[k].repeat_interleave(g, 0) for k in ("input_ids", "attention_mask", "mm_token_type_ids")}
-    if "pixel_values" in batch:
-        per_sample = [len(x) for x in batch["images"]]  # views per prompt
-        out["pixel_values"], out["image_grid_thw"] = _repeat_visual(batch["pixel_values"], batch["image_grid_thw"],
-                                                                    per_sample, g)
-    if "pixel_values_videos" in batch:
-        per_sample = [1] * batch["input_ids"].shape[0]  # one video per prompt
-        out["pixel_values_videos"], out["video_grid_thw"] = _repeat_visual(
-            batch["pixel_values_videos"], batch["video_grid_thw"], per_sample, g)
-        if "second_per_grid_ts" in batch:
-            out["second_per_grid_ts"] = batch["second_per_grid_ts"].repeat_interleave(g, 0)
+    for pix, grid in (("pixel_values", "image_grid_thw"), ("pixel_values_videos", "video_grid_thw")):
+        if pix not in batch:
+            continue
+        # views per prompt, or one video per prompt
+        per_sample = [len(x) for x in batch["images"]] if pix == "pixel_values" else [1] * batch["input_ids"].shape[0]
+        repeated, out[grid] = _repeat_visual(batch[pix] if pixels else None, batch[grid], per_sample, g)
+        if repeated is not None:
+            out[pix] = repeated
+    if "pixel_values_videos" in batch and "second_per_grid_ts" in batch:
+        out["second_per_grid_ts"] = batch["second_per_grid_ts"].repeat_interleave(g, 0)
     return out
 
 
-def _repeat_visual(pixels: torch.Tensor, thw: torch.Tensor, per_sample: list[int], g: int
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
-    patches = torch.split(pixels, thw.prod(dim=1).tolist())
+def _repeat_visual(pixels: torch.Tensor | None, thw: torch.Tensor, per_sample: list[int], g: int
+                   ) -> tuple[torch.Tensor | None, torch.Tensor]:
+    patches = torch.split(pixels, thw.prod(dim=1).tolist()) if pixels is not None else None
     grids = torch.split(thw, 1)
     pv, gr, k = [], [], 0
     for n in per_sample:
-        sample_patches, sample_grids = torch.cat(patches[k: k + n]), torch.cat(grids[k: k + n])
-        pv += [sample_patches] * g
-        gr += [sample_grids] * g
+        if patches is not None:
+            pv += [torch.cat(patches[k: k + n])] * g
+        gr += [torch.cat(grids[k: k + n])] * g
         k += n
-    return torch.cat(pv), torch.cat(gr)
+    return (torch.cat(pv) if patches is not None else None), torch.cat(gr)
 
 
 def group_spread(rewards: torch.Tensor, g: int, eps: float = 1e-6, per_term: torch.Tensor | None = None,
@@ -346,7 +347,6 @@ class GRPOModule(LoRAStageModule):
 
     @torch.no_grad()
     def rollout(self, batch: dict[str, Any]) -> Rollout:
-        rep = repeat_batch(batch, self.G)
         was_training = self.model.training
         self.model.eval()  # no dropout while sampling
         pixel_keys = ("pixel_values", "pixel_values_videos")
@@ -364,6 +364,7 @@ class GRPOModule(LoRAStageModule):
             repeated = tuple(f for st, n in zip(starts, per_sample) for _ in range(self.G) for f in feats[st: st + n])
         else:
             prompts.update({k: batch[k] for k in pixel_keys if k in batch})
+        rep = repeat_batch(batch, self.G, pixels=encoded is None)  # no G copies of pixels that features replace
         with self._phase("decode"):  # the prefill and the sampled tokens
             completion = sample_groups(self.model, prompts, self.G, max_new_tokens=self.max_completion_length,
                                        eos_ids=self.eos_ids, pad_id=self.pad_id, temperature=self.temperature,
@@ -386,11 +387,9 @@ class GRPOModule(LoRAStageModule):
         inputs = {"input_ids": torch.cat([rep["input_ids"], completion], 1),
                   "attention_mask": torch.cat([rep["attention_mask"], mask], 1),
                   "mm_token_type_ids": torch.cat([rep["mm_token_type_ids"], torch.zeros_like(completion)], 1),
-                  **{k: rep[k] for k in VISUAL_KEYS if k in rep and k not in pixel_keys}}
+                  **{k: rep[k] for k in VISUAL_KEYS if k in rep}}  # the repeated pixels only where no features
         if encoded is not None:
             inputs["mm_encoder_outputs"] = {kind: _pooled(repeated)}
-        else:
-            inputs.update({k: rep[k] for k in pixel_keys if k in rep})
         n = completion.shape[1]
         with self._phase("reference"):  # the old (mu > 1) and the reference log-probabilities, no gradient
             old = self._logps(self.model, inputs, n) if self.num_iterations > 1 else None
