@@ -22,7 +22,18 @@ sysdeps:
 		$(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSDEPS); \
 	fi
 
+# The venv takes about 7 GB (torch's build alone 5.5 GB) and pip unpacks in the temporary folder: a full disk is said
+# before pip starts (a new venv), not as an OSError minutes into it
+NEED_GB ?= 9
 $(STAMP): setup.cfg pyproject.toml Makefile
+	@[ -x $(BIN)/python ] || for d in . "$${TMPDIR:-/tmp}"; do \
+		free=$$(df -Pk "$$d" | awk 'NR==2 {print int($$4 / 1048576)}'); \
+		if [ "$$free" -lt $(NEED_GB) ]; then \
+			echo "setup needs about $(NEED_GB) GB free for the venv and pip's unpacking; $$(cd "$$d" && pwd) has $$free GB" \
+				"(df -h $$d). Free space (old clones' .venv, pip's cache: pip cache purge) or set TMPDIR, then rerun." >&2; \
+			exit 1; \
+		fi; \
+	done
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
 	# pip's own cache: a second clone on this machine installs faster. compat: the checkout itself on sys.path, so

@@ -53,3 +53,18 @@ def test_a_venv_or_cache_that_is_a_symlink_stays_out_of_git(tmp_path: Path) -> N
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=repo, capture_output=True,
                             text=True, check=True).stdout.split()
     assert status == ["??", ".gitignore"], status
+
+
+def test_setup_on_a_full_disk_says_so_before_pip_starts(tmp_path: Path) -> None:
+    """CI once failed 106 s into setup with pip's "OSError: [Errno 28] No space left on device": a new venv needs about
+    7 GB. make setup now measures the checkout's and the temporary folder's free space first and names both the folder
+    and the remedy; nothing is created when it refuses."""
+    import shutil
+
+    for name in ("Makefile", "setup.cfg", "pyproject.toml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    run = subprocess.run(["make", ".venv/.vase-installed", "NEED_GB=1000000", "PYTHON=false"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode != 0
+    assert f"setup needs about 1000000 GB free for the venv and pip's unpacking; {tmp_path} has" in run.stderr
+    assert "pip cache purge" in run.stderr and not (tmp_path / ".venv").exists()
