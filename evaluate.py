@@ -36,9 +36,16 @@ from vase.loggers import finish_wandb
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 
+def _reach(cfg: DictConfig) -> list[str]:
+    """VASE_CHECK_CONFIG=1 also checks the dataset, the checkpoint and a tracking server (no torch loads)."""
+    from vase.pipeline.reach import reach_check
+
+    return reach_check(cfg)
+
+
 @hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")
 def main(cfg: DictConfig) -> None:
-    if not validated(cfg):
+    if not validated(cfg, reach=_reach):
         return
     # lazy: the tasks load torch and Lightning (seconds), which --help and a bad value never need
     from vase.pipeline.evaluate import run_evaluation

@@ -24,9 +24,16 @@ from vase.sacct import quiet_sacct_warnings
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 
+def _reach(cfg: DictConfig) -> list[str]:
+    """VASE_CHECK_CONFIG=1 also checks the dataset, the checkpoint and a tracking server (no torch loads)."""
+    from vase.pipeline.reach import reach_check
+
+    return reach_check(cfg)
+
+
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
-    if not validated(cfg):
+    if not validated(cfg, reach=_reach):
         return None
     # lazy: the pipeline loads torch and Lightning (seconds), which --help, --cfg and a bad value never need
     from vase.pipeline import objective, run_training

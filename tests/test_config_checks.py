@@ -151,7 +151,7 @@ def test_a_plain_typed_argument_of_a_target_is_checked(tmp_path: Path, session_d
     (["train.py", "cluster=slurm", "cluster.nodes=-1"], True,
      "config error: cluster.nodes=-1 must be a whole number of at least 1 (nodes per job)"),
     (["train.py", "-m", "cluster=slurm", "cluster.nodes=abc"], False,
-     "error: cluster.nodes='abc' must be a whole number of at least 1 (nodes per job)"),
+     "config error: cluster.nodes='abc' must be a whole number of at least 1 (nodes per job)"),
     (["train.py", "nosuchkey=1"], True,
      "config error: nosuchkey: the config has no key 'nosuchkey', so nothing would read it; valid keys: "),
     (["train.py", "sede=3"], True, "config error: sede: the config has no key 'sede', so nothing would read it; "

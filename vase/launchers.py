@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +34,7 @@ from hydra.experimental.callback import Callback
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
 from omegaconf import DictConfig, OmegaConf
+from submitit.core.utils import FailedJobError
 
 from vase.config import CHECK_ONLY_ENV, check_cluster, check_slurm_nodes, check_slurm_signal, validate
 from vase.errors import ConfigError, first_line
@@ -112,8 +114,12 @@ class _CollectEach:
         for n, overrides in zip(nums, job_overrides):
             log.info("\t#%d : %s", n, " ".join(filter_overrides(overrides)))
         state = Singleton.get_state()
-        jobs = executor.map_array(self, [list(o) for o in job_overrides], ["hydra.sweep.dir"] * len(nums), nums,
-                                  [f"job_id_for_{n}" for n in nums], [state] * len(nums))
+        try:
+            jobs = executor.map_array(self, [list(o) for o in job_overrides], ["hydra.sweep.dir"] * len(nums), nums,
+                                      [f"job_id_for_{n}" for n in nums], [state] * len(nums))
+        except (subprocess.CalledProcessError, FailedJobError) as e:  # sbatch refused: one line with its reason, not a traceback
+            print(f"error: {submission_refused(e)}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
         return [self._collect(job, n, list(o), sweep_dir) for job, n, o in zip(jobs, nums, job_overrides)]
 
     def _collect(self, job: Any, num: int, overrides: list[str], sweep_dir: Path) -> JobReturn:
@@ -128,6 +134,23 @@ class _CollectEach:
             print(failed_line(num, overrides, err, folder), file=sys.stderr, flush=True)
             return JobReturn(overrides=overrides, working_dir=str(folder), status=JobStatus.FAILED,
                              _return_value=err)
+
+
+def submission_refused(e: Exception) -> str:
+    """sbatch's refusal of a sweep's jobs (submitit's FailedJobError, or the CalledProcessError under it) as one line:
+    sbatch's own last line and where to look.
+
+    >>> said = "sbatch: error: fetch_config: DNS SRV lookup failed" + chr(10) + "sbatch: fatal: Could not establish"
+    >>> print(submission_refused(RuntimeError(said + " a configuration source"))[:91])
+    sbatch refused the sweep's jobs (sbatch: fatal: Could not establish a configuration source)
+    """
+    parts = [getattr(e, "stderr", None), getattr(e, "output", None)] if hasattr(e, "stderr") else [str(e)]
+    text = "\n".join(x.decode(errors="replace") if isinstance(x, bytes) else str(x or "") for x in parts)
+    said = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("sbatch:")]
+    return (f"sbatch refused the sweep's jobs ({said[-1] if said else first_line(e) or type(e).__name__}); nothing "
+            f"was submitted. Check that this machine reaches the SLURM controller (sinfo answers; SLURM_CONF or "
+            f"/etc/slurm/slurm.conf names it) and that cluster.partition and cluster.account exist (sinfo, sacctmgr); "
+            f"or use cluster=local to run the same jobs here")
 
 
 class SubmititLocalLauncher(_CollectEach, LocalLauncher):
@@ -154,7 +177,7 @@ class SlurmPreflight(Callback):
             check_slurm_signal(launcher.timeout_min, launcher.signal_delay_s)
             check_slurm_nodes(launcher.get("nodes"), launcher.get("partition"))
         except ConfigError as e:  # Hydra turns a callback's exception into a warning and submits anyway
-            print(f"error: {e}", file=sys.stderr, flush=True)
+            print(f"config error: {e}", file=sys.stderr, flush=True)
             raise SystemExit(2) from e
         if os.environ.get(CHECK_ONLY_ENV) == "1":
             sweep_cfg = OmegaConf.masked_copy(config, [k for k in config if k != "hydra"])

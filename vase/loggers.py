@@ -294,11 +294,7 @@ def check_loggers(cfg: DictConfig) -> None:
     store: created, migrated and given its experiment once, under a lock (runs started together would otherwise race
     the schema migration and break the store), and a store that cannot be opened is named in one line with what to
     do."""
-    for name, lg in (cfg.get("logger") or {}).items():
-        where = lg.get("save_dir") if isinstance(lg, DictConfig) else None
-        if where is not None and Path(str(where)).exists() and not Path(str(where)).is_dir():
-            raise ConfigError(f"logger.{name}.save_dir={str(where)!r} is a file; the logger writes a folder there: "
-                              f"give a folder (or leave it: the run's own folder)")
+    check_logger_dirs(cfg)
     node = OmegaConf.select(cfg, "logger.mlflow", default=None)
     if isinstance(node, DictConfig) and "_target_" in node:
         prepare_mlflow(str(node.tracking_uri), str(node.experiment_name), node.get("artifact_location"))
@@ -306,7 +302,33 @@ def check_loggers(cfg: DictConfig) -> None:
         os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 
+def check_logger_dirs(cfg: DictConfig) -> None:
+    """A logger's ``save_dir`` that is a file (a user's notes, a typo): one line naming the key, before any model
+    loads."""
+    for name, lg in (cfg.get("logger") or {}).items():
+        where = lg.get("save_dir") if isinstance(lg, DictConfig) else None
+        if where is not None and Path(str(where)).exists() and not Path(str(where)).is_dir():
+            raise ConfigError(f"logger.{name}.save_dir={str(where)!r} is a file; the logger writes a folder there: "
+                              f"give a folder (or leave it: the run's own folder)")
+
+
 MLFLOW_PROBE_S = 5.0
+
+
+def probe_mlflow_server(tracking_uri: str) -> None:
+    """One request to an MLflow server's ``/health`` (at most `MLFLOW_PROBE_S` seconds): a ConfigError naming the URI
+    and what to do when nothing answers, or something that is not an MLflow server (an auth wall counts as one)."""
+    where = f"logger.mlflow.tracking_uri={tracking_uri!r}"
+    todo = ("start it (mlflow server --host 127.0.0.1 --port 5000 --backend-store-uri sqlite:///mlflow.db "
+            "--artifacts-destination ./mlartifacts), fix MLFLOW_TRACKING_URI, or unset it to log to the local store "
+            "under paths.log_dir")
+    try:
+        urllib.request.urlopen(tracking_uri.rstrip("/") + "/health", timeout=MLFLOW_PROBE_S).close()
+    except urllib.error.HTTPError as e:
+        if e.code not in (401, 403):  # an auth wall in front of a server is a server; anything else is not one
+            raise ConfigError(f"{where}: no MLflow server there (HTTP {e.code} on /health); {todo}") from None
+    except (urllib.error.URLError, OSError) as e:
+        raise ConfigError(f"{where}: no MLflow server answers there ({getattr(e, 'reason', e)}); {todo}") from None
 
 
 def prepare_mlflow(tracking_uri: str, experiment: str, artifact_location: str | None = None) -> None:
@@ -315,15 +337,7 @@ def prepare_mlflow(tracking_uri: str, experiment: str, artifact_location: str | 
     scheme = urlparse(tracking_uri).scheme
     if scheme in ("http", "https"):
         where = f"logger.mlflow.tracking_uri={tracking_uri!r}"
-        todo = ("start it (mlflow server --host ... --port ...), fix MLFLOW_TRACKING_URI, or unset it to log to the "
-                "local store under paths.log_dir")
-        try:
-            urllib.request.urlopen(tracking_uri.rstrip("/") + "/health", timeout=MLFLOW_PROBE_S).close()
-        except urllib.error.HTTPError as e:
-            if e.code not in (401, 403):  # an auth wall in front of a server is a server; anything else is not one
-                raise ConfigError(f"{where}: no MLflow server there (HTTP {e.code} on /health); {todo}") from None
-        except (urllib.error.URLError, OSError) as e:
-            raise ConfigError(f"{where}: no MLflow server answers there ({getattr(e, 'reason', e)}); {todo}") from None
+        probe_mlflow_server(tracking_uri)
         try:
             _ensure_experiment(tracking_uri, experiment, None)
         except Exception as e:  # noqa: BLE001 - the server's refusal, in one line, before any model loads

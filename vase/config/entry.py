@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from omegaconf import DictConfig
@@ -20,9 +21,11 @@ CHECK_ONLY_ENV = "VASE_CHECK_CONFIG"
 run every command of the README without training anything."""
 
 
-def validated(cfg: DictConfig) -> bool:
+def validated(cfg: DictConfig, reach: Callable[[DictConfig], list[str]] | None = None) -> bool:
     """Validate ``cfg`` (a bad value: one line and exit 2); True when the command should go on, False when
-    ``VASE_CHECK_CONFIG=1`` asked only for the check (the run directory is marked ``checked``). Pins the CPU kernels
+    ``VASE_CHECK_CONFIG=1`` asked only for the check (the run directory is marked ``checked``). With that check,
+    ``reach(cfg)`` also checks what the run reaches first (``vase.pipeline.reach``: the dataset, the checkpoint, a
+    tracking server), and its lines, what was checked and what was not, follow ``config ok``. Pins the CPU kernels
     ``cpu_kernels`` asks for first: validation imports the targets it checks, and with them torch."""
     warning = or_exit(pin_cpu_kernels, str(cfg.get("cpu_kernels") or "native"))
     if warning:
@@ -30,8 +33,11 @@ def validated(cfg: DictConfig) -> bool:
     or_exit(validate, cfg)
     if os.environ.get(CHECK_ONLY_ENV) != "1":
         return True
+    lines = or_exit(reach, cfg) if reach is not None else []
     set_status_held("checked")
     print(f"config ok: {' '.join(job_overrides())}")
+    for line in lines:
+        print(line)
     return False
 
 
@@ -88,6 +94,13 @@ def or_exit(check: Any, *args: Any) -> Any:
         set_status_held("failed", one_line(e))
         print(f"{'config error' if isinstance(e, ConfigError) else 'error'}: {one_line(e)}", file=sys.stderr)
         sys.exit(2)
+    except RuntimeError as e:
+        line = out_of_memory(e)
+        if line is None:
+            raise
+        set_status_held("failed", line)
+        print(f"error: {line}", file=sys.stderr)
+        sys.exit(2)
     except OSError as e:
         line = storage_problem(e)
         if line is None:
@@ -97,4 +110,23 @@ def or_exit(check: Any, *args: Any) -> Any:
         print(f"error: {line}", file=sys.stderr)
         sys.exit(2)
 
+
+def out_of_memory(e: BaseException) -> str | None:
+    """The one line for a GPU out of memory (torch's ``OutOfMemoryError``, or the ``CUDA out of memory`` RuntimeError
+    of older builds): what ran out and the settings that lower memory, each with its key; None for any other error.
+
+    >>> out_of_memory(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.1 GiB total)"))[:62]
+    'the GPU ran out of memory (CUDA out of memory. Tried to alloca'
+    >>> out_of_memory(RuntimeError("shapes do not match")) is None
+    True
+    """
+    text = str(e)
+    if type(e).__name__ != "OutOfMemoryError" and "out of memory" not in text.lower():
+        return None
+    first = (text.strip().splitlines() or [""])[0].split(" Including non-PyTorch memory")[0][:160].rstrip(". ")
+    return (f"the GPU ran out of memory ({first}); lower it, one step at a time: stage.module.gradient_checkpointing=true, "
+            f"model.dtype=bfloat16, a smaller stage.batch_size with a larger stage.grad_accum (the same effective "
+            f"batch), for GRPO a smaller stage.module.max_completion_length or stage.module.num_generations, then "
+            f"trainer=deepspeed_zero2 or deepspeed_zero3 over several GPUs; resume=auto continues from the last "
+            f"checkpoint")
 

@@ -77,8 +77,13 @@ def validate_targets(cfg: DictConfig) -> None:
             if missing:
                 raise ConfigError(f"{path}._target_={target!r}: {missing}") from None
             cause = e.__cause__ or e.__context__ or e
+            hint = ""
+            if isinstance(cause, ModuleNotFoundError) and cause.name and target.startswith(cause.name.split(".")[0]):
+                hint = (f"; the module must be importable from where you run: run from the folder that holds "
+                        f"{cause.name.split('.')[0]}/ or {cause.name.split('.')[0]}.py, add that folder to PYTHONPATH, "
+                        f"or pip install -e your package")
             raise ConfigError(f"{path}._target_={target!r} cannot be imported: {type(cause).__name__}: "
-                              f"{str(cause).splitlines()[0] if str(cause) else ''}") from None
+                              f"{str(cause).splitlines()[0] if str(cause) else ''}{hint}") from None
         try:
             params = inspect.signature(fn).parameters
         except (TypeError, ValueError):  # no signature to check the keys against (a builtin)

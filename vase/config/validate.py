@@ -70,6 +70,8 @@ def validate(cfg: DictConfig) -> None:
     if cfg.get("task_name") == "evaluate" and cfg.get("task") not in EVAL_TASKS:
         raise ConfigError(f"task={cfg.get('task')!r} is not an evaluation task; choose one of {', '.join(EVAL_TASKS)} "
                           f"(python evaluate.py --help says what each does)")
+    if isinstance(cfg.get("cluster"), DictConfig):
+        check_cluster(cfg.cluster)  # before the interpolations that read it (trainer.num_nodes, the launcher's)
     for key, schema in SECTIONS.items():
         if key in cfg and cfg[key] is not None:
             node = _resolved(cfg, key)
@@ -93,8 +95,6 @@ def validate(cfg: DictConfig) -> None:
                    "must be open, mc, ll, both, or several joined by '+' (open+ll)")
     if isinstance(cfg.get("retrieval"), DictConfig):
         check_retrieval(_resolved(cfg, "retrieval"))
-    if isinstance(cfg.get("cluster"), DictConfig):
-        check_cluster(cfg.cluster)  # before the interpolations that read it (trainer.num_nodes, the launcher's)
     for key in ("generation", "evaluate"):  # the decoding of evaluate.py and of train.py's evaluation
         if isinstance(cfg.get(key), DictConfig):
             Decoding.of(_resolved(cfg, key), key)

@@ -48,6 +48,18 @@ def check_checkpoint(name_or_path: str, key: str = "model.name_or_path") -> None
     _check_hub_id(text, key)
 
 
+def check_adapter(adapter: str, key: str = "init_adapter") -> None:
+    """An adapter to start from, checked before any model loads: a folder with ``adapter_config.json`` (what a
+    training run saves in ``<run>/adapter``); a ConfigError naming the key and the folder otherwise."""
+    path = Path(str(adapter)).expanduser()
+    if not path.is_dir():
+        raise ConfigError(f"{key}={str(adapter)!r}: no such folder; give the adapter folder a training run saved "
+                          f"(<run>/adapter, e.g. logs/train/runs/<time>/adapter)")
+    if not (path / "adapter_config.json").is_file():
+        raise ConfigError(f"{key}={str(adapter)!r}: no adapter_config.json in it; give the adapter folder a training "
+                          f"run saved (<run>/adapter), not the run folder or a checkpoint")
+
+
 def _check_folder(path: Path, key: str) -> None:
     where = f"{key}={str(path)!r}"
     if not (path / "config.json").is_file():

@@ -195,7 +195,8 @@ def build_hub_checkpoint(out: str | Path, spec: HubSpec | None = None) -> Path:
     if stamp.is_file() and json.loads(stamp.read_text()).get("fingerprint") == spec.fingerprint():
         return out
     if out.exists() and not built_by_vase(out):
-        raise FileExistsError(f"{out}: exists and is not a checkpoint that vase built; refusing to build over it")
+        raise FileExistsError(f"{out}: exists and is not a checkpoint that vase built; refusing to build "
+                              f"over it: give --out a folder that does not exist yet")
     tok = build_hub_tokenizer()
     flat = flat_config(spec)
     config = Qwen2_5_VLConfig.from_dict(flat)

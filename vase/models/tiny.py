@@ -305,7 +305,8 @@ def build_tiny(out: str | Path, spec: TinySpec | None = None, overwrite: bool = 
         if json.loads(stamp.read_text()).get("fingerprint") == spec.fingerprint():
             return out
     if out.exists() and not built_by_vase(out):
-        raise FileExistsError(f"{out}: exists and is not a tiny model that vase built; refusing to build over it")
+        raise FileExistsError(f"{out}: exists and is not a tiny model that vase built; refusing to build "
+                              f"over it: give --out a folder that does not exist yet")
     tokenizer = build_tokenizer(spec)
     processor = build_processor(tokenizer, spec)
     model = build_model(tokenizer, spec)

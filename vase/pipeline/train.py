@@ -26,6 +26,7 @@ from vase.eval.vqa import evaluate_vqa
 from vase.io import atomic_write_json, atomic_write_text, file_lock, read_json
 from vase.loggers import build_loggers, check_loggers, log_config, log_end_metrics, log_eval_rows, say_unsent
 from vase.metrics.paired import compare_captions, format_comparison
+from vase.models.checkpoint import check_adapter
 from vase.models.loading import check_model, load_model_and_processor
 from vase.pipeline.build import (
     build_callbacks,
@@ -59,6 +60,8 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     check_training_data(cfg, cfg.stage.name)  # nothing trains on nothing: refused before any model loads
     check_loggers(cfg)  # a tracking server that does not answer, a broken store: one line, before any model loads
     check_model(cfg.model)  # a checkpoint folder missing a file or with a damaged shard, an unreachable hub id: the same
+    if cfg.get("init_adapter"):
+        check_adapter(str(cfg.init_adapter))  # a run folder given for its adapter: one line, before the model loads
     slurm_master_address()  # a job over several SLURM nodes whose names do not resolve: the address from SLURM
     placement = slurm_task_line()
     if placement:
