@@ -237,20 +237,30 @@ def test_the_quick_start_works_in_a_fresh_shell_as_written() -> None:
 
 
 def test_the_troubleshooting_page_lists_every_error_site_and_is_what_the_code_generates(tmp_path: Path) -> None:
-    """docs/troubleshooting.md is generated from the code's error sites: the committed page equals what the code
-    makes, it holds the one-line errors a user meets (grouped by where they come from), and an error added to the
-    code shows up, its placeholders named."""
-    from vase.reports.troubleshooting import PAGE, error_sites, generate
+    """docs/troubleshooting.md is generated: symptoms first (tests/test_troubleshooting.py provokes each), then every
+    error site of the code, its messages as a user reads them: a message held in a local variable read in (the MLflow
+    advice once showed as "<todo>"), what fills it in as italic words, never a template placeholder or "(message built
+    at run time)", keys and paths as code, a helper that only relays a message listed at its callers."""
+    from vase.reports.troubleshooting import PAGE, _render, error_sites, generate
 
     page = generate()
     assert PAGE.read_text() == page, "run python -m vase.reports.troubleshooting"
-    assert "cluster.&lt;key&gt;=&lt;v&gt; must be a whole number of at least" in page
-    assert "stage.epochs=&lt;value&gt; must be at least 1" in page  # a schema's range check
-    assert "## Checkpoints and models" in page and "has no chat template" in page
+    index = page.split("## Every error message", 1)[1]
+    assert "## Datasets" in page and "### The dataset folder does not exist" in page and "**Fix.**" in page
+    assert "`stage.epochs=`*value* must be at least 1" in index  # a schema's range check
+    assert "`stage.module.rollout=`*value* must be one of" in index  # its key read in, not "<k>.rollout"
+    assert "no MLflow server answers there (*reason*); start it (mlflow server" in index  # the advice, not <todo>
+    assert "has no chat template" in index and "`__post_init__`" in index
+    for bad in ("&lt;e&gt;", "&lt;todo&gt;", "&lt;__name__&gt;", "&lt;k&gt;", "&lt;value&gt;", "built at run time",
+                "| __post_init__"):
+        assert bad not in index, bad
     (tmp_path / "vase" / "x").mkdir(parents=True)
     (tmp_path / "vase" / "x" / "m.py").write_text(
-        "from vase.errors import DataError\n\ndef read(path):\n    raise DataError(f'{path}: no vases in it; "
-        "check data.root')\n")
-    (site,) = error_sites(tmp_path)
-    assert (site["kind"], site["function"], site["message"]) == ("DataError", "read",
-                                                                  "<path>: no vases in it; check data.root")
+        "from vase.errors import DataError\n\ndef read(path):\n    todo = 'check data.root'\n"
+        "    raise DataError(f'{path}: no vases in it; {todo}')\n\n"
+        "def fault(kind, message):\n    raise DataError(message)\n\n"
+        "def scan(vid):\n    fault('k', f'vase {vid!r} has no model')\n")
+    sites = sorted(error_sites(tmp_path), key=lambda s: s["line"])
+    assert [(s["kind"], s["function"]) for s in sites] == [("DataError", "read"), ("DataError", "scan")]
+    assert _render(str(sites[0]["message"])) == "*path*: no vases in it; check `data.root`"
+    assert _render(str(sites[1]["message"])) == "vase *vid* has no model"
