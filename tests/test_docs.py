@@ -264,3 +264,59 @@ def test_the_troubleshooting_page_lists_every_error_site_and_is_what_the_code_ge
     assert [(s["kind"], s["function"]) for s in sites] == [("DataError", "read"), ("DataError", "scan")]
     assert _render(str(sites[0]["message"])) == "*path*: no vases in it; check `data.root`"
     assert _render(str(sites[1]["message"])) == "vase *vid* has no model"
+
+
+def test_fifty_random_keys_of_the_reference_have_the_type_and_default_a_composed_config_gives(
+        tmp_path: Path, session_dirs: dict) -> None:
+    """The reference is read against what Hydra composes, not only against the YAML files it was made from: for 50
+    keys drawn at random (seeded) from the group options' tables, ``<group>=<option>`` on the first entry point that
+    has the group composes the default the page shows, as written (interpolations unresolved), of the type it names."""
+    import random
+
+    from hydra.errors import ConfigCompositionException
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    from tests.conftest import compose_cfg
+
+    page = (ROOT / "docs" / "reference" / "configuration.md").read_text()
+    rows, heading = [], None
+    for line in page.splitlines():
+        m = re.match(r"^#### `(\w+)=(\w+)`", line)
+        if m:
+            heading = m.groups()
+            continue
+        if line.startswith("### ") or line.startswith("## "):
+            heading = None
+        m = re.match(r"^\| `([^`]+)` \| ([^|]+(?:\\\|[^|]+)*) \| `(.*)` \| ", line)
+        if heading and m and heading[0] not in ("experiment", "sweep", "debug", "hydra", "task", "cluster", "paths"):
+            rows.append((*heading, m.group(1), m.group(2).strip().replace("\\|", "|"), m.group(3).replace("\\|", "|")))
+    assert len(rows) > 300, len(rows)
+    checked = []
+    for group, option, key, typ, default in random.Random(2026).sample(rows, len(rows)):
+        if len(checked) == 50:
+            break
+        if default.endswith("…"):
+            continue  # cut on the page: a long list or text
+        for config in ("train", "evaluate", "curate", "generate3d"):  # the first entry point that has the group
+            try:
+                cfg = compose_cfg(config, [f"{group}={option}"], tmp_path, session_dirs)
+                break
+            except ConfigCompositionException:
+                continue
+        node = cfg
+        for part in key.split("."):
+            node = node._get_node(part) if isinstance(node, DictConfig) and part in node else None
+        assert node is not None, f"{group}={option}: {key} is on the page but not in the composed {config} config"
+        if isinstance(node, (DictConfig, ListConfig)):
+            value = str(node._value()) if node._is_interpolation() else OmegaConf.to_container(node, resolve=False)
+        else:
+            value = node._value()
+        shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+        assert shown == default, f"{group}={option}: {key} composes to {shown!r}, the page says {default!r}"
+        base = typ.split(" | ")[0].split(" (")[0]
+        if value is not None and not (isinstance(value, str) and "${" in value):
+            expected = {"int": int, "float": (float, int), "str": str, "bool": bool, "list": list, "mapping": dict}
+            if base in expected:
+                assert isinstance(value, expected[base]), f"{key}: {value!r} is not the page's {typ}"
+        checked.append(key)
+    assert len(checked) == 50, checked

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import functools
 import re
 import sys
 import typing
@@ -48,8 +49,9 @@ def _first_sentence(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def key_docs(path: Path) -> dict[str, str]:
-    """Dotted key -> its doc, from the comments of one YAML file."""
+def key_docs(path: Path, inline_only: bool = False) -> dict[str, str]:
+    """Dotted key -> its doc, from the comments of one YAML file (``inline_only``: only the comment on the key's own
+    line and its wrapped continuation, never a block above)."""
     docs: dict[str, str] = {}
     stack: list[tuple[int, str]] = []
     above: list[str] = []
@@ -83,7 +85,7 @@ def key_docs(path: Path) -> dict[str, str]:
         dotted = ".".join([k for _, k in stack] + [key])
         rest = m.group(4)
         inline = _comment(rest)
-        doc = inline or (" ".join(above) if seen_key else "")  # a file's opening comment is the file's, not a key's
+        doc = inline or (" ".join(above) if seen_key and not inline_only else "")  # a file's opening comment is its own
         seen_key = True
         if doc:
             docs[dotted] = _first_sentence(doc)
@@ -212,9 +214,6 @@ def _fallback(full: str, v: Any, shared: dict[str, str]) -> str:
     value = v._value() if hasattr(v, "_value") else v
     if isinstance(value, str) and _single_interpolation(value):
         return f"follows `{value[2:-1]}` unless set"
-    parent = full.rsplit(".", 1)[0] if "." in full else ""
-    if parent and shared.get(parent):  # an entry of a documented mapping (reward.weights.shape, metrics.weights...)
-        return f"`{full.rsplit('.', 1)[1]}` of: {shared[parent]}"
     return ""
 
 
@@ -225,17 +224,44 @@ def documented(path: Path, section: str | None, shared: dict[str, str]) -> list[
     that defines the key (`shared_docs`). A group option and a primary config define their keys: their docs are
     their own."""
     node = OmegaConf.load(path)
-    docs = key_docs(path)
     overrides = _is_global(path) and path.parent != CONF  # an experiment, a sweep, debug, cluster: it sets, never defines
+    docs = key_docs(path, inline_only=overrides)
     out = []
     seen: dict[str, str] = {}
     for key, v in _flatten(node):
         full = f"{section}.{key}" if section and not _is_global(path) else key
-        defined = shared.get(full) if overrides else None
-        doc = docs.get(key) or _fallback(full, v, shared) or defined or _sibling(full, seen) or ""
+        if overrides:  # the key's own description (where it is defined); a comment above may speak of several keys
+            doc = (shared.get(full) or _fallback(full, v, shared) or docs.get(key) or _override_docs().get(full)
+                   or key_docs(path).get(key) or "")  # a block above: only for a key nothing else describes
+        else:
+            doc = docs.get(key) or _fallback(full, v, shared) or _sibling(full, seen) or shared.get(full) or ""
         seen[full] = doc
         out.append((full, v, doc))
     return out
+
+
+@functools.cache
+def _override_docs() -> dict[str, str]:
+    """Keys no group or primary config defines (an experiment's ``question`` block, ``model.tiny``): the first
+    comment on the key's own line in any experiment or sweep file."""
+    out: dict[str, str] = {}
+    for path in sorted(CONF.glob("*/*.yaml")):
+        if _is_global(path):
+            for key, doc in key_docs(path, inline_only=True).items():
+                out.setdefault(key, doc)
+    return out
+
+
+def missing_docs() -> list[str]:
+    """``file: key`` for each key the reference would show without a description of its own (the check fails)."""
+    shared, missing = shared_docs(), []
+    files = [(CONF / f"{n}.yaml", None) for n in PRIMARY] + [
+        (p, p.parent.name) for g in sorted(CONF.iterdir()) if g.is_dir() for p in sorted(g.glob("*.yaml"))]
+    for path, section in files:
+        for full, _, doc in documented(path, None if _is_global(path) else section, shared):
+            if not doc:
+                missing.append(f"{path.relative_to(CONF)}: {full}")
+    return missing
 
 
 def _sibling(full: str, seen: dict[str, str]) -> str:
@@ -391,6 +417,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 when the page differs from what the code generates")
     a = ap.parse_args(argv)
     text, out = generate(), Path(a.out)
+    missing = missing_docs()
+    if missing:  # a key shown without a description of its own: write its comment where the key is defined
+        print(f"{len(missing)} keys have no description of their own; comment them where they are defined (conf/): "
+              f"{'; '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}", file=sys.stderr)
+        return 1
     if a.check:
         current = out.read_text() if out.is_file() else ""
         if current != text:

@@ -188,6 +188,11 @@ def _render(message: str) -> str:
         if i % 2:
             out.append(f"*{WORDS.get(part, part).replace('_', ' ').strip() or 'value'}*")
             continue
+        quoted = re.split(r"`([^`]+)`", part)  # a message's own `code` stays code
+        if len(quoted) > 1:
+            out.append("".join(f"`{q}`" if j % 2 else (" " if q[:1] == " " else "") + _render(q)
+                               + (" " if q[-1:] == " " and q.strip() else "") for j, q in enumerate(quoted)))
+            continue
         words = []
         for word in part.split(" "):
             m = re.match(r"^([(\['\"]*)(.*?)([)\]'\",;:.?!]*)$", word)
