@@ -320,3 +320,42 @@ def test_fifty_random_keys_of_the_reference_have_the_type_and_default_a_composed
                 assert isinstance(value, expected[base]), f"{key}: {value!r} is not the page's {typ}"
         checked.append(key)
     assert len(checked) == 50, checked
+
+
+def _pages() -> dict[str, str]:
+    return {str(p.relative_to(ROOT)): p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]}
+
+
+def test_two_pages_never_give_different_numbers_for_the_same_run() -> None:
+    """The home page once showed the demo's GRPO row as FID 0.468, CLIP 0.817, R@10 54.17 % while README and Getting
+    started showed what the demo prints (0.480, 0.842, 62.50 %). A table a run makes is written by make readme-tables
+    (between <!-- vase:table NAME --> markers) on every page that shows it, the same block the same on every page;
+    and any row that two pages show under the same header and first cell is the same row."""
+    pages = _pages()
+    blocks: dict[str, dict[str, str]] = {}
+    for name, text in pages.items():
+        for kind, body in re.findall(r"<!-- vase:table (\w+) -->\n(.*?)<!-- vase:end -->", text, re.S):
+            blocks.setdefault(kind, {})[name] = body
+        outside = re.sub(r"<!-- vase:table \w+ -->\n.*?<!-- vase:end -->", "", text, flags=re.S)
+        assert "| Model | FID ↓ |" not in outside, f"{name}: the demo's table written by hand (use a results block)"
+        assert "| paired difference [95 % interval] |" not in outside, f"{name}: a paired table written by hand"
+    assert {"results", "demo"} <= set(blocks) and len(blocks["results"]) >= 3, blocks.keys()
+    for kind, where in blocks.items():
+        assert len(set(where.values())) == 1, f"the {kind} table differs between {sorted(where)}"
+    rows: dict[tuple[str, str], dict[str, str]] = {}
+    for name, text in pages.items():
+        header = None
+        for line in text.splitlines():
+            if not line.startswith("|"):
+                header = None
+                continue
+            if header is None:
+                header = line
+                continue
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if set(line) <= set("|-: ") or not any(re.search(r"\d", c) for c in cells[1:]):
+                continue
+            rows.setdefault((header, cells[0]), {})[name] = line
+    clashes = {k: v for k, v in rows.items() if len(set(v.values())) > 1}
+    assert not clashes, "\n".join(f"{k[1]!r} under {k[0][:60]!r}: " + "; ".join(f"{p}: {r}" for p, r in v.items())
+                                  for k, v in list(clashes.items())[:5])

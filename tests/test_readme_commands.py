@@ -69,7 +69,7 @@ def test_every_readme_command_composes_and_validates(tmp_path: Path) -> None:
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "terms.py").write_text(readme_python_block("mypkg/terms.py"))
-    env = {**os.environ, "VASE_CHECK_CONFIG": "1", "WANDB_MODE": "disabled",
+    env = {**os.environ, "VASE_CHECK_CONFIG": "config", "WANDB_MODE": "disabled",
            "PYTHONPATH": os.pathsep.join([str(tmp_path / "userpkg"), os.environ.get("PYTHONPATH", "")])}
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(lambda c: _check_command(c, tmp_path, env), cmds))

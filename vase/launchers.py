@@ -18,7 +18,6 @@ run (from their last checkpoint where they saved one).
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import subprocess
 import sys
@@ -36,7 +35,7 @@ from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLaunche
 from omegaconf import DictConfig, OmegaConf
 from submitit.core.utils import FailedJobError
 
-from vase.config import CHECK_ONLY_ENV, check_cluster, check_slurm_nodes, check_slurm_signal, validate
+from vase.config import check_cluster, check_only, check_slurm_nodes, check_slurm_signal, validate
 from vase.errors import ConfigError, first_line
 from vase.reports.sweep_summary import failed_line
 from vase.runs import record_lost
@@ -179,7 +178,7 @@ class SlurmPreflight(Callback):
         except ConfigError as e:  # Hydra turns a callback's exception into a warning and submits anyway
             print(f"config error: {e}", file=sys.stderr, flush=True)
             raise SystemExit(2) from e
-        if os.environ.get(CHECK_ONLY_ENV) == "1":
+        if check_only():
             sweep_cfg = OmegaConf.masked_copy(config, [k for k in config if k != "hydra"])
             OmegaConf.update(sweep_cfg, "paths.output_dir", "<sweep>/<job>", force_add=True)  # Hydra sets it per job
             try:

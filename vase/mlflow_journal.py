@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 from pytorch_lightning.loggers import MLFlowLogger
 from pytorch_lightning.utilities import rank_zero_only
 
-from vase.config.entry import CHECK_ONLY_ENV
+from vase.config.entry import check_only
 from vase.errors import VaseError, first_line
 from vase.io import append_jsonl, atomic_write_text
 
@@ -194,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("run_dir", type=Path, help="the run's folder (it holds mlflow_unsent.jsonl)")
     ap.add_argument("--tracking-uri", help="send to this server instead of the one the run logged to")
     a = ap.parse_args(argv)
-    if os.environ.get(CHECK_ONLY_ENV) == "1":  # the docs' commands are checked this far by the tests
+    if check_only():  # the docs' commands are checked this far by the tests
         print(f"config ok: {a.run_dir} (arguments parsed; nothing read or sent)")
         return 0
     try:

@@ -6,6 +6,9 @@
 Each table sits between ``<!-- vase:table NAME -->`` and ``<!-- vase:end -->`` in the README; this rewrites the
 lines between them from the newest finished results of that kind and notes the machine and date they were made on:
 
+- ``results``: ``logs/demo/runs/*/results.json`` (``make demo``; the table it prints: README, the home page and
+  Getting started);
+- ``demo``: the same run's ``paired_captions.json`` (GRPO against SFT, paired over the validation vases);
 - ``sanity``: ``logs/grpo_sanity/*/sanity.json`` (``make grpo-sanity``; the newest plain check and the newest of
   each negative control, one row per seed);
 - ``ablation``: ``logs/ablation_demo/multiruns/*/ablation.json`` (``make ablation-demo``; its tables and verdicts);
@@ -27,6 +30,7 @@ from omegaconf.errors import OmegaConfBaseException
 from yaml import YAMLError
 
 from vase.io import atomic_write_bytes, atomic_write_text, read_json
+from vase.metrics.caption_metrics import markdown_table
 from vase.metrics.paired import format_comparison
 from vase.reports.question import question_of
 from vase.runs import code_label, log_root
@@ -133,6 +137,19 @@ def demo_table(log_dir: Path) -> str | None:
             f"\nFrom `{path.parent.relative_to(log_dir.parent)}` ({_machine(v.get('machine'))}).\n")
 
 
+def results_table(log_dir: Path) -> str | None:
+    """The table ``make demo`` prints (untrained, SFT and GRPO on the validation vases), from the newest demo run's
+    ``results.json``, as it ships (``python train.py experiment=demo``, nothing else)."""
+    path = _newest([p for p in sorted(log_dir.glob("demo/runs/*/results.json"))
+                    if _run_overrides(p.parent) == ["experiment=demo"]])
+    if path is None:
+        return None
+    paired = path.parent / "paired_captions.json"
+    machine = read_json(paired).get("machine") if paired.is_file() else None
+    return (markdown_table(read_json(path)) +
+            f"\nFrom `{path.parent.relative_to(log_dir.parent)}` ({_machine(machine)}).\n")
+
+
 def beyond_table(log_dir: Path) -> str | None:
     """Per beyond-the-paper experiment (``experiments/beyond_<idea>.yaml``, its question of the ``idea`` kind), the
     newest ``compare.json`` of ``make beyond-demo`` as it ships (``experiment=beyond_<idea>``, no other override):
@@ -154,7 +171,7 @@ def beyond_table(log_dir: Path) -> str | None:
     return "\n".join(parts) if parts else None
 
 
-TABLES = {"demo": demo_table, "sanity": sanity_table, "ablation": ablation_table, "beyond": beyond_table}
+TABLES = {"results": results_table, "demo": demo_table, "sanity": sanity_table, "ablation": ablation_table, "beyond": beyond_table}
 
 
 def _rows_of(body: str) -> set[str]:

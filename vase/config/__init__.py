@@ -30,7 +30,7 @@ from vase.config.cluster import (
     slurm_tasks,
 )
 from vase.config.decoding import Decoding
-from vase.config.entry import CHECK_ONLY_ENV, one_line, or_exit, run_entry, validated
+from vase.config.entry import CHECK_ONLY_ENV, check_only, one_line, or_exit, run_entry, validated
 from vase.config.entry_tasks import (
     EVAL_TASKS,
     FILTER_TASKS,
@@ -130,6 +130,7 @@ __all__ = [
     "validate",
     "validate_reward",
     "validated",
+    "check_only",
     "wandb_offline",
 ]
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 
 from vase.annotate.records import VaseRecord, raw_metadata
 from vase.annotate.vocab import DIMENSIONS
-from vase.config import CHECK_ONLY_ENV
+from vase.config import check_only
 from vase.data.dataset import load_views, models_to_render, read_rgb
 from vase.data.layouts import detect_layout, no_such_dataset, read_records
 from vase.errors import DataError, VaseError
@@ -180,7 +179,7 @@ def main() -> None:
                     help="vase's cache: views are read from (and missing ones rendered into) its renders/ folder")
     ap.add_argument("--resolution", type=int, default=224, help="of views rendered for the export")
     a = ap.parse_args()
-    if os.environ.get(CHECK_ONLY_ENV) == "1":  # the README's commands are checked this far by the tests
+    if check_only():  # the README's commands are checked this far by the tests
         print(f"config ok: --to {a.to} (export arguments parsed; nothing read or written)")
         return
     src, out = Path(a.src), Path(a.out)

@@ -29,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import PROTOCOL_LABELS
 from vase.config import (
-    CHECK_ONLY_ENV,
+    check_only,
     sweep_keys_of,
     wandb_offline,
 )
@@ -480,7 +480,7 @@ class SweepSummary(Callback):
         sweep_dir = Path(str(config.hydra.sweep.dir))
         if not sweep_dir.is_dir():
             return
-        if os.environ.get(CHECK_ONLY_ENV) == "1":  # nothing ran: no summary, and no folder a later run takes up
+        if check_only():  # nothing ran: no summary, and no folder a later run takes up
             set_status(sweep_dir, "checked")
             jobs = sum(1 for d in sweep_dir.iterdir() if (d / ".hydra").is_dir())
             print(f"config ok: the sweep's {jobs} job(s) checked, nothing trained ({sweep_dir} is marked checked)")
