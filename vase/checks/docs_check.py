@@ -8,7 +8,10 @@ Builds the site (``mkdocs build --strict``) into the check's folder, then opens 
 page shows once its scripts have run. A page fails on markdown left raw in its text (a ``|---|`` row, ``**``, a pair
 of backticks: what an HTML block swallowing the text below it leaves), a raw Sphinx role (``:func:``), a doctest shown
 as nested quotes, an image that does not load, a table or code block wider than the page without a scroll bar (at
-1,400 px and at phone width, 390 px), no ``##`` heading on a page of more than a screen, or a blank screenshot; the
+1,400 px and at phone width, 390 px), a code block or table whose content runs past its right edge at 1,400 px
+(Material's scroll bars show only on hover: a cut comment or column is what a reader sees), an identifier broken
+mid-word, a template placeholder in the text (``<e>``, ``{name}``), no ``##`` heading on a page of more than a
+screen, or a blank screenshot; the
 home page, the ablation page and the configuration reference must show their tables, the ablation page its plot.
 A full-page screenshot of every page, ``docs_check.json`` and ``docs_check.md`` stay in the check's folder.
 """
@@ -245,7 +248,9 @@ def inspect_dom(dom: str, page: Path, site: Path) -> dict[str, Any]:
 
 
 def blank(png: Path) -> bool:
-    """A screenshot of one flat colour (a page that failed to render)."""
+    """A screenshot of one flat colour (a page that failed to render). The check's own screenshots: a long page's is
+    larger than PIL's guard against decompression bombs, and is read all the same."""
+    Image.MAX_IMAGE_PIXELS = None
     with Image.open(png) as im:
         return float(np.asarray(im.convert("L"), dtype=np.float32).std()) < 2.0
 
@@ -264,12 +269,26 @@ INSPECT = """(() => {
     const wide = inner.scrollWidth > inner.clientWidth + 2 || el.getBoundingClientRect().right > edge + 2;
     if (wide && !scrolls(inner)) cut.push(el.tagName.toLowerCase() + ': ' + (el.innerText || '').slice(0, 60));
   }
+  // content past a box's right edge, whether or not the box scrolls: Material's scroll bars are transparent until
+  // hovered, so a reader sees a comment or a column cut, not a bar
+  const hidden = [];
+  for (const el of article.querySelectorAll('pre > code, .md-typeset__scrollwrap')) {
+    if (el.scrollWidth > el.clientWidth + 2) hidden.push((el.innerText || '').trim().split('\\n')[0].slice(0, 60));
+  }
+  // an identifier (a code span without spaces, up to 40 characters) drawn on two lines: broken mid-word
+  const broken = [...article.querySelectorAll('code')].filter(c => !c.closest('pre') &&
+      !/\\s/.test(c.textContent.trim()) && c.textContent.trim().length <= 40 && c.getClientRects().length > 1)
+      .map(c => c.textContent.slice(0, 60));
+  // an identifier kept on one line (docs/javascripts/identifiers.js) that runs past the page's right edge
+  const past = [...article.querySelectorAll('code.vase-identifier')].filter(c => !c.closest('table') &&
+      c.getBoundingClientRect().right > edge + 2).map(c => c.textContent.slice(0, 60));
   const scrolled = [...article.querySelectorAll('table')].filter(t => t.scrollWidth > t.clientWidth + 2 ||
       t.getBoundingClientRect().right > edge + 2).length;
   const imgs = [...article.querySelectorAll('img')].map(i => ({src: i.getAttribute('src'),
                                                                ok: i.complete && i.naturalWidth > 0}));
   return {ready: document.readyState === 'complete', text: text.slice(0, 200000),
           tables: article.querySelectorAll('table').length, images: imgs, cut: cut, wide_tables: scrolled,
+          hidden: hidden, broken: broken, past: past,
           headings: article.querySelectorAll('h2').length, height: document.documentElement.scrollHeight,
           nested_quotes: article.querySelectorAll('blockquote blockquote').length +
                          (text.includes('>>>') ? 1 : 0)};
@@ -278,7 +297,8 @@ INSPECT = """(() => {
 blocks wider than the page with no scroll bar, ``##`` headings, nested quotes."""
 
 RAW = {"raw markdown table": r"\|\s*-{3,}\s*\|", "raw bold": r"\*\*[^*\s][^*\n]*\*\*",
-       "raw code span": r"`[^`\n]+`", "raw Sphinx role": r":(?:class|func|meth|mod|data|attr|exc|obj):`?"}
+       "raw code span": r"`[^`\n]+`", "raw Sphinx role": r":(?:class|func|meth|mod|data|attr|exc|obj):`?",
+       "template placeholder": r"<(?:[a-z_]{1,20}|__\w+__)>|\{[a-z_]{1,20}\}|\(message built at run time\)"}
 """Marks of markdown (or reStructuredText) that was not rendered: what an HTML block swallowing the text leaves."""
 
 
@@ -293,6 +313,10 @@ def problems(name: str, found: dict[str, Any], narrow: dict[str, Any] | None = N
     out += [f"image not shown: {i['src']}" for i in found["images"] if not i["ok"]]
     out += [f"cut without a scroll bar: {c}" for c in found["cut"]]
     out += [f"cut without a scroll bar at phone width: {c}" for c in (narrow or {}).get("cut", [])]
+    out += [f"cut at the right edge at {WIDTHS[0]} px (its scroll bar shows only on hover): {c}"
+            for c in found.get("hidden", [])]
+    out += [f"identifier broken mid-word: {c}" for c in found.get("broken", [])]
+    out += [f"code past the page's right edge: {c}" for c in found.get("past", [])]
     if found["nested_quotes"]:
         out.append("a doctest shown as nested quotes")
     if found["height"] > 1400 and not found["headings"]:

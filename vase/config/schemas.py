@@ -130,7 +130,7 @@ _TERMS = "vase.rewards.terms."
 def _check_term(name: str, term: Any, tau: float) -> None:
     k = f"reward.terms.{name}"
     check_value(isinstance(term, dict) and "_target_" in term, k, term,
-           "must be {_target_: <a RewardTerm class>, weight: <w>, ...}")
+           "must be a mapping with _target_ (a RewardTerm class) and weight (a number), plus the class's own arguments")
     target = str(term["_target_"])
     tw = term.get("weight", 1.0)
     check_value(isinstance(tw, (int, float)) and tw >= 0, f"{k}.weight", tw, "must be a non-negative number")

@@ -156,7 +156,7 @@ def compare_captions(scorer: Any, run: dict[str, str], start: dict[str, str], re
 
 def minimal_detectable(sd: float, n: int, alpha: float = 0.05, power: float = 0.8) -> float:
     """The smallest paired difference a two-sided test at ``alpha`` detects with probability ``power`` on ``n`` vases
-    whose per-vase differences have standard deviation ``sd``: (z_{1-alpha/2} + z_{power}) * sd / sqrt(n).
+    whose per-vase differences have standard deviation ``sd``: ``(z_{1-alpha/2} + z_{power}) * sd / sqrt(n)``.
 
     >>> round(minimal_detectable(1.0, 100), 4)  # 1.96 + 0.8416, over 10
     0.2802

@@ -154,8 +154,15 @@ def _type_of(section: str | None, key: str, v: Any, elsewhere: str | None = None
 
 
 def _cell(text: str, html: bool = False) -> str:
+    """A table cell's text: pipes escaped; with ``html``, a comment's path with a ``<placeholder>`` in it
+    (``logs/<task_name>/...``) shown as code, other angle brackets escaped."""
     text = text.replace("|", "\\|").replace("\n", " ")
-    return text.replace("<", "&lt;").replace(">", "&gt;") if html else text
+    if not html:
+        return text
+    path = r"(?<![\w`])([\w./~-]*<\w+>[\w./<>~-]*|\{\w+\})"
+    text = "".join(p if p.startswith("`") else re.sub(path, r"`\1`", p) for p in re.split(r"(`[^`]*`)", text))
+    return "".join(p if p.startswith("`") else p.replace("<", "&lt;").replace(">", "&gt;")
+                   for p in re.split(r"(`[^`]*`)", text))
 
 
 def shared_docs() -> dict[str, str]:

@@ -172,7 +172,7 @@ WORDS = {"e": "reason", "__name__": "error type", "k": "key", "v": "value", "…
          "sorted": "names", "tuple": "names", "list": "names", "rep": "repetition", "net": "network", "db": "store",
          "out": "folder", "parent": "folder", "lacking": "names", "unknown": "names", "missing": "names"}
 """Placeholder names that read as words on the page (``{e}`` is the reason, ``{type(e).__name__}`` its type)."""
-IDENTIFIER = re.compile(r"^(?=.*\w)[\w.\-/\[\]{}*+@~<>]*[._/=][\w.\-/\[\]{}*+@~=<>]*$")
+IDENTIFIER = re.compile(r"^(?=.*\w)[\w.\-/\[\]{}*+@~<>:?]*[._/=<][\w.\-/\[\]{}*+@~=<>:?]*$")
 
 
 def _render(message: str) -> str:
