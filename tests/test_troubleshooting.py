@@ -222,3 +222,23 @@ def test_each_symptom_is_what_the_user_sees_with_its_fix(sid: str, tmp_path: Pat
 def test_every_symptom_is_provoked_here_and_the_page_has_at_least_30() -> None:
     assert sorted(CASES) == sorted(s.id for s in SYMPTOMS)
     assert len(SYMPTOMS) >= 30 and len({s.id for s in SYMPTOMS}) == len(SYMPTOMS)
+
+
+def test_the_config_check_says_what_it_reached_and_what_it_did_not(tmp_path: Path, session_dirs: dict,
+                                                                   synthetic_root: Path, hub_checkpoint: Path) -> None:
+    """VASE_CHECK_CONFIG=1 said "config ok" for a dataset path, a checkpoint folder or an MLflow URI that a run would
+    fail on 50 s later. On a user's real things it now says what it checked (the dataset's layout, the checkpoint
+    folder) and what it could not (W&B, GPU memory, the SLURM queue); the same command with the dataset misspelled is
+    the run's own one line (test_each_symptom_is_what_the_user_sees_with_its_fix: data-missing)."""
+    args = ["data=vasevqa3d", f"data.root={synthetic_root}", "model=qwen2_5_vl_3b",
+            f"model.name_or_path={hub_checkpoint}", "logger=wandb"]
+    cfg = compose_cfg("train", args, tmp_path / "out", session_dirs)
+    validate(cfg)
+    checked, unchecked = reach_check(cfg)
+    assert checked == (f"checked: data.root={synthetic_root} (vase layout); model.name_or_path={hub_checkpoint} "
+                       f"(checkpoint folder)"), checked
+    assert unchecked.startswith("not checked: W&B (its records are written offline and synced later), GPU memory")
+    p = subprocess.run([sys.executable, "train.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "VASE_CHECK_CONFIG": "1", "WANDB_MODE": "disabled",
+                            "VASE_LOG_DIR": str(tmp_path / "logs")})
+    assert p.returncode == 0 and p.stdout.splitlines()[-2:] == [checked, unchecked], p.stdout[-800:] + p.stderr[-800:]
