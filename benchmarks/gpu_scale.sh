@@ -3,7 +3,8 @@
 #   ckpt    a random-weight Qwen2.5-VL-3B in the public architecture (benchmarks/random_checkpoint.py)
 #   decode  ms/token at G 4: vase eager / static / compiled against transformers generate (benchmarks/decode_speed.py)
 #   grpo    the paper's GRPO settings through train.py (G 4, 256 tokens, batch 1 x 4, orbit of 16 frames at 448 px):
-#           s/step and peak memory, checkpointing off/on, rollout eager/compiled (perf/throughput.json of each run)
+#           s/step and peak memory, checkpointing off/on, rollout eager/compiled (perf/throughput.json of each run),
+#           and the compiled, checkpointed run at 1,024 tokens (compiled_ckpt_x4: GRPO's memory on the real vocabulary)
 #   trl     one GRPO step against TRL on the same 3B (benchmarks/grpo_step.py, six 448-px views, 32 tokens)
 #   sft     experiment=vasevlm_3b_sft: s/step, tokens/s, MFU, peak memory
 #   rl      experiment=vasevlm_3b_rl (full fine-tune, ZeRO-2) on one GPU
@@ -19,7 +20,7 @@ set -uo pipefail
 OUT=${OUT:-/tmp/gpu_scale}; mkdir -p "$OUT"
 DEVICE=${DEVICE:-cuda}
 PARTS=${PARTS:-ckpt decode grpo trl sft rl}
-GRPO_RUNS=${GRPO_RUNS:-eager_nockpt eager_ckpt compiled_ckpt}
+GRPO_RUNS=${GRPO_RUNS:-eager_nockpt eager_ckpt compiled_ckpt compiled_ckpt_x4}
 BUDGET=${BUDGET:-3600}
 left() { echo $((BUDGET - SECONDS)); }
 has() {  # a part asked for in PARTS, with at least 40 s of BUDGET left (else said, and skipped)
@@ -83,15 +84,15 @@ train() {  # name, overrides...: one train.py run, its perf/throughput.json copi
   [ $rc -eq 0 ] || grep -E "Error|error" "$OUT/train_$name.log" | tail -3
 }
 # 6 training vases at batch 1 x grad-accum 4: epochs enough for $STEPS optimizer steps (max_steps stops it)
-GRPO=(stage=grpo data.modality=orbit stage.module.max_completion_length=$TOKENS stage.module.min_completion_length=$TOKENS
-      stage.epochs=20 trainer.max_steps=$STEPS "${TRAINER[@]}" $NOEMB)
+GRPO=(stage=grpo data.modality=orbit stage.epochs=20 trainer.max_steps=$STEPS "${TRAINER[@]}" $NOEMB)
 if has grpo; then
   part grpo
-  for run in $GRPO_RUNS; do  # <rollout>_<ckpt|nockpt>
+  for run in $GRPO_RUNS; do  # <rollout>_<ckpt|nockpt>[_x4]: _x4 at four times the part's tokens (1,024 on a GPU)
     [ "$(left)" -ge 40 ] || { echo "=== grpo_$run skipped: $(left) s left" | tee -a "$OUT/skipped.txt"; continue; }
-    ckpt=true; [[ $run == *_nockpt ]] && ckpt=false
+    ckpt=true; [[ $run == *_nockpt* ]] && ckpt=false
+    toks=$TOKENS; [[ $run == *_x4 ]] && toks=$((TOKENS * 4))
     train "grpo_$run" "${MODEL_ARGS[@]}" "${GRPO[@]}" stage.module.gradient_checkpointing=$ckpt \
-      stage.module.rollout="${run%%_*}"
+      stage.module.rollout="${run%%_*}" stage.module.max_completion_length=$toks stage.module.min_completion_length=$toks
   done
 fi
 if has sft; then

@@ -13,6 +13,8 @@ type. Each contender runs in its own process, so the peak-memory readings do not
     python benchmarks/grpo_step.py --model hub --tokens 256 --steps 4 --warmup 1 --profile
                                                       # the hub-shaped checkpoint (Qwen's 151,936-row vocabulary, tiny
                                                       # sizes: vase.models.hub), 256 tokens, where each one's time goes
+    python benchmarks/grpo_step.py --model hub --tokens 256,1024 --repeat 3 --steps 1 --warmup 1
+                                                      # memory and time against the completion length, three runs each
 """
 
 from __future__ import annotations
@@ -253,7 +255,11 @@ def main() -> None:
     ap.add_argument("--rollout", default="eager", help="vase's rollout engine (eager, static, compiled)")
     ap.add_argument("--model", help="a Qwen2.5-VL folder for both (default: the tiny model, built here)")
     ap.add_argument("--resolution", type=int, default=112, help="rendered view size in pixels")
-    ap.add_argument("--tokens", type=int, default=TOKENS, help="forced completion tokens (min = max new tokens)")
+    ap.add_argument("--tokens", default=str(TOKENS),
+                    help="forced completion tokens (min = max new tokens); several, comma-separated (256,1024), "
+                         "give one table of memory and time against the completion length")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each contender at each length (peak memory's "
+                                                          "spread over runs)")
     ap.add_argument("--profile", action="store_true", help="where each one's time goes (cProfile, per step)")
     ap.add_argument("--cache", default=str(ROOT / ".cache" / "bench"))
     ap.add_argument("--results", default=str(ROOT / "benchmarks" / "RESULTS.md"))
@@ -261,8 +267,14 @@ def main() -> None:
     ap.add_argument("--result", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.only:
+        args.tokens = int(args.tokens)
         _child(args)
         return
+    lengths = [int(t) for t in str(args.tokens).split(",")]
+    if len(lengths) > 1 or args.repeat > 1:
+        _lengths_table(args, lengths)
+        return
+    args.tokens = lengths[0]
     out: dict[str, dict] = {}
     for who in ("ours", "trl"):
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
@@ -316,6 +328,71 @@ def main() -> None:
     marker = f"grpo_step {args.device} trl-gc-{args.trl_gc}" + (f" {Path(args.model).name}" if args.model else "") \
         + (f" t{args.tokens}" if args.tokens != TOKENS else "")
     update_results(args.results, marker, table)
+
+
+def _run_one(args: argparse.Namespace, who: str, tokens: int) -> dict:
+    """One contender's run in its own process (its peak memory its own), at ``tokens`` completion tokens."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        res_path = f.name
+    cmd = [sys.executable, __file__, "--only", who, "--result", res_path, "--steps", str(args.steps),
+           "--warmup", str(args.warmup), "--device", args.device, "--loss-type", args.loss_type,
+           "--trl-gc", args.trl_gc, "--cache", args.cache, "--gc", args.gc, "--rollout", args.rollout,
+           "--resolution", str(args.resolution), "--tokens", str(tokens)]
+    cmd += ["--model", args.model] if args.model else []
+    subprocess.run(cmd, check=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "disabled"})
+    return json.loads(Path(res_path).read_text())
+
+
+def _lengths_table(args: argparse.Namespace, lengths: list[int]) -> None:
+    """Issue 58's measurement: at each completion length, each contender ``--repeat`` times (alternating, so a slow
+    spell of the machine falls on both), peak memory's mean and range and step time's median; the ratios against
+    TRL's targets (at most 0.6x its peak memory, 0.4x its step time); and memory per completion token as the length
+    grows (the slope of the mean peak between the shortest and the longest length)."""
+    import statistics
+
+    runs: dict[tuple[str, int], list[dict]] = {}
+    for tokens in lengths:
+        for r in range(args.repeat):
+            for who in ("ours", "trl"):
+                print(f"running {who} at {tokens} tokens ({r + 1}/{args.repeat}) ...", flush=True)
+                res = _run_one(args, who, tokens)
+                runs.setdefault((who, tokens), []).append(res)
+                print(f"{who} t{tokens}: " + json.dumps({k: v for k, v in res.items() if k != "profile"}), flush=True)
+    name = {"ours": "vase GRPOModule", "trl": f"TRL GRPOTrainer {runs[('trl', lengths[0])][0]['trl_version']}"}
+    rows, met = [], True
+    for tokens in lengths:
+        peak = {w: [r["peak_mib"] for r in runs[(w, tokens)]] for w in ("ours", "trl")}
+        step = {w: statistics.median([t for r in runs[(w, tokens)] for t in r["times"]]) for w in ("ours", "trl")}
+        mem_ratio = statistics.mean(peak["ours"]) / statistics.mean(peak["trl"])
+        time_ratio = step["ours"] / step["trl"]
+        met &= mem_ratio <= 0.6 and time_ratio <= 0.4
+        for w in ("ours", "trl"):
+            rows.append(f"| {tokens} | {name[w]} | {step[w]:.2f} | {statistics.mean(peak[w]):.0f} "
+                        f"({min(peak[w]):.0f}-{max(peak[w]):.0f}) | "
+                        + (f"**{time_ratio:.2f}** | **{mem_ratio:.2f}** |" if w == "ours" else " | |"))
+    slope = ""
+    if len(lengths) > 1:
+        lo, hi = min(lengths), max(lengths)
+        per = {w: (statistics.mean(r["peak_mib"] for r in runs[(w, hi)]) -
+                   statistics.mean(r["peak_mib"] for r in runs[(w, lo)])) / (hi - lo) * 1024 for w in ("ours", "trl")}
+        slope = (f"\nMemory per completion token as the length grows ({lo} to {hi} tokens, mean peaks): vase "
+                 f"{per['ours']:.0f} KiB per token, TRL {per['trl']:.0f} KiB per token (the 8 completions together).\n")
+    table = (f"### GRPO step against completion length: vase vs TRL ({args.device}, {describe_machine(args.device)}, "
+             f"{time.strftime('%Y-%m-%d')})\n\n"
+             f"{MODEL_NAMES.get(args.model or '', args.model or 'Tiny Qwen2.5-VL')}, 2 prompts x G=4, six "
+             f"{args.resolution}-px views per prompt, beta {BETA}, LoRA r 8, loss {args.loss_type}; TRL gradient "
+             f"checkpointing {args.trl_gc}; vase gradient checkpointing {args.gc}, rollout {args.rollout}; each "
+             f"contender {args.repeat} times at each length, alternating, each run in its own process ({args.warmup} "
+             f"warm-up and {args.steps} timed steps); peak memory is the process maximum RSS"
+             f"{' (torch.cuda.max_memory_allocated on a GPU)' if args.device == 'cuda' else ''}, its mean and range "
+             f"over the runs.\n\n"
+             "| tokens | contender | s / optimizer step (median) | peak memory, MiB (range) | time vase / TRL | "
+             "memory vase / TRL |\n|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n" + slope +
+             f"\nTarget (issue 58), vase at most 0.6x TRL's peak memory and 0.4x its step time at every length: "
+             f"**{'met' if met else 'not met'}**.\n")
+    print(table)
+    update_results(args.results, f"grpo_lengths {args.device}" + (f" {Path(args.model).name}" if args.model else ""),
+                   table)
 
 
 if __name__ == "__main__":

@@ -70,21 +70,14 @@ def test_every_key_has_a_doc_of_its_own_and_no_doc_serves_unrelated_keys() -> No
     a key's doc is its own file's comment, else what the key is by structure, else the file that defines it (never an
     experiment's or another primary config's); every key has one; one doc text never serves keys of different names;
     no type is a bare null; and the group descriptions are whole."""
-    from vase.reports.config_reference import CONF, PRIMARY, _is_global, documented, generate, shared_docs
+    from vase.reports.config_reference import all_documented, generate, missing_docs
 
-    shared = shared_docs()
     by_doc: dict[str, set[str]] = {}
-    missing = []
-    files = [(CONF / f"{n}.yaml", None) for n in PRIMARY] + [
-        (p, p.parent.name) for g in sorted(CONF.iterdir()) if g.is_dir() for p in sorted(g.glob("*.yaml"))]
-    for path, section in files:
-        for full, _, doc in documented(path, None if _is_global(path) else section, shared):
-            if not doc:
-                missing.append(f"{path.relative_to(CONF)}: {full}")
-            elif not doc.startswith(("follows `", "the class Hydra", "the values the sweep runs", "Hydra builds",
-                                     "MULTIRUN", "the task this file", "`")):  # what a key is by structure
-                by_doc.setdefault(doc, set()).add(full.rsplit(".", 1)[-1])
-    assert not missing, missing
+    for _, full, doc in all_documented():
+        if doc and not doc.startswith(("follows `", "the class Hydra", "the values the sweep runs", "Hydra builds",
+                                       "MULTIRUN", "the task this file", "`")):  # what a key is by structure
+            by_doc.setdefault(doc, set()).add(full.rsplit(".", 1)[-1])
+    assert not missing_docs(), missing_docs()  # the reference check (make docs) fails on any
     shared_by_unrelated = {d: names for d, names in by_doc.items() if len(names) > 1}
     assert not shared_by_unrelated, shared_by_unrelated
     page = generate()

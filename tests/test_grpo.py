@@ -585,3 +585,56 @@ def test_the_run_report_says_how_advantages_were_made_and_what_the_groups_held(t
     assert "stage.module.multi_objective_aggregation=normalize_then_sum" in md
     assert "no spread in 50 % of them; the sum tied while the terms differed in 50 %" in md
     assert "shape 0.200, dating 0.000" in md
+
+
+@pytest.mark.parametrize("head", ["lora", "modules_to_save", "frozen"])
+def test_the_head_inside_the_chunks_gives_todays_logprobs_gradients_and_trls(head: str, tiny_model_dir: Path) -> None:
+    """GRPO's log-probabilities with the output head inside the chunks (issue 58: the policy's forward kept every
+    completion position's logits, 1.2 GiB at 8 x 257 tokens of Qwen's vocabulary) equal the full-logits path's and
+    TRL's selective_log_softmax on the same inputs, and every trainable weight's gradient equals the full path's:
+    LoRA on the head, the head as a module to save, and a frozen head; chunks of 3 positions, which do not divide 8."""
+    from types import SimpleNamespace
+
+    from peft import LoraConfig, get_peft_model
+    from trl.trainer.utils import selective_log_softmax
+
+    from vase.models.loading import load_model
+    from vase.models.logprobs import selected_logprobs
+    from vase.training.grpo import GRPOModule
+
+    torch.manual_seed(0)
+    targets_lora = ["q_proj", "v_proj"] + (["lm_head"] if head == "lora" else [])
+    model = get_peft_model(load_model(str(tiny_model_dir)), LoraConfig(
+        r=4, lora_alpha=8, target_modules=targets_lora, init_lora_weights=False,
+        modules_to_save=["lm_head"] if head == "modules_to_save" else None))
+    ids = torch.randint(10, 200, (3, 20))
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "mm_token_type_ids": torch.zeros_like(ids)}
+    n, temperature = 8, 0.7
+    upstream = torch.randn(3, n)
+    trainable = {k: p for k, p in model.named_parameters() if p.requires_grad}
+    assert any("lm_head" in k for k in trainable) == (head != "frozen")
+
+    full = model(**inputs, logits_to_keep=n + 1).logits[:, :-1]
+    before = selected_logprobs(full, ids[:, -n:], temperature)
+    (before * upstream).sum().backward()
+    grads = {k: p.grad.clone() for k, p in trainable.items()}
+    model.zero_grad(set_to_none=True)
+
+    import vase.models.logprobs as logprobs
+
+    old_budget = logprobs.HEAD_CHUNK_ELEMENTS
+    logprobs.HEAD_CHUNK_ELEMENTS = 3 * 3 * model.get_output_embeddings().weight.shape[0]  # 3 positions a chunk
+    try:
+        after = GRPOModule._logps(SimpleNamespace(temperature=temperature), model, inputs, n)
+    finally:
+        logprobs.HEAD_CHUNK_ELEMENTS = old_budget
+    (after * upstream).sum().backward()
+    assert torch.allclose(after, before, atol=1e-5)
+    theirs = selective_log_softmax(full.detach().float() / temperature, ids[:, -n:])
+    assert torch.allclose(after.detach(), theirs, atol=1e-5)
+    for k, p in trainable.items():
+        assert p.grad is not None and torch.allclose(p.grad, grads[k], rtol=1e-4, atol=1e-6), k
+    with torch.no_grad(), model.disable_adapter():  # the reference: the adapter off, no gradient, no checkpointing
+        ref = GRPOModule._logps(SimpleNamespace(temperature=temperature), model, inputs, n)
+        base = selected_logprobs(model(**inputs, logits_to_keep=n + 1).logits[:, :-1], ids[:, -n:], temperature)
+    assert torch.allclose(ref, base, atol=1e-5) and not torch.allclose(ref, after.detach(), atol=1e-4)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.utils.checkpoint
 
 
 def _blocks(shape: torch.Size, rows: int) -> list[tuple[int, slice]]:
@@ -65,3 +66,51 @@ def selected_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: 
     True
     """
     return _SelectedLogprobs.apply(logits, targets, float(temperature), int(rows))
+
+
+HEAD_CHUNK_ELEMENTS = 1 << 25
+"""Logits one chunk of `head_logprobs` may hold: 32 M floats (128 MiB in float32), whatever the batch and vocabulary
+(8 completions x 27 positions at Qwen's 151,936 rows)."""
+
+
+def _head_chunk(hidden: torch.Tensor, targets: torch.Tensor, head: Any, temperature: float) -> torch.Tensor:
+    x = head(hidden).float()
+    if temperature != 1.0:
+        x = x / temperature
+    return x.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(x, dim=-1)
+
+
+def _vocab_size(head: Any) -> int | None:
+    weight = getattr(head, "weight", None)
+    return int(weight.shape[0]) if isinstance(weight, torch.Tensor) and weight.dim() == 2 else None
+
+
+def head_logprobs(hidden: torch.Tensor, head: Any, targets: torch.Tensor, temperature: float = 1.0,
+                  rows: int | None = None) -> torch.Tensor:
+    """``log_softmax(head(hidden) / temperature, -1)`` at ``targets`` (N, L; float32), with the output head inside the
+    chunks: ``rows`` positions of every sequence at a time (by default as many as `HEAD_CHUNK_ELEMENTS` allows), each
+    chunk's logits computed, reduced to one number per token and freed. With gradients on, each chunk is checkpointed:
+    the backward pass recomputes its logits, so neither pass ever holds the (N, L, V) logits (1.2 GiB for 8
+    completions of 257 tokens at Qwen's vocabulary). ``head`` is any module (a LoRA-wrapped or ``modules_to_save``
+    head too): its parameters get their gradients through the recomputation.
+
+    >>> head = torch.nn.Linear(4, 11, bias=False); h = torch.randn(2, 3, 4); y = torch.randint(0, 11, (2, 3))
+    >>> ref = torch.log_softmax(head(h) / 0.7, -1).gather(-1, y.unsqueeze(-1)).squeeze(-1)
+    >>> bool(torch.allclose(head_logprobs(h, head, y, 0.7, rows=2), ref, atol=1e-6))
+    True
+    """
+    n, length = targets.shape
+    if rows is None:
+        vocab = _vocab_size(head) or 152064
+        rows = max(1, HEAD_CHUNK_ELEMENTS // max(1, n * vocab))
+    checkpoint = torch.is_grad_enabled() and (hidden.requires_grad or any(
+        p.requires_grad for p in head.parameters()))
+    out = []
+    for s in range(0, length, rows):
+        h, t = hidden[:, s:s + rows], targets[:, s:s + rows]
+        if checkpoint:
+            out.append(torch.utils.checkpoint.checkpoint(_head_chunk, h, t, head, float(temperature),
+                                                         use_reentrant=False))
+        else:
+            out.append(_head_chunk(h, t, head, float(temperature)))
+    return torch.cat(out, dim=1)

@@ -259,16 +259,18 @@ def _override_docs() -> dict[str, str]:
     return out
 
 
-def missing_docs() -> list[str]:
-    """``file: key`` for each key the reference would show without a description of its own (the check fails)."""
-    shared, missing = shared_docs(), []
+def all_documented() -> list[tuple[Path, str, str]]:
+    """Every key of every config file the reference shows: (file, full key, its description)."""
+    shared = shared_docs()
     files = [(CONF / f"{n}.yaml", None) for n in PRIMARY] + [
         (p, p.parent.name) for g in sorted(CONF.iterdir()) if g.is_dir() for p in sorted(g.glob("*.yaml"))]
-    for path, section in files:
-        for full, _, doc in documented(path, None if _is_global(path) else section, shared):
-            if not doc:
-                missing.append(f"{path.relative_to(CONF)}: {full}")
-    return missing
+    return [(path, full, doc) for path, section in files
+            for full, _, doc in documented(path, None if _is_global(path) else section, shared)]
+
+
+def missing_docs() -> list[str]:
+    """``file: key`` for each key the reference would show without a description of its own (the check fails)."""
+    return [f"{path.relative_to(CONF)}: {full}" for path, full, doc in all_documented() if not doc]
 
 
 def _sibling(full: str, seen: dict[str, str]) -> str:
