@@ -25,7 +25,8 @@ CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 
 def _reach(cfg: DictConfig) -> list[str]:
-    """VASE_CHECK_CONFIG=1 also checks the dataset, the checkpoint and a tracking server (no torch loads)."""
+    """VASE_CHECK_CONFIG=1 also checks the dataset, the checkpoint and a tracking server."""
+    # lazy: pytorch_lightning, torch, torchmetrics
     from vase.pipeline.reach import reach_check
 
     return reach_check(cfg)

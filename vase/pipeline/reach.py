@@ -1,4 +1,4 @@
-"""What ``VASE_CHECK_CONFIG=1`` checks beyond the config's values, in seconds and without torch: the things a run
+"""What ``VASE_CHECK_CONFIG=1`` checks beyond the config's values, in seconds: the things a run
 reaches for first, each with the one-line error the run itself would give minutes later.
 
 - the dataset: ``data.root`` exists and holds a layout vase reads (``no such folder`` or the layouts looked for);

@@ -16,6 +16,7 @@ import argparse
 import ast
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 from vase.io import atomic_write_text
@@ -255,8 +256,6 @@ def generate(root: Path = ROOT) -> str:
 
 def _wrap(text: str, width: int = 100) -> list[str]:
     """A printed line cut into lines of the code block's width (the page shows it whole, without a scroll bar)."""
-    import textwrap
-
     return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [""]
 
 
