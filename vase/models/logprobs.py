@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.utils.checkpoint
 
 
 def _blocks(shape: torch.Size, rows: int) -> list[tuple[int, slice]]:
@@ -73,11 +72,66 @@ HEAD_CHUNK_ELEMENTS = 1 << 25
 (8 completions x 27 positions at Qwen's 151,936 rows)."""
 
 
-def _head_chunk(hidden: torch.Tensor, targets: torch.Tensor, head: Any, temperature: float) -> torch.Tensor:
+def _head_chunk(hidden: torch.Tensor, targets: torch.Tensor, head: Any, temperature: float
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """One chunk's selected log-probabilities and log-sum-exps, its logits freed on return."""
     x = head(hidden).float()
     if temperature != 1.0:
-        x = x / temperature
-    return x.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(x, dim=-1)
+        x = x.div_(temperature)  # no graph here (a forward without gradients): in place
+    lse = torch.logsumexp(x, dim=-1)
+    return x.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse, lse
+
+
+class _HeadLogprobs(torch.autograd.Function):
+    """`head_logprobs` with gradients: the forward pass keeps one log-sum-exp per token; the backward pass recomputes
+    each chunk's logits once, with the head's graph, turns them in place into the gradient of the selected
+    log-probabilities ((one-hot - softmax) x upstream / temperature) and hands that to the head's own backward, which
+    writes the hidden states' and the head's parameters' gradients (a LoRA head's, a ``modules_to_save`` head's)."""
+
+    @staticmethod
+    def forward(ctx: Any, hidden: torch.Tensor, targets: torch.Tensor, temperature: float, rows: int, head: Any,
+                *params: torch.Tensor) -> torch.Tensor:
+        out = torch.empty(targets.shape, dtype=torch.float32, device=hidden.device)
+        lse = torch.empty_like(out)
+        with torch.no_grad():
+            for s in range(0, targets.shape[1], rows):
+                out[:, s:s + rows], lse[:, s:s + rows] = _head_chunk(hidden[:, s:s + rows], targets[:, s:s + rows],
+                                                                     head, temperature)
+        ctx.save_for_backward(hidden, targets, lse)
+        ctx.temperature, ctx.rows, ctx.head, ctx.params = temperature, rows, head, params
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        hidden, targets, lse = ctx.saved_tensors
+        t, rows, head, params = ctx.temperature, ctx.rows, ctx.head, list(ctx.params)
+        need_h = ctx.needs_input_grad[0]
+        g = grad_out.float()
+        grad_h = torch.zeros_like(hidden) if need_h else None
+        grad_p: list[torch.Tensor | None] = [None] * len(params)
+        for s in range(0, targets.shape[1], rows):
+            h = hidden[:, s:s + rows].detach().requires_grad_(need_h)
+            with torch.enable_grad():
+                x = head(h)
+            # in place on the logits themselves (a float32 head): no backward of a linear layer reads its output, and
+            # autograd's version counter would refuse the step if one did
+            p = x.detach().float()
+            if t != 1.0:
+                p.div_(t)
+            # d/dx [x_y - logsumexp(x)] = onehot(y) - softmax(x), times the upstream gradient, over T
+            p.sub_(lse[:, s:s + rows, None]).exp_().mul_(-g[:, s:s + rows, None])
+            p.scatter_add_(-1, targets[:, s:s + rows, None], g[:, s:s + rows, None])
+            if t != 1.0:
+                p.div_(t)
+            inputs = ([h] if need_h else []) + params
+            grads = torch.autograd.grad(x, inputs, grad_outputs=p.to(x.dtype), allow_unused=True)
+            if need_h:
+                grad_h[:, s:s + rows] = grads[0]
+                grads = grads[1:]
+            for i, gp in enumerate(grads):
+                if gp is not None:
+                    grad_p[i] = gp if grad_p[i] is None else grad_p[i].add_(gp)
+        return (grad_h, None, None, None, None, *grad_p)
 
 
 def _vocab_size(head: Any) -> int | None:
@@ -89,10 +143,10 @@ def head_logprobs(hidden: torch.Tensor, head: Any, targets: torch.Tensor, temper
                   rows: int | None = None) -> torch.Tensor:
     """``log_softmax(head(hidden) / temperature, -1)`` at ``targets`` (N, L; float32), with the output head inside the
     chunks: ``rows`` positions of every sequence at a time (by default as many as `HEAD_CHUNK_ELEMENTS` allows), each
-    chunk's logits computed, reduced to one number per token and freed. With gradients on, each chunk is checkpointed:
-    the backward pass recomputes its logits, so neither pass ever holds the (N, L, V) logits (1.2 GiB for 8
+    chunk's logits computed, reduced to one number per token and freed. With gradients on (`_HeadLogprobs`), the
+    backward pass recomputes each chunk's logits once, so neither pass ever holds the (N, L, V) logits (1.2 GiB for 8
     completions of 257 tokens at Qwen's vocabulary). ``head`` is any module (a LoRA-wrapped or ``modules_to_save``
-    head too): its parameters get their gradients through the recomputation.
+    head too): its parameters get their gradients through its own backward.
 
     >>> head = torch.nn.Linear(4, 11, bias=False); h = torch.randn(2, 3, 4); y = torch.randint(0, 11, (2, 3))
     >>> ref = torch.log_softmax(head(h) / 0.7, -1).gather(-1, y.unsqueeze(-1)).squeeze(-1)
@@ -103,14 +157,9 @@ def head_logprobs(hidden: torch.Tensor, head: Any, targets: torch.Tensor, temper
     if rows is None:
         vocab = _vocab_size(head) or 152064
         rows = max(1, HEAD_CHUNK_ELEMENTS // max(1, n * vocab))
-    checkpoint = torch.is_grad_enabled() and (hidden.requires_grad or any(
-        p.requires_grad for p in head.parameters()))
-    out = []
-    for s in range(0, length, rows):
-        h, t = hidden[:, s:s + rows], targets[:, s:s + rows]
-        if checkpoint:
-            out.append(torch.utils.checkpoint.checkpoint(_head_chunk, h, t, head, float(temperature),
-                                                         use_reentrant=False))
-        else:
-            out.append(_head_chunk(h, t, head, float(temperature)))
-    return torch.cat(out, dim=1)
+    params = [p for p in head.parameters() if p.requires_grad]
+    if torch.is_grad_enabled() and (hidden.requires_grad or params):
+        return _HeadLogprobs.apply(hidden, targets, float(temperature), int(rows), head, *params)
+    with torch.no_grad():
+        return torch.cat([_head_chunk(hidden[:, s:s + rows], targets[:, s:s + rows], head, float(temperature))[0]
+                          for s in range(0, length, rows)], dim=1)
