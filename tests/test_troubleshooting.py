@@ -32,6 +32,7 @@ class Case:
     setup: Callable[[Path], None] | None = None  # files the user has (a broken checkpoint, an empty folder)
     call: Callable[[Path, pytest.MonkeyPatch], None] | None = None  # where the error is not a config's: what raises
     cli: list[str] | None = None  # or a command, run as typed (PATH: {tmp}/bin, then /usr/bin:/bin)
+    repair: Callable[[Path], None] | None = None  # the page's fix to the user's files (then ``fixed`` or ``bad`` runs)
     check: bool = True  # the command under VASE_CHECK_CONFIG=1
 
 
@@ -57,6 +58,15 @@ def _checkpoint(without: str) -> Callable[[Path], None]:
             (ck / "model.safetensors").write_bytes(data[:-4])
         elif without:
             (ck / without).unlink()
+    return make
+
+
+def _restored(name: str) -> Callable[[Path], None]:
+    """The fix "copy it from the checkpoint's release": the file a whole release has, put back."""
+    def make(tmp: Path) -> None:
+        whole = tmp / "release"
+        _checkpoint("")(whole)
+        shutil.copy(whole / "Qwen2.5-VL-3B-Instruct" / name, tmp / "Qwen2.5-VL-3B-Instruct" / name)
     return make
 
 
@@ -106,7 +116,8 @@ def _full_disk(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 CASES: dict[str, Case] = {
     "key-typo": Case(["stage.module.optimizer.lrr=1e-4"], ["stage.module.optimizer.lr=1e-4"]),
-    "key-new": Case(["callbacks.mine._target_=vase.training.callbacks.SampleLogger"]),
+    "key-new": Case(["callbacks.mine._target_=pytorch_lightning.callbacks.LearningRateMonitor"],
+                    ["+callbacks.mine._target_=pytorch_lightning.callbacks.LearningRateMonitor"]),
     "key-unknown-group": Case(["model=qwen2.5_vl_3b"], ["model=qwen2_5_vl_3b", "model.name_or_path={tmp}/ckpt"],
                               setup=lambda t: _checkpoint("")(t) or (t / "Qwen2.5-VL-3B-Instruct").rename(t / "ckpt")),
     "value-range": Case(["stage=grpo", "reward.tau=1.7"], ["stage=grpo", "reward.tau=0.7"]),
@@ -118,35 +129,41 @@ CASES: dict[str, Case] = {
     "value-limit": Case(["data.limit_val=0", "evaluate.after=true"], ["data.limit_val=0", "evaluate.after=false"]),
     "data-missing": Case(["data=vasevqa3d", "data.root={tmp}/VaseVQA-3D"], ["data=vasevqa3d",
                          "data.root={tmp}/VaseVQA-3D"], setup=None),
-    "data-no-layout": Case(["data=vasevqa3d", "data.root={tmp}/VaseVQA-3D"], setup=_folder("VaseVQA-3D")),
+    "data-no-layout": Case(["data=vasevqa3d", "data.root={tmp}/VaseVQA-3D"], setup=_folder("VaseVQA-3D"),
+                           repair=_annotations("[]")),
     "data-synthetic-root": Case(["data.root={tmp}/VaseVQA-3D"], ["data=vasevqa3d", "data.root={tmp}/VaseVQA-3D"],
                                 setup=_annotations("[]")),
     "data-bad-json": Case(call=lambda t, m: __import__("vase.data.layouts", fromlist=["x"]).read_records(
-        t / "VaseVQA-3D"), setup=_annotations("[{\"id\": \"v1\", ")),
+        t / "VaseVQA-3D"), setup=_annotations("[{\"id\": \"v1\", "),
+        repair=lambda t: (t / "VaseVQA-3D" / "annotations" / "train.json").write_text("[]")),
     "data-check-cli": Case(cli=["-m", "vase.data.check", "{tmp}/VaseVQA-3D"]),
     "render-not-dataset": Case(cli=["-m", "vase.render", "--root", "{tmp}/photos", "--cache-dir", "{tmp}/cache"],
                                setup=_folder("photos")),
     "ckpt-missing": Case(["model=qwen2_5_vl_3b", "model.name_or_path={tmp}/Qwen2.5-VL-3B"],
                          ["model=qwen2_5_vl_3b", "model.name_or_path={tmp}/Qwen2.5-VL-3B-Instruct"], setup=_checkpoint("")),
     "ckpt-no-config": Case(["model=qwen2_5_vl_3b", "model.name_or_path={tmp}/Qwen2.5-VL-3B-Instruct"],
-                           setup=_checkpoint("config.json")),
+                           setup=_checkpoint("config.json"), repair=_restored("config.json")),
     "ckpt-no-processor": Case(["model=qwen2_5_vl_3b", "model.name_or_path={tmp}/Qwen2.5-VL-3B-Instruct"],
-                              setup=_checkpoint("preprocessor_config.json")),
+                              setup=_checkpoint("preprocessor_config.json"),
+                              repair=_restored("preprocessor_config.json")),
     "ckpt-no-template": Case(["model=qwen2_5_vl_3b", "model.name_or_path={tmp}/Qwen2.5-VL-3B-Instruct"],
-                             setup=_checkpoint("chat_template.json")),
+                             setup=_checkpoint("chat_template.json"), repair=_restored("chat_template.json")),
     "ckpt-cut-shard": Case(["model=qwen2_5_vl_3b", "model.name_or_path={tmp}/Qwen2.5-VL-3B-Instruct"],
-                           setup=_checkpoint("shard")),
+                           setup=_checkpoint("shard"), repair=_restored("model.safetensors")),
     "ckpt-tiny-into-yours": Case(["model.name_or_path={tmp}/Qwen2.5-VL-3B-Instruct"],
                                  ["model=qwen2_5_vl_3b", "model.name_or_path={tmp}/Qwen2.5-VL-3B-Instruct"],
                                  setup=_checkpoint("")),
     "ckpt-hub-offline": Case(["model=qwen2_5_vl_3b", "model.name_or_path=Qwen/Qwen2.5-VL-3B-Instruct"],
                              ["model=qwen2_5_vl_3b", "model.name_or_path={tmp}/Qwen2.5-VL-3B-Instruct"],
                              setup=_checkpoint("")),
-    "adapter-not-adapter": Case(["init_adapter={tmp}/run"], setup=_folder("run/adapter")),
+    "adapter-not-adapter": Case(["init_adapter={tmp}/run"], ["init_adapter={tmp}/run/adapter"],
+                                setup=_folder("run/adapter"),
+                                repair=lambda t: (t / "run" / "adapter" / "adapter_config.json").write_text("{}")),
     "mlflow-down": Case(["logger=mlflow", f"logger.mlflow.tracking_uri=http://127.0.0.1:{PORT}"], ["logger=mlflow"]),
     "logger-unknown": Case(["logger=mlfow"], ["logger=mlflow"]),
-    "logger-dir-file": Case(["logger=tensorboard", "logger.tensorboard.save_dir={tmp}/tb"], setup=lambda t: (
-        t / "tb").write_text("notes\n")),
+    "logger-dir-file": Case(["logger=tensorboard", "logger.tensorboard.save_dir={tmp}/tb"],
+                            ["logger=tensorboard", "logger.tensorboard.save_dir={tmp}/tb-logs"],
+                            setup=lambda t: (t / "tb").write_text("notes\n")),
     "slurm-timeout": Case(cli=["train.py", "-m", "cluster=slurm", "logger=none", "cluster.timeout_min=1"]),
     "slurm-tasks": Case(["cluster=slurm", "cluster.tasks_per_node=0"], ["cluster=slurm", "cluster.tasks_per_node=1"]),
     "slurm-no-sbatch": Case(cli=["train.py", "-m", "cluster=slurm", "logger=none"], check=False),
@@ -213,10 +230,13 @@ def test_each_symptom_is_what_the_user_sees_with_its_fix(sid: str, tmp_path: Pat
     assert line is not None, f"{sid}: no error"
     assert _shown(line, tmp_path, session_dirs) == symptom.seen
     assert symptom.needle in line, (symptom.needle, line)  # the message itself carries the page's fix
-    if case.fixed is not None:
+    if case.fixed is not None or case.repair is not None:
         if sid == "data-missing":
             _annotations(json.dumps([]))(tmp_path)
-        assert _provoke(case, case.fixed, tmp_path, session_dirs, monkeypatch, capsys) is None
+        if case.repair is not None:
+            case.repair(tmp_path)
+        fixed = case.fixed if case.fixed is not None else case.bad
+        assert _provoke(case, fixed, tmp_path, session_dirs, monkeypatch, capsys) is None, f"{sid}: the fix fails"
 
 
 def test_every_symptom_is_provoked_here_and_the_page_has_at_least_30() -> None:
