@@ -116,7 +116,10 @@ class _CollectEach:
         try:
             jobs = executor.map_array(self, [list(o) for o in job_overrides], ["hydra.sweep.dir"] * len(nums), nums,
                                       [f"job_id_for_{n}" for n in nums], [state] * len(nums))
-        except (subprocess.CalledProcessError, FailedJobError) as e:  # sbatch refused: one line with its reason, not a traceback
+        except (subprocess.CalledProcessError, FailedJobError) as e:
+            if kind != "slurm":
+                raise
+            # sbatch refused (no controller, a partition that does not exist): one line with its reason
             print(f"error: {submission_refused(e)}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None
         return [self._collect(job, n, list(o), sweep_dir) for job, n, o in zip(jobs, nums, job_overrides)]
