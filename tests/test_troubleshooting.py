@@ -257,7 +257,8 @@ def test_the_config_check_says_what_it_reached_and_what_it_did_not(tmp_path: Pat
     checked, unchecked = reach_check(cfg)
     assert checked == (f"checked: data.root={synthetic_root} (vase layout); model.name_or_path={hub_checkpoint} "
                        f"(checkpoint folder)"), checked
-    assert unchecked.startswith("not checked: W&B (its records are written offline and synced later), GPU memory")
+    assert unchecked.startswith("not checked: W&B (not contacted before the run; offline unless a key is configured), "
+                                "GPU memory")
     p = subprocess.run([sys.executable, "train.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env={**os.environ, "VASE_CHECK_CONFIG": "1", "WANDB_MODE": "disabled",
                             "VASE_LOG_DIR": str(tmp_path / "logs")})

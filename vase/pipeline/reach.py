@@ -8,7 +8,7 @@ reaches for first, each with the one-line error the run itself would give minute
 - the tracking server: an MLflow ``http(s)`` URI answers ``/health``.
 
 What it cannot check in seconds is said, not passed over: synthetic data and tiny models (built at the run's start),
-W&B (offline records are synced later), GPU memory, and a SLURM cluster's queue.
+W&B (not contacted before the run), GPU memory, and a SLURM cluster's queue.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def reach_check(cfg: DictConfig) -> list[str]:
         elif name == "mlflow":
             unchecked.append("MLflow's local store (created at the run's start)")
         elif name == "wandb":
-            unchecked.append("W&B (its records are written offline and synced later)")
+            unchecked.append("W&B (not contacted before the run; offline unless a key is configured)")
     unchecked += ["GPU memory", "a SLURM queue (the sweep's launcher checks it when it submits)"]
     return [f"checked: {'; '.join(checked) or 'nothing beyond the config'}",
             f"not checked: {', '.join(unchecked)}"]
