@@ -22,7 +22,7 @@ def readme_commands() -> list[str]:
     for block in re.findall(r"```bash\n(.*?)```", _pages(), re.S):
         for line in block.replace("\\\n", " ").splitlines():
             line = line.split(" #")[0].strip()
-            if line.startswith("python ") and not line.startswith(READS_USER_DATA):
+            if line.startswith(VASE_COMMANDS) and not line.startswith(READS_USER_DATA):
                 out.append(line)
     return out
 
@@ -32,6 +32,8 @@ def readme_python_block(marker: str) -> str:
     return re.search(rf"```python\n# {re.escape(marker)}\n(.*?)```", _pages(), re.S).group(1)
 
 
+VASE_COMMANDS = ("python train.py", "python evaluate.py", "python -m vase.")
+"""vase's own commands; a page's other shell lines (``python -m venv ...`` for MLflow's server) are not vase's to check."""
 READS_USER_DATA = ("python -m vase.data.check ",)
 """Commands that read a user's dataset and nothing else (their one-line errors: tests/test_troubleshooting.py)."""
 ARGPARSE_TOOLS = ("vase.data.export", "vase.mlflow_journal", "vase.runs")

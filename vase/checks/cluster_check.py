@@ -323,7 +323,7 @@ def check_too_many_nodes(work: Path, cache: Path, env: dict[str, str]) -> dict[s
     p = _train(["-m", *CLUSTER, "cluster.nodes=3", "debug=fast"], logs, cache, env)
     rc = _wait(p, timeout=300)
     console = (logs / "console.log").read_text(errors="replace")
-    errors = [ln for ln in console.splitlines() if ln.startswith("error:")]
+    errors = [ln for ln in console.splitlines() if ln.startswith(("error:", "config error:"))]
     submitted = bool(list(logs.rglob(".submitit")))
     ok = rc == 2 and len(errors) == 1 and "cluster.nodes=3" in errors[0] and not submitted
     return {"passed": ok, "rc": rc, "error": errors[0] if errors else None, "submitted": submitted}
