@@ -19,6 +19,19 @@ def _blocks(shape: torch.Size, rows: int) -> list[tuple[int, slice]]:
     return [(i, slice(s, s + rows)) for i in range(shape[0]) for s in range(0, shape[1], rows)]
 
 
+def _logprob_grad_(x: torch.Tensor, lse: torch.Tensor, targets: torch.Tensor, g: torch.Tensor, t: float
+                   ) -> torch.Tensor:
+    """In place on ``x`` (a chunk's float32 logits, before the temperature): the gradient of its selected
+    log-probabilities, d/dx_j [x_y - logsumexp(x)] = [j == y] - softmax(x)_j, times the upstream ``g``, over ``t``."""
+    if t != 1.0:
+        x.div_(t)
+    x.sub_(lse[..., None]).exp_().mul_(-g[..., None])
+    x.scatter_add_(-1, targets[..., None], g[..., None])
+    if t != 1.0:
+        x.div_(t)
+    return x
+
+
 class _SelectedLogprobs(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, logits: torch.Tensor, targets: torch.Tensor, temperature: float, rows: int
@@ -42,15 +55,7 @@ class _SelectedLogprobs(torch.autograd.Function):
         g = grad_out.float()
         grad = torch.empty(logits.shape, dtype=logits.dtype, device=logits.device)
         for i, s in _blocks(logits.shape, rows):
-            x = logits[i, s].float()
-            if t != 1.0:
-                x = x / t
-            # d/dx_j [x_y - logsumexp(x)] = [j == y] - softmax(x)_j, times the upstream gradient, over T
-            p = torch.exp(x - lse[i, s, None]).mul_(-g[i, s, None])
-            p.scatter_add_(1, targets[i, s, None], g[i, s, None])
-            if t != 1.0:
-                p.div_(t)
-            grad[i, s] = p
+            grad[i, s] = _logprob_grad_(logits[i, s].to(torch.float32, copy=True), lse[i, s], targets[i, s], g[i, s], t)
         return grad, None, None, None
 
 
@@ -115,14 +120,7 @@ class _HeadLogprobs(torch.autograd.Function):
                 x = head(h)
             # in place on the logits themselves (a float32 head): no backward of a linear layer reads its output, and
             # autograd's version counter would refuse the step if one did
-            p = x.detach().float()
-            if t != 1.0:
-                p.div_(t)
-            # d/dx [x_y - logsumexp(x)] = onehot(y) - softmax(x), times the upstream gradient, over T
-            p.sub_(lse[:, s:s + rows, None]).exp_().mul_(-g[:, s:s + rows, None])
-            p.scatter_add_(-1, targets[:, s:s + rows, None], g[:, s:s + rows, None])
-            if t != 1.0:
-                p.div_(t)
+            p = _logprob_grad_(x.detach().float(), lse[:, s:s + rows], targets[:, s:s + rows], g[:, s:s + rows], t)
             inputs = ([h] if need_h else []) + params
             grads = torch.autograd.grad(x, inputs, grad_outputs=p.to(x.dtype), allow_unused=True)
             if need_h:
