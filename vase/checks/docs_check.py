@@ -249,10 +249,14 @@ def inspect_dom(dom: str, page: Path, site: Path) -> dict[str, Any]:
 
 def blank(png: Path) -> bool:
     """A screenshot of one flat colour (a page that failed to render). The check's own screenshots: a long page's is
-    larger than PIL's guard against decompression bombs, and is read all the same."""
-    Image.MAX_IMAGE_PIXELS = None
-    with Image.open(png) as im:
-        return float(np.asarray(im.convert("L"), dtype=np.float32).std()) < 2.0
+    larger than PIL's guard against decompression bombs, and is read all the same: the guard is lifted for this read
+    only (a process-wide lift left every later image read in the process unguarded)."""
+    limit, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None
+    try:
+        with Image.open(png) as im:
+            return float(np.asarray(im.convert("L"), dtype=np.float32).std()) < 2.0
+    finally:
+        Image.MAX_IMAGE_PIXELS = limit
 
 
 INSPECT = """(() => {
