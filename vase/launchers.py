@@ -58,12 +58,7 @@ class _Settling:
         out = []
         for ret in self.launcher.launch(job_overrides, initial_job_idx=initial_job_idx):
             if ret.status == JobStatus.FAILED:
-                self.failed.append(ret)
-                folder = OmegaConf.select(ret.hydra_cfg, "hydra.runtime.output_dir", default=None) \
-                    if ret.hydra_cfg is not None else None  # the job's folder (working_dir is the sweep's cwd)
-                if folder:  # a job that failed before its run began has no record: it gets one (failed)
-                    err = ret._return_value
-                    record_lost(folder, f"{type(err).__name__}: {first_line(err, 300)}")
+                note_failed(ret, self.failed)
                 ret = JobReturn(overrides=ret.overrides, cfg=ret.cfg, hydra_cfg=ret.hydra_cfg,
                                 working_dir=ret.working_dir, task_name=ret.task_name, status=JobStatus.COMPLETED)
             out.append(ret)
@@ -71,6 +66,16 @@ class _Settling:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.launcher, name)
+
+
+def note_failed(ret: JobReturn, failed: list[JobReturn]) -> None:
+    """A sweep's failed job kept aside for its report; one that failed before its run began gets a record (failed)."""
+    failed.append(ret)
+    folder = OmegaConf.select(ret.hydra_cfg, "hydra.runtime.output_dir", default=None) \
+        if ret.hydra_cfg is not None else None  # the job's folder (working_dir is the sweep's cwd)
+    if folder:
+        err = ret._return_value
+        record_lost(folder, f"{type(err).__name__}: {first_line(err, 300)}")
 
 
 class KeepGoingBasicSweeper(BasicSweeper):

@@ -393,8 +393,8 @@ def run_dir(base: str, resume: str = "never", kind: str = "run", digest: str = "
         overrides = list(_multirun.get("overrides", [])) if kind == "sweep" else job_overrides()
         # the config's digest: a sweep's noted when it started (its jobs' configs differ by design), a run's given
         key = run_key(overrides, str(_multirun.get("digest", "")) if kind == "sweep" else str(digest))
-        if kind == "sweep" and not str(_multirun.get("sweeper", "")).endswith("BasicSweeper"):
-            resume = "never"  # only the grid sweeper sends the same jobs, in the same order, each time
+        if kind == "sweep" and not str(_multirun.get("sweeper", "")).endswith(("BasicSweeper", "SearchConfirmSweeper")):
+            resume = "never"  # only the grid sweeper and search-then-confirm (search.json) send the same jobs again
         if resume == "auto" and _rank() == 0:
             chosen = _resumable(root, key, sweep=kind == "sweep")
             if chosen is not None:

@@ -2,7 +2,7 @@
 past a failed or killed job and names it in its report. The logic is `vase.launchers`; these names are what the
 configs' ``_target_`` give (conf/hydra/sweeper/keep_going.yaml, conf/cluster/local.yaml and slurm.yaml)."""
 
-from vase import launchers
+from vase import launchers, search
 
 
 class KeepGoingBasicSweeper(launchers.KeepGoingBasicSweeper):
@@ -15,3 +15,7 @@ class SubmititLocalLauncher(launchers.SubmititLocalLauncher):
 
 class SubmititSlurmLauncher(launchers.SubmititSlurmLauncher):
     """`vase.launchers.SubmititSlurmLauncher`, registered with Hydra."""
+
+
+class SearchConfirmSweeper(search.SearchConfirmSweeper):
+    """`vase.search.SearchConfirmSweeper`, registered with Hydra."""

@@ -93,6 +93,10 @@ def validate(cfg: DictConfig) -> None:
             parts = ["open", "mc"] if v == "both" else str(v).split("+")
             check_value(all(p in VQA_PROTOCOLS for p in parts), key, v,
                    "must be open, mc, ll, both, or several joined by '+' (open+ll)")
+    split = OmegaConf.select(cfg, "evaluate.heldout_split", default=None)
+    if split is not None:
+        check_value(split in ("all", "search", "confirm"), "evaluate.heldout_split", split,
+                    "must be all, search or confirm (the two disjoint halves of the held-out vases)")
     if isinstance(cfg.get("retrieval"), DictConfig):
         check_retrieval(_resolved(cfg, "retrieval"))
     for key in ("generation", "evaluate"):  # the decoding of evaluate.py and of train.py's evaluation

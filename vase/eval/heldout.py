@@ -10,6 +10,7 @@ answered once and each job scores those answers with its own terms and weights."
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections import Counter
 from pathlib import Path
@@ -33,15 +34,42 @@ COLLAPSED = 2.0   # a value named this many times more often than the commonest 
 
 log = logging.getLogger("vase")
 
+SPLITS = ("all", "search", "confirm")
+"""``evaluate.heldout_split``: every held-out vase, or one of two disjoint halves of them (`split_vases`)."""
 
-def heldout_items(dataset: Any, data_task: str) -> tuple[list[GenerationItem], dict[str, dict[str, Any]]]:
-    """The prompts of ``data_task`` for every held-out vase that states its six dimensions, and each prompt's
-    reward target by id; samples whose target expects no dimension (a letter, generator parameters) are left out."""
+
+def split_vases(ids: list[str], which: str, salt: str = "vase") -> set[str]:
+    """The held-out vases of ``which`` half: ``search`` and ``confirm`` split ``ids`` in two disjoint halves (the
+    search's half holds the extra one of an odd count), each vase's half decided by a salted hash of its id alone, so
+    the split is the same on every machine, in every job and for every order of the ids; ``all`` is every vase.
+
+    >>> ids = [f"v{i}" for i in range(9)]
+    >>> s, c = split_vases(ids, "search"), split_vases(ids, "confirm")
+    >>> len(s), len(c), s & c, s | c == set(ids)
+    (5, 4, set(), True)
+    >>> split_vases(ids[::-1], "search") == s, split_vases(ids, "search", salt="other") == s
+    (True, False)
+    """
+    if which not in SPLITS:
+        raise DataError(f"evaluate.heldout_split={which!r} must be one of {list(SPLITS)}")
+    unique = sorted(set(ids))
+    if which == "all":
+        return set(unique)
+    ranked = sorted(unique, key=lambda i: hashlib.sha256(f"{salt}\0{i}".encode()).hexdigest())
+    half = (len(ranked) + 1) // 2
+    return set(ranked[:half] if which == "search" else ranked[half:])
+
+
+def heldout_items(dataset: Any, data_task: str, vases: set[str] | None = None
+                  ) -> tuple[list[GenerationItem], dict[str, dict[str, Any]]]:
+    """The prompts of ``data_task`` for every held-out vase (of ``vases``, when given) that states its six dimensions,
+    and each prompt's reward target by id; samples whose target expects no dimension (a letter, generator parameters)
+    are left out."""
     if data_task not in DATA_TASKS:
         raise DataError(f"data.task={data_task!r} must be one of {list(DATA_TASKS)}")
     items, targets = [], {}
     for i, rec in enumerate(dataset.records):
-        if not rec.has_dimensions:
+        if not rec.has_dimensions or (vases is not None and rec.id not in vases):
             continue
         ctx = prompt_context(dataset, i)
         asked = dataset.asked_of(i) if hasattr(dataset, "asked_of") else {}
@@ -125,14 +153,22 @@ def collapsed(named: dict[str, dict[str, Any]]) -> list[str]:
 def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_task: str, out: str | Path,
                    label: str, batch_size: int = 8, max_new_tokens: int = 64,
                    answers: str | Path | None = None, progress: bool = True, zoom_calls: int = 0,
-                   decoding: Decoding | None = None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+                   decoding: Decoding | None = None, extra: dict[str, Any] | None = None,
+                   split: str = "all", split_salt: str = "vase") -> dict[str, Any]:
     """Answer ``data_task``'s prompts for every vase of ``dataset`` (decoded by ``decoding``, default greedy; resumable through ``answers``, default
     ``heldout_<out stem>.jsonl`` beside ``out``), score them with ``reward``'s terms and write ``out`` (JSON) with a
     markdown table beside it; returns the result. ``zoom_calls`` > 0: every prompt is asked with the zoom-in tool
-    offered, up to that many calls (`vase.eval.zoom.zoom_rows`); the result counts the calls per dimension."""
+    offered, up to that many calls (`vase.eval.zoom.zoom_rows`); the result counts the calls per dimension. ``split``
+    (``search`` | ``confirm``) answers one half of the held-out vases only (`split_vases`); the result names the split
+    and its vases (``split``, ``vase_ids``), so that a comparison can check two results never shared a vase."""
     out = Path(out)
     decoding = decoding or Decoding()
-    items, targets = heldout_items(dataset, data_task)
+    vases = split_vases([r.id for r in dataset.records], split, split_salt)
+    if split != "all" and len(vases) < 2:
+        raise DataError(f"evaluate.heldout_split={split} leaves {len(vases)} of the {len(dataset.records)} held-out "
+                        f"vases: a paired comparison needs at least 2 in each half; hold out more vases "
+                        f"(data.limit_val, data.synthetic.val_fraction) or evaluate.heldout_split=all")
+    items, targets = heldout_items(dataset, data_task, vases)
     if not items:
         raise DataError(f"no held-out vase states its six dimensions (data.task={data_task}): the held-out reward "
                         f"has nothing to score (evaluate.heldout=false turns it off)")
@@ -149,7 +185,9 @@ def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_t
     scored = score_answers(rows, targets, reward, {it.id: it.images for it in items}
                            if any(_reads_images(t) for t in reward.terms.values()) else None)
     named = named_values(rows, targets)
-    result = {"label": label, "task": data_task, "n": len(scored), "vases": len(dataset.records),
+    result = {"label": label, "task": data_task, "n": len(scored), "vases": len(vases),
+              "split": {"name": split, "salt": split_salt, "of": len(dataset.records)},
+              "vase_ids": sorted(r.id for r in dataset.records if r.id in vases and r.has_dimensions),
               "max_new_tokens": max_new_tokens, "decoding": decoding.record(), "pixels": pixel_bounds(processor),
               **summarize(scored, reward), "named": named, "items": scored, **(extra or {})}
     if zoom is not None:

@@ -246,14 +246,16 @@ class _Evaluation:
                      or ev.max_new_tokens)
         # a model trained with zoom data (data.zoom) answers with the tool offered, and again without it
         zoom = int(ev.get("heldout_zoom_calls") or 0) if getattr(datamodule, "zoom", False) else 0
+        # one half of the held-out vases (a search scores on one, its confirmation on the other), or all of them
+        split = {"split": str(ev.get("heldout_split") or "all"), "split_salt": str(ev.get("heldout_split_salt", "vase"))}
         self.heldout[str(stage.name)] = heldout_reward(
             module.model, self.processor, datamodule.val_set, reward, task, self.out_dir / f"heldout_reward{suffix}.json",
             f"{self.label} ({stage.name})", int(ev.batch_size), tokens, zoom_calls=zoom, decoding=self.decoding,
-            extra={"trained": self.trained})
+            extra={"trained": self.trained}, **split)
         if zoom:  # the same adapter answering without the tool: the paired baseline of what the tool itself adds
             heldout_reward(module.model, self.processor, datamodule.val_set, reward, task,
                            self.out_dir / f"heldout_without_tool{suffix}.json", f"{self.label} ({stage.name}, no tool)",
-                           int(ev.batch_size), tokens, decoding=self.decoding, extra={"trained": self.trained})
+                           int(ev.batch_size), tokens, decoding=self.decoding, extra={"trained": self.trained}, **split)
         if merged and hasattr(module.model, "disable_adapter"):
             answers = None
             if shared_sft is not None:  # every job of a sweep starts from this SFT: its answers are made once
@@ -262,7 +264,7 @@ class _Evaluation:
                     module.model.disable_adapter():
                 start = heldout_reward(module.model, self.processor, datamodule.val_set, reward, task,
                                        self.out_dir / f"heldout_reward_start{suffix}.json", f"{self.label} (start)",
-                                       int(ev.batch_size), tokens, answers=answers, decoding=self.decoding)
+                                       int(ev.batch_size), tokens, answers=answers, decoding=self.decoding, **split)
             self.heldout_start[str(stage.name)] = start
             self.captions_vs_start(self.heldout[str(stage.name)], start, self.out_dir / f"heldout_reward{suffix}.json")
         res = self.heldout[str(stage.name)]

@@ -97,6 +97,16 @@ def _check_idea(q: dict[str, Any]) -> None:
                           f"heldout/mean_right, heldout/<term>)")
 
 
+def _check_search(q: dict[str, Any]) -> None:
+    from vase.metrics.paired import PER_VASE
+
+    bad = [m for m in q["moves"] if not (m.startswith("heldout/") and m.split("/", 1)[1] in PER_VASE)]
+    if bad or q["baseline"] != START:
+        raise ConfigError(f"question.moves: {bad[0]!r}: search_confirm judges the held-out captions against each "
+                          f"job's start on the paper's caption metrics: heldout/<{'|'.join(PER_VASE)}>" if bad else
+                          "question.baseline: search_confirm compares each job with its own start: baseline: start")
+
+
 REPORT_KINDS: dict[str, ReportKind] = {
     "question": ReportKind("question.md: the compared key against its baseline on each move, per replicate and pooled",
                            "vase.reports.question:write_question_answer"),
@@ -106,6 +116,10 @@ REPORT_KINDS: dict[str, ReportKind] = {
     "idea": ReportKind("compare.md/json: a beyond-the-paper idea with against without it on its target dimensions, "
                        "every draw and seed, with question.md pooling them", "vase.reports.compare:write_idea_answer",
                        _check_idea),
+    "search_confirm": ReportKind("search_confirm.md/json/png: the search's best settings re-run on vases and data "
+                                 "draws it never saw, the search's estimate beside the confirmed one, and whether "
+                                 "any held the claim on every confirmation draw",
+                                 "vase.reports.search_confirm:write_search_answer", _check_search),
 }
 """Every report a sweep's question can ask for, by its ``report:`` name (``question`` when it names none)."""
 

@@ -1,0 +1,310 @@
+"""Search, then confirm: an Optuna search scored on one half of a data draw's held-out vases, its best settings re-run
+on vases and data draws the search never saw (``hydra/sweeper: search_confirm``; ``python train.py -m
+sweep=search_claim``).
+
+Picking the best of many settings on the same vases it is then reported on overstates its effect (the winner's curse).
+So the search and the report never share a vase:
+
+- **search**: ``n_trials`` settings proposed by a seeded TPE sampler over ``params`` (Optuna's sweep syntax:
+  ``interval``, ``tag(log, interval(...))``, ``choice``), each a training job on the search draw
+  (``<draw_key>=<search_draw>``) scored on the ``search`` half of its held-out vases (``evaluate.heldout_split``):
+  the objective is the claim's weaker member, ``min`` over the targets of (difference / standard error) of the
+  paired difference against the job's own start;
+- **confirm**: the ``top_k`` best settings re-run with a fresh training seed (``confirm_seed``) on the ``confirm``
+  half of the search draw and on every vase held out of each ``confirm_draws`` draw (draws the search never used);
+- **report** (``vase.reports.search_confirm``, the question's ``report: search_confirm``): the search's estimate and
+  the confirmed ones side by side, with the gap, and a first line that says whether any setting held the claim on
+  every confirmation draw.
+
+Progress lives in ``search.json`` beside the jobs (written atomically after every job): the same command with
+``resume=auto`` takes a killed search up again, keeping finished trials and re-running the one that was cut.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.plugins.sweeper import Sweeper
+from omegaconf import DictConfig, OmegaConf
+
+from vase.errors import ConfigError
+from vase.io import atomic_write_json, read_json
+
+log = logging.getLogger("vase")
+
+STATE = "search.json"
+TARGETS = ("lexical_similarity", "overall_score")
+"""The paper's claim: GRPO above its SFT start on these caption metrics (`vase.reports.ablation.CAPTION_TARGETS`)."""
+FIXED = ("seed", "evaluate.heldout_split")  # set by the sweeper for each job: never searched or given
+
+
+def claim_score(comparison: dict[str, dict[str, float]] | None, targets: Sequence[str] = TARGETS) -> float | None:
+    """The search's objective from a job's ``captions_vs_start``: the weaker target's paired difference in standard
+    errors (the 95 % interval's half-width / 1.96), so that both must rise for the score to; None when a target is
+    missing (the job has no caption comparison).
+
+    >>> claim_score({"lexical_similarity": {"diff": 0.02, "lo": 0.0, "hi": 0.04},
+    ...              "overall_score": {"diff": -0.01, "lo": -0.03, "hi": 0.01}})
+    -0.98
+    """
+    if not comparison or any(t not in comparison for t in targets):
+        return None
+    zs = []
+    for t in targets:
+        c = comparison[t]
+        se = (float(c["hi"]) - float(c["lo"])) / (2 * 1.96)
+        zs.append(float(c["diff"]) / se if se > 0 else (0.0 if c["diff"] == 0 else math.copysign(math.inf, c["diff"])))
+    return round(min(zs), 6)
+
+
+def targets_of(config: Any) -> list[str]:
+    """The caption metrics the claim is judged on: the question's moves (``heldout/<metric>``) under ``report:
+    search_confirm``, else `TARGETS`."""
+    q = OmegaConf.select(config, "question", default=None) if isinstance(config, DictConfig) else None
+    moves = [str(m) for m in q.get("moves") or []] if q is not None and q.get("report") == "search_confirm" else []
+    return [m.split("/", 1)[1] for m in moves] or list(TARGETS)
+
+
+def space_of(params: dict[str, Any]) -> dict[str, Any]:
+    """The search space from ``params`` (key: Optuna-style sweep), as Optuna distributions; ConfigError naming the
+    key for a value that is no range or choice, or a key the sweeper sets itself."""
+    import optuna
+
+    parser = OverridesParser.create()
+    out: dict[str, Any] = {}
+    for key, value in (params or {}).items():
+        if key in FIXED:
+            raise ConfigError(f"hydra.sweeper.params.{key}: the sweeper sets {key} itself for each job (the search's "
+                              f"and the confirmation's seeds, the held-out halves); search other keys")
+        try:
+            ov: Override = parser.parse_overrides([f"{key}={value}"])[0]
+        except Exception as e:  # noqa: BLE001 - Hydra's grammar error, as one line naming the key
+            raise ConfigError(f"hydra.sweeper.params.{key}={value!r}: {str(e).splitlines()[0]}") from None
+        v = ov.value()
+        if isinstance(v, IntervalSweep):
+            log_scale = "log" in v.tags
+            if isinstance(v.start, int) and isinstance(v.end, int):
+                out[key] = optuna.distributions.IntLogUniformDistribution(v.start, v.end) if log_scale else \
+                    optuna.distributions.IntUniformDistribution(v.start, v.end)
+            else:
+                out[key] = (optuna.distributions.LogUniformDistribution if log_scale else
+                            optuna.distributions.UniformDistribution)(float(v.start), float(v.end))
+        elif isinstance(v, ChoiceSweep):
+            out[key] = optuna.distributions.CategoricalDistribution(list(ov.sweep_iterator()))
+        else:
+            raise ConfigError(f"hydra.sweeper.params.{key}={value!r}: give a range to search, interval(a, b), "
+                              f"tag(log, interval(a, b)) or choice(a, b, ...)")
+    if not out:
+        raise ConfigError("hydra.sweeper.params: the search has nothing to search; give at least one key with "
+                          "interval(...) or choice(...)")
+    return out
+
+
+def _value(v: Any) -> str:
+    return repr(v) if isinstance(v, float) else str(v)
+
+
+class SearchConfirmSweeper(Sweeper):
+    """Hydra sweeper: search on one half of a draw's held-out vases, confirm the best on the other half and on fresh
+    draws (the module's docstring)."""
+
+    def __init__(self, n_trials: int = 10, batch: int = 1, top_k: int = 2, sampler_seed: int = 42,
+                 n_startup_trials: int = 4, draw_key: str = "data.synthetic.seed", search_draw: Any = 0,
+                 confirm_draws: Sequence[Any] = (21, 22), confirm_seed: int = 101,
+                 params: dict[str, Any] | None = None) -> None:
+        self.n_trials, self.batch, self.top_k = int(n_trials), int(batch), int(top_k)
+        self.sampler_seed, self.n_startup_trials = int(sampler_seed), int(n_startup_trials)
+        self.draw_key, self.search_draw = str(draw_key), search_draw
+        self.confirm_draws = list(confirm_draws or [])
+        self.confirm_seed = int(confirm_seed)
+        self.params = dict(params or {})
+        self.failed: list[JobReturn] = []
+
+    def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
+        self.config, self.hydra_context = config, hydra_context
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config)
+
+    def check(self) -> None:
+        """The sweeper's own settings, before any job runs: one line naming the key."""
+        key = "hydra.sweeper"
+        if self.n_trials < 1 or self.batch < 1 or self.top_k < 1:
+            raise ConfigError(f"{key}: n_trials, batch and top_k must be at least 1 (got {self.n_trials}, {self.batch},"
+                              f" {self.top_k})")
+        if self.top_k > self.n_trials:
+            raise ConfigError(f"{key}.top_k={self.top_k}: more settings to confirm than the search tries "
+                              f"(n_trials={self.n_trials})")
+        draws = [str(d) for d in self.confirm_draws]
+        if len(draws) < 2 or len(set(draws)) != len(draws):
+            raise ConfigError(f"{key}.confirm_draws={draws}: give at least two different data draws the search never "
+                              f"uses (what holds on one draw need not hold on another)")
+        if str(self.search_draw) in draws:
+            raise ConfigError(f"{key}.confirm_draws: {self.search_draw} is the search's own draw "
+                              f"({self.draw_key}={self.search_draw}); confirm on draws the search never used")
+        if self.draw_key in self.params:
+            raise ConfigError(f"hydra.sweeper.params.{self.draw_key}: the data draw is the search's "
+                              f"(hydra.sweeper.search_draw) or the confirmation's, never searched")
+        space_of(self.params)
+
+    # --- the sweep ----------------------------------------------------------------------------------------------
+    def sweep(self, arguments: list[str]) -> list[JobReturn]:
+        logging.getLogger("alembic").setLevel(logging.WARNING)  # optuna's storage imports it and it talks at INFO
+        import optuna
+
+        self.check()
+        parser = OverridesParser.create()
+        given = parser.parse_overrides(arguments)
+        searched = {o.get_key_element(): o.get_value_element_as_str() for o in given if o.is_sweep_override()}
+        fixed = [o.input_line for o in given if not o.is_sweep_override()]
+        for k in (*searched, *(o.get_key_element() for o in given if not o.is_sweep_override())):
+            if k.lstrip("+~") in (*FIXED, self.draw_key):
+                raise ConfigError(f"{k}: the search-then-confirm sweeper sets {k.lstrip('+~')} itself for each job; "
+                                  f"set hydra.sweeper.search_draw / confirm_draws / confirm_seed instead")
+        space = space_of({**self.params, **searched})
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        state_path = sweep_dir / STATE
+        state = read_json(state_path) if state_path.is_file() else {}
+        seed = int(OmegaConf.select(self.config, "seed", default=0) or 0)
+        targets = targets_of(self.config)
+        state.update({
+            "targets": targets, "objective": "min over the targets of paired difference / standard error",
+            "space": {k: str(v) for k, v in {**self.params, **searched}.items()}, "fixed": fixed,
+            "draw_key": self.draw_key,
+            "search": {"draw": self.search_draw, "split": "search", "seed": seed, "n_trials": self.n_trials,
+                       "sampler": f"TPE, seed {self.sampler_seed}, {self.n_startup_trials} random first"},
+            "confirm": {"draws": [self.search_draw, *self.confirm_draws], "seed": self.confirm_seed,
+                        "top_k": self.top_k,
+                        "splits": {str(self.search_draw): "confirm", **{str(d): "all" for d in self.confirm_draws}}},
+            "salt": str(OmegaConf.select(self.config, "evaluate.heldout_split_salt", default="vase")),
+        })
+        state.setdefault("trials", [])
+        state.setdefault("confirmations", [])
+        atomic_write_json(state_path, state)
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        study = optuna.create_study(direction="maximize")
+        done = [t for t in state["trials"] if t.get("state") in ("complete", "failed")]
+        for t in done:  # a search taken up again: what it learned is given back to the sampler
+            study.add_trial(optuna.trial.create_trial(
+                params={k: t["params"][k] for k in space if k in t["params"]},
+                distributions={k: space[k] for k in space if k in t["params"]},
+                value=t["score"] if t.get("state") == "complete" else None,
+                state=optuna.trial.TrialState.COMPLETE if t.get("state") == "complete" else
+                optuna.trial.TrialState.FAIL))
+        returns: list[JobReturn] = []
+        # a trial cut by a kill: the same setting, the same job folder (its run resumes from its checkpoint)
+        pending = [t for t in state["trials"] if t.get("state") not in ("complete", "failed")]
+        while len([t for t in state["trials"] if t.get("state") in ("complete", "failed")]) < self.n_trials:
+            room = self.n_trials - len(state["trials"]) + len(pending)
+            batch = pending[: self.batch]
+            pending = pending[len(batch):]
+            while len(batch) < min(self.batch, room):
+                # seeded by the trial's number: a search taken up again proposes what it would have proposed
+                study.sampler = optuna.samplers.TPESampler(seed=self.sampler_seed + len(state["trials"]),
+                                                           n_startup_trials=self.n_startup_trials)
+                trial = study.ask(space)
+                t = {"number": len(state["trials"]), "params": dict(trial.params), "state": "running",
+                     "optuna": trial.number}
+                state["trials"].append(t)
+                batch.append(t)
+            atomic_write_json(state_path, state)
+            for t in batch:
+                t.setdefault("job", str(t["number"]))
+                t["overrides"] = [*fixed, *(f"{k}={_value(v)}" for k, v in t["params"].items()),
+                                  f"{self.draw_key}={self.search_draw}", "evaluate.heldout_split=search",
+                                  f"seed={seed}"]
+                log.info("search: trial %d (%d of %d%s): %s", t["number"], t["number"] + 1, self.n_trials,
+                         ", again: it was cut" if t.get("job") and (sweep_dir / t["job"]).is_dir() else "",
+                         ", ".join(f"{k}={_value(v)}" for k, v in t["params"].items()))
+            rets = self._launch([t["overrides"] for t in batch], batch[0]["number"])
+            returns += rets
+            for t, ret in zip(batch, rets):
+                score = None
+                if ret.status == JobStatus.COMPLETED:
+                    score = claim_score(_comparison(sweep_dir / t["job"]), targets)
+                t["score"], t["state"] = score, "complete" if score is not None else "failed"
+                trial_id = [x for x in study.trials if x.params == t["params"] and x.state.name == "RUNNING"]
+                if trial_id:
+                    study.tell(trial_id[0].number, score, state=optuna.trial.TrialState.COMPLETE
+                               if score is not None else optuna.trial.TrialState.FAIL)
+                else:
+                    study.add_trial(optuna.trial.create_trial(
+                        params=t["params"], distributions={k: space[k] for k in t["params"]}, value=score,
+                        state=optuna.trial.TrialState.COMPLETE if score is not None else optuna.trial.TrialState.FAIL))
+                log.info("search: trial %d scored %s (job %s)", t["number"], "-" if score is None else f"{score:+.2f}",
+                         t["job"])
+            atomic_write_json(state_path, state)
+
+        # confirmation: the best settings, a fresh seed, vases the search never saw
+        best = sorted((t for t in state["trials"] if t["state"] == "complete"), key=lambda t: -t["score"])
+        chosen: list[dict[str, Any]] = []
+        for t in best:
+            if all(t["params"] != c["params"] for c in chosen):
+                chosen.append(t)
+            if len(chosen) == self.top_k:
+                break
+        state["chosen"] = [t["number"] for t in chosen]
+        jobs, number = [], self.n_trials
+        have = {(c["trial"], str(c["draw"])): c for c in state["confirmations"]}
+        for t in chosen:
+            for draw in [self.search_draw, *self.confirm_draws]:
+                split = "confirm" if str(draw) == str(self.search_draw) else "all"
+                c = have.get((t["number"], str(draw))) or {
+                    "trial": t["number"], "draw": draw, "split": split, "seed": self.confirm_seed,
+                    "job": str(number), "state": "pending",
+                    "overrides": [*fixed, *(f"{k}={_value(v)}" for k, v in t["params"].items()),
+                                  f"{self.draw_key}={draw}", f"evaluate.heldout_split={split}",
+                                  f"seed={self.confirm_seed}"]}
+                number = max(number, int(c["job"])) + 1
+                jobs.append(c)
+        state["confirmations"] = jobs
+        atomic_write_json(state_path, state)
+        todo = [c for c in jobs if c["state"] != "complete"]
+        if todo:
+            log.info("confirm: the %d best setting(s) (trials %s) on %d draws, %d job(s)", len(chosen),
+                     ", ".join(str(t["number"]) for t in chosen), 1 + len(self.confirm_draws), len(todo))
+        for i in range(0, len(todo), self.batch):  # contiguous job numbers per launch
+            run = todo[i: i + self.batch]
+            groups: list[list[dict[str, Any]]] = []
+            for c in run:
+                if groups and int(groups[-1][-1]["job"]) + 1 == int(c["job"]):
+                    groups[-1].append(c)
+                else:
+                    groups.append([c])
+            for g in groups:
+                rets = self._launch([c["overrides"] for c in g], int(g[0]["job"]))
+                returns += rets
+                for c, ret in zip(g, rets):
+                    ok = ret.status == JobStatus.COMPLETED and _comparison(sweep_dir / c["job"]) is not None
+                    c["state"] = "complete" if ok else "failed"
+            atomic_write_json(state_path, state)
+        return returns
+
+    def _launch(self, overrides: list[list[str]], first: int) -> list[JobReturn]:
+        """Run jobs numbered from ``first``; a failed one is kept aside (the sweep goes on, its report names it)."""
+        from vase.launchers import note_failed
+
+        rets = list(self.launcher.launch(overrides, initial_job_idx=first))
+        for ret in rets:
+            if ret.status == JobStatus.FAILED:
+                note_failed(ret, self.failed)
+        return rets
+
+
+def _comparison(job: Path) -> dict[str, Any] | None:
+    """A job's held-out captions against its start (``captions_vs_start``), or None."""
+    from vase.reports.jobs import heldout_of
+
+    if not job.is_dir():
+        return None
+    held, _ = heldout_of(job)
+    return (held or {}).get("captions_vs_start")
