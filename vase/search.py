@@ -23,7 +23,6 @@ Progress lives in ``search.json`` beside the jobs (written atomically after ever
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,32 +36,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from vase.errors import ConfigError
 from vase.io import atomic_write_json, read_json
+from vase.reports.search_confirm import STATE, TARGETS, claim_score
 
 log = logging.getLogger("vase")
 
-STATE = "search.json"
-TARGETS = ("lexical_similarity", "overall_score")
-"""The paper's claim: GRPO above its SFT start on these caption metrics (`vase.reports.ablation.CAPTION_TARGETS`)."""
 FIXED = ("seed", "evaluate.heldout_split")  # set by the sweeper for each job: never searched or given
-
-
-def claim_score(comparison: dict[str, dict[str, float]] | None, targets: Sequence[str] = TARGETS) -> float | None:
-    """The search's objective from a job's ``captions_vs_start``: the weaker target's paired difference in standard
-    errors (the 95 % interval's half-width / 1.96), so that both must rise for the score to; None when a target is
-    missing (the job has no caption comparison).
-
-    >>> claim_score({"lexical_similarity": {"diff": 0.02, "lo": 0.0, "hi": 0.04},
-    ...              "overall_score": {"diff": -0.01, "lo": -0.03, "hi": 0.01}})
-    -0.98
-    """
-    if not comparison or any(t not in comparison for t in targets):
-        return None
-    zs = []
-    for t in targets:
-        c = comparison[t]
-        se = (float(c["hi"]) - float(c["lo"])) / (2 * 1.96)
-        zs.append(float(c["diff"]) / se if se > 0 else (0.0 if c["diff"] == 0 else math.copysign(math.inf, c["diff"])))
-    return round(min(zs), 6)
 
 
 def targets_of(config: Any) -> list[str]:

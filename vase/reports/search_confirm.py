@@ -10,8 +10,10 @@ search."""
 
 from __future__ import annotations
 
+import math
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +21,34 @@ from omegaconf import OmegaConf
 
 from vase.errors import DataError
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
+from vase.reports.ablation import CAPTION_TARGETS
 from vase.reports.jobs import code_lines, code_of_jobs, heldout_of, job_dirs
 from vase.runs import machine_stamp
-from vase.search import STATE, claim_score
+
+STATE = "search.json"
+TARGETS = CAPTION_TARGETS
+"""The paper's claim: GRPO above its SFT start on these caption metrics."""
+
+
+def claim_score(comparison: dict[str, dict[str, float]] | None, targets: Sequence[str] = TARGETS) -> float | None:
+    """The search's objective from a job's ``captions_vs_start``: the weaker target's paired difference in standard
+    errors (the 95 % interval's half-width / 1.96), so that both must rise for the score to; None when a target is
+    missing (the job has no caption comparison).
+
+    >>> claim_score({"lexical_similarity": {"diff": 0.02, "lo": 0.0, "hi": 0.04},
+    ...              "overall_score": {"diff": -0.01, "lo": -0.03, "hi": 0.01}})
+    -0.98
+    """
+    if not comparison or any(t not in comparison for t in targets):
+        return None
+    zs = []
+    for t in targets:
+        c = comparison[t]
+        se = (float(c["hi"]) - float(c["lo"])) / (2 * 1.96)
+        # an interval of no width (every resample the same difference): as sure as a score can say, kept finite
+        zs.append(float(c["diff"]) / se if se > 0 else (0.0 if c["diff"] == 0 else math.copysign(1e6, c["diff"])))
+    return round(min(zs), 6)
+
 
 SHORT = {"lexical_similarity": "lexical", "overall_score": "overall"}
 KEYS = {"multi_objective_aggregation": "aggregation", "max_steps": "steps"}
