@@ -89,3 +89,19 @@ def test_rows_whose_results_are_on_another_machine_are_kept_not_dropped(tmp_path
     _sanity(logs, "2026-11-26_11-00-00", {"1": -0.2}, "flip_advantages")  # now they are here: rebuilt
     assert main(["--readme", str(readme), "--logs", str(logs)]) == 0
     assert "| seed 1 | old |" not in readme.read_text() and "`flip_advantages`" in readme.read_text()
+
+
+def test_the_search_table_comes_from_the_search_as_it_ships(tmp_path: Path) -> None:
+    """The findings page's search-then-confirm block: the newest ``sweep=search_claim`` run as it ships, never its
+    quick form."""
+    logs = tmp_path / "logs"
+    for name, overrides, line in (("2026-11-30_04-00-00", ["sweep=search_claim"], "the claim did not hold"),
+                                  ("2026-11-30_05-00-00", ["sweep=search_claim", "debug=fast"], "QUICK FORM")):
+        _sweep(logs / "search_claim" / "multiruns" / name, overrides, "search_confirm.json",
+               f"**Search, then confirm: {line}** - ...")
+    page = tmp_path / "search-confirm.md"
+    page.write_text("<!-- vase:table search -->\nnot run yet\n<!-- vase:end -->\n")
+    assert main(["--readme", str(page), "--logs", str(logs)]) == 0
+    text = page.read_text()
+    assert "the claim did not hold" in text and "QUICK FORM" not in text and "not run yet" not in text
+    assert "search_claim/multiruns/2026-11-30_04-00-00" in text

@@ -12,7 +12,9 @@ lines between them from the newest finished results of that kind and notes the m
 - ``sanity``: ``logs/grpo_sanity/*/sanity.json`` (``make grpo-sanity``; the newest plain check and the newest of
   each negative control, one row per seed);
 - ``ablation``: ``logs/ablation_demo/multiruns/*/ablation.json`` (``make ablation-demo``; its tables and verdicts);
-- ``beyond``: ``logs/beyond_<idea>/multiruns/*/compare.json`` (``make beyond-demo``; each idea's comparison).
+- ``beyond``: ``logs/beyond_<idea>/multiruns/*/compare.json`` (``make beyond-demo``; each idea's comparison);
+- ``search``: ``logs/search_claim/multiruns/*/search_confirm.json`` (``python train.py -m sweep=search_claim``; its
+  verdict and its best settings, searched and confirmed).
 
 A table whose results are missing is left as it is, and said so.
 """
@@ -88,9 +90,28 @@ def _shipped_ablation(log_dir: Path) -> Path | None:
                     if _command_overrides(p.parent) == ["experiment=ablation_demo"]])
 
 
+def _shipped_search(log_dir: Path) -> Path | None:
+    """The newest ``search_confirm.json`` of ``python train.py -m sweep=search_claim`` as it ships."""
+    return _newest([p for p in sorted(log_dir.glob("search_claim/multiruns/*/search_confirm.json"))
+                    if _command_overrides(p.parent) == ["sweep=search_claim"]])
+
+
+def search_table(log_dir: Path) -> str | None:
+    """The newest shipped search-then-confirm run's verdict and best settings, as its ``search_confirm.md`` states
+    them."""
+    path = _shipped_search(log_dir)
+    if path is None:
+        return None
+    v = read_json(path)
+    return v["table"] + f"\n\nFrom `{path.parent.relative_to(log_dir.parent)}` ({_machine(v.get('machine'))}).\n"
+
+
 def figures(log_dir: Path) -> dict[Path, Path]:
     """The plots the docs pages show beside their tables: page image -> the results file it is copied from."""
     out: dict[Path, Path] = {}
+    search = _shipped_search(log_dir)
+    if search is not None and (search.parent / "search_confirm.png").is_file():
+        out[ROOT / "docs" / "img" / "search_confirm.png"] = search.parent / "search_confirm.png"
     ablation = _shipped_ablation(log_dir)
     if ablation is not None and (ablation.parent / "ablation.png").is_file():
         out[ROOT / "docs" / "img" / "ablation.png"] = ablation.parent / "ablation.png"
@@ -171,7 +192,8 @@ def beyond_table(log_dir: Path) -> str | None:
     return "\n".join(parts) if parts else None
 
 
-TABLES = {"results": results_table, "demo": demo_table, "sanity": sanity_table, "ablation": ablation_table, "beyond": beyond_table}
+TABLES = {"results": results_table, "demo": demo_table, "sanity": sanity_table, "ablation": ablation_table, "beyond": beyond_table,
+          "search": search_table}
 
 
 def _rows_of(body: str) -> set[str]:

@@ -23,6 +23,7 @@ Progress lives in ``search.json`` beside the jobs (written atomically after ever
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -172,12 +173,7 @@ class SearchConfirmSweeper(Sweeper):
         study = optuna.create_study(direction="maximize")
         done = [t for t in state["trials"] if t.get("state") in ("complete", "failed")]
         for t in done:  # a search taken up again: what it learned is given back to the sampler
-            study.add_trial(optuna.trial.create_trial(
-                params={k: t["params"][k] for k in space if k in t["params"]},
-                distributions={k: space[k] for k in space if k in t["params"]},
-                value=t["score"] if t.get("state") == "complete" else None,
-                state=optuna.trial.TrialState.COMPLETE if t.get("state") == "complete" else
-                optuna.trial.TrialState.FAIL))
+            _record(study, t["params"], space, t["score"] if t.get("state") == "complete" else None)
         returns: list[JobReturn] = []
         # a trial cut by a kill: the same setting, the same job folder (its run resumes from its checkpoint)
         pending = [t for t in state["trials"] if t.get("state") not in ("complete", "failed")]
@@ -214,10 +210,8 @@ class SearchConfirmSweeper(Sweeper):
                 if trial_id:
                     study.tell(trial_id[0].number, score, state=optuna.trial.TrialState.COMPLETE
                                if score is not None else optuna.trial.TrialState.FAIL)
-                else:
-                    study.add_trial(optuna.trial.create_trial(
-                        params=t["params"], distributions={k: space[k] for k in t["params"]}, value=score,
-                        state=optuna.trial.TrialState.COMPLETE if score is not None else optuna.trial.TrialState.FAIL))
+                else:  # a trial cut by a kill, run again: the new study never asked it
+                    _record(study, t["params"], space, score)
                 log.info("search: trial %d scored %s (job %s)", t["number"], "-" if score is None else f"{score:+.2f}",
                          t["job"])
             atomic_write_json(state_path, state)
@@ -276,6 +270,18 @@ class SearchConfirmSweeper(Sweeper):
             if ret.status == JobStatus.FAILED:
                 note_failed(ret, self.failed)
         return rets
+
+
+def _record(study: Any, params: dict[str, Any], space: dict[str, Any], score: float | None) -> None:
+    """A trial's result given to the study (a finished trial of a search taken up again; FAIL when ``score`` is None)."""
+    import optuna
+
+    with warnings.catch_warnings():  # optuna 2 calls add_trial and create_trial experimental; they are what resumes
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.add_trial(optuna.trial.create_trial(
+            params={k: params[k] for k in space if k in params},
+            distributions={k: space[k] for k in space if k in params}, value=score,
+            state=optuna.trial.TrialState.COMPLETE if score is not None else optuna.trial.TrialState.FAIL))
 
 
 def _comparison(job: Path) -> dict[str, Any] | None:

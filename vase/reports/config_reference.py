@@ -262,10 +262,8 @@ def _override_docs() -> dict[str, str]:
 def all_documented() -> list[tuple[Path, str, str]]:
     """Every key of every config file the reference shows: (file, full key, its description)."""
     shared = shared_docs()
-    files = [(CONF / f"{n}.yaml", None) for n in PRIMARY] + [
-        (p, p.parent.name) for g in sorted(CONF.iterdir()) if g.is_dir() for p in sorted(g.glob("*.yaml"))]
-    return [(path, full, doc) for path, section in files
-            for full, _, doc in documented(path, None if _is_global(path) else section, shared)]
+    files = [(CONF / f"{n}.yaml", None) for n in PRIMARY] + group_files()
+    return [(path, full, doc) for path, section in files for full, _, doc in documented(path, section, shared)]
 
 
 def missing_docs() -> list[str]:
@@ -310,10 +308,9 @@ def known_types() -> dict[str, str]:
     """Full dotted key -> the type its non-null values have in any file (a key that is null where it is defined still
     has a type where it is set: ``init_adapter`` is a path string in the experiments that give one)."""
     out: dict[str, str] = {}
-    files = [(p, p.parent.name) for g in sorted(CONF.iterdir()) if g.is_dir() for p in sorted(g.glob("*.yaml"))]
-    files += [(CONF / f"{n}.yaml", None) for n in PRIMARY]
+    files = [*group_files(), *((CONF / f"{n}.yaml", None) for n in PRIMARY)]
     for path, section in files:
-        prefix = f"{section}." if section and not _is_global(path) else ""
+        prefix = f"{section}." if section else ""
         for key, v in _flatten(OmegaConf.load(path)):
             if (v._value() if hasattr(v, "_value") else v) is None:
                 continue
@@ -325,6 +322,28 @@ def known_types() -> dict[str, str]:
 
 def _is_global(path: Path) -> bool:
     return "@package _global_" in path.read_text().split("\n", 1)[0] or path.parent == CONF
+
+
+def _section(path: Path) -> str | None:
+    """Where an option file's keys land: None for a global one, its ``# @package`` header's package, else its group's
+    path with dots (``hydra/sweeper/search_confirm.yaml``: ``hydra.sweeper``)."""
+    if _is_global(path):
+        return None
+    first = path.read_text().split("\n", 1)[0]
+    if first.startswith("# @package "):
+        return first.removeprefix("# @package ").strip()
+    return ".".join(path.parent.relative_to(CONF).parts)
+
+
+def _subgroups(g: Path) -> list[Path]:
+    """A group's nested groups that hold options (``hydra/sweeper``, ``sweep/space``)."""
+    return sorted(d for d in g.iterdir() if d.is_dir() and any(d.glob("*.yaml")))
+
+
+def group_files() -> list[tuple[Path, str | None]]:
+    """Every option file of every group and nested group, with where its keys land (`_section`)."""
+    return [(p, _section(p)) for g in sorted(CONF.iterdir()) if g.is_dir()
+            for d in (g, *_subgroups(g)) for p in sorted(d.glob("*.yaml"))]
 
 
 def _description(path: Path) -> list[str]:
@@ -387,15 +406,17 @@ def generate() -> str:
     lines += ["| group | options | default in train.py |", "|---|---|---|"]
     train_defaults = _defaults(CONF / "train.yaml")
     for g in groups:
-        opts = sorted(p.stem for p in g.glob("*.yaml"))
+        opts = sorted(p.stem for p in g.glob("*.yaml")) + [f"{d.name}/{p.stem}" for d in _subgroups(g)
+                                                            for p in sorted(d.glob("*.yaml"))]
         lines.append(f"| [`{g.name}`](#group-{g.name}) | {', '.join(f'`{o}`' for o in opts)} | "
                      f"{'`' + train_defaults[g.name] + '`' if g.name in train_defaults else '–'} |")
     lines.append("")
     for g in groups:
         lines += [f"### Group `{g.name}` {{#group-{g.name}}}", ""]
-        for path in sorted(g.glob("*.yaml")):
-            section = None if _is_global(path) else g.name
-            lines += [f"#### `{g.name}={path.stem}`", "", *_described(path), ""]
+        for path in [p for d in (g, *_subgroups(g)) for p in sorted(d.glob("*.yaml"))]:
+            section = _section(path)
+            name = "/".join(path.parent.relative_to(CONF).parts)
+            lines += [f"#### `{name}={path.stem}`", "", *_described(path), ""]
             d = _defaults(path)
             if d:
                 lines += ["Builds on: " + ", ".join(f"`{k}: {v}`" for k, v in d.items() if k != "_self_"), ""]

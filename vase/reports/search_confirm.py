@@ -267,6 +267,9 @@ def write_search_answer(sweep_dir: Path, q: dict[str, Any]) -> dict[str, Any] | 
     jobs = job_dirs(sweep_dir)
     v["code"] = code_of_jobs(jobs)
     v["machine"] = machine_stamp()
+    # what make readme-tables puts into the findings page: the verdict and the best settings (headings in bold)
+    shown = lines[: lines.index("![search then confirm](search_confirm.png)")]
+    v["table"] = "\n".join(f"**{ln[3:].strip()}**" if ln.startswith("## ") else ln for ln in shown).strip()
     head, tail = code_lines(v["code"])
     atomic_write_text(sweep_dir / "search_confirm.md",
                       "\n".join([lines[0], *head, *lines[1:], *tail]) + "\n")
