@@ -57,8 +57,10 @@ class NoiseLauncher:
     held-out result on the split it was given) with paired differences that are pure noise (the searched ``knob``
     cannot matter: it only picks the noise, as a seed does). ``kill_at``: the job number at which the process dies."""
 
-    def __init__(self, sweep_dir: Path, kill_at: int | None = None, effect: float = 0.0) -> None:
+    def __init__(self, sweep_dir: Path, kill_at: int | None = None, effect: float = 0.0,
+                 fail_at: int | None = None) -> None:
         self.sweep_dir, self.kill_at, self.effect, self.launched = sweep_dir, kill_at, effect, []
+        self.fail_at = fail_at
 
     def launch(self, job_overrides: list[list[str]], initial_job_idx: int) -> list[JobReturn]:
         from vase.eval.heldout import split_vases
@@ -68,6 +70,10 @@ class NoiseLauncher:
             if n == self.kill_at:
                 raise KeyboardInterrupt  # the process is gone mid-job
             self.launched.append(n)
+            if n == self.fail_at:  # the job ends with an error: no result
+                out.append(JobReturn(overrides=overrides, status=JobStatus.FAILED,
+                                     _return_value=RuntimeError("out of memory")))
+                continue
             ov = dict(o.split("=", 1) for o in overrides)
             draw = ov["data.synthetic.seed"]
             job = self.sweep_dir / str(n)
@@ -152,6 +158,25 @@ def test_a_killed_search_resumes_where_it_was_cut_and_proposes_what_it_would_hav
     a, b = (json.loads((d / "search.json").read_text()) for d in (whole, cut))
     assert [t["params"] for t in a["trials"]] == [t["params"] for t in b["trials"]]
     assert a["chosen"] == b["chosen"]
+
+
+def test_a_failed_trial_is_named_and_the_same_command_runs_it_again(tmp_path: Path) -> None:
+    """A trial whose job fails is kept as failed (the search goes on past it, the sampler told), and taking the sweep
+    up again runs that trial again with its own setting, as a grid sweep runs its failed jobs."""
+    sw = _sweeper(tmp_path, NoiseLauncher(tmp_path, fail_at=2), n_trials=4, top_k=1)
+    sw.sweep([])
+    state = json.loads((tmp_path / "search.json").read_text())
+    assert [t["state"] for t in state["trials"]] == ["complete", "complete", "failed", "complete"]
+    assert len(sw.failed) == 1
+    again = NoiseLauncher(tmp_path)
+    _sweeper(tmp_path, again, n_trials=4, top_k=1).sweep([])
+    after = json.loads((tmp_path / "search.json").read_text())
+    assert after["trials"][2]["params"] == state["trials"][2]["params"] and after["trials"][2]["state"] == "complete"
+    assert again.launched[0] == 2 and 0 not in again.launched  # that trial again, the finished ones kept
+    if after["chosen"] == state["chosen"]:  # the confirmation was done already
+        assert again.launched == [2]
+    else:  # trial 2 is now the best: its confirmation runs in new folders, never an earlier job's
+        assert again.launched[1:] == [7, 8, 9]
 
 
 def test_the_report_refuses_to_call_a_search_estimate_confirmed(tmp_path: Path) -> None:

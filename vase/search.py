@@ -167,6 +167,9 @@ class SearchConfirmSweeper(Sweeper):
         })
         state.setdefault("trials", [])
         state.setdefault("confirmations", [])
+        for t in state["trials"]:  # taken up again: a trial that failed runs again with its setting, as a grid's would
+            if t.get("state") == "failed":
+                t["state"] = "running"
         atomic_write_json(state_path, state)
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -225,22 +228,26 @@ class SearchConfirmSweeper(Sweeper):
             if len(chosen) == self.top_k:
                 break
         state["chosen"] = [t["number"] for t in chosen]
-        jobs, number = [], self.n_trials
+        jobs: list[dict[str, Any]] = []
         have = {(c["trial"], str(c["draw"])): c for c in state["confirmations"]}
+        # a new confirmation job never takes an earlier one's folder (a search taken up again may choose anew)
+        number = max([self.n_trials - 1, *(int(c["job"]) for c in state["confirmations"])]) + 1
         for t in chosen:
             for draw in [self.search_draw, *self.confirm_draws]:
                 split = "confirm" if str(draw) == str(self.search_draw) else "all"
-                c = have.get((t["number"], str(draw))) or {
-                    "trial": t["number"], "draw": draw, "split": split, "seed": self.confirm_seed,
-                    "job": str(number), "state": "pending",
-                    "overrides": [*fixed, *(f"{k}={_value(v)}" for k, v in t["params"].items()),
-                                  f"{self.draw_key}={draw}", f"evaluate.heldout_split={split}",
-                                  f"seed={self.confirm_seed}"]}
-                number = max(number, int(c["job"])) + 1
+                c = have.get((t["number"], str(draw)))
+                if c is None:
+                    c = {"trial": t["number"], "draw": draw, "split": split, "seed": self.confirm_seed,
+                         "job": str(number), "state": "pending",
+                         "overrides": [*fixed, *(f"{k}={_value(v)}" for k, v in t["params"].items()),
+                                       f"{self.draw_key}={draw}", f"evaluate.heldout_split={split}",
+                                       f"seed={self.confirm_seed}"]}
+                    number += 1
                 jobs.append(c)
-        state["confirmations"] = jobs
+        kept = {(c["trial"], str(c["draw"])) for c in jobs}
+        state["confirmations"] = jobs + [c for c in state["confirmations"] if (c["trial"], str(c["draw"])) not in kept]
         atomic_write_json(state_path, state)
-        todo = [c for c in jobs if c["state"] != "complete"]
+        todo = sorted((c for c in jobs if c["state"] != "complete"), key=lambda c: int(c["job"]))
         if todo:
             log.info("confirm: the %d best setting(s) (trials %s) on %d draws, %d job(s)", len(chosen),
                      ", ".join(str(t["number"]) for t in chosen), 1 + len(self.confirm_draws), len(todo))
