@@ -259,6 +259,7 @@ def test_the_documented_command_searches_confirms_and_resumes_after_a_kill(tmp_p
     assert verdict.startswith("Search, then confirm: the claim") and verdict in done.stdout
     state = json.loads((sweep / "search.json").read_text())
     assert [t["state"] for t in state["trials"]] == ["complete", "complete"]
+    assert "sweep=search_claim" in (sweep / "multirun.yaml").read_text()  # as Hydra's own sweepers leave it
     held = {c["job"]: json.loads((sweep / c["job"] / "heldout_reward.json").read_text())
             for c in state["confirmations"]}
     assert sorted(h["split"]["name"] for h in held.values()) == ["all", "all", "confirm"]

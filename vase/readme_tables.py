@@ -92,8 +92,14 @@ def _shipped_ablation(log_dir: Path) -> Path | None:
 
 def _shipped_search(log_dir: Path) -> Path | None:
     """The newest ``search_confirm.json`` of ``python train.py -m sweep=search_claim`` as it ships."""
+    def command(sweep: Path) -> list[str] | None:  # Hydra's multirun.yaml, else the search's own record of it
+        given = _command_overrides(sweep)
+        if given is None and (sweep / "search.json").is_file():
+            given = read_json(sweep / "search.json").get("fixed")
+        return given
+
     return _newest([p for p in sorted(log_dir.glob("search_claim/multiruns/*/search_confirm.json"))
-                    if _command_overrides(p.parent) == ["sweep=search_claim"]])
+                    if command(p.parent) == ["sweep=search_claim"]])
 
 
 def search_table(log_dir: Path) -> str | None:

@@ -150,6 +150,8 @@ class SearchConfirmSweeper(Sweeper):
         space = space_of({**self.params, **searched})
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
+        if "hydra" in self.config and "overrides" in self.config.hydra:  # as Hydra's sweepers leave it
+            OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         state_path = sweep_dir / STATE
         state = read_json(state_path) if state_path.is_file() else {}
         seed = int(OmegaConf.select(self.config, "seed", default=0) or 0)
