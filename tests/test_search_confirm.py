@@ -251,7 +251,7 @@ def test_the_documented_command_searches_confirms_and_resumes_after_a_kill(tmp_p
     first = json.loads((sweep / "0" / "heldout_reward.json").read_text())
     done = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert f"resuming the interrupted run {sweep}" in done.stdout
+    assert "resuming the" in done.stdout and f"run {sweep}" in done.stdout, done.stdout[:2000]
     assert "search: trial 0 (" not in done.stdout + done.stderr  # kept, not run again
     assert json.loads((sweep / "0" / "heldout_reward.json").read_text()) == first
     md = (sweep / "search_confirm.md").read_text()

@@ -109,7 +109,9 @@ def search_table(log_dir: Path) -> str | None:
     if path is None:
         return None
     v = read_json(path)
-    return v["table"] + f"\n\nFrom `{path.parent.relative_to(log_dir.parent)}` ({_machine(v.get('machine'))}).\n"
+    jobs = ", ".join(v.get("code") or {}) or "unrecorded"  # the code that trained, beside the report's own
+    return v["table"] + (f"\n\nFrom `{path.parent.relative_to(log_dir.parent)}` ({_machine(v.get('machine'))}; "
+                         f"every job by {jobs}).\n")
 
 
 def figures(log_dir: Path) -> dict[Path, Path]:
