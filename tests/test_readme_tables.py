@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from vase.readme_tables import main
 
 MACHINE = {"date": "2026-11-26", "cpus": 2, "system": "Linux 6", "torch": "2.14.1"}
@@ -61,18 +63,27 @@ def test_tables_are_rebuilt_from_the_newest_results_and_check_says_when_stale(tm
     assert readme.read_text() == "<!-- vase:table sanity -->\nkeep\n<!-- vase:end -->\n"
 
 
-def test_the_beyond_table_comes_from_the_newest_comparison_as_it_ships(tmp_path: Path) -> None:
+@pytest.mark.parametrize("block, task, results, shipped, probe, row, also", [
+    ("beyond", "beyond_retrieval", "compare.json", ["experiment=beyond_retrieval"],
+     ["experiment=beyond_retrieval", "retrieval.k=0,5"], "| attribution | draw 0, seed 1 | {} |",
+     "`python train.py -m experiment=beyond_retrieval`"),
+    # the findings page's search-then-confirm block: the search as it ships, never its quick form
+    ("search", "search_claim", "search_confirm.json", ["sweep=search_claim"], ["sweep=search_claim", "debug=fast"],
+     "**Search, then confirm: {}** - ...", "search_claim/multiruns/2026-11-27_12-00-00"),
+])
+def test_a_sweeps_block_comes_from_its_newest_run_as_it_ships(tmp_path: Path, block: str, task: str, results: str,
+                                                               shipped: list[str], probe: list[str], row: str,
+                                                               also: str) -> None:
+    """The newest run of the command as it ships, never a newer probe of it with other settings."""
     logs = tmp_path / "logs"
-    for name, overrides, diff in (("2026-11-27_12-00-00", ["experiment=beyond_retrieval"], "+12.5"),
-                                  ("2026-11-27_13-00-00", ["experiment=beyond_retrieval", "retrieval.k=0,5"], "+99.0")):
-        _sweep(logs / "beyond_retrieval" / "multiruns" / name, overrides, "compare.json",
-               f"| attribution | draw 0, seed 1 | {diff} |")
+    for name, overrides, value in (("2026-11-27_12-00-00", shipped, "+12.5"), ("2026-11-27_13-00-00", probe, "+99.0")):
+        _sweep(logs / task / "multiruns" / name, overrides, results, row.format(value))
     readme = tmp_path / "README.md"
-    readme.write_text("<!-- vase:table beyond -->\nnot run yet\n<!-- vase:end -->\n")
+    readme.write_text(f"<!-- vase:table {block} -->\nnot run yet\n<!-- vase:end -->\n")
     assert main(["--readme", str(readme), "--logs", str(logs)]) == 0
     text = readme.read_text()
-    assert "| attribution | draw 0, seed 1 | +12.5 |" in text and "+99.0" not in text and "not run yet" not in text
-    assert "`python train.py -m experiment=beyond_retrieval`" in text
+    assert row.format("+12.5") in text and "+99.0" not in text and "not run yet" not in text
+    assert also in text
 
 
 def test_rows_whose_results_are_on_another_machine_are_kept_not_dropped(tmp_path: Path) -> None:
@@ -90,18 +101,3 @@ def test_rows_whose_results_are_on_another_machine_are_kept_not_dropped(tmp_path
     assert main(["--readme", str(readme), "--logs", str(logs)]) == 0
     assert "| seed 1 | old |" not in readme.read_text() and "`flip_advantages`" in readme.read_text()
 
-
-def test_the_search_table_comes_from_the_search_as_it_ships(tmp_path: Path) -> None:
-    """The findings page's search-then-confirm block: the newest ``sweep=search_claim`` run as it ships, never its
-    quick form."""
-    logs = tmp_path / "logs"
-    for name, overrides, line in (("2026-11-30_04-00-00", ["sweep=search_claim"], "the claim did not hold"),
-                                  ("2026-11-30_05-00-00", ["sweep=search_claim", "debug=fast"], "QUICK FORM")):
-        _sweep(logs / "search_claim" / "multiruns" / name, overrides, "search_confirm.json",
-               f"**Search, then confirm: {line}** - ...")
-    page = tmp_path / "search-confirm.md"
-    page.write_text("<!-- vase:table search -->\nnot run yet\n<!-- vase:end -->\n")
-    assert main(["--readme", str(page), "--logs", str(logs)]) == 0
-    text = page.read_text()
-    assert "the claim did not hold" in text and "QUICK FORM" not in text and "not run yet" not in text
-    assert "search_claim/multiruns/2026-11-30_04-00-00" in text
