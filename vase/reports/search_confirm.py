@@ -225,10 +225,10 @@ def report_lines(v: dict[str, Any]) -> list[str]:
 
 
 def _plot(path: Path, v: dict[str, Any]) -> None:
-    import matplotlib
+    import matplotlib  # lazy: matplotlib is heavy and only the plot needs it
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib
 
     targets, draws = v["targets"], [str(d) for d in v["confirm"]["draws"]]
     sd = str(v["search"]["draw"])
