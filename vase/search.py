@@ -35,6 +35,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
+from vase.config import check_only
 from vase.errors import ConfigError
 from vase.io import atomic_write_json, read_json
 from vase.launchers import note_failed
@@ -152,6 +153,13 @@ class SearchConfirmSweeper(Sweeper):
         space = space_of({**self.params, **searched})
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
+        if check_only():  # VASE_CHECK_CONFIG: one search job and one confirmation job checked; nothing trains
+            seed0 = int(OmegaConf.select(self.config, "seed", default=0) or 0)
+            params = [f"{k}={_value(_first(d))}" for k, d in space.items()]
+            return [*self._launch([[*fixed, *params, f"{self.draw_key}={self.search_draw}",
+                                    "evaluate.heldout_split=search", f"seed={seed0}"]], 0),
+                    *self._launch([[*fixed, *params, f"{self.draw_key}={self.confirm_draws[0]}",
+                                    "evaluate.heldout_split=all", f"seed={self.confirm_seed}"]], 1)]
         if "hydra" in self.config and "overrides" in self.config.hydra:  # as Hydra's sweepers leave it
             OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         state_path = sweep_dir / STATE
@@ -279,6 +287,11 @@ class SearchConfirmSweeper(Sweeper):
             if ret.status == JobStatus.FAILED:
                 note_failed(ret, self.failed)
         return rets
+
+
+def _first(dist: Any) -> Any:
+    """A value a distribution allows (its first choice, or its low end): what a config check composes."""
+    return dist.choices[0] if hasattr(dist, "choices") else dist.low
 
 
 def _record(study: Any, params: dict[str, Any], space: dict[str, Any], score: float | None) -> None:
