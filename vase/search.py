@@ -138,9 +138,6 @@ class SearchConfirmSweeper(Sweeper):
 
     # --- the sweep ----------------------------------------------------------------------------------------------
     def sweep(self, arguments: list[str]) -> list[JobReturn]:
-        logging.getLogger("alembic").setLevel(logging.WARNING)  # optuna's storage imports it and it talks at INFO
-        import optuna  # lazy: optuna (2.3 s); Hydra imports this sweeper's module on every run, a search or not
-
         self.check()
         parser = OverridesParser.create()
         given = parser.parse_overrides(arguments)
@@ -153,23 +150,30 @@ class SearchConfirmSweeper(Sweeper):
         space = space_of({**self.params, **searched})
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
+        seed = int(OmegaConf.select(self.config, "seed", default=0) or 0)
         if check_only():  # VASE_CHECK_CONFIG: one search job and one confirmation job checked; nothing trains
-            seed0 = int(OmegaConf.select(self.config, "seed", default=0) or 0)
-            params = [f"{k}={_value(_first(d))}" for k, d in space.items()]
-            return [*self._launch([[*fixed, *params, f"{self.draw_key}={self.search_draw}",
-                                    "evaluate.heldout_split=search", f"seed={seed0}"]], 0),
-                    *self._launch([[*fixed, *params, f"{self.draw_key}={self.confirm_draws[0]}",
-                                    "evaluate.heldout_split=all", f"seed={self.confirm_seed}"]], 1)]
+            first = {k: _first(d) for k, d in space.items()}
+            return [*self._launch([self._job(fixed, first, self.search_draw, "search", seed)], 0),
+                    *self._launch([self._job(fixed, first, self.confirm_draws[0], "all", self.confirm_seed)], 1)]
         if "hydra" in self.config and "overrides" in self.config.hydra:  # as Hydra's sweepers leave it
             OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
-        state_path = sweep_dir / STATE
-        state = read_json(state_path) if state_path.is_file() else {}
-        seed = int(OmegaConf.select(self.config, "seed", default=0) or 0)
-        targets = targets_of(self.config)
+        state = self._state(sweep_dir, {**self.params, **searched}, fixed, seed)
+        return [*self._search(state, sweep_dir, space, fixed, seed), *self._confirm(state, sweep_dir, fixed)]
+
+    def _job(self, fixed: list[str], params: dict[str, Any], draw: Any, split: str, seed: int) -> list[str]:
+        """One job's overrides: the command line's, the setting's, the draw, the held-out split and the seed."""
+        return [*fixed, *(f"{k}={_value(v)}" for k, v in params.items()), f"{self.draw_key}={draw}",
+                f"evaluate.heldout_split={split}", f"seed={seed}"]
+
+    def _state(self, sweep_dir: Path, space: dict[str, Any], fixed: list[str], seed: int) -> dict[str, Any]:
+        """``search.json``, read back when the sweep is taken up again, with this run's settings written in; a trial
+        that failed runs again with its setting, as a grid's failed job would."""
+        path = sweep_dir / STATE
+        state = read_json(path) if path.is_file() else {}
         state.update({
-            "targets": targets, "objective": "min over the targets of paired difference / standard error",
-            "space": {k: str(v) for k, v in {**self.params, **searched}.items()}, "fixed": fixed,
-            "draw_key": self.draw_key,
+            "targets": targets_of(self.config),
+            "objective": "min over the targets of paired difference / standard error",
+            "space": {k: str(v) for k, v in space.items()}, "fixed": fixed, "draw_key": self.draw_key,
             "search": {"draw": self.search_draw, "split": "search", "seed": seed, "n_trials": self.n_trials,
                        "sampler": f"TPE, seed {self.sampler_seed}, {self.n_startup_trials} random first"},
             "confirm": {"draws": [self.search_draw, *self.confirm_draws], "seed": self.confirm_seed,
@@ -179,23 +183,29 @@ class SearchConfirmSweeper(Sweeper):
         })
         state.setdefault("trials", [])
         state.setdefault("confirmations", [])
-        for t in state["trials"]:  # taken up again: a trial that failed runs again with its setting, as a grid's would
+        for t in state["trials"]:
             if t.get("state") == "failed":
                 t["state"] = "running"
-        atomic_write_json(state_path, state)
+        atomic_write_json(path, state)
+        return state
+
+    def _search(self, state: dict[str, Any], sweep_dir: Path, space: dict[str, Any], fixed: list[str],
+                seed: int) -> list[JobReturn]:
+        """The trials, ``batch`` at a time, until ``n_trials`` have a result (or failed)."""
+        logging.getLogger("alembic").setLevel(logging.WARNING)  # optuna's storage imports it and it talks at INFO
+        import optuna  # lazy: optuna (2.3 s); Hydra imports this sweeper's module on every run, a search or not
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = optuna.create_study(direction="maximize")
-        done = [t for t in state["trials"] if t.get("state") in ("complete", "failed")]
-        for t in done:  # a search taken up again: what it learned is given back to the sampler
-            _record(study, t["params"], space, t["score"] if t.get("state") == "complete" else None)
+        for t in state["trials"]:  # a search taken up again: what it learned is given back to the sampler
+            if t.get("state") == "complete":
+                _record(study, t["params"], space, t["score"])
         returns: list[JobReturn] = []
-        # a trial cut by a kill: the same setting, the same job folder (its run resumes from its checkpoint)
-        pending = [t for t in state["trials"] if t.get("state") not in ("complete", "failed")]
-        while len([t for t in state["trials"] if t.get("state") in ("complete", "failed")]) < self.n_trials:
+        # a trial cut by a kill (or failed): the same setting, the same job folder (its run resumes from its checkpoint)
+        pending = [t for t in state["trials"] if t.get("state") != "complete"]
+        while sum(t.get("state") in ("complete", "failed") for t in state["trials"]) < self.n_trials:
             room = self.n_trials - len(state["trials"]) + len(pending)
-            batch = pending[: self.batch]
-            pending = pending[len(batch):]
+            batch, pending = pending[: self.batch], pending[self.batch:]
             while len(batch) < min(self.batch, room):
                 # seeded by the trial's number: a search taken up again proposes what it would have proposed
                 study.sampler = optuna.samplers.TPESampler(seed=self.sampler_seed + len(state["trials"]),
@@ -205,33 +215,34 @@ class SearchConfirmSweeper(Sweeper):
                      "optuna": trial.number}
                 state["trials"].append(t)
                 batch.append(t)
-            atomic_write_json(state_path, state)
+            atomic_write_json(sweep_dir / STATE, state)
             for t in batch:
                 t.setdefault("job", str(t["number"]))
-                t["overrides"] = [*fixed, *(f"{k}={_value(v)}" for k, v in t["params"].items()),
-                                  f"{self.draw_key}={self.search_draw}", "evaluate.heldout_split=search",
-                                  f"seed={seed}"]
+                t["overrides"] = self._job(fixed, t["params"], self.search_draw, "search", seed)
                 log.info("search: trial %d (%d of %d%s): %s", t["number"], t["number"] + 1, self.n_trials,
-                         ", again: it was cut" if t.get("job") and (sweep_dir / t["job"]).is_dir() else "",
+                         ", again: it was cut" if (sweep_dir / t["job"]).is_dir() else "",
                          ", ".join(f"{k}={_value(v)}" for k, v in t["params"].items()))
             rets = self._launch([t["overrides"] for t in batch], batch[0]["number"])
             returns += rets
             for t, ret in zip(batch, rets):
                 score = None
                 if ret.status == JobStatus.COMPLETED:
-                    score = claim_score(_comparison(sweep_dir / t["job"]), targets)
+                    score = claim_score(_comparison(sweep_dir / t["job"]), state["targets"])
                 t["score"], t["state"] = score, "complete" if score is not None else "failed"
-                trial_id = [x for x in study.trials if x.params == t["params"] and x.state.name == "RUNNING"]
-                if trial_id:
-                    study.tell(trial_id[0].number, score, state=optuna.trial.TrialState.COMPLETE
+                asked = [x for x in study.trials if x.params == t["params"] and x.state.name == "RUNNING"]
+                if asked:
+                    study.tell(asked[0].number, score, state=optuna.trial.TrialState.COMPLETE
                                if score is not None else optuna.trial.TrialState.FAIL)
                 else:  # a trial cut by a kill, run again: the new study never asked it
                     _record(study, t["params"], space, score)
                 log.info("search: trial %d scored %s (job %s)", t["number"], "-" if score is None else f"{score:+.2f}",
                          t["job"])
-            atomic_write_json(state_path, state)
+            atomic_write_json(sweep_dir / STATE, state)
+        return returns
 
-        # confirmation: the best settings, a fresh seed, vases the search never saw
+    def _confirm(self, state: dict[str, Any], sweep_dir: Path, fixed: list[str]) -> list[JobReturn]:
+        """The ``top_k`` best distinct settings, a fresh seed, vases the search never saw: the confirm half of the
+        search's draw and every held-out vase of each confirmation draw."""
         best = sorted((t for t in state["trials"] if t["state"] == "complete"), key=lambda t: -t["score"])
         chosen: list[dict[str, Any]] = []
         for t in best:
@@ -251,22 +262,20 @@ class SearchConfirmSweeper(Sweeper):
                 if c is None:
                     c = {"trial": t["number"], "draw": draw, "split": split, "seed": self.confirm_seed,
                          "job": str(number), "state": "pending",
-                         "overrides": [*fixed, *(f"{k}={_value(v)}" for k, v in t["params"].items()),
-                                       f"{self.draw_key}={draw}", f"evaluate.heldout_split={split}",
-                                       f"seed={self.confirm_seed}"]}
+                         "overrides": self._job(fixed, t["params"], draw, split, self.confirm_seed)}
                     number += 1
                 jobs.append(c)
         kept = {(c["trial"], str(c["draw"])) for c in jobs}
         state["confirmations"] = jobs + [c for c in state["confirmations"] if (c["trial"], str(c["draw"])) not in kept]
-        atomic_write_json(state_path, state)
+        atomic_write_json(sweep_dir / STATE, state)
         todo = sorted((c for c in jobs if c["state"] != "complete"), key=lambda c: int(c["job"]))
         if todo:
             log.info("confirm: the %d best setting(s) (trials %s) on %d draws, %d job(s)", len(chosen),
                      ", ".join(str(t["number"]) for t in chosen), 1 + len(self.confirm_draws), len(todo))
+        returns: list[JobReturn] = []
         for i in range(0, len(todo), self.batch):  # contiguous job numbers per launch
-            run = todo[i: i + self.batch]
             groups: list[list[dict[str, Any]]] = []
-            for c in run:
+            for c in todo[i: i + self.batch]:
                 if groups and int(groups[-1][-1]["job"]) + 1 == int(c["job"]):
                     groups[-1].append(c)
                 else:
@@ -277,7 +286,7 @@ class SearchConfirmSweeper(Sweeper):
                 for c, ret in zip(g, rets):
                     ok = ret.status == JobStatus.COMPLETED and _comparison(sweep_dir / c["job"]) is not None
                     c["state"] = "complete" if ok else "failed"
-            atomic_write_json(state_path, state)
+            atomic_write_json(sweep_dir / STATE, state)
         return returns
 
     def _launch(self, overrides: list[list[str]], first: int) -> list[JobReturn]:
