@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -45,15 +45,40 @@ def _argparse_tool(cmd: str) -> bool:
     return words[1:2] == ["-m"] and words[2] in ARGPARSE_TOOLS
 
 
-def _check_command(cmd: str, tmp_path: Path, env: dict) -> tuple[str, subprocess.CompletedProcess]:
+PRELOAD = ("hydra", "vase.config", "vase.loggers", "vase.sacct", "vase.data.datamodule", "vase.training.grpo",
+           "vase.training.sft", "vase.training.callbacks", "vase.rewards.terms")
+"""What the commands' config checks import (torch, Lightning, the ``_target_`` modules they validate against), loaded
+once in the process the commands are forked from (tests/forkrun.py): each check then costs its own work, not 5 s of
+imports. Nothing here may import a ``hydra_plugins`` module (vase.launchers, vase.search): Hydra's plugin scan runs
+each of those again in the job, and a class defined twice breaks ``super()``; a real run imports them once, there."""
+
+
+def _command_args(cmd: str, tmp_path: Path) -> list[str]:
+    """The command's arguments as the shell gives them, its log and cache folders in ``tmp_path``."""
     args = [re.sub(r"<(\w+)>", r"\1", a) for a in shlex.split(cmd)[1:]]  # <time>, <run>, ... -> a plain name
     hydra_app = not _argparse_tool(cmd)
     if "--cfg" not in args and "--info" not in args and hydra_app:
         args += [f"paths.log_dir={tmp_path / 'logs'}", f"paths.cache_dir={tmp_path / 'cache'}"]
         if "sweep=optuna" in args:  # optuna needs a number from each trial, and a check returns none: one job
             args = [a for a in args if a != "-m"] + ["hydra.mode=RUN"]
-    return cmd, subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                               timeout=600)
+    return args
+
+
+def check_commands(cmds: list[str], tmp_path: Path, env: dict) -> list[tuple[int, str]]:
+    """Each command's exit status and output, two at a time, each a process of its own forked from one that imported
+    what the checks import (tests/forkrun.py; ``python <args>`` from the checkout with ``env`` otherwise). The
+    slowest five are printed (pytest shows them with ``-rP`` or on a failure)."""
+    out = tmp_path / "commands"
+    out.mkdir()
+    jobs = [{"argv": _command_args(c, tmp_path), "out": str(out / f"{i}.log"), "timeout": 600}
+            for i, c in enumerate(cmds)]
+    (out / "jobs.json").write_text(json.dumps(jobs))
+    subprocess.run([sys.executable, "-m", "tests.forkrun", str(out / "jobs.json"), str(out / "codes.json"),
+                    "--parallel", "2", "--preload", *PRELOAD], cwd=ROOT, env=env, check=True, timeout=3600)
+    done = json.loads((out / "codes.json").read_text())
+    for d, c in sorted(zip(done, cmds), key=lambda x: -(x[0]["seconds"] or 1e9))[:5]:
+        print(f"{d['seconds']} s: {c}")
+    return [(d["code"], Path(job["out"]).read_text()) for d, job in zip(done, jobs)]
 
 
 def _pages() -> str:
@@ -75,9 +100,8 @@ def test_every_readme_command_composes_and_validates(tmp_path: Path) -> None:
     (pkg / "terms.py").write_text(readme_python_block("mypkg/terms.py"))
     env = {**os.environ, "VASE_CHECK_CONFIG": "config", "WANDB_MODE": "disabled",
            "PYTHONPATH": os.pathsep.join([str(tmp_path / "userpkg"), os.environ.get("PYTHONPATH", "")])}
-    with ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(lambda c: _check_command(c, tmp_path, env), cmds))
-    failed = [f"{c}\n    -> {(p.stdout + p.stderr).strip().splitlines()[-1:] }" for c, p in results if p.returncode]
+    results = check_commands(cmds, tmp_path, env)
+    failed = [f"{c}\n    -> {text.strip().splitlines()[-1:]}" for c, (code, text) in zip(cmds, results) if code]
     assert not failed, "README commands that no longer compose:\n" + "\n".join(failed)
-    checked = sum("config ok:" in p.stdout for _, p in results)
+    checked = sum("config ok:" in text for _, text in results)
     assert checked >= len([c for c in cmds if "--cfg" not in c and "--info" not in c and not _argparse_tool(c)])
