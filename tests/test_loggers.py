@@ -73,7 +73,17 @@ def test_a_sweep_is_an_mlflow_parent_run_with_every_job_a_child_that_shows_what_
         assert {"hp/heldout/shape_vs_start", "hp/heldout/shape_vs_start_lo", "hp/heldout/shape_verdict",
                 "hp/heldout/shape_start", "hp/heldout_captions/lexical_similarity_vs_start",
                 "hp/heldout_captions/overall_score_start"} <= set(metrics)
-        assert len(client.get_metric_history(r.info.run_id, "train/reward")) >= 2  # a curve, not a single point
+        curve = client.get_metric_history(r.info.run_id, "train/reward")
+        assert len(curve) >= 2  # a curve, not a single point
+        # MLflow's comparison page plots the first metric a run logged: the question's held-out change, 0 at the
+        # job's start (the start against itself, before the first step), its measured value after the last (the
+        # latest of the same step is the one MLflow shows)
+        assert list(metrics)[0] == "hp/heldout/shape_vs_start"
+        first, last = sorted(client.get_metric_history(r.info.run_id, "hp/heldout/shape_vs_start"),
+                             key=lambda m: m.timestamp)
+        assert first.value == 0.0 and first.timestamp <= min(m.timestamp for m in curve)
+        assert last.step == first.step and last.timestamp >= max(m.timestamp for m in curve)
+        assert last.value == metrics["hp/heldout/shape_vs_start"]
         files = {a.path for d in ("tables", "report") for a in client.list_artifacts(r.info.run_id, d)}
         assert {"tables/train_completions.json", "tables/val_table.json", "report/loss.png"} <= files
         assert "config.yaml" in {a.path for a in client.list_artifacts(r.info.run_id)}  # the full config, a file

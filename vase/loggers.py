@@ -224,6 +224,19 @@ def log_config(loggers: list[Any], cfg: DictConfig, config_file: str | Path | No
             lg.experiment.add_text("config", "    " + path.read_text().replace("\n", "\n    "), global_step=0)
 
 
+def log_question_start(loggers: list[Any], keys: list[str]) -> None:
+    """MLflow's comparison page plots the first metric a run logged (its store keeps a run's metrics in the order they
+    came, and the page draws the first): when a job starts, before anything is measured, each held-out change the
+    sweep's question asks about (``hp/heldout/<dim>_vs_start``, ``keys`` in the question's order) is logged as 0, the
+    start against itself. Its value at the job's end replaces it, so that page plots the swept key against what the
+    sweep asks about. A measure with no value before training (a reward, a loss, KL) is not logged early. Only MLflow:
+    TensorBoard and W&B take their columns from the hparams record and the run config."""
+    start = {k: 0.0 for k in keys if k.endswith("_vs_start")}
+    for lg in loggers:
+        if start and kind(lg) == "mlflow":
+            lg.log_metrics(start, step=0)
+
+
 def log_code(lg: Any, code: dict[str, Any]) -> None:
     """The code that made the run (`vase.runs.code_stamp`) beside its parameters, where each dashboard keeps such
     things without making them a comparison column: W&B's run config (``code``), MLflow's tags (``vase.code.*``),

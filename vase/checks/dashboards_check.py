@@ -15,7 +15,8 @@ another working directory, as a second machine would; starts TensorBoard on the 
    every file went to the server's artifact store (none to a client-side folder). Through the rendered pages
    (headless Chromium, after the app has drawn them, shadow DOM included), reading only what is on the first screen
    at 1,400 x 900 (`IN_VIEW_TEXT`): the jobs link vase printed shows both jobs by their swept values and the held-out
-   measure; the answer link shows the verdict; the run comparison plots the swept key and lists the held-out metric.
+   measure; the answer link shows the verdict; the run comparison's first plot has the swept key as its first axis
+   and the held-out change as its metric.
 2. ``mlflow-single-run``: ``train.py logger=mlflow`` alone (no sweep) against the same server: its run finishes on
    the server, every tag a value (no None), its config file in the server's artifact store.
 3. ``mlflow-server-dies``: a single run against a second server that is killed (SIGKILL) once the run's first
@@ -51,7 +52,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from vase.checks.docs_check import DEEP_TEXT, IN_VIEW_TEXT, SCROLLED_TEXT, browser, rendered
+from vase.checks.docs_check import DEEP_TEXT, IN_VIEW_TEXT, browser, rendered
 from vase.checks.slurm import free_port
 from vase.checks.venvs import tool_venv, tools_dir
 from vase.io import atomic_write_json, atomic_write_text
@@ -140,6 +141,20 @@ def run_sweep(work: Path, mlflow_url: str, cache: Path) -> tuple[int, Path | Non
     return rc, found[-1] if found else None
 
 
+def plotted_axes(text: str) -> tuple[list[str], list[str]]:
+    """What MLflow's comparison page plots, read from its first screen's text: the parameters chosen for its first plot
+    (in their order: the first is its first axis) and its metrics (the colour), the chips after the selectors' labels
+    ``Parameters:`` and ``Metrics:`` (keys hold no spaces; the chips end at the "Clear All" button).
+
+    >>> plotted_axes("Box Plot Parameters: sweep/x weights/a Metrics: hp/heldout/shape_vs_start Clear All -0.4")
+    (['sweep/x', 'weights/a'], ['hp/heldout/shape_vs_start'])
+    """
+    if "Parameters:" not in text or "Metrics:" not in text:
+        return [], []
+    params, _, rest = text.split("Parameters:", 1)[1].partition("Metrics:")
+    return params.split(), rest.split("Clear All", 1)[0].split()
+
+
 def check_mlflow(url: str, work: Path, artifacts: Path) -> dict[str, Any]:
     exp = _api(url, "/api/2.0/mlflow/experiments/get-by-name?" + urllib.parse.urlencode({"experiment_name": "vase"}))
     exp_id = exp["experiment"]["experiment_id"]
@@ -171,14 +186,12 @@ def check_mlflow(url: str, work: Path, artifacts: Path) -> dict[str, Any]:
     client_side = sorted(str(p) for p in (work / "client").rglob("mlartifacts"))
     # what a user sees: the comparison page, and the page the link vase printed opens
     ids = json.dumps([r["info"]["run_id"] for r in children])
-    compare = _page(f"{url}/#/compare-runs?runs={urllib.parse.quote(ids)}&experiments="
-                    f"{urllib.parse.quote(json.dumps([exp_id]))}", work / "mlflow_compare.png",
-                    until=lambda t: SWEPT in t and HELDOUT in t)
-    if HELDOUT not in compare:  # its metrics table draws only the rows in view: read it scrolled, screen by screen
-        compare = _page(f"{url}/#/compare-runs?runs={urllib.parse.quote(ids)}&experiments="
-                        f"{urllib.parse.quote(json.dumps([exp_id]))}", work / "mlflow_compare_scrolled.png",
-                        until=lambda t: SWEPT in t and HELDOUT in t, script=SCROLLED_TEXT)
-    plotted = compare.split("Parameters:", 1)[-1].split("Metrics:", 1)[0] if "Parameters:" in compare else ""
+    compare_url = (f"{url}/#/compare-runs?runs={urllib.parse.quote(ids)}&experiments="
+                   f"{urllib.parse.quote(json.dumps([exp_id]))}")
+    # the comparison's first screen: its first plot (parallel coordinates) and the selectors that say what it plots
+    compare = _page(compare_url, work / "mlflow_compare.png", script=IN_VIEW_TEXT,
+                    until=lambda t: "Parameters:" in t and "Metrics:" in t and SWEPT in t)
+    axes, metric = plotted_axes(compare)
     log = (work / "sweep.log").read_text(errors="replace")
     printed = re.findall(r"MLflow: the sweep's jobs, with the swept values and the question's measures: (\S+)", log)
     answer_link = re.findall(r"MLflow: the sweep is run \S+, its answer: (\S+)", log)
@@ -197,15 +210,15 @@ def check_mlflow(url: str, work: Path, artifacts: Path) -> dict[str, Any]:
           and any(f["path"].endswith("summary.md") for f in files)
           and any(f["path"].endswith("ablation_verdict.json") for f in tables)
           and bool(on_server) and not client_side
-          and SWEPT in plotted and HELDOUT in compare and jobs_in_view
+          and axes[:1] == [SWEPT] and metric == [HELDOUT] and jobs_in_view
           and "reward.weights.shape=0.6 vs 0" in parent_name and "reward.weights.shape=0.6 vs 0" in answer_page
           and any(k.endswith("/effect") for k in answer_metrics) and any(k.endswith("/low") for k in answer_metrics))
     return {"passed": ok, "runs": len(runs), "children": len(children), "swept_values": swept,
             "params_differing_between_jobs": differing, "heldout_metrics": heldout[0][:6] if heldout else [],
             "parent_files": [f["path"] for f in files], "parent_tables": [f["path"] for f in tables],
             "files_in_server_store": on_server,
-            "client_side_artifact_folders": client_side, "comparison_plots": plotted.strip()[:200],
-            "comparison_lists_heldout_metric": HELDOUT in compare, "printed_link": printed[-1:] or None,
+            "client_side_artifact_folders": client_side, "comparison_axes": axes, "comparison_metric": metric,
+            "first_screen_of_comparison": compare[:600], "printed_link": printed[-1:] or None,
             "jobs_and_measure_on_first_screen": jobs_in_view, "first_screen_of_jobs": runs_page[:600],
             "parent_name": parent_name, "answer_on_first_screen": "reward.weights.shape=0.6 vs 0" in answer_page,
             "parent_metrics": answer_metrics[:6],

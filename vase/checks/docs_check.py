@@ -106,19 +106,6 @@ IN_VIEW_TEXT = """(() => {
 included (a screenshot's words, for checks that assert what is on the first screen)."""
 
 
-SCROLLED_TEXT = DEEP_TEXT.replace("walk(document);", """walk(document);
-  // tables that draw only the rows in view: each call scrolls every scrollable box on by a screen, and the text
-  // seen at every position so far is kept
-  const boxes = [document.scrollingElement];
-  const find = (n) => { if (!n) return; if (n.nodeType === 1 && n.scrollHeight > n.clientHeight + 4) boxes.push(n);
-    if (n.shadowRoot) find(n.shadowRoot); for (const c of n.children || []) find(c); };
-  find(document.body);
-  for (const b of boxes) { if (b) b.scrollTop = b.scrollTop + Math.max(b.clientHeight, 200); }
-  window.__vaseSeen = (window.__vaseSeen || '') + ' ' + out.join(' ');
-  out.length = 0; out.push(window.__vaseSeen);""")
-"""`DEEP_TEXT` for pages that draw long tables a screen at a time: scrolls on at each call, returns all text seen."""
-
-
 class BrowserPage:
     """One headless Chromium page driven over its DevTools pipe (no extra package: JSON messages on fds 3 and 4),
     reused for many URLs: ``goto``, ``evaluate``, ``wait``, ``screenshot``, ``resize``. A context manager: Chromium

@@ -24,7 +24,15 @@ from vase.eval.scoring import build_scorer
 from vase.eval.stats import dashboard_columns, heldout_metrics
 from vase.eval.vqa import evaluate_vqa
 from vase.io import atomic_write_json, atomic_write_text, file_lock, read_json
-from vase.loggers import build_loggers, check_loggers, log_config, log_end_metrics, log_eval_rows, say_unsent
+from vase.loggers import (
+    build_loggers,
+    check_loggers,
+    log_config,
+    log_end_metrics,
+    log_eval_rows,
+    log_question_start,
+    say_unsent,
+)
 from vase.metrics.paired import compare_captions, format_comparison
 from vase.models.checkpoint import check_adapter
 from vase.models.loading import check_model, load_model_and_processor
@@ -76,6 +84,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     datamodule = build_datamodule(cfg, processor, cfg.stage.name)
     loggers = build_loggers(cfg)
     log_config(loggers, cfg, out_dir / "config.yaml")
+    log_question_start(loggers, question_metrics)  # MLflow's comparison plots the first metric a run logs
     ev = _Evaluation(cfg, processor, out_dir, loggers)
 
     stages = [(cfg.stage, out_dir)]
