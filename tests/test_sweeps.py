@@ -666,19 +666,26 @@ def test_a_killed_sweep_resumes_by_rerunning_it(tmp_path: Path, session_dirs: di
     assert len(json.loads((sweep / "summary.json").read_text())["jobs"]) == 2
 
 
-def test_a_slurm_sweep_on_a_machine_without_slurm_is_one_line(tmp_path: Path) -> None:
-    """cluster=slurm where SLURM's tools are not installed ended in submitit's raw traceback (Could not detect
-    "srun"); now one line before anything runs. PATH holds no SLURM tool here, whatever the machine has."""
+@pytest.mark.parametrize(("tools", "said"), [
+    ((), "error: cluster=slurm submits the jobs through SLURM's sbatch, which this machine does not have"),
+    (("sbatch",), "error: cluster=slurm runs each job through SLURM's srun, which this machine does not have")])
+def test_a_slurm_sweep_on_a_machine_without_slurm_is_one_line(tmp_path: Path, tools: tuple[str, ...],
+                                                              said: str) -> None:
+    """cluster=slurm where SLURM's tools are not installed (or only sbatch is: submitit looks for srun first) ended in
+    submitit's raw traceback (Could not detect "srun"); now one line before anything runs. PATH holds no SLURM tool
+    here but ``tools``, whatever the machine has."""
     import os
 
-    empty = tmp_path / "bin"
-    empty.mkdir()
+    path = tmp_path / "bin"
+    path.mkdir()
+    for tool in tools:
+        (path / tool).write_text("#!/bin/sh\nexit 1\n")
+        (path / tool).chmod(0o755)
     p = subprocess.run([sys.executable, "train.py", "-m", "cluster=slurm", "stage.module.lora.r=4,8",
                         f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "PATH": str(empty), "WANDB_MODE": "disabled"})
+                       env={**os.environ, "PATH": str(path), "WANDB_MODE": "disabled"})
     err = p.stderr.strip().splitlines()
-    assert p.returncode == 2 and err[-1].startswith("error: cluster=slurm submits the jobs through SLURM's sbatch, "
-                                                    "which this machine does not have"), p.stderr[-2000:]
+    assert p.returncode == 2 and err[-1].startswith(said), p.stderr[-2000:]
     assert "Traceback" not in p.stderr and not list(tmp_path.rglob(".submitit"))
 
 

@@ -78,11 +78,14 @@ def _annotations(text: str) -> Callable[[Path], None]:
 
 
 def _sbatch_refuses(tmp: Path) -> None:
-    """An sbatch that cannot reach its controller (no slurm.conf, no DNS record), as SLURM's own client says it."""
+    """An sbatch that cannot reach its controller (no slurm.conf, no DNS record), as SLURM's own client says it; the
+    client's srun beside it (submitit looks for it first), so the test holds on a machine without SLURM."""
     (tmp / "bin").mkdir()
     (tmp / "bin" / "sbatch").write_text("#!/bin/sh\necho 'sbatch: error: fetch_config: DNS SRV lookup failed' >&2\n"
                                         "echo 'sbatch: fatal: Could not establish a configuration source' >&2\nexit 1\n")
-    (tmp / "bin" / "sbatch").chmod(0o755)
+    (tmp / "bin" / "srun").write_text("#!/bin/sh\nexit 1\n")
+    for tool in ("sbatch", "srun"):
+        (tmp / "bin" / tool).chmod(0o755)
 
 
 def _closed_port() -> int:

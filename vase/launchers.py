@@ -196,8 +196,10 @@ class SlurmPreflight(Callback):
                 raise SystemExit(2) from e
             print(f"config ok: {' '.join(config.hydra.overrides.task)} (SLURM sweep: checked, not submitted)")
             raise SystemExit(0)
-        if shutil.which("sbatch") is None:  # submitit would end in a raw traceback (Could not detect "srun")
-            print("error: cluster=slurm submits the jobs through SLURM's sbatch, which this machine does not have "
-                  "(not on PATH): run the command on the cluster's login node, or use cluster=local to run the "
-                  "same jobs here through submitit", file=sys.stderr, flush=True)
-            raise SystemExit(2)
+        # submitit needs both of SLURM's clients: without either, its raw traceback (Could not detect "srun")
+        for tool, role in (("sbatch", "submits the jobs through"), ("srun", "runs each job through")):
+            if shutil.which(tool) is None:
+                print(f"error: cluster=slurm {role} SLURM's {tool}, which this machine does not have (not on PATH): "
+                      "run the command on the cluster's login node, or use cluster=local to run the same jobs here "
+                      "through submitit", file=sys.stderr, flush=True)
+                raise SystemExit(2)
