@@ -513,7 +513,9 @@ def test_a_sweep_under_both_aggregations_decides_every_target_per_aggregation(tm
         for draw in ("0", "5"):
             for w in (0.0, 0.15, 0.6):
                 at_max = 32 if agg == "normalize_then_sum" else 12  # only the decoupled runs move shape
-                held = _result({"shape": at_max if w == 0.6 else 12})
+                # and GDPO at 0.6 costs attribution on draw 5 (8 of 40 right against the sum's 20)
+                cost = {"attribution": 8} if (agg, w, draw) == ("normalize_then_sum", 0.6, "5") else {}
+                held = _result({"shape": at_max if w == 0.6 else 12, **cost})
                 _job(sweep, n, [f"reward.weights.shape={w}", "seed=1", f"data.synthetic.seed={draw}",
                                 f"stage.module.multi_objective_aggregation={agg}"], held, start,
                      vqa=_ll(20 if (w == 0.6 and agg == "normalize_then_sum") else 12))
@@ -531,6 +533,15 @@ def test_a_sweep_under_both_aggregations_decides_every_target_per_aggregation(tm
     assert row_i.endswith("| **held** | not held |")
     rows = verdict_rows(v)
     assert ["(i) · " + f"{key}=normalize_then_sum", rows[0][1], "held"] in rows
+    # GDPO against the sum (the first setting the sweep ran), job by job on the same vases: shape +50 points at 0.6
+    # on both draws, nothing at 0 and 0.15, and the attribution it cost on draw 5 named beside
+    compared = md[md.index(f"## Each setting against {key}=sum_then_normalize"):].split("\n\n")[2].splitlines()[2:]
+    got = {tuple(c.strip() for c in line.strip("|").split("|")[1:3]): line.split(" | ")[3:] for line in compared}
+    assert len(got) == 6 and all(k[0].startswith("draw ") for k in got), compared
+    assert got[("draw 0, seed 1", "0.6")][0].startswith("**+50.0 [+") and got[("draw 0, seed 1", "0.6")][1] == "none |"
+    assert got[("draw 5, seed 1", "0.6")][1].startswith("attribution **-30.0 ["), got
+    assert got[("draw 0, seed 1", "0")] == ["+0.0 [+0.0, +0.0]", "none |"]
+    assert [r["weight"] for r in v["settings_compared"]] == [0.0, 0.15, 0.6, 0.0, 0.15, 0.6]
     assert Image.open(sweep / "ablation.png").size[1] > Image.open(sweep / "ablation.png").size[0] * 0.5  # two rows
     # the transfer-to-QA tables, one per draw and aggregation: never a mean over the two aggregations
     for draw in ("0", "5"):

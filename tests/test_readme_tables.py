@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vase.readme_tables import main
+from vase.readme_tables import GDPO_COMMAND, main
 
 MACHINE = {"date": "2026-11-26", "cpus": 2, "system": "Linux 6", "torch": "2.14.1"}
 
@@ -70,6 +70,10 @@ def test_tables_are_rebuilt_from_the_newest_results_and_check_says_when_stale(tm
     # the findings page's search-then-confirm block: the search as it ships, never its quick form
     ("search", "search_claim", "search_confirm.json", ["sweep=search_claim"], ["sweep=search_claim", "debug=fast"],
      "**Search, then confirm: {}** - ...", "search_claim/multiruns/2026-11-27_12-00-00"),
+    # the GDPO page's block: the ablation demo under both aggregations, never the ablation demo alone or one of them
+    ("gdpo", "ablation_demo", "ablation.json", GDPO_COMMAND, ["experiment=ablation_demo"],
+     "| stage.module.multi_objective_aggregation=normalize_then_sum | draw 0, seed 1 | 0.6 | {} | none |",
+     "ablation_demo/multiruns/2026-11-27_12-00-00"),
 ])
 def test_a_sweeps_block_comes_from_its_newest_run_as_it_ships(tmp_path: Path, block: str, task: str, results: str,
                                                                shipped: list[str], probe: list[str], row: str,
@@ -101,3 +105,85 @@ def test_rows_whose_results_are_on_another_machine_are_kept_not_dropped(tmp_path
     assert main(["--readme", str(readme), "--logs", str(logs)]) == 0
     assert "| seed 1 | old |" not in readme.read_text() and "`flip_advantages`" in readme.read_text()
 
+
+
+def _quick(logs: Path, name: str, overrides: list[str], shape: tuple[int, int, int]) -> None:
+    """A finished quick sweep's ablation.json: shape right at weight 0.6, at 0 and at the SFT start, of 240."""
+    def diff(a: int, b: int) -> dict:
+        return {"diff": (a - b) / 240, "lo": (a - b - 20) / 240, "hi": (a - b + 20) / 240, "n": 240}
+
+    d = logs / "ablation_quick" / "multiruns" / name
+    d.mkdir(parents=True)
+    (d / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n" + "".join(f"    - {o}\n" for o in overrides))
+    at_max, at_0, sft = shape
+    (d / "ablation.json").write_text(json.dumps({
+        "weights": [0.0, 0.6], "machine": MACHINE, "i_per_seed": {"1": {
+            "at_max": at_max / 240, "at_0": at_0 / 240, "sft": sft / 240,
+            "max_minus_0": diff(at_max, at_0), "max_minus_sft": diff(at_max, sft)}}}))
+
+
+def test_the_first_sweeps_table_has_a_row_per_draw_from_each_draws_newest_run(tmp_path: Path) -> None:
+    """The Sweeps page's first table (target (i) of make ablation-quick on draws 0 and 5) is written from the two
+    sweeps' ablation.json: each draw's newest run as it ships, the default draw with or without the draw named, and
+    never a probe with other settings; with one draw missing the table is left as it is."""
+    logs = tmp_path / "logs"
+    _quick(logs, "2026-11-29_10-00-00", ["experiment=ablation_quick"], (148, 107, 118))
+    _quick(logs, "2026-11-29_11-00-00", ["experiment=ablation_quick", "data.synthetic.seed=5"], (153, 137, 121))
+    _quick(logs, "2026-11-29_12-00-00", ["experiment=ablation_quick", "data.synthetic.seed=5", "seed=2"], (0, 240, 0))
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- vase:table quick -->\nnot run yet\n<!-- vase:end -->\n")
+    assert main(["--readme", str(readme), "--logs", str(tmp_path / "none")]) == 0
+    assert "not run yet" in readme.read_text()
+    assert main(["--readme", str(readme), "--logs", str(logs)]) == 0
+    text = readme.read_text()
+    assert "| 0 (the default), GRPO seed 1 | +17.1 [+8.8, +25.4] (61.7 % vs 44.6 %) | +12.5 [+4.2, +20.8] " \
+           "(SFT 49.2 %) | **held** |" in text, text
+    assert "| 5, GRPO seed 1 | +6.7 [-1.7, +15.0] (63.7 % vs 57.1 %) | +13.3 [+5.0, +21.7] (SFT 50.4 %) | " \
+           "not held |" in text, text
+    assert "shape right: weight 0.6 against 0" in text and "2026-11-29_11-00-00" in text and "12-00-00" not in text
+
+
+def _claim_sweep(logs: Path, name: str, overrides: list[str], groups: dict[str, tuple[float, float]]) -> None:
+    """An ablation demo's ablation.json with its caption differences (lexical, overall) per group."""
+    def c(x: float) -> dict:
+        return {"diff": x, "lo": x - 0.01, "hi": x + 0.01, "n": 240}
+
+    d = logs / "ablation_demo" / "multiruns" / name
+    d.mkdir(parents=True)
+    (d / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n" + "".join(f"    - {o}\n" for o in overrides))
+    diffs = {g: {"lexical_similarity": c(lex), "overall_score": c(ov)} for g, (lex, ov) in groups.items()}
+    (d / "ablation.json").write_text(json.dumps({"table": "t", "machine": MACHINE,
+                                                 "captions": {"held": False, "differences": diffs}}))
+
+
+def test_the_claims_search_has_a_row_for_the_demo_and_for_each_setting_tried(tmp_path: Path) -> None:
+    """The Sweeps page's search for the paper's claim: the demo's row from the shipped ablation demo, then a row per
+    setting tried at the paper's weights (a sweep of two bonus weights gives two rows, the newest run of a setting
+    wins), each draw's lexical and overall difference against the start, bold where it clears 0, and where both did."""
+    logs = tmp_path / "logs"
+    _claim_sweep(logs, "2026-11-28_09-00-00", ["experiment=ablation_demo"],
+                 {"draw 0, seed 1": (0.007, -0.004), "draw 5, seed 1": (0.006, 0.003)})
+    paper = "reward.weights.shape=0.15"
+    _claim_sweep(logs, "2026-11-28_10-00-00", ["experiment=ablation_demo", paper, "reward.terms.bonus.weight=0.3,0.6"],
+                 {"draw 0, seed 1, reward.terms.bonus.weight=0.3": (-0.0, 0.003),
+                  "draw 5, seed 1, reward.terms.bonus.weight=0.3": (0.017, 0.029),
+                  "draw 0, seed 1, reward.terms.bonus.weight=0.6": (0.5, 0.5),  # older than the run below: replaced
+                  "draw 5, seed 1, reward.terms.bonus.weight=0.6": (0.5, 0.5)})
+    _claim_sweep(logs, "2026-11-28_11-00-00", ["experiment=ablation_demo", paper, "reward.terms.bonus.weight=0.6"],
+                 {"draw 0, seed 1": (0.012, 0.008), "draw 5, seed 1": (-0.002, 0.017)})
+    _claim_sweep(logs, "2026-11-28_12-00-00", ["experiment=ablation_demo", "reward.terms.bonus.weight=0.9"],
+                 {"draw 0, seed 1": (0.9, 0.9)})  # not at the paper's weights: not a row
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- vase:table claim -->\nnot run\n<!-- vase:end -->\n")
+    assert main(["--readme", str(readme), "--logs", str(logs)]) == 0
+    rows = [line for line in readme.read_text().splitlines() if line.startswith("| ")]
+    assert rows[0] == ("| setting at the paper's weights | draw 0: lexical | draw 0: overall | draw 5: lexical | "
+                       "draw 5: overall | held on |")
+    assert rows[1:] == [
+        "| the demo (`make ablation-demo`) | +0.007 [-0.003, +0.017] | -0.004 [-0.014, +0.006] | "
+        "+0.006 [-0.004, +0.016] | +0.003 [-0.007, +0.013] | neither |",
+        "| `reward.terms.bonus.weight=0.3` | -0.000 [-0.010, +0.010] | +0.003 [-0.007, +0.013] | "
+        "**+0.017 [+0.007, +0.027]** | **+0.029 [+0.019, +0.039]** | draw 5 |",
+        "| `reward.terms.bonus.weight=0.6` | **+0.012 [+0.002, +0.022]** | +0.008 [-0.002, +0.018] | "
+        "-0.002 [-0.012, +0.008] | **+0.017 [+0.007, +0.027]** | neither |"], rows
+    assert "0.900" not in readme.read_text() and "2026-11-28_11-00-00" in readme.read_text()

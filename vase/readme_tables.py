@@ -12,6 +12,10 @@ lines between them from the newest finished results of that kind and notes the m
 - ``sanity``: ``logs/grpo_sanity/*/sanity.json`` (``make grpo-sanity``; the newest plain check and the newest of
   each negative control, one row per seed);
 - ``ablation``: ``logs/ablation_demo/multiruns/*/ablation.json`` (``make ablation-demo``; its tables and verdicts);
+- ``quick``: ``logs/ablation_quick/multiruns/*/ablation.json`` (``make ablation-quick``, ``DRAW=5``; target (i) per
+  draw);
+- ``gdpo``: the ablation demo's grid under both GRPO aggregations (`GDPO_COMMAND`; docs/findings/gdpo.md);
+- ``claim``: the search for the paper's claim, the ablation demo at the paper's weights with each setting tried;
 - ``beyond``: ``logs/beyond_<idea>/multiruns/*/compare.json`` (``make beyond-demo``; each idea's comparison);
 - ``search``: ``logs/search_claim/multiruns/*/search_confirm.json`` (``python train.py -m sweep=search_claim``; its
   verdict and its best settings, searched and confirmed).
@@ -34,6 +38,7 @@ from yaml import YAMLError
 from vase.io import atomic_write_bytes, atomic_write_text, read_json
 from vase.metrics.caption_metrics import markdown_table
 from vase.metrics.paired import format_comparison
+from vase.metrics.paired import held as paired_held
 from vase.reports.question import question_of
 from vase.runs import code_label, log_root
 
@@ -84,10 +89,117 @@ def sanity_table(log_dir: Path) -> str | None:
     return "\n".join(rows) + f"\n\nFrom {src} ({'; '.join(sorted(set(machines)))}).\n"
 
 
+def _shipped(log_dir: Path, task: str, commands: list[list[str]], results: str = "ablation.json") -> Path | None:
+    """The newest ``results`` file of a sweep under ``logs/<task>/multiruns/`` whose command line gave exactly one of
+    ``commands`` (Hydra's ``multirun.yaml``): a probe of the same experiment with other settings is never taken."""
+    return _newest([p for p in sorted(log_dir.glob(f"{task}/multiruns/*/{results}"))
+                    if _command_overrides(p.parent) in commands])
+
+
 def _shipped_ablation(log_dir: Path) -> Path | None:
     """The newest ``ablation.json`` of ``make ablation-demo`` as it ships (no override but the experiment)."""
-    return _newest([p for p in sorted(log_dir.glob("ablation_demo/multiruns/*/ablation.json"))
-                    if _command_overrides(p.parent) == ["experiment=ablation_demo"]])
+    return _shipped(log_dir, "ablation_demo", [["experiment=ablation_demo"]])
+
+
+GDPO_COMMAND = ["experiment=ablation_demo", "stage.module.multi_objective_aggregation=sum_then_normalize,normalize_then_sum"]
+"""The GDPO measurement (docs/findings/gdpo.md): the ablation demo's grid under both aggregations."""
+
+QUICK_DRAWS = ("0", "5")
+"""The draws the first sweep's page shows (``make ablation-quick`` and ``DRAW=5``)."""
+
+
+def gdpo_table(log_dir: Path) -> str | None:
+    """The newest GDPO measurement (``python train.py -m`` + `GDPO_COMMAND`): its ``ablation.json``'s verdict per
+    aggregation, each aggregation against the sum job by job, and the tables behind them."""
+    path = _shipped(log_dir, "ablation_demo", [GDPO_COMMAND])
+    if path is None:
+        return None
+    v = read_json(path)
+    return v["table"] + f"\n\nFrom `{path.parent.relative_to(log_dir.parent)}` ({_machine(v.get('machine'))}).\n"
+
+
+def quick_table(log_dir: Path) -> str | None:
+    """The first sweep (``experiment=ablation_quick``) on each of `QUICK_DRAWS`: its target (i) per draw, the newest
+    run of each as it ships (``make ablation-quick``, ``DRAW=5``; the draw-0 one also without the draw named)."""
+    rows, sources = [], []
+    for draw in QUICK_DRAWS:
+        commands = [["experiment=ablation_quick", f"data.synthetic.seed={draw}"]]
+        if draw == "0":  # the default draw: the command the page shows first names none
+            commands.append(["experiment=ablation_quick"])
+        path = _shipped(log_dir, "ablation_quick", commands)
+        if path is None:
+            return None
+        v = read_json(path)
+        for group, g in v["i_per_seed"].items():
+            a, b = g["max_minus_0"], g["max_minus_sft"]
+            rows.append(f"| {draw}{' (the default)' if draw == '0' else ''}, GRPO seed {group} | "
+                        f"{_points(a)} ({100 * g['at_max']:.1f} % vs {100 * g['at_0']:.1f} %) | {_points(b)} "
+                        f"(SFT {100 * g['sft']:.1f} %) | {'**held**' if a['lo'] > 0 and b['lo'] > 0 else 'not held'} |")
+        sources.append(f"`{path.parent.relative_to(log_dir.parent)}` ({_machine(v.get('machine'))})")
+    w = read_json(path)["weights"]
+    return (f"| data draw | shape right: weight {max(w):g} against {min(w):g}, points [95 %] | against the SFT start | "
+            "target (i) |\n|---|---|---|---|\n" + "\n".join(rows) + f"\n\nFrom {'; '.join(sources)}.\n")
+
+
+PAPER_SETTING = "reward.weights.shape=0.15"
+"""The search for the paper's claim ran the ablation demo at the paper's weights only, with this override."""
+
+
+def claim_table(log_dir: Path) -> str | None:
+    """The search for the paper's claim (target (iii)): GRPO's held-out captions against its SFT start on lexical
+    similarity and the overall score, per draw, at the paper's weights. A row for the demo (the newest shipped
+    ablation demo) and one per setting tried: each newest ``python train.py -m experiment=ablation_demo
+    reward.weights.shape=0.15 <setting>`` (a setting swept in it, ``reward.terms.bonus.weight=0.3,0.6``, a row per
+    value). None until the demo has run."""
+    demo = _shipped_ablation(log_dir)
+    if demo is None or "captions" not in read_json(demo):
+        return None
+    rows: dict[str, tuple[dict[str, Any], Path]] = {"the demo (`make ablation-demo`)": (read_json(demo), demo)}
+    tried: dict[str, tuple[dict[str, Any], Path]] = {}
+    for path in sorted(log_dir.glob("ablation_demo/multiruns/*/ablation.json"), key=lambda p: p.parent.name):
+        given = _command_overrides(path.parent) or []
+        if given[:1] != ["experiment=ablation_demo"] or PAPER_SETTING not in given:
+            continue
+        fixed = [o for o in given[1:] if o != PAPER_SETTING and "," not in o]
+        seed_swept = any(o.startswith("seed=") and "," in o for o in given)
+        v = read_json(path)
+        by_setting: dict[str, dict[str, Any]] = {}
+        for group, diff in (v.get("captions") or {}).get("differences", {}).items():
+            # "draw 0, seed 1, reward.terms.bonus.weight=0.3": the draw, the GRPO seed, what else the sweep varied
+            parts = group.split(", ")
+            draw = next((p for p in parts if p.startswith("draw ")), "draw -")
+            seed = next((p.split(" ", 1)[1] for p in parts if p.startswith("seed ")), parts[0])
+            swept = [p for p in parts if "=" in p] + [f"seed={seed}"] * seed_swept
+            label = " ".join(f"`{o}`" for o in [*fixed, *swept]) or "the demo's settings"
+            by_setting.setdefault(label, {})[draw] = diff
+        for label, diffs in by_setting.items():
+            tried[label] = ({"captions": {"differences": diffs}, "machine": v.get("machine")}, path)  # newest wins
+    rows.update(sorted(tried.items()))
+    draws = sorted({g.split(", ")[0] for v, _ in rows.values() for g in v["captions"]["differences"]} - {"draw -"})
+    targets = ["lexical_similarity", "overall_score"]
+    out = ["| setting at the paper's weights | " + " | ".join(f"{d}: {m.split('_')[0]}" for d in draws for m in targets)
+           + " | held on |", "|---|" + "---|" * (len(draws) * len(targets) + 1)]
+    for label, (v, _) in rows.items():
+        diffs = v["captions"]["differences"]
+        cells, held_on = [], []
+        for d in draws:
+            c = diffs.get(d) or next((c for g, c in diffs.items() if g.split(", ")[0] == d), None)
+            cells += [_interval(c[m], paired_held(c[m], m)) if c else "–" for m in targets]
+            if c and all(paired_held(c[m], m) for m in targets):
+                held_on.append(d)
+        out.append(f"| {label} | " + " | ".join(cells) + f" | {', '.join(held_on) or 'neither'} |")
+    made = {p: v.get("machine") for v, p in rows.values()}  # a sweep of two settings is one source
+    sources = "; ".join(f"`{p.parent.relative_to(log_dir.parent)}` ({_machine(m)})" for p, m in made.items())
+    return "\n".join(out) + f"\n\nFrom {sources}.\n"
+
+
+def _interval(c: dict[str, float], bold: bool) -> str:
+    star = "**" if bold else ""
+    return f"{star}{c['diff']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]{star}"
+
+
+def _points(c: dict[str, float]) -> str:
+    return f"{100 * c['diff']:+.1f} [{100 * c['lo']:+.1f}, {100 * c['hi']:+.1f}]"
 
 
 def _shipped_search(log_dir: Path) -> Path | None:
@@ -200,8 +312,9 @@ def beyond_table(log_dir: Path) -> str | None:
     return "\n".join(parts) if parts else None
 
 
-TABLES = {"results": results_table, "demo": demo_table, "sanity": sanity_table, "ablation": ablation_table, "beyond": beyond_table,
-          "search": search_table}
+TABLES = {"results": results_table, "demo": demo_table, "sanity": sanity_table, "ablation": ablation_table,
+          "quick": quick_table, "gdpo": gdpo_table,
+          "claim": claim_table, "beyond": beyond_table, "search": search_table}
 
 
 def _rows_of(body: str) -> set[str]:

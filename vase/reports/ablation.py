@@ -87,7 +87,10 @@ def write_ablation_report(sweep_dir: str | Path, q: dict[str, Any],
         per = {name: got[0] for name, members in sorted(settings.items())
                if (got := _decide(key, members, ov, replicates)) is not None}
         verdict["settings"] = per
-        lines[1:1] = _settings_table(per)
+        compared = _settings_compared(key, jobs, ov, others)
+        if compared is not None:
+            verdict["settings_compared"] = compared["rows"]
+        lines[1:1] = _settings_table(per) + (compared["lines"] if compared else [])
         if key != TAU_KEY:
             plot = _plot_settings(key, jobs, ov, others)
     if pooled:
@@ -196,6 +199,47 @@ def _settings_table(per: dict[str, dict[str, Any]]) -> list[str]:
         out.append(f"| {target} | " + " | ".join(f"**{got[n]}**" if got.get(n) == "held" else got.get(n, "–")
                                                   for n in names) + " |")
     return out
+
+
+def _settings_compared(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]], others: list[str]
+                       ) -> dict[str, Any] | None:
+    """Each setting of what else the sweep varied against the first it ran (job 0's: the first value given on the
+    command line, `sum_then_normalize` in `...aggregation=sum_then_normalize,normalize_then_sum`), job by job: the same draw, seed
+    and weight, the same held-out vases, paired. Per pair, the swept dimension's change and every other dimension whose
+    95 % interval excludes 0 (a setting that buys the swept dimension with another shows it here). None when no two
+    jobs pair up or their held-out answers are missing."""
+    dim = key.rsplit(".", 1)[-1]
+
+    def setting(j: Path) -> str:
+        return ", ".join(f"{k}={ov[j].get(k, '-')}" for k in others)
+
+    def rest(j: Path) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted((k, v) for k, v in ov[j].items() if k not in others))
+
+    names = list(dict.fromkeys(setting(j) for j in jobs))  # job_dirs' order: job 0's setting first
+    base = {rest(j): j for j in jobs if setting(j) == names[0]}
+    rows, lines = [], []
+    for name in names[1:]:
+        for j in sorted((j for j in jobs if setting(j) == name),
+                        key=lambda j: (ov[j].get(DRAW_KEY, "-"), ov[j].get("seed", "-"), float(ov[j][key]))):
+            a = base.get(rest(j))
+            ha, hb = (heldout_of(a)[0] if a else None), heldout_of(j)[0]
+            if ha is None or hb is None or dim not in hb["pass"]:
+                continue
+            diff = {d: heldout_difference(hb, ha, _pass_key(hb, d)) for d in DIMENSIONS
+                    if d in hb["pass"] and d in ha["pass"]}
+            moved = [f"{d} {_change(c)}" for d, c in diff.items() if d != dim and (c["lo"] > 0 or c["hi"] < 0)]
+            rows.append({"setting": name, "against": names[0], "draw": ov[j].get(DRAW_KEY, "-"),
+                         "seed": ov[j].get("seed", "-"), "weight": float(ov[j][key]), "differences": diff})
+            lines.append(f"| {name} | draw {ov[j].get(DRAW_KEY, '-')}, seed {ov[j].get('seed', '-')} | "
+                         f"{float(ov[j][key]):g} | {_change(diff[dim])} | {', '.join(moved) or 'none'} |")
+    if not rows:
+        return None
+    head = ["", f"## Each setting against {names[0]}", "",
+            f"The same draw, seed and {dim} weight, the same held-out vases, paired: points, 95 % interval (bold: it "
+            f"excludes 0); the other dimensions listed where their interval excludes 0.", "",
+            f"| setting | draw, seed | {dim} weight | {dim} right | other dimensions |", "|---|---|---|---|---|"]
+    return {"rows": rows, "lines": head + lines}
 
 
 def _write(sweep_dir: Path, verdict: dict[str, Any], lines: list[str], plot: Callable[[Path], None]) -> dict[str, Any]:
