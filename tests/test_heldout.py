@@ -535,7 +535,9 @@ def test_a_sweep_under_both_aggregations_decides_every_target_per_aggregation(tm
     assert ["(i) · " + f"{key}=normalize_then_sum", rows[0][1], "held"] in rows
     # GDPO against the sum (the first setting the sweep ran), job by job on the same vases: shape +50 points at 0.6
     # on both draws, nothing at 0 and 0.15, and the attribution it cost on draw 5 named beside
-    compared = md[md.index(f"## Each setting against {key}=sum_then_normalize"):].split("\n\n")[2].splitlines()[2:]
+    compared = md[md.index("## Each setting against sum_then_normalize"):].split("\n\n")[2].splitlines()
+    assert compared[0].startswith(f"| `{key}` | draw, seed |") and compared[2].startswith("| normalize_then_sum |")
+    compared = compared[2:]
     got = {tuple(c.strip() for c in line.strip("|").split("|")[1:3]): line.split(" | ")[3:] for line in compared}
     assert len(got) == 6 and all(k[0].startswith("draw ") for k in got), compared
     assert got[("draw 0, seed 1", "0.6")][0].startswith("**+50.0 [+") and got[("draw 0, seed 1", "0.6")][1] == "none |"

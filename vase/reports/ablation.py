@@ -210,8 +210,8 @@ def _settings_compared(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]
     jobs pair up or their held-out answers are missing."""
     dim = key.rsplit(".", 1)[-1]
 
-    def setting(j: Path) -> str:
-        return ", ".join(f"{k}={ov[j].get(k, '-')}" for k in others)
+    def setting(j: Path) -> str:  # the values only: the header names the keys
+        return ", ".join(ov[j].get(k, "-") for k in others)
 
     def rest(j: Path) -> tuple[tuple[str, str], ...]:
         return tuple(sorted((k, v) for k, v in ov[j].items() if k not in others))
@@ -235,10 +235,12 @@ def _settings_compared(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]
                          f"{float(ov[j][key]):g} | {_change(diff[dim])} | {', '.join(moved) or 'none'} |")
     if not rows:
         return None
+    keys = ", ".join(f"`{k}`" for k in others)
     head = ["", f"## Each setting against {names[0]}", "",
-            f"The same draw, seed and {dim} weight, the same held-out vases, paired: points, 95 % interval (bold: it "
-            f"excludes 0); the other dimensions listed where their interval excludes 0.", "",
-            f"| setting | draw, seed | {dim} weight | {dim} right | other dimensions |", "|---|---|---|---|---|"]
+            f"{keys}: each other value against {names[0]}, the same draw, seed and {dim} weight, the same held-out "
+            f"vases, paired: points, 95 % interval (bold: it excludes 0); the other dimensions listed where their "
+            f"interval excludes 0.", "",
+            f"| {keys} | draw, seed | {dim} weight | {dim} right | other dimensions |", "|---|---|---|---|---|"]
     return {"rows": rows, "lines": head + lines}
 
 
