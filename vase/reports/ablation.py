@@ -405,7 +405,8 @@ def _caption_verdict(xs: list[float], groups: dict[str, dict[float, Path]],
                  f"**{'held' if all(ok.values()) else 'not held'}**.", "",
              "| draw, seed | n | " + " | ".join(metrics) + " |", "|---|---|" + "---|" * len(metrics)]
     for g, c in comps.items():
-        lines.append(f"| {_who(g)} | {c[metrics[0]]['n']} | " + " | ".join(cell(m, c[m]) for m in metrics) + " |")
+        lines.append(f"| {_values(_who(g))} | {c[metrics[0]]['n']} | " + " | ".join(cell(m, c[m]) for m in metrics)
+                     + " |")
     lines.append("\nThe smallest difference each set can detect: `python -m vase.reports.power <sweep folder>`.")
     return {"verdict": {"target": list(CAPTION_TARGETS), "held": all(ok.values()), "per_group": ok,
                         "differences": comps}, "lines": lines}
@@ -413,6 +414,15 @@ def _caption_verdict(xs: list[float], groups: dict[str, dict[float, Path]],
 
 def _who(group: str) -> str:
     return f"seed {group}" if "draw" not in group else group
+
+
+def _values(label: str) -> str:
+    """A group's label with what else the sweep varied as its values only, for a table's narrow first column.
+
+    >>> _values("draw 0, seed 1, stage.module.multi_objective_aggregation=normalize_then_sum")
+    'draw 0, seed 1, normalize_then_sum'
+    """
+    return ", ".join(part.split("=", 1)[-1] for part in label.split(", "))
 
 
 def _rate(result: dict[str, Any], d: str) -> float | None:
