@@ -179,6 +179,11 @@ def test_an_ablation_over_one_weight_compares_no_weight_with_itself_in_its_qa_tr
     v = write_ablation_report(sweep, shipped_question('sweeps/reward_weights.yaml'))
     md = (sweep / "ablation.md").read_text()
     assert v["i"] is None and v["transfer"]["i"] is None
+    # bonus 0.6 against 0.3 job by job is a comparison of its own (the same results here: +0.0); outside it, no
+    # weight is compared with itself
+    compared = md.index("## Each setting against 0.3")
+    assert "| 0.6 | seed 1 | 0.15 | +0.0 [+0.0, +0.0] | none |" in md[compared:].split("\n## ")[0]
+    md = md[:compared] + "\n## ".join(md[compared:].split("\n## ")[1:])
     assert "above weight 0.15" not in md and "+0.0 [+0.0, +0.0]" not in md
     assert "**Transfer: shape accuracy**, multiple choice (option likelihood), needs two values of the swept weight; " \
            "this sweep ran shape weight 0.15 only: not decided." in md

@@ -231,7 +231,9 @@ def _settings_compared(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]
             moved = [f"{d} {_change(c)}" for d, c in diff.items() if d != dim and (c["lo"] > 0 or c["hi"] < 0)]
             rows.append({"setting": name, "against": names[0], "draw": ov[j].get(DRAW_KEY, "-"),
                          "seed": ov[j].get("seed", "-"), "weight": float(ov[j][key]), "differences": diff})
-            lines.append(f"| {name} | draw {ov[j].get(DRAW_KEY, '-')}, seed {ov[j].get('seed', '-')} | "
+            draw = f"draw {ov[j][DRAW_KEY]}, " if DRAW_KEY in ov[j] else ""
+            where = f"{draw}seed {ov[j].get('seed', '-')}"
+            lines.append(f"| {name} | {where} | "
                          f"{float(ov[j][key]):g} | {_change(diff[dim])} | {', '.join(moved) or 'none'} |")
     if not rows:
         return None
