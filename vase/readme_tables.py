@@ -39,6 +39,7 @@ from vase.io import atomic_write_bytes, atomic_write_text, read_json
 from vase.metrics.caption_metrics import markdown_table
 from vase.metrics.paired import format_comparison
 from vase.metrics.paired import held as paired_held
+from vase.reports.ablation import caption_cell
 from vase.reports.question import question_of
 from vase.runs import code_label, log_root
 
@@ -136,7 +137,7 @@ def quick_table(log_dir: Path) -> str | None:
                         f"{_points(a)} ({100 * g['at_max']:.1f} % vs {100 * g['at_0']:.1f} %) | {_points(b)} "
                         f"(SFT {100 * g['sft']:.1f} %) | {'**held**' if a['lo'] > 0 and b['lo'] > 0 else 'not held'} |")
         sources.append(f"`{path.parent.relative_to(log_dir.parent)}` ({_machine(v.get('machine'))})")
-    w = read_json(path)["weights"]
+    w = v["weights"]
     return (f"| data draw | shape right: weight {max(w):g} against {min(w):g}, points [95 %] | against the SFT start | "
             "target (i) |\n|---|---|---|---|\n" + "\n".join(rows) + f"\n\nFrom {'; '.join(sources)}.\n")
 
@@ -152,9 +153,13 @@ def claim_table(log_dir: Path) -> str | None:
     reward.weights.shape=0.15 <setting>`` (a setting swept in it, ``reward.terms.bonus.weight=0.3,0.6``, a row per
     value). None until the demo has run."""
     demo = _shipped_ablation(log_dir)
-    if demo is None or "captions" not in read_json(demo):
+    shipped = read_json(demo) if demo is not None else {}
+    if "captions" not in shipped:
         return None
-    rows: dict[str, tuple[dict[str, Any], Path]] = {"the demo (`make ablation-demo`)": (read_json(demo), demo)}
+    by_draw = {g.split(", ")[0]: c for g, c in shipped["captions"]["differences"].items()}  # one GRPO seed a draw
+    rows: dict[str, tuple[dict[str, Any], Path]] = {
+        "the demo (`make ablation-demo`)": ({"captions": {"differences": by_draw}, "machine": shipped.get("machine")},
+                                            demo)}
     tried: dict[str, tuple[dict[str, Any], Path]] = {}
     for path in sorted(log_dir.glob("ablation_demo/multiruns/*/ablation.json"), key=lambda p: p.parent.name):
         given = _command_overrides(path.parent) or []
@@ -175,7 +180,7 @@ def claim_table(log_dir: Path) -> str | None:
         for label, diffs in by_setting.items():
             tried[label] = ({"captions": {"differences": diffs}, "machine": v.get("machine")}, path)  # newest wins
     rows.update(sorted(tried.items()))
-    draws = sorted({g.split(", ")[0] for v, _ in rows.values() for g in v["captions"]["differences"]} - {"draw -"})
+    draws = sorted({d for v, _ in rows.values() for d in v["captions"]["differences"]} - {"draw -"})
     targets = ["lexical_similarity", "overall_score"]
     out = ["| setting at the paper's weights | " + " | ".join(f"{d}: {m.split('_')[0]}" for d in draws for m in targets)
            + " | held on |", "|---|" + "---|" * (len(draws) * len(targets) + 1)]
@@ -183,19 +188,14 @@ def claim_table(log_dir: Path) -> str | None:
         diffs = v["captions"]["differences"]
         cells, held_on = [], []
         for d in draws:
-            c = diffs.get(d) or next((c for g, c in diffs.items() if g.split(", ")[0] == d), None)
-            cells += [_interval(c[m], paired_held(c[m], m)) if c else "–" for m in targets]
+            c = diffs.get(d)
+            cells += [caption_cell(m, c[m]) if c else "–" for m in targets]
             if c and all(paired_held(c[m], m) for m in targets):
                 held_on.append(d)
         out.append(f"| {label} | " + " | ".join(cells) + f" | {', '.join(held_on) or 'neither'} |")
     made = {p: v.get("machine") for v, p in rows.values()}  # a sweep of two settings is one source
     sources = "; ".join(f"`{p.parent.relative_to(log_dir.parent)}` ({_machine(m)})" for p, m in made.items())
     return "\n".join(out) + f"\n\nFrom {sources}.\n"
-
-
-def _interval(c: dict[str, float], bold: bool) -> str:
-    star = "**" if bold else ""
-    return f"{star}{c['diff']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]{star}"
 
 
 def _points(c: dict[str, float]) -> str:

@@ -394,11 +394,6 @@ def _caption_verdict(xs: list[float], groups: dict[str, dict[float, Path]],
         return None
     metrics = list(next(iter(comps.values())))
 
-    def cell(m: str, c: dict[str, float]) -> str:
-        f = 100.0 if m.startswith("r_at") else 1.0
-        star = "**" if paired_held(c, m) else ""
-        return f"{star}{f * c['diff']:+.3f} [{f * c['lo']:+.3f}, {f * c['hi']:+.3f}]{star}"
-
     ok = {g: all(paired_held(c[m], m) for m in CAPTION_TARGETS) for g, c in comps.items()}
     lines = ["", f"**The paper's claim on vase's held-out captions**: GRPO at the paper's {what} ({paper:g}) "
                  f"against its own SFT start, paired over the held-out vases (R@k in points; FID lower is better; "
@@ -407,11 +402,18 @@ def _caption_verdict(xs: list[float], groups: dict[str, dict[float, Path]],
                  f"**{'held' if all(ok.values()) else 'not held'}**.", "",
              "| draw, seed | n | " + " | ".join(metrics) + " |", "|---|---|" + "---|" * len(metrics)]
     for g, c in comps.items():
-        lines.append(f"| {_values(_who(g))} | {c[metrics[0]]['n']} | " + " | ".join(cell(m, c[m]) for m in metrics)
+        lines.append(f"| {_values(_who(g))} | {c[metrics[0]]['n']} | " + " | ".join(caption_cell(m, c[m]) for m in metrics)
                      + " |")
     lines.append("\nThe smallest difference each set can detect: `python -m vase.reports.power <sweep folder>`.")
     return {"verdict": {"target": list(CAPTION_TARGETS), "held": all(ok.values()), "per_group": ok,
                         "differences": comps}, "lines": lines}
+
+
+def caption_cell(m: str, c: dict[str, float]) -> str:
+    """A caption metric's paired difference with its interval (R@k in points), bold where GRPO is above its start."""
+    f = 100.0 if m.startswith("r_at") else 1.0
+    star = "**" if paired_held(c, m) else ""
+    return f"{star}{f * c['diff']:+.3f} [{f * c['lo']:+.3f}, {f * c['hi']:+.3f}]{star}"
 
 
 def _who(group: str) -> str:
