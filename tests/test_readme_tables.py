@@ -187,3 +187,71 @@ def test_the_claims_search_has_a_row_for_the_demo_and_for_each_setting_tried(tmp
         "| `reward.terms.bonus.weight=0.6` | **+0.012 [+0.002, +0.022]** | +0.008 [-0.002, +0.018] | "
         "-0.002 [-0.012, +0.008] | **+0.017 [+0.007, +0.027]** | neither |"], rows
     assert "0.900" not in readme.read_text() and "2026-11-28_11-00-00" in readme.read_text()
+
+
+def _probe(path: Path, width: float, seed: int, overrides: list[str], crop: float) -> None:
+    path.mkdir(parents=True)
+    acc = {"majority": {"accuracy": 0.238, "ci": [0.177, 0.298]}, "view": {"accuracy": 0.249, "ci": [0.188, 0.315]},
+           "crop": {"accuracy": crop, "ci": [crop - 0.07, crop + 0.07]}}
+    (path / "zoom_probe.json").write_text(json.dumps({"train": 190, "heldout": 185, "scenes": 9, "width": width, **acc,
+                                                      "data_seed": seed, "overrides": overrides, "machine": MACHINE}))
+
+
+def test_the_zoom_probes_table_has_a_row_per_draw_and_crop_from_the_newest_probe_run_as_documented(
+        tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    runs = logs / "beyond_zoom" / "runs"
+    _probe(runs / "2026-11-27_10-00-00", 0.5, 0, ["experiment=beyond_zoom"], 0.30)
+    _probe(runs / "2026-11-27_11-00-00", 0.5, 0, ["experiment=beyond_zoom"], 0.354)  # newer: wins
+    _probe(runs / "2026-11-27_12-00-00", 1.0, 0, ["experiment=beyond_zoom", "data.zoom_width=1.0"], 0.331)
+    _probe(runs / "2026-11-27_13-00-00", 0.5, 5, ["experiment=beyond_zoom", "data.synthetic.seed=5"], 0.31)
+    # a probe with other settings (another model) is not a row of this table
+    _probe(runs / "2026-11-27_14-00-00", 0.5, 0, ["experiment=beyond_zoom", "model=qwen3b"], 0.99)
+    readme = tmp_path / "page.md"
+    readme.write_text("<!-- vase:table zoom_probe -->\nold\n<!-- vase:end -->\n")
+    assert main(["--readme", str(readme), "--logs", str(logs)]) == 0
+    text = readme.read_text()
+    rows = [r for r in text.splitlines() if r.startswith("| draw ")]
+    assert rows == [
+        "| draw 0, side A's scene (`data.zoom_width=0.5`) | 190 / 185 | 23.8 % [17.7, 29.8] | 24.9 % [18.8, 31.5] | "
+        "35.4 % [28.4, 42.4] | +10.5 |",
+        "| draw 0, the whole frieze (`data.zoom_width=1`) | 190 / 185 | 23.8 % [17.7, 29.8] | 24.9 % [18.8, 31.5] | "
+        "33.1 % [26.1, 40.1] | +8.2 |",
+        "| draw 5, side A's scene (`data.zoom_width=0.5`) | 190 / 185 | 23.8 % [17.7, 29.8] | 24.9 % [18.8, 31.5] | "
+        "31.0 % [24.0, 38.0] | +6.1 |"]
+    assert "99.0" not in text and "2026-11-27_11-00-00" in text and "2026-11-27_10-00-00" not in text
+
+
+def _compare(d: Path, overrides: list[str], key: str, on: str, att: float, held: bool) -> None:
+    """A beyond sweep's compare.json: attribution the target, shape another dimension."""
+    d.mkdir(parents=True)
+    (d / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n" + "".join(f"    - {o}\n" for o in overrides))
+    group = {"off": 0.5, "on": 0.5 + att, "diff": att, "lo": att - 0.04, "hi": att + 0.04}
+    (d / "compare.json").write_text(json.dumps({
+        "key": key, "off": "0", "on": on, "groups": ["draw 0, seed 1", "draw 5, seed 1"], "held": held,
+        "dimensions": {"attribution": {"target": True, "groups": {"draw 0, seed 1": group, "draw 5, seed 1": group}},
+                       "shape": {"target": False, "groups": {"draw 0, seed 1": {**group, "lo": -0.3, "hi": -0.1}}}},
+        "table": "| shipped table |", "machine": MACHINE}))
+
+
+def test_an_ideas_probes_are_set_beside_its_comparison_as_it_ships_each_from_its_newest_run(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    multi = logs / "beyond_retrieval" / "multiruns"
+    readme = tmp_path / "page.md"
+    readme.write_text("<!-- vase:table retrieval_format -->\nold\n<!-- vase:end -->\n")
+    _compare(multi / "2026-11-27_09-00-00", ["experiment=beyond_retrieval"], "retrieval.k", "3", 0.108, True)
+    assert main(["--readme", str(readme), "--logs", str(logs)]) == 0
+    assert "old" in readme.read_text()  # the shipped comparison alone is no table of probes: left as it is
+    _compare(multi / "2026-11-27_10-00-00", ["experiment=beyond_retrieval", "retrieval.format=lines"], "retrieval.k",
+             "3", -0.3, False)
+    _compare(multi / "2026-11-27_11-00-00", ["experiment=beyond_retrieval", "retrieval.format=lines"], "retrieval.k",
+             "3", -0.404, False)  # newer: wins
+    _compare(multi / "2026-11-27_12-00-00", ["experiment=beyond_zoom"], "retrieval.k", "3", 0.9, True)  # not this idea
+    assert main(["--readme", str(readme), "--logs", str(logs)]) == 0
+    text = readme.read_text()
+    shipped, probe = text.split("**as it ships**")[1].split("**`retrieval.format=lines`**")
+    assert "| draw 0, seed 1 | 50.0 -> 60.8: +10.8 [+6.8, +14.8] | none / shape |" in shipped
+    assert "Verdict on the targets: **held**" in shipped
+    assert "| draw 5, seed 1 | 50.0 -> 9.6: -40.4 [-44.4, -36.4] | none / none |" in probe
+    assert "Verdict on the targets: **not held**" in probe
+    assert "-30.0" not in text and "+90.0" not in text and "2026-11-27_11-00-00" in text

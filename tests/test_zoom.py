@@ -3,6 +3,7 @@ and a call round trip hands the crop back to the model before it answers."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -275,3 +276,16 @@ def test_the_zoom_probe_reads_fine_detail_from_the_crop_not_the_view() -> None:
     assert res["heldout"] == 24 and res["scenes"] == 2 and res["majority"]["accuracy"] == 0.5
     assert res["view"]["accuracy"] <= 0.6 and res["crop"]["accuracy"] == 1.0
     assert "| crop | 100.0 %" in format_probe(res)
+
+
+def test_the_zoom_probe_writes_its_result_with_the_draw_and_the_command_for_the_findings_table(tmp_path: Path) -> None:
+    """``zoom_probe.json`` (atomic) in the run directory carries what the table needs to key and trust a row."""
+    from vase.eval.zoom_probe import write_probe
+
+    result = {"train": 40, "heldout": 38, "scenes": 9, "width": 0.5, "majority": {"accuracy": 0.2, "ci": [0.1, 0.3]},
+              "view": {"accuracy": 0.25, "ci": [0.1, 0.4]}, "crop": {"accuracy": 0.35, "ci": [0.2, 0.5]}}
+    out = write_probe(tmp_path, result, 5, ["experiment=beyond_zoom", "data.synthetic.seed=5"])
+    saved = json.loads(out.read_text())
+    assert out == tmp_path / "zoom_probe.json" and list(tmp_path.iterdir()) == [out]  # no temporary file left
+    assert saved["data_seed"] == 5 and saved["overrides"] == ["experiment=beyond_zoom", "data.synthetic.seed=5"]
+    assert saved["crop"]["accuracy"] == 0.35 and saved["machine"]["code"] and saved["machine"]["cpus"]

@@ -17,6 +17,9 @@ lines between them from the newest finished results of that kind and notes the m
 - ``gdpo``: the ablation demo's grid under both GRPO aggregations (`GDPO_COMMAND`; docs/findings/gdpo.md);
 - ``claim``: the search for the paper's claim, the ablation demo at the paper's weights with each setting tried;
 - ``beyond``: ``logs/beyond_<idea>/multiruns/*/compare.json`` (``make beyond-demo``; each idea's comparison);
+- ``retrieval_format``, ``learned_alone``: an idea's ``compare.json`` as it ships and under each probe of it
+  (``python train.py -m experiment=beyond_<idea> <overrides>``, the findings page's "what was tried");
+- ``zoom_probe``: ``logs/beyond_zoom/runs/*/zoom_probe.json`` (``python -m vase.eval.zoom_probe``; per draw and crop);
 - ``search``: ``logs/search_claim/multiruns/*/search_confirm.json`` (``python train.py -m sweep=search_claim``; its
   verdict and its best settings, searched and confirmed).
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +44,7 @@ from vase.metrics.caption_metrics import markdown_table
 from vase.metrics.paired import format_comparison
 from vase.metrics.paired import held as paired_held
 from vase.reports.ablation import caption_cell
+from vase.reports.compare import SHOWN
 from vase.reports.question import question_of
 from vase.runs import code_label, log_root
 
@@ -312,9 +317,88 @@ def beyond_table(log_dir: Path) -> str | None:
     return "\n".join(parts) if parts else None
 
 
+def _probe_sweeps(log_dir: Path, name: str) -> list[tuple[list[str], Path]]:
+    """``experiment=beyond_<name>`` as it ships, then each probe of it (the same command with more overrides): the
+    newest ``compare.json`` of each distinct command, with the overrides it added."""
+    newest: dict[tuple[str, ...], Path] = {}
+    for path in sorted(log_dir.glob(f"beyond_{name}/multiruns/*/compare.json")):
+        given = _command_overrides(path.parent) or []
+        if given[:1] != [f"experiment=beyond_{name}"]:
+            continue
+        key = tuple(given[1:])
+        if key not in newest or _newest([newest[key], path]) == path:
+            newest[key] = path
+    return sorted(((list(k), v) for k, v in newest.items()), key=lambda kv: (len(kv[0]), kv[0]))
+
+
+def probes_table(log_dir: Path, name: str) -> str | None:
+    """An idea's comparison as it ships and under each probe of it (``python train.py -m experiment=beyond_<name>
+    <overrides>``), side by side: per draw and seed, each target's with - without (paired 95 % interval), and the other
+    dimensions the idea helped or hurt there. None until the shipped comparison and one probe have run."""
+    sweeps = _probe_sweeps(log_dir, name)
+    if len(sweeps) < 2 or sweeps[0][0]:
+        return None
+    parts, sources = [], []
+    for extra, path in sweeps:
+        v = read_json(path)
+        targets = [d for d, r in v["dimensions"].items() if r["target"]]
+        others = {d: r for d, r in v["dimensions"].items() if not r["target"]}
+        head = " ".join(f"`{o}`" for o in extra) or "as it ships"
+        rows = [f"**{head}**: `{v['key']}={v['on']}` against `{v['key']}={v['off']}`", "",
+                "| draw, seed | " + " | ".join(f"{SHOWN.get(t, t)}: without -> with, points [95 % CI]" for t in targets)
+                + " | other dimensions, interval above / below 0 |", "|---|" + "---|" * (len(targets) + 1)]
+        for g in v["groups"]:
+            cells = []
+            for t in targets:
+                s_ = v["dimensions"][t]["groups"].get(g)
+                cells.append("–" if s_ is None else f"{100 * s_['off']:.1f} -> {100 * s_['on']:.1f}: {_points(s_)}")
+            up = [d for d, r in others.items() if r["groups"].get(g, {}).get("lo", 0) > 0]
+            down = [d for d, r in others.items() if r["groups"].get(g, {}).get("hi", 0) < 0]
+            rows.append(f"| {g} | " + " | ".join(cells) + f" | {', '.join(up) or 'none'} / {', '.join(down) or 'none'} |")
+        rows.append(f"\nVerdict on the targets: **{'held' if v['held'] else 'not held'}**.")
+        parts.append("\n".join(rows))
+        sources.append(f"`{path.parent.relative_to(log_dir.parent)}` ({_machine(v.get('machine'))})")
+    return "\n\n".join(parts) + f"\n\nFrom {'; '.join(sources)}.\n"
+
+
+ZOOM_PROBE_KEYS = ("data.synthetic.seed=", "data.zoom_width=")
+"""What a run of the zoom probe may name beside ``experiment=beyond_zoom`` to be a row of its table."""
+
+
+def zoom_probe_table(log_dir: Path) -> str | None:
+    """The zoom probe (``python -m vase.eval.zoom_probe experiment=beyond_zoom``, with another draw or crop width):
+    per draw and width, the newest ``zoom_probe.json``'s held-out accuracy of the majority scene and of a linear probe
+    on the view's and on the crop's vision features."""
+    newest: dict[tuple[int, float], Path] = {}
+    for path in sorted(log_dir.glob("beyond_zoom/runs/*/zoom_probe.json")):
+        v = read_json(path)
+        given = v.get("overrides", [])
+        if given[:1] != ["experiment=beyond_zoom"] or not all(o.startswith(ZOOM_PROBE_KEYS) for o in given[1:]):
+            continue
+        key = (int(v["data_seed"]), float(v["width"]))
+        if key not in newest or _newest([newest[key], path]) == path:
+            newest[key] = path
+    if not newest:
+        return None
+    rows = ["| draw, crop | figural vases: training / held out | majority | view | crop | crop - view, points |",
+            "|---|---:|---:|---:|---:|---:|"]
+    machines = []
+    for (draw, width), path in sorted(newest.items()):
+        v = read_json(path)
+        crop = "side A's scene" if width < 1 else "the whole frieze"
+        cells = [f"{100 * v[k]['accuracy']:.1f} % [{100 * v[k]['ci'][0]:.1f}, {100 * v[k]['ci'][1]:.1f}]"
+                 for k in ("majority", "view", "crop")]
+        rows.append(f"| draw {draw}, {crop} (`data.zoom_width={width:g}`) | {v['train']} / {v['heldout']} | "
+                    + " | ".join(cells) + f" | {100 * (v['crop']['accuracy'] - v['view']['accuracy']):+.1f} |")
+        machines.append(f"`{path.parent.relative_to(log_dir.parent)}` ({_machine(v.get('machine'))})")
+    return "\n".join(rows) + f"\n\nFrom {'; '.join(machines)}.\n"
+
+
 TABLES = {"results": results_table, "demo": demo_table, "sanity": sanity_table, "ablation": ablation_table,
           "quick": quick_table, "gdpo": gdpo_table,
-          "claim": claim_table, "beyond": beyond_table, "search": search_table}
+          "claim": claim_table, "beyond": beyond_table, "search": search_table,
+          "retrieval_format": partial(probes_table, name="retrieval"), "learned_alone": partial(probes_table, name="learned"),
+          "zoom_probe": zoom_probe_table}
 
 
 def _rows_of(body: str) -> set[str]:

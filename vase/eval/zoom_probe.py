@@ -9,6 +9,10 @@ gives the tool nothing to teach; a gap is what SFT with zoom data can at best re
 
     python -m vase.eval.zoom_probe experiment=beyond_zoom                # train.py's overrides; one draw (-m: all)
     python -m vase.eval.zoom_probe experiment=beyond_zoom data.zoom_width=1.0 data.synthetic.seed=5
+
+Each probe also writes ``zoom_probe.json`` (its result, the draw, the crop's width, the command's overrides, the
+machine and the code) into its run directory (``logs/beyond_zoom/runs/<time>/``), from which ``make readme-tables``
+writes the findings page's table.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 
 import hydra
 import numpy as np
+from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 from sklearn.linear_model import LogisticRegression
@@ -27,8 +32,10 @@ from vase.config import or_exit, preflight_overrides, validated
 from vase.data.synthetic import SUBJECT_GLYPHS
 from vase.errors import DataError, VaseError
 from vase.eval.stats import bootstrap_ci
+from vase.io import atomic_write_json
 from vase.models.loading import load_model_and_processor
 from vase.prompt_tasks.zoom import crop, decoration_box, view_index
+from vase.runs import machine_stamp
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
@@ -106,6 +113,13 @@ def format_probe(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def write_probe(run_dir: Path, result: dict[str, Any], data_seed: int | None, overrides: list[str]) -> Path:
+    """``zoom_probe.json`` in the probe's own run directory (atomic): the result with the draw (None: not a synthetic
+    set), the overrides it was run with, and where and by which code it was made."""
+    record = {**result, "data_seed": data_seed, "overrides": list(overrides), "machine": machine_stamp()}
+    return atomic_write_json(run_dir / "zoom_probe.json", record)
+
+
 def _main() -> None:
     # lazy: the datamodule pulls in pytorch_lightning, torch and torchmetrics; only the command needs it
     from vase.data.datamodule import frieze_band
@@ -124,7 +138,12 @@ def _main() -> None:
         except VaseError as e:
             print(f"error: {e}", file=sys.stderr)
             sys.exit(2)
+        hc = HydraConfig.get()
+        synthetic = cfg.data.get("synthetic")
+        out = write_probe(Path(hc.runtime.output_dir), result, int(synthetic.seed) if synthetic else None,
+                          list(hc.overrides.task))
         print(format_probe(result))
+        print(f"written: {out}")
 
     or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "train")
     if not any(a in ("-m", "--multirun") or a.startswith("hydra.mode=") for a in sys.argv[1:]):
