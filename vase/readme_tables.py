@@ -63,19 +63,27 @@ def _newest(paths: list[Path]) -> Path | None:
     return max(paths, key=lambda p: (p.parent.name, p.stat().st_mtime)) if paths else None
 
 
+def _newest_each(found: list[tuple[Any, Path]]) -> dict[Any, Path]:
+    """Per key, the newest of the results files found under it (``found``: (key, path) pairs)."""
+    out: dict[Any, Path] = {}
+    for key, path in found:
+        if key not in out or _newest([out[key], path]) == path:
+            out[key] = path
+    return out
+
+
 def sanity_table(log_dir: Path) -> str | None:
     """One row per seed of the newest plain learning check and of the newest run of each negative control."""
-    found = sorted(log_dir.glob("grpo_sanity/*/sanity.json"))
-    by_kind: dict[str, Path] = {}
-    for path in found:
+    control = "stage.module.negative_control="
+    found = []
+    for path in sorted(log_dir.glob("grpo_sanity/*/sanity.json")):
         v = read_json(path)
-        control = "stage.module.negative_control="
         nc = v.get("negative_control") or next((o.split("=", 1)[1] for o in v.get("overrides", [])
                                                 if o.startswith(control)), None)
         # a check run with other settings (the GDPO aggregation) is its own row, never taken for the plain check
         kind = ", ".join([f"`{nc}`"] * bool(nc) + [f"`{o}`" for o in v.get("overrides", []) if not o.startswith(control)])
-        if kind not in by_kind or _newest([by_kind[kind], path]) == path:
-            by_kind[kind] = path
+        found.append((kind, path))
+    by_kind = _newest_each(found)
     if "" not in by_kind:
         return None
     rows = ["| run | reward, first 20 steps | last 20 | rise | groups with no spread | held-out reward, before -> "
@@ -320,14 +328,9 @@ def beyond_table(log_dir: Path) -> str | None:
 def _probe_sweeps(log_dir: Path, name: str) -> list[tuple[list[str], Path]]:
     """``experiment=beyond_<name>`` as it ships, then each probe of it (the same command with more overrides): the
     newest ``compare.json`` of each distinct command, with the overrides it added."""
-    newest: dict[tuple[str, ...], Path] = {}
-    for path in sorted(log_dir.glob(f"beyond_{name}/multiruns/*/compare.json")):
-        given = _command_overrides(path.parent) or []
-        if given[:1] != [f"experiment=beyond_{name}"]:
-            continue
-        key = tuple(given[1:])
-        if key not in newest or _newest([newest[key], path]) == path:
-            newest[key] = path
+    found = [(tuple(given[1:]), path) for path in sorted(log_dir.glob(f"beyond_{name}/multiruns/*/compare.json"))
+             if (given := _command_overrides(path.parent) or [])[:1] == [f"experiment=beyond_{name}"]]
+    newest = _newest_each(found)
     return sorted(((list(k), v) for k, v in newest.items()), key=lambda kv: (len(kv[0]), kv[0]))
 
 
@@ -369,15 +372,13 @@ def zoom_probe_table(log_dir: Path) -> str | None:
     """The zoom probe (``python -m vase.eval.zoom_probe experiment=beyond_zoom``, with another draw or crop width):
     per draw and width, the newest ``zoom_probe.json``'s held-out accuracy of the majority scene and of a linear probe
     on the view's and on the crop's vision features."""
-    newest: dict[tuple[int, float], Path] = {}
+    found = []
     for path in sorted(log_dir.glob("beyond_zoom/runs/*/zoom_probe.json")):
         v = read_json(path)
         given = v.get("overrides", [])
-        if given[:1] != ["experiment=beyond_zoom"] or not all(o.startswith(ZOOM_PROBE_KEYS) for o in given[1:]):
-            continue
-        key = (int(v["data_seed"]), float(v["width"]))
-        if key not in newest or _newest([newest[key], path]) == path:
-            newest[key] = path
+        if given[:1] == ["experiment=beyond_zoom"] and all(o.startswith(ZOOM_PROBE_KEYS) for o in given[1:]):
+            found.append(((int(v["data_seed"]), float(v["width"])), path))
+    newest = _newest_each(found)
     if not newest:
         return None
     rows = ["| draw, crop | figural vases: training / held out | majority | view | crop | crop - view, points |",
