@@ -255,3 +255,50 @@ def test_an_ideas_probes_are_set_beside_its_comparison_as_it_ships_each_from_its
     assert "| draw 5, seed 1 | 50.0 -> 9.6: -40.4 [-44.4, -36.4] | none / none |" in probe
     assert "Verdict on the targets: **not held**" in probe
     assert "-30.0" not in text and "+90.0" not in text and "2026-11-27_11-00-00" in text
+
+
+def _heldout_job(job: Path, overrides: list[str], right: int) -> None:
+    """A finished sweep job as vase leaves it: its overrides, its run record, its held-out answers (``right`` of ten
+    held-out vases' attribution and dating answers pass)."""
+    (job / ".hydra").mkdir(parents=True)
+    (job / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
+    (job / ".vase-run.json").write_text(json.dumps({"status": "finished", "ended": 1796039760.0,
+                                                    "code": {"commit": "c0ffee1234abcd", "torch": "2.14.1"}}))
+    items = {f"v{i}#q": {"attribution_pass": float(i < right), "dating_pass": 0.0} for i in range(10)}
+    passes = {d: {"n": 10, "mean": sum(v[f"{d}_pass"] for v in items.values()) / 10} for d in ("attribution", "dating")}
+    (job / "heldout_reward.json").write_text(json.dumps({"items": items, "pass": passes, "term_of_dimension": {
+        "attribution": "attribution", "dating": "dating"}}))
+
+
+def test_a_probe_that_ran_only_the_ideas_side_is_paired_with_the_shipped_sweeps_jobs_without_it(tmp_path: Path) -> None:
+    """``retrieval.k=3 retrieval.format=lines`` runs no k=0 jobs of its own: each of its jobs is set against the
+    shipped sweep's k=0 job of the same draw and seed (the same held-out vases); a probe that has not answered every
+    draw and seed yet (killed, running) is no row."""
+    logs = tmp_path / "logs"
+    multi = logs / "beyond_retrieval" / "multiruns"
+    shipped = multi / "2026-11-30_09-00-00"
+    _compare(shipped, ["experiment=beyond_retrieval"], "retrieval.k", "3", 0.108, True)
+    groups = [("0", "1"), ("5", "1")]
+    for n, (draw, seed) in enumerate(groups):
+        for k, right in (("0", 5), ("3", 7)):
+            _heldout_job(shipped / f"{2 * n + int(k == '3')}", [f"data.synthetic.seed={draw}", f"seed={seed}",
+                                                                  f"retrieval.k={k}", "experiment=beyond_retrieval"], right)
+    probe = ["experiment=beyond_retrieval", "retrieval.k=3", "retrieval.format=lines"]
+    for name, done in (("2026-11-30_10-00-00", groups), ("2026-11-30_11-00-00", groups[:1])):  # the newer is unfinished
+        sweep = multi / name
+        sweep.mkdir(parents=True)
+        (sweep / "multirun.yaml").write_text("hydra:\n  overrides:\n    task:\n" + "".join(f"    - {o}\n" for o in probe))
+        for n, (draw, seed) in enumerate(done):
+            _heldout_job(sweep / str(n), [f"data.synthetic.seed={draw}", f"seed={seed}", "retrieval.k=3",
+                                          "retrieval.format=lines", "experiment=beyond_retrieval"], 2)
+    readme = tmp_path / "page.md"
+    readme.write_text("<!-- vase:table retrieval_format -->\nold\n<!-- vase:end -->\n")
+    assert main(["--readme", str(readme), "--logs", str(logs)]) == 0
+    text = readme.read_text()
+    probe_part = text.split("**`retrieval.k=3` `retrieval.format=lines`**")[1]
+    assert "against the shipped sweep's `retrieval.k=0` jobs (2026-11-30_09-00-00" in probe_part
+    rows = [r for r in probe_part.splitlines() if r.startswith("| draw ")]
+    assert [r.split(" | ")[0] for r in rows] == ["| draw 0, seed 1", "| draw 5, seed 1"]
+    assert all(" | 50.0 -> 20.0: -30.0 [-60.0, +0.0] | " in r for r in rows)  # attribution: 5 of 10 -> 2 of 10
+    assert "2026-11-30_10-00-00" in text and "2026-11-30_11-00-00" not in text
+    assert "code c0ffee1234" in probe_part and "Verdict on the targets: **not held**" in probe_part

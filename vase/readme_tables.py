@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import time
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -44,9 +45,10 @@ from vase.metrics.caption_metrics import markdown_table
 from vase.metrics.paired import format_comparison
 from vase.metrics.paired import held as paired_held
 from vase.reports.ablation import caption_cell
-from vase.reports.compare import SHOWN
+from vase.reports.compare import SHOWN, probe_against
+from vase.reports.jobs import job_dirs
 from vase.reports.question import question_of
-from vase.runs import code_label, log_root
+from vase.runs import code_label, log_root, read_status
 
 ROOT = Path(__file__).resolve().parents[1]
 _BLOCK = re.compile(r"(<!-- vase:table (\w+) -->\n)(.*?)(<!-- vase:end -->)", re.DOTALL)
@@ -56,7 +58,8 @@ def _machine(m: dict[str, Any] | None) -> str:
     if not m:
         return "machine not recorded"
     code = f", code {code_label(m['code'])}" if m.get("code") else ""  # results made before vase recorded it: none
-    return f"{m.get('cpus')} CPU cores, {m.get('system')}, torch {m.get('torch')}, {m.get('date')}{code}"
+    where = ([f"{m['cpus']} CPU cores"] if m.get("cpus") else []) + ([str(m["system"])] if m.get("system") else [])
+    return ", ".join([*where, f"torch {m.get('torch')}", str(m.get("date"))]) + code
 
 
 def _newest(paths: list[Path]) -> Path | None:
@@ -325,29 +328,51 @@ def beyond_table(log_dir: Path) -> str | None:
     return "\n".join(parts) if parts else None
 
 
-def _probe_sweeps(log_dir: Path, name: str) -> list[tuple[list[str], Path]]:
-    """``experiment=beyond_<name>`` as it ships, then each probe of it (the same command with more overrides): the
-    newest ``compare.json`` of each distinct command, with the overrides it added."""
-    found = [(tuple(given[1:]), path) for path in sorted(log_dir.glob(f"beyond_{name}/multiruns/*/compare.json"))
-             if (given := _command_overrides(path.parent) or [])[:1] == [f"experiment=beyond_{name}"]]
-    newest = _newest_each(found)
-    return sorted(((list(k), v) for k, v in newest.items()), key=lambda kv: (len(kv[0]), kv[0]))
+def _probe_results(log_dir: Path, name: str) -> list[tuple[list[str], Path, dict[str, Any]]]:
+    """``experiment=beyond_<name>`` as it ships, then each probe of it (the same command with more overrides), the
+    newest finished sweep of each: its overrides beyond the experiment, its folder, and its comparison (its own
+    ``compare.json``, or, for a probe that ran only the idea's side, `probe_against` the shipped sweep)."""
+    sweeps = [(tuple(given[1:]), path / "multirun.yaml") for path in sorted(log_dir.glob(f"beyond_{name}/multiruns/*"))
+              if (given := _command_overrides(path) or [])[:1] == [f"experiment=beyond_{name}"]]
+    shipped = _newest_each([(k, p) for k, p in sweeps if not k and (p.parent / "compare.json").is_file()]).get(())
+    if shipped is None:
+        return []
+    q = question_of(OmegaConf.load(ROOT / "experiments" / f"beyond_{name}.yaml")) or {}
+    found = []
+    for key, path in sweeps:
+        if (path.parent / "compare.json").is_file():
+            found.append((key, path, read_json(path.parent / "compare.json")))
+        elif key and (v := probe_against(shipped.parent, path.parent, q)) is not None:
+            found.append((key, path, {**v, "against": shipped.parent.name, "machine": _sweep_machine(path.parent)}))
+    newest = _newest_each([(k, p) for k, p, _ in found])
+    return sorted(((list(k), p.parent, v) for k, p, v in found if newest[k] == p), key=lambda r: (len(r[0]), r[0]))
+
+
+def _sweep_machine(sweep: Path) -> dict[str, Any] | None:
+    """When and by which code a sweep's last job finished (its run record; the machine itself is not recorded)."""
+    records = [r for r in map(read_status, job_dirs(sweep)) if r.get("ended")]
+    if not records:
+        return None
+    last = max(records, key=lambda r: r["ended"])
+    return {"date": time.strftime("%Y-%m-%d", time.localtime(last["ended"])), "code": last.get("code"),
+            "torch": (last.get("code") or {}).get("torch")}
 
 
 def probes_table(log_dir: Path, name: str) -> str | None:
     """An idea's comparison as it ships and under each probe of it (``python train.py -m experiment=beyond_<name>
     <overrides>``), side by side: per draw and seed, each target's with - without (paired 95 % interval), and the other
     dimensions the idea helped or hurt there. None until the shipped comparison and one probe have run."""
-    sweeps = _probe_sweeps(log_dir, name)
-    if len(sweeps) < 2 or sweeps[0][0]:
+    sweeps = _probe_results(log_dir, name)
+    if len(sweeps) < 2:
         return None
     parts, sources = [], []
-    for extra, path in sweeps:
-        v = read_json(path)
+    for extra, path, v in sweeps:
         targets = [d for d, r in v["dimensions"].items() if r["target"]]
         others = {d: r for d, r in v["dimensions"].items() if not r["target"]}
         head = " ".join(f"`{o}`" for o in extra) or "as it ships"
-        rows = [f"**{head}**: `{v['key']}={v['on']}` against `{v['key']}={v['off']}`", "",
+        against = (f"the shipped sweep's `{v['key']}={v['off']}` jobs ({v['against']}, the same held-out vases)"
+                   if v.get("against") else f"`{v['key']}={v['off']}`")
+        rows = [f"**{head}**: `{v['key']}={v['on']}` against {against}", "",
                 "| draw, seed | " + " | ".join(f"{SHOWN.get(t, t)}: without -> with, points [95 % CI]" for t in targets)
                 + " | other dimensions, interval above / below 0 |", "|---|" + "---|" * (len(targets) + 1)]
         for g in v["groups"]:
@@ -360,7 +385,7 @@ def probes_table(log_dir: Path, name: str) -> str | None:
             rows.append(f"| {g} | " + " | ".join(cells) + f" | {', '.join(up) or 'none'} / {', '.join(down) or 'none'} |")
         rows.append(f"\nVerdict on the targets: **{'held' if v['held'] else 'not held'}**.")
         parts.append("\n".join(rows))
-        sources.append(f"`{path.parent.relative_to(log_dir.parent)}` ({_machine(v.get('machine'))})")
+        sources.append(f"`{path.relative_to(log_dir.parent)}` ({_machine(v.get('machine'))})")
     return "\n\n".join(parts) + f"\n\nFrom {'; '.join(sources)}.\n"
 
 

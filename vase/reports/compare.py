@@ -188,14 +188,45 @@ def _found(idea: Idea, jobs: list[Path], ov: dict[Path, dict[str, str]]) -> dict
     return found
 
 
+def _job_overrides(jobs: list[Path]) -> dict[Path, dict[str, str]]:
+    # Hydra's sweeper writes a swept boolean as True/False, whatever was typed
+    return {j: {k: v.lower() if v.lower() in ("true", "false") else v for k, v in overrides_of(j).items()} for j in jobs}
+
+
+def probe_against(shipped: Path, probe: Path, q: dict[str, Any]) -> dict[str, Any] | None:
+    """A probe sweep that ran only the idea's side (``<key>=<value>`` with other settings, say
+    ``retrieval.k=3 retrieval.format=lines``) against the shipped sweep's jobs without the idea, draw by draw and seed
+    by seed: the same held-out vases, answered by the pipeline without the idea as it ships (what the probe's own
+    baseline jobs would have been, when its settings do not touch them). The verdict as `comparison_verdict` gives it,
+    with the probe's ``key``, ``off`` and ``on``; None unless the probe answered every draw and seed the shipped sweep
+    did, with one value of the key."""
+    idea = idea_of(q)
+    if idea.off is None:
+        return None
+    base: dict[str, dict[str, Any]] = {}
+    for j, ov in _job_overrides(job_dirs(shipped)).items():
+        result = heldout_of(j)[0]
+        if ov.get(idea.key) == idea.off and result is not None:
+            base[_group(ov)] = result
+    pairs, values = {}, set()
+    for j, ov in _job_overrides(job_dirs(probe)).items():
+        result = heldout_of(j)[0]
+        if result is None or ov.get(idea.key) in (None, idea.off) or _group(ov) not in base:
+            continue
+        values.add(ov[idea.key])
+        pairs[_group(ov)] = (base[_group(ov)], result)
+    if not base or set(pairs) != set(base) or len(values) != 1:
+        return None
+    return {"key": idea.key, "off": idea.off, "on": values.pop(), **comparison_verdict(pairs, idea.targets)}
+
+
 def write_comparison(sweep_dir: str | Path, q: dict[str, Any]) -> dict[str, Any] | None:
     """``compare.md`` / ``compare.json`` for a sweep over one idea's switch (the question ``q`` of the ``idea`` kind):
     each value other than the baseline against it; the largest is the verdict, the others are probes. None when the
     sweep's jobs do not vary its switch (or have no held-out results)."""
     sweep_dir = Path(sweep_dir)
     jobs = [j for j in job_dirs(sweep_dir) if heldout_of(j)[0] is not None]
-    # Hydra's sweeper writes a swept boolean as True/False, whatever was typed
-    ov = {j: {k: v.lower() if v.lower() in ("true", "false") else v for k, v in overrides_of(j).items()} for j in jobs}
+    ov = _job_overrides(jobs)
     idea = idea_of(q)
     values = sorted({o[idea.key] for o in ov.values() if idea.key in o} - {idea.off}, key=_value_order)
     if not values:
