@@ -137,3 +137,44 @@ def test_a_users_own_sweep_file_with_a_question_ends_with_its_verdict_in_the_log
     lines = page.read_text().splitlines()
     assert lines[2] == f"**{verdict.split(': ', 1)[0]}**: {verdict.split(': ', 1)[1]}"
     assert "| seed=1 |" in page.read_text() and "| **pooled over 2 replicate(s)** |" in page.read_text()
+
+
+def _question_files() -> list[Path]:
+    """The shipped experiment and sweep files with a question whose keys are a grid in ``hydra.sweeper.params`` (the
+    search's keys come from its search space: `test_search_confirm.py` starts it)."""
+    from omegaconf import OmegaConf
+
+    return sorted(p for d in ("experiments", "sweeps") for p in (ROOT / d).glob("*.yaml")
+                  if "question:" in p.read_text() and OmegaConf.select(OmegaConf.load(p), "hydra.sweeper.params"))
+
+
+@pytest.mark.parametrize("path", _question_files(), ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_shipped_sweep_with_a_question_passes_the_check_at_its_start(path: Path) -> None:
+    """An experiment or sweep file that ships with a question is one its own command can answer: the check that stops a
+    sweep at its start (`check_question`) passes on what the file sweeps (``experiment=beyond_invrender`` named its
+    compared key with one value, against each job's own start, and stopped at once in ``make beyond-demo``)."""
+    from omegaconf import OmegaConf
+
+    from vase.config.naming import sweep_keys_of
+    from vase.reports.question import check_question, question_of
+
+    cfg = OmegaConf.load(path)
+    params = OmegaConf.to_container(OmegaConf.select(cfg, "hydra.sweeper.params") or OmegaConf.create({}))
+    q = question_of(cfg)
+    assert q is not None
+    check_question(q, sweep_keys_of([], params), list(params))
+
+
+def test_a_question_against_each_jobs_own_start_needs_its_key_named_not_varied(tmp_path: Path) -> None:
+    p = subprocess.run([sys.executable, "train.py", "-m", "experiment=beyond_invrender", f"paths.log_dir={tmp_path}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300, env={**ENV, "VASE_CHECK_CONFIG": "1"})
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert ("question: this sweep compares reward.terms.invrender.weight against each job's own start"
+            in p.stdout), p.stdout[-2000:]
+    from vase.errors import ConfigError
+    from vase.reports.question import check_question, question
+
+    q = question(compare="reward.terms.invrender.weight", baseline="start", report="idea",
+                 moves=["heldout/invrender"])
+    with pytest.raises(ConfigError, match="reward.terms.invrender.weight is not swept"):  # not even named
+        check_question(q, ["seed"], ["seed"])

@@ -180,11 +180,14 @@ def _known_move(m: str) -> bool:
     return m in TRAINING_MOVES or m.startswith(("heldout/", "reward/", "reward_spread/")) and len(m.split("/", 1)[1]) > 0
 
 
-def check_question(q: dict[str, Any], swept: Iterable[str]) -> None:
-    """At a sweep's start: the compared keys are swept (one line naming the key otherwise)."""
-    swept = list(swept)
+def check_question(q: dict[str, Any], swept: Iterable[str], named: Iterable[str] = ()) -> None:
+    """At a sweep's start: the compared keys are swept (one line naming the key otherwise). A question whose baseline
+    is each job's own start (``baseline: start``) compares within each job, so its key need only be ``named`` by the
+    sweep (one value given on the command line or in ``hydra.sweeper.params``), for the comparison to find the idea's
+    jobs."""
+    swept, named = list(swept), set(named)
     for key in q["compare"]:
-        if key not in swept:
+        if key not in swept and not (q["baseline"] == START and key in named):
             raise ConfigError(f"question.compare: {key} is not swept by this sweep (it varies {', '.join(swept) or 'nothing'});"
                               f" sweep it (hydra.sweeper.params or {key}=a,b on the command line) or compare another key")
 

@@ -424,11 +424,13 @@ def report_notices(config: DictConfig) -> list[str]:
     """What a sweep says when it starts about the report its end will write: its question's (``question:``, with its
     report kind), or why it gets summary.md alone. A question that cannot be answered (a key the sweep does not vary,
     a report kind that cannot decide it) stops the sweep here, in one line (exit 2)."""
-    swept = sweep_keys_of(config.hydra.overrides.task, config.hydra.sweeper.get("params"))
+    params = config.hydra.sweeper.get("params")
+    swept = sweep_keys_of(config.hydra.overrides.task, params)
+    named = [str(o).split("=", 1)[0].lstrip("+~") for o in config.hydra.overrides.task] + list(params or {})
     try:
         q = question_of(config)
         if q is not None:
-            check_question(q, swept)
+            check_question(q, swept, named)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr, flush=True)
         raise SystemExit(2) from e
