@@ -397,9 +397,9 @@ def zoom_probe_table(log_dir: Path) -> str | None:
     """The zoom probe (``python -m vase.eval.zoom_probe experiment=beyond_zoom``, with another draw or crop width):
     per draw and width, the newest ``zoom_probe.json``'s held-out accuracy of the majority scene and of a linear probe
     on the view's and on the crop's vision features."""
-    found = []
+    found, read = [], {}
     for path in sorted(log_dir.glob("beyond_zoom/runs/*/zoom_probe.json")):
-        v = read_json(path)
+        v = read[path] = read_json(path)
         given = v.get("overrides", [])
         if given[:1] == ["experiment=beyond_zoom"] and all(o.startswith(ZOOM_PROBE_KEYS) for o in given[1:]):
             found.append(((int(v["data_seed"]), float(v["width"])), path))
@@ -410,7 +410,7 @@ def zoom_probe_table(log_dir: Path) -> str | None:
             "|---|---:|---:|---:|---:|---:|"]
     machines = []
     for (draw, width), path in sorted(newest.items()):
-        v = read_json(path)
+        v = read[path]  # read once above
         crop = "side A's scene" if width < 1 else "the whole frieze"
         cells = [f"{100 * v[k]['accuracy']:.1f} % [{100 * v[k]['ci'][0]:.1f}, {100 * v[k]['ci'][1]:.1f}]"
                  for k in ("majority", "view", "crop")]
