@@ -46,7 +46,7 @@ demo: setup
 	$(BIN)/python train.py experiment=demo
 
 # The reward-weight sweep's quick form, which decides target (i): one draw, its SFT, GRPO at shape weight 0 and 0.6
-# (about 13 minutes on 2 cores); DRAW=5 runs it on a second draw of the data
+# (its time: docs/getting-started.md, "How long each command takes"); DRAW=5 runs it on a second draw of the data
 ablation-quick: setup
 	$(BIN)/python train.py -m experiment=ablation_quick data.synthetic.seed=$(or $(DRAW),0)
 

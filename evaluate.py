@@ -28,6 +28,7 @@ from vase.config import (
     or_exit,
     preflight_overrides,
     run_entry,
+    scratch_sweep_dir,
     tasks_help,
     validated,
 )
@@ -64,4 +65,5 @@ if __name__ == "__main__":
     if "--help" in sys.argv or "-h" in sys.argv:
         print(tasks_help())  # then Hydra's own help: the config groups and the composed config
     or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "evaluate", EVAL_TASKS)
+    scratch_sweep_dir(sys.argv)  # VASE_CHECK_CONFIG=1 on a sweep: its folders in a scratch folder
     main()

@@ -17,7 +17,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from vase.config import or_exit, preflight_overrides, run_entry, validated
+from vase.config import or_exit, preflight_overrides, run_entry, scratch_sweep_dir, validated
 from vase.loggers import finish_wandb
 from vase.sacct import quiet_sacct_warnings
 
@@ -55,5 +55,6 @@ def main(cfg: DictConfig) -> float | None:
 
 if __name__ == "__main__":
     or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "train")
+    scratch_sweep_dir(sys.argv)  # VASE_CHECK_CONFIG=1 on a sweep: its folders in a scratch folder
     quiet_sacct_warnings()  # a sweep on a cluster without accounting: submitit's warning once, not every poll
     main()

@@ -61,6 +61,9 @@ def test_evaluate_refusals_are_one_line(args: list[str], tmp_path: Path, session
 @pytest.mark.parametrize(("overrides", "expected"), [
     (["data.limit_train=0"], "data.limit_train=0 must be at least 1, or null for no limit"),
     (["data.limit_val=0", "evaluate.after=true"], "data.limit_val=0 leaves no vase to evaluate"),
+    # the troubleshooting page's old fix, "at least 1": FID failed on it after the run had trained
+    (["data.limit_val=1", "evaluate.after=true"], "data.limit_val=1 leaves 1 vase to evaluate (evaluate.before/after "
+                                                  "are on; FID needs at least 2); give at least 2"),
     (["stage.module.optimizer.lrr=1"],  # the same line as the + form (test_trust)
      "stage.module.optimizer.lrr: AdamW takes no argument 'lrr', so nothing would read it; did you mean 'lr'?"),
     (["stage=grpo", "stage.module.num_generation=1"],
@@ -85,7 +88,7 @@ def test_bad_values_and_keys_are_one_line_before_anything_loads(overrides: list[
 def test_a_config_error_loads_no_torch(tmp_path: Path) -> None:
     """A bad value is refused in about a second: nothing on that path (the Hydra callbacks every run loads, the
     preflight checks) imports torch or Lightning."""
-    p = subprocess.run([sys.executable, "-X", "importtime", "train.py", "reward.tau=1.7",
+    p = subprocess.run([sys.executable, "-X", "importtime", "train.py", "stage=grpo", "reward.tau=1.7",
                         f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "config error: reward.tau=1.7" in p.stderr
     heavy = sorted({ln.split("|")[-1].strip() for ln in p.stderr.splitlines() if "import time:" in ln
@@ -112,7 +115,7 @@ def test_the_plugin_and_trl_refuse_what_train_py_refuses(overrides: str, says: s
         assert "valid keys: tau" in msg and "weights.shape" in msg and "terms.<name>.<field>" in msg
     if overrides != "nosuchkey=1":  # train.py says the same of the same value
         with pytest.raises(ConfigError, match=says.replace("[", r"\[").replace("]", r"\]").replace(".", r"\.")):
-            validate(compose_cfg("train", [f"reward.{overrides}"], tmp_path, session_dirs))
+            validate(compose_cfg("train", ["stage=grpo", f"reward.{overrides}"], tmp_path, session_dirs))
     monkeypatch.setenv("VASE_REWARD_OVERRIDES", "weights.shape=0.6 tau=0.5")
     assert ColumnReward().reward.terms["shape"].weight == 0.6
 
@@ -190,3 +193,49 @@ def test_a_target_naming_a_missing_class_says_which_module_lacks_it(target: str,
         validate(cfg)
     assert f"callbacks.mine._target_={target!r}" in str(e.value) and says in str(e.value)
     assert "is not a package" not in str(e.value)
+
+
+def test_a_gpu_trainer_without_a_gpu_is_one_line_before_the_model_loads(tmp_path: Path) -> None:
+    """The recipe `train.py trainer=gpu stage=grpo stage.module.rollout=compiled` on a machine without a GPU ended in
+    Hydra's wrapped MisconfigurationException after 36 s and a model load; now one line, before anything loads."""
+    p = subprocess.run([sys.executable, "train.py", "trainer=gpu", "stage=grpo", "stage.module.rollout=compiled",
+                        "logger=none", f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    err = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and err[-1].startswith("config error: trainer.accelerator=gpu asks for 1 CUDA GPU(s)"), \
+        p.stderr[-2000:]
+    assert "use trainer=cpu" in err[-1] and "Traceback" not in p.stderr and "loading model" not in p.stdout + p.stderr
+
+
+def test_a_missing_adapter_is_one_line_before_the_model_loads(tmp_path: Path) -> None:
+    """`evaluate.py task=export adapter=<a folder that does not exist>` ended in a Python traceback after a load."""
+    for task in ("export", "generate"):
+        p = subprocess.run([sys.executable, "evaluate.py", f"task={task}", f"adapter={tmp_path / 'nope'}",
+                            f"output={tmp_path / 'merged'}", "logger=none", f"paths.log_dir={tmp_path / 'logs'}"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+        err = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and err[-1] == (f"config error: adapter='{tmp_path / 'nope'}': no such folder; give "
+                                                 f"the adapter folder a training run saved (<run>/adapter, e.g. "
+                                                 f"logs/train/runs/<time>/adapter)"), p.stderr[-2000:]
+        assert "Traceback" not in p.stderr and not (tmp_path / "merged").exists()
+
+
+@pytest.mark.parametrize("argv", [["task_name=../../escaped"], ["-m", "seed=1,2", "task_name=../../escaped"],
+                                  ["-m", "sweep=seeds", "task_name=.."]])
+def test_a_task_name_that_leaves_the_log_folder_is_one_line_and_nothing_is_written_outside(argv: list[str],
+                                                                                          tmp_path: Path) -> None:
+    """`task_name=../../../x` (a key sweep and experiment files set) put a whole sweep outside paths.log_dir without a
+    word; a bad resume= was Hydra's 90-line traceback."""
+    logs = tmp_path / "a" / "b" / "logs"
+    p = subprocess.run([sys.executable, str(ROOT / "train.py"), *argv, "logger=none", f"paths.log_dir={logs}"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    err = p.stderr.strip().splitlines()
+    name = argv[-1].split("=", 1)[1]
+    assert p.returncode == 2 and err[-1] == (f"config error: task_name={name!r} must be one folder name (letters, "
+                                             f"digits, '.', '_', '-'; not '.' or '..'): it names the folder under "
+                                             f"paths.log_dir that runs go in"), p.stderr[-2000:]
+    assert "Traceback" not in p.stderr
+    assert {p.name for p in tmp_path.rglob("*") if not p.is_relative_to(logs)} <= {"a", "b"}  # logs/ and above only
+    p = subprocess.run([sys.executable, "train.py", "resume=bogus", "logger=none", f"paths.log_dir={logs}"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and p.stderr.strip() == "config error: resume='bogus' must be auto or never", p.stderr

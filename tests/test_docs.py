@@ -109,6 +109,17 @@ def test_a_keys_doc_is_its_own_comment_wrapped_or_above_never_the_files_header(t
     assert docs["block.inner"] == "what inner is"
     assert docs["block.wrapped"] == "a comment that goes on onto the next line"
     assert docs["quoted"] == "the real one" and "plain" not in docs
+    long = " ".join(f"word{i}" for i in range(80))  # 500 characters: the reference once cut these at 200 with "…"
+    f.write_text(f"first: 1\nlong: 2  # {long}\n")
+    assert key_docs(f)["long"] == long
+
+
+def test_the_reference_shows_whole_descriptions_and_defaults() -> None:
+    from vase.reports.config_reference import generate
+
+    page = generate()
+    assert "…" not in page  # 40 descriptions and 20 defaults ended in one, with no way to read the rest
+    assert "so a CPU run's numbers travel between x86 CPUs (the demos' tables; Getting started says" in page
 
 
 def test_the_readme_fits_on_a_screen_and_every_docs_link_resolves() -> None:

@@ -75,6 +75,7 @@ def test_a_sweep_preset_of_ones_own_runs_from_a_folder_on_the_search_path(tmp_pa
     assert p.returncode == 0, p.stderr[-3000:]
     assert "stage.module.lora.r=4" in p.stdout and "stage.module.lora.r=8" in p.stdout
     assert "config ok: the sweep's 2 job(s) checked" in p.stdout
+    assert not list((tmp_path / "logs").rglob("multiruns")), "a config check left a sweep folder"
     p = subprocess.run([*args, "sweep=my_rank"], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert p.returncode == 2 and "sweep='my_rank' is not a known option" in p.stderr and "'my_ranks'" in p.stderr
     assert str(conf / "sweep") in p.stderr and "Traceback" not in p.stderr

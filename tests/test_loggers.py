@@ -97,9 +97,12 @@ def test_a_sweep_is_an_mlflow_parent_run_with_every_job_a_child_that_shows_what_
     question = json.loads((next((sweep / "train" / "multiruns").iterdir()) / "question.json").read_text())
     pooled = question["blocks"]["all"]["reward.weights.shape=0.6"]["heldout/total"]["pooled"]
     assert parent.info.run_name.startswith("multirun-") and parent.info.run_name.endswith(
-        f"-summary: reward.weights.shape=0.6 vs 0: held-out total reward {pooled['diff']:+.4g} "
-        f"[{pooled['lo']:+.4g}, {pooled['hi']:+.4g}] {pooled['direction']}")
-    assert question["lines"][0].replace("**", "") in parent.data.tags["mlflow.note.content"]
+        f"-summary: reward.weights.shape=0.6 vs 0: held-out total reward {pooled['diff']:+.3g} "
+        f"[{pooled['lo']:+.3g}, {pooled['hi']:+.3g}] {pooled['direction']}")
+    note = parent.data.tags["mlflow.note.content"]
+    assert note.startswith(question["lines"][0].replace("**", ""))  # the verdict first, not a machine's path
+    assert "| against reward.weights.shape=0 | measure | change [95 % interval] | verdict |" in note
+    assert f"| reward.weights.shape=0.6 | held-out total reward | {pooled['diff']:+.3g} " in note
     got = parent.data.metrics
     assert got["answer/reward.weights.shape_0.6/heldout/total/effect"] == pytest.approx(pooled["diff"])
     assert got["answer/reward.weights.shape_0.6/heldout/total/low"] == pytest.approx(pooled["lo"])
@@ -110,6 +113,14 @@ def test_a_sweep_is_an_mlflow_parent_run_with_every_job_a_child_that_shows_what_
     assert sorted(r.info.run_name for r in shown) == ["grpo-w_shape=0", "grpo-w_shape=0.6"]
     assert view["orderByKey"] == "metrics.`hp/heldout/shape_vs_start`"
     assert view["selectedColumns"] == ["params.`sweep/reward.weights.shape`", "metrics.`hp/heldout/shape_vs_start`"]
+    # each job's own run carries the question's comparison: its setting against the baseline job of its seed, in the
+    # title's units, with its interval's bounds
+    rep = question["jobs"]["1"]["replicate"]
+    mine = question["blocks"]["all"]["reward.weights.shape=0.6"]["heldout/total"]["per_replicate"][rep]
+    child = next(r for r in children if r.info.run_name == "grpo-w_shape=0.6")
+    assert child.data.metrics["vs_baseline/heldout/total"] == pytest.approx(mine["diff"])
+    assert child.data.metrics["vs_baseline/heldout/total_low"] == pytest.approx(mine["lo"])
+    assert "vs_baseline/heldout/total" not in next(r for r in children if r.info.run_name == "grpo-w_shape=0").data.metrics
     # no parameter repeats another: a swept or given key is not also an identity parameter
     for r in children:
         assert not ({k.split("/", 1)[-1] for k in r.data.params if "/" in k} & {k for k in r.data.params if "/" not in k})
@@ -389,15 +400,22 @@ def test_an_mlflow_server_that_stops_answering_mid_run_loses_nothing(tmp_path: P
 
     from vase.checks.slurm import free_port
     from vase.loggers import say_unsent
-    from vase.mlflow_journal import JOURNAL, JournaledMLFlowLogger, main
+    from vase.mlflow_journal import BOUNDED_HTTP, JOURNAL, JournaledMLFlowLogger, main
 
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    for k in BOUNDED_HTTP:  # unset, as on a user's machine; restored after the test
+        monkeypatch.setenv(k, "x")
+        monkeypatch.delenv(k)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")  # the user's own value is kept
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     run_dir = tmp_path / "run"
     lg = JournaledMLFlowLogger(experiment_name="vase", tracking_uri=uri, journal=run_dir / JOURNAL,
                                artifact_location=str(tmp_path / "mlartifacts"))
     lg.log_hyperparams({"lr": 0.1})
     lg.log_metrics({"train/loss": 1.0}, step=0)
+    # MLflow's retries bounded (7 retries, doubling waits: about 4 minutes of a stalled run per dead server)
+    assert {k: os.environ[k] for k in BOUNDED_HTTP} == {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+                                                       "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                                                       "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
     lg._mlflow_client = MlflowClient(f"http://127.0.0.1:{free_port()}")  # the server is gone
     for step in (1, 2, 3):
         lg.log_metrics({"train/loss": 1.0 / (step + 1)}, step=step)

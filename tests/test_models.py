@@ -61,7 +61,9 @@ def test_missing_checkpoint_names_the_path(tmp_path: Path) -> None:
 
 def test_adapter_path_without_adapter_fails_clearly(tiny_model_dir: Path, tmp_path: Path) -> None:
     cfg = OmegaConf.create({"name_or_path": str(tiny_model_dir), "dtype": "float32"})
-    with pytest.raises(FileNotFoundError, match="adapter_config.json"):
+    from vase.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"adapter='.*': no adapter_config\.json in it; give the adapter folder"):
         load_model_and_processor(cfg, adapter=str(tmp_path))
 
 

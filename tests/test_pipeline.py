@@ -254,3 +254,22 @@ def test_a_stage_whose_output_is_a_file_prints_a_plain_progress_line(train_cfg, 
     assert sft[-1].startswith("sft: step 3/3, loss ") and sft[-1].endswith(" spent) - done"), lines
     grpo = [ln for ln in lines if ln.startswith("grpo: ")]
     assert grpo and "reward " in grpo[0] and grpo[-1].endswith("- done"), lines
+
+
+def test_a_short_run_in_a_log_says_it_started_why_it_stopped_and_draws_no_bars(train_cfg, capsys) -> None:
+    """A run shorter than the 30 s between lines printed only its last line; one stopped by the epoch cap printed
+    `step 8/40 ... - done` with an ETA; the log carried transformers' \\r bars and Lightning's Rich frames."""
+    from vase.pipeline import run_training
+    from vase.progress import quiet_bars_in_logs
+
+    quiet_bars_in_logs()  # as every entry point does where its output is a file
+    cfg = train_cfg(["trainer.max_steps=40", "data.limit_train=4", "stage.epochs=1", "stage.grad_accum=1",
+                     "callbacks.progress.every_s=3600", "callbacks.progress.every_n_steps=0"])
+    run_training(cfg)
+    captured = capsys.readouterr()
+    sft = [ln for ln in captured.out.splitlines() if ln.startswith("sft: ")]
+    assert len(sft) == 2 and sft[0].startswith("sft: step 1/40, loss "), sft
+    assert "ETA" not in sft[-1] and "stopped by the epoch cap (1 epoch(s), trainer.max_epochs=1) before step 40" \
+        in sft[-1] and sft[-1].endswith(" spent) - done"), sft
+    text = captured.out + captured.err
+    assert "\r" not in text and not any(c in text for c in "━┏┃│"), text[-2000:]

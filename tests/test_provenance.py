@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 
 
@@ -37,7 +39,9 @@ def test_a_run_record_and_a_results_file_carry_the_code(tmp_path: Path) -> None:
 
     run = claim(tmp_path / "run", overrides=["seed=1"])
     try:
-        assert json.loads((run / RUN_FILE).read_text())["code"] == code_stamp()
+        code = json.loads((run / RUN_FILE).read_text())["code"]
+        assert {k: v for k, v in code.items() if k != "patch"} == code_stamp()
+        assert (code.get("patch") == "code.patch") is bool(code_stamp()["dirty"]) is (run / "code.patch").is_file()
     finally:
         release(run)
     out = write_results(tmp_path / "results.json", "x", {"clip_score": 0.5})
@@ -86,3 +90,94 @@ def test_vase_runs_on_one_run_shows_its_code_and_the_command_that_makes_it_again
     assert "  status:    finished" in p.stdout and "  code:      bbbbbbbbbb (changes 123456abcdef)" in p.stdout
     assert "  again:     git checkout bbbbbbbbbb && python train.py seed=1 'logger=[csv,mlflow]'" in p.stdout
     assert "its tree had changes not in that commit, hash 123456abcdef" in p.stdout
+
+
+def _runs(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vase.runs", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_vase_runs_refuses_what_is_not_a_run_in_one_line_and_never_shows_a_broken_record(tmp_path: Path) -> None:
+    """It exited 0 for /nonexistent, a file and a folder of no runs, and showed a record that is not JSON as a plausible
+    run (blank status, code unrecorded) with a command to make it again."""
+    (tmp_path / "empty").mkdir()
+    broken = tmp_path / "runs" / "broken"
+    broken.mkdir(parents=True)
+    (broken / ".vase-run.json").write_text("{not json")
+    listless = tmp_path / "listless"
+    listless.mkdir()
+    (listless / ".vase-run.json").write_text("[]")
+    cases = [([str(tmp_path / "nowhere")], 2, f"error: {tmp_path / 'nowhere'}: no such folder"),
+             ([str(ROOT / "README.md")], 2, f"error: {ROOT / 'README.md'}: a file, not a run's folder"),
+             ([str(tmp_path / "empty")], 1, f"error: no vase runs under {tmp_path / 'empty'} (no .vase-run.json"),
+             ([str(broken)], 2, f"error: {broken / '.vase-run.json'}: not a readable run record (Expecting"),
+             ([str(listless)], 2, f"error: {listless / '.vase-run.json'}: not a vase run record (no status in it)"),
+             ([str(tmp_path / "runs")], 1, "error: 1 run record(s) unreadable; the first: ")]
+    for args, rc, line in cases:
+        p = _runs(*args)
+        assert (p.returncode, len(p.stderr.splitlines())) == (rc, 1) and p.stderr.startswith(line), (args, p.stderr)
+        assert "again:" not in p.stdout and "Traceback" not in p.stderr
+    assert "unreadable   its .vase-run.json is broken" in _runs(str(tmp_path / "runs")).stdout
+
+
+@pytest.fixture
+def dirty_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A git checkout with a commit, a changed file and a file git does not track, as vase's code (`vase.runs`
+    reads the checkout it is imported from)."""
+    from vase import runs
+
+    src = tmp_path / "src"
+    src.mkdir()
+    git = ["git", "-C", str(src), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(src)], check=True)
+    (src / "model.py").write_text("WIDTH = 1\n")
+    (src / "data.bin").write_bytes(bytes(range(256)))
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "first"], check=True)
+    (src / "model.py").write_text("WIDTH = 2\n")
+    (src / "reward.py").write_text("def reward():\n    return 1.0\n")
+    monkeypatch.setattr(runs, "_SOURCE", src)
+    runs._changes.cache_clear()
+    runs._code.cache_clear()
+    runs.code_patch.cache_clear()
+    yield src
+    runs._changes.cache_clear()
+    runs._code.cache_clear()
+    runs.code_patch.cache_clear()
+
+
+def test_a_dirty_run_keeps_its_patch_and_the_record_makes_its_code_again(tmp_path: Path, dirty_checkout: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dirty run kept a hash of its changes, not the changes: after a revert it could not be made again, and
+    vase.runs never said that the code checked out differs from the run's."""
+    from vase import runs
+
+    run = runs.claim(tmp_path / "run", overrides=["seed=1"])
+    runs.release(run)
+    record = json.loads((run / runs.RUN_FILE).read_text())
+    assert record["code"]["dirty"] and record["code"]["patch"] == "code.patch"
+    (run / ".hydra").mkdir()
+    (run / ".hydra" / "hydra.yaml").write_text("hydra:\n  job:\n    name: train\n")
+    (run / ".hydra" / "overrides.yaml").write_text("- seed=1\n")
+    # the user reverts their change: the record says the code differs, and the command makes the run's code again
+    subprocess.run(["git", "-C", str(dirty_checkout), "checkout", "--", "model.py"], check=True)
+    (dirty_checkout / "reward.py").unlink()
+    runs._changes.cache_clear()
+    runs._code.cache_clear()
+    text = runs.describe_run(run)
+    assert f"  now:       the code here is {record['code']['commit'][:10]}, not the run's" in text
+    again = text.split("  again:     ")[1].splitlines()[0]
+    assert again == (f"git checkout {record['code']['commit'][:10]} && git apply {run.resolve() / 'code.patch'} && "
+                     f"python train.py seed=1")
+    subprocess.run(["git", "-C", str(dirty_checkout), "apply", str(run / "code.patch")], check=True)
+    assert (dirty_checkout / "model.py").read_text() == "WIDTH = 2\n"
+    assert (dirty_checkout / "reward.py").read_text() == "def reward():\n    return 1.0\n"
+    # over the cap: no patch kept, and the record says how large the changes were
+    runs._changes.cache_clear()
+    runs._code.cache_clear()
+    runs.code_patch.cache_clear()
+    monkeypatch.setattr(runs, "PATCH_CAP", 10)
+    big = runs.claim(tmp_path / "big", overrides=[])
+    runs.release(big)
+    code = json.loads((big / runs.RUN_FILE).read_text())["code"]
+    assert code["patch"] is None and code["patch_bytes"] > 10 and not (big / "code.patch").exists()

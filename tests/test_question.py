@@ -85,6 +85,13 @@ def test_a_question_without_its_baseline_says_so_instead_of_a_verdict(tmp_path: 
     ("+question.compare=stage.module.optimizer.lr", "question.compare: stage.module.optimizer.lr is not swept by this "
                                                     "sweep (it varies seed)"),
     ("+question.moves=[speed]", "question.moves: 'speed' is not something vase measures"),
+    # known at the start, said only at the end before: a baseline outside the grid, a held-out name nothing measures,
+    # and moves: [] (silently heldout/total)
+    ("+question.baseline=5", "question.baseline: 5 is not among the values this sweep gives seed (1, 2), so no job "
+                             "would run it"),
+    ("+question.moves=[heldout/colour_right]", "question.moves: 'heldout/colour_right' is nothing this run measures; "
+                                               "choose from heldout/total, heldout/mean_right, heldout/<dim>_right ("),
+    ("+question.moves=[]", "question.moves: [] names nothing to decide on"),
 ])
 def test_a_question_that_cannot_be_answered_is_one_line_at_the_sweep_s_start(bad: str, says: str,
                                                                             tmp_path: Path) -> None:
@@ -97,11 +104,11 @@ def test_a_question_that_cannot_be_answered_is_one_line_at_the_sweep_s_start(bad
 
 
 @pytest.mark.parametrize("preset, compares", [
-    ("kl", "stage.module.beta against 0.001 on kl, heldout/total"),
-    ("lr", "stage.module.optimizer.lr against 0.0001 on loss, heldout/total"),
-    ("aggregation", "stage.module.multi_objective_aggregation against sum_then_normalize on "
+    ("kl", "stage.module.beta against 0.001 on heldout/total, kl"),
+    ("lr", "stage.module.optimizer.lr against 0.0001 on heldout/total, loss"),
+    ("aggregation", "stage.module.multi_objective_aggregation against sum_then_normalize on heldout/total, "
                     "frac_sum_ties_terms_differ"),
-    ("lora_rank", "stage.module.lora.r against 8 on loss, heldout/total"),
+    ("lora_rank", "stage.module.lora.r against 8 on heldout/total, loss"),
     ("reward_weights", "reward.weights.shape against 0.0 on heldout/shape_right"),
     ("tau", "reward.tau against 0.7 on heldout/total"),
 ])
@@ -113,6 +120,24 @@ def test_every_preset_says_at_its_start_which_report_it_writes(preset: str, comp
     said = [ln for ln in p.stdout.splitlines() if ln.startswith(("question:", "ablation:", "report:"))]
     assert said, p.stdout[-2000:]
     assert said[0].startswith(f"question: this sweep compares {compares}")
+    assert "gets no interval" not in said[0]  # every preset leads with a measure its seeds can decide
+
+
+def test_a_question_led_by_a_measure_that_cannot_have_an_interval_says_so_at_the_start(tmp_path: Path) -> None:
+    """`sweep=kl` led with KL, one number a job, on two seeds: its title said "no interval: 2 replicates, 3 needed"
+    only when the sweep ended."""
+    p = subprocess.run([sys.executable, "train.py", "-m", "sweep=kl", "question.moves=[kl,heldout/total]",
+                        f"paths.log_dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**ENV, "VASE_CHECK_CONFIG": "1"})
+    assert p.returncode == 0, p.stderr[-2000:]
+    said = next(ln for ln in p.stdout.splitlines() if ln.startswith("question:"))
+    assert said.endswith("- but its first measure, kl, is one number a job: on 2 replicate(s) it gets no interval (3 "
+                         "needed), so its verdict cannot be decided; lead question.moves with a heldout/ measure "
+                         "(paired over the held-out vases) or give seed 3 values"), said
+    p = subprocess.run([sys.executable, "train.py", "-m", "sweep=kl", "question.moves=[kl,heldout/total]",
+                        "seed=1,2,3", f"paths.log_dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300, env={**ENV, "VASE_CHECK_CONFIG": "1"})
+    assert "gets no interval" not in p.stdout, p.stdout[-2000:]
 
 
 def test_a_users_own_sweep_file_with_a_question_ends_with_its_verdict_in_the_log_and_on_the_page(
@@ -155,14 +180,14 @@ def test_every_shipped_sweep_with_a_question_passes_the_check_at_its_start(path:
     compared key with one value, against each job's own start, and stopped at once in ``make beyond-demo``)."""
     from omegaconf import OmegaConf
 
-    from vase.config.naming import sweep_keys_of
+    from vase.config.naming import sweep_keys_of, sweep_values_of
     from vase.reports.question import check_question, question_of
 
     cfg = OmegaConf.load(path)
     params = OmegaConf.to_container(OmegaConf.select(cfg, "hydra.sweeper.params") or OmegaConf.create({}))
     q = question_of(cfg)
     assert q is not None
-    check_question(q, sweep_keys_of([], params), list(params))
+    check_question(q, sweep_keys_of([], params), list(params), sweep_values_of([], params))
 
 
 def test_a_question_against_each_jobs_own_start_needs_its_key_named_not_varied(tmp_path: Path) -> None:
@@ -178,3 +203,28 @@ def test_a_question_against_each_jobs_own_start_needs_its_key_named_not_varied(t
                  moves=["heldout/invrender"])
     with pytest.raises(ConfigError, match="reward.terms.invrender.weight is not swept"):  # not even named
         check_question(q, ["seed"], ["seed"])
+
+
+def test_strings_from_a_sweep_file_reach_the_pages_inert(tmp_path: Path) -> None:
+    """A question's strings and a swept value reached question.md and the MLflow parent's description as written
+    (`<img src=x onerror=...>`): a viewer that renders the Markdown ran them."""
+    from markdown_it import MarkdownIt
+
+    from vase.reports.question import write_question_report
+
+    hostile = "<img src=x onerror=alert(1)>"
+    question = ("question:\n  compare: data.note\n  baseline: plain\n  moves: [heldout/total]\n  replicates: [seed]\n"
+                f"  label: '{hostile} [x](javascript:alert(2))'\n")
+    sweep = tmp_path / "sweep"
+    n = 0
+    for seed in ("1", "2"):
+        for note, add in (("plain", 0.0), (hostile, 0.3)):
+            _job(sweep, n, {"data.note": note, "seed": seed}, {v: 0.2 + add + 0.01 * k for k, v in
+                                                                enumerate("abcd")}, 0.1, question)
+            n += 1
+    verdict = write_question_report(sweep)
+    assert verdict is not None
+    page = (sweep / "question.md").read_text()
+    assert "data.note=&lt;img src=x onerror=alert(1)>" in page  # shown as text, not an image
+    html = MarkdownIt("commonmark", {"html": True}).render(page)  # a viewer that passes HTML through
+    assert "<img" not in html and "onerror=alert(1)" in html

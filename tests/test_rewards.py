@@ -172,11 +172,11 @@ def test_the_yaml_is_the_one_source_of_the_rewards_values(tmp_path, session_dirs
     assert r.weights == {"fabric": 0.2, "technique": 0.2, "shape": 0.15, "dating": 0.15, "decoration": 0.2,
                          "attribution": 0.1}  # the paper's, as conf/reward/vase6d.yaml states them
     # a dimension left out of the weights is a config error naming it, not a silent 0.0
-    cfg = compose_cfg("train", ["~reward.weights.shape"], tmp_path, session_dirs)
+    cfg = compose_cfg("train", ["stage=grpo", "~reward.weights.shape"], tmp_path, session_dirs)
     with pytest.raises(ConfigError, match=r"reward\.terms\.shape\.weight: Interpolation key 'weights\.shape'"):
         validate(cfg)
     # a dimension term whose weight is set apart from reward.weights: named, never one of the two silently
-    cfg = compose_cfg("train", ["reward.terms.shape.weight=0.6"], tmp_path, session_dirs)
+    cfg = compose_cfg("train", ["stage=grpo", "reward.terms.shape.weight=0.6"], tmp_path, session_dirs)
     with pytest.raises(ConfigError, match=r"reward\.terms\.shape\.weight=0\.6 differs from reward\.weights\.shape"):
         validate(cfg)
     terms = dict(r.terms)
@@ -186,7 +186,7 @@ def test_the_yaml_is_the_one_source_of_the_rewards_values(tmp_path, session_dirs
             "tau": 0.7, "weight": 0.6}})
     with pytest.raises(ValueError, match=r"both score dimension 'fabric'"):
         VaseReward(tau=0.7, terms={**terms, "fabric2": terms["fabric"]})
-    cfg = compose_cfg("train", ["reward.terms.decoration.similarity=cosine"], tmp_path, session_dirs)
+    cfg = compose_cfg("train", ["stage=grpo", "reward.terms.decoration.similarity=cosine"], tmp_path, session_dirs)
     with pytest.raises(ConfigError, match=r"reward\.terms\.decoration\.similarity='cosine' must be one of"):
         validate(cfg)
 

@@ -5,6 +5,7 @@ a probe's ``os.system``)."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -55,15 +56,29 @@ def test_a_checkpoint_that_would_run_code_is_refused_on_every_path_a_user_names(
     assert not (path.parent / "out.pt").exists()
 
 
-def test_train_with_a_hostile_ckpt_path_stops_in_one_line_and_runs_none_of_it(hostile, train_cfg) -> None:
+def test_train_with_a_hostile_ckpt_path_stops_in_one_line_and_runs_none_of_it(hostile, train_cfg, tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refused before the model loads (it was 41 s in, after the load), as are a missing file, a folder and a torch
+    file that holds no training state."""
+    import vase.pipeline.train as train
     from vase.pipeline import run_training
 
+    def never(*a, **k):
+        raise AssertionError("the model loaded before ckpt_path was checked")
+
+    monkeypatch.setattr(train, "load_model_and_processor", never)
     path, marker = hostile
     cfg = train_cfg([f"ckpt_path={path}"])
     with pytest.raises(ConfigError) as e:
         run_training(cfg)
     _one_line(e, "ckpt_path", path)
     assert not marker.exists()
+    weights = tmp_path / "weights.pt"
+    torch.save({"w": torch.zeros(2)}, weights)
+    for given, says in [(tmp_path / "nope.ckpt", "no such file"), (tmp_path, "a folder, not a checkpoint file"),
+                        (weights, "not a Lightning training checkpoint (no state_dict and loops in it)")]:
+        with pytest.raises(ConfigError, match="^" + re.escape(f"ckpt_path={given}: {says}")):
+            run_training(train_cfg([f"ckpt_path={given}"]))
 
 
 def test_plain_tensor_files_still_load(tmp_path: Path) -> None:

@@ -69,6 +69,11 @@ def test_a_reward_setting_on_an_sft_only_run_is_refused(tmp_path: Path) -> None:
                         f"paths.log_dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2
     assert "config error: reward.tau is set, but stage=sft never uses the reward" in p.stderr
+    # out of range on the default stage: the stage is said first (the range's fix alone would only lead to it)
+    q = subprocess.run([sys.executable, "train.py", "reward.tau=1.7", "logger=none", f"paths.log_dir={tmp_path}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "VASE_CHECK_CONFIG": "1"})
+    assert q.returncode == 2 and q.stderr.strip().splitlines()[-1].startswith(
+        "config error: reward.tau is set, but stage=sft never uses the reward"), q.stderr[-1000:]
 
 
 def _hold_lock(path: str, out: str, k: int) -> None:
@@ -277,7 +282,7 @@ def test_the_sweep_summary_shows_what_differs_between_jobs(tmp_path: Path) -> No
 
 
 @pytest.mark.slow
-def test_reward_weights_sweep_as_the_readme_shows_it(tmp_path: Path) -> None:
+def test_reward_weights_sweep_as_the_readme_shows_it(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """python train.py -m sweep=reward_weights (made fast): six GRPO jobs, one shared SFT, one W&B group, a summary
     row per job, and the shape weight reaching each job's reward rescaled as documented."""
     p = subprocess.run([sys.executable, "train.py", "-m", "sweep=reward_weights", "debug=fast", "logger=wandb",
@@ -298,6 +303,14 @@ def test_reward_weights_sweep_as_the_readme_shows_it(tmp_path: Path) -> None:
         cfg = (job / "config.yaml").read_text()
         assert "normalize_weights:\n  - shape" in cfg or "normalize_weights:\n    - shape" in cfg
     assert len(names) == 6
+    # the sweep's own folder: the command that makes the whole sweep again, not a placeholder
+    from vase.runs import main as runs_main
+
+    assert runs_main([str(sweep)]) == 0
+    again = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("  again:"))
+    assert again.endswith("python train.py -m sweep=reward_weights debug=fast logger=wandb render.resolution=64 "
+                          f"stage.module.max_completion_length=8 paths.log_dir={tmp_path / 'logs'} "
+                          f"paths.cache_dir={tmp_path / 'cache'}"), again
 
 
 def test_every_sweep_plots_its_swept_key_against_reward_and_accuracy(tmp_path: Path) -> None:
@@ -578,10 +591,8 @@ def test_a_reward_sweep_says_at_its_start_whether_an_ablation_report_will_come(t
     assert len(lines) == 1 and lines[0].startswith(expect), lines
     assert ("but evaluate.heldout is off" in lines[0]) is ("evaluate.heldout=false" in args)
     assert ("question.report=ablation" in lines[0]) is ("reward.terms.bonus.weight=0.1,0.3" in args)
-    # only checked: no summary, and a folder marked checked, which a later run of the command does not take up
-    (sweep,) = list((tmp_path / "train" / "multiruns").iterdir())
-    assert not (sweep / "summary.md").exists() and "is not complete" not in p.stderr
-    assert json.loads((sweep / ".vase-run.json").read_text())["status"] == "checked"
+    # only checked: no summary, and no folder (someone globbing for the last sweep finds none of a check's)
+    assert not list(tmp_path.rglob("multiruns")) and "is not complete" not in p.stderr
     assert "config ok: the sweep's" in p.stdout
 
 
@@ -593,7 +604,7 @@ def test_hydra_finds_vase_s_sweeper_and_launchers_from_any_working_folder(tmp_pa
     p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == str([f"hydra_plugins.vase_launchers.{c}" for c in
-                                    ("KeepGoingBasicSweeper", "SearchConfirmSweeper", "SubmititLocalLauncher",
+                                    ("CheckingOptunaSweeper", "KeepGoingBasicSweeper", "SearchConfirmSweeper", "SubmititLocalLauncher",
                                      "SubmititSlurmLauncher")])
 
 
@@ -703,3 +714,15 @@ def test_a_failed_cluster_part_shows_the_end_of_its_job_logs(tmp_path: Path) -> 
     assert failed["job_log_tail"] == ["saved step 48 to last.ckpt",
                                       "subprocess.CalledProcessError: Command '['scontrol', 'requeue', '1001']'"]
     assert "job_log_tail" not in failure_tail({"passed": True, "sweep": str(tmp_path)})
+
+
+def test_a_config_check_of_an_optuna_search_checks_each_trial_ends_ok_and_leaves_no_folder(tmp_path: Path) -> None:
+    """`VASE_CHECK_CONFIG=1 train.py -m sweep=optuna experiment=demo` said "config ok" per trial, then ended in Optuna's
+    `No trials are completed yet` traceback (rc 1), and every sweep's check left a multiruns/<time> folder."""
+    p = subprocess.run([sys.executable, "train.py", "-m", "sweep=optuna", "experiment=demo", "hydra.sweeper.n_trials=2",
+                        "logger=none", f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "VASE_CHECK_CONFIG": "1"})
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert p.stdout.count("config ok: stage.module.optimizer.lr=") == 2  # each trial Optuna proposed, checked
+    assert p.stdout.strip().splitlines()[-1] == "config ok: the sweep's 2 job(s) checked, nothing trained, no folder kept"
+    assert not list((tmp_path / "logs").rglob("multiruns")) and not list((tmp_path / "logs").rglob(".hydra"))

@@ -34,6 +34,7 @@ class Case:
     cli: list[str] | None = None  # or a command, run as typed (PATH: {tmp}/bin, then /usr/bin:/bin)
     repair: Callable[[Path], None] | None = None  # the page's fix to the user's files (then ``fixed`` or ``bad`` runs)
     check: bool = True  # the command under VASE_CHECK_CONFIG=1
+    no_gpu: bool = False  # on a machine without a CUDA GPU (this one is made so, where it has one)
 
 
 def _folder(*names: str) -> Callable[[Path], None]:
@@ -129,7 +130,7 @@ CASES: dict[str, Case] = {
     "value-temperature": Case(["generation.temperature=0"], ["generation.do_sample=false"], config="evaluate"),
     "value-reward-target": Case(["stage=grpo", "+reward.terms.mine._target_=my_rewards.Shape",
                                  "+reward.terms.mine.weight=1"]),
-    "value-limit": Case(["data.limit_val=0", "evaluate.after=true"], ["data.limit_val=0", "evaluate.after=false"]),
+    "value-limit": Case(["data.limit_val=1", "evaluate.after=true"], ["data.limit_val=2", "evaluate.after=true"]),
     "data-missing": Case(["data=vasevqa3d", "data.root={tmp}/VaseVQA-3D"], ["data=vasevqa3d",
                          "data.root={tmp}/VaseVQA-3D"], setup=None),
     "data-no-layout": Case(["data=vasevqa3d", "data.root={tmp}/VaseVQA-3D"], setup=_folder("VaseVQA-3D"),
@@ -176,6 +177,7 @@ CASES: dict[str, Case] = {
     "disk-full": Case(call=_full_disk),
     "out-flag-yours": Case(cli=["-m", "vase.models.tiny", "--out", "{tmp}/mine"], setup=_folder("mine")),
     "gpu-oom": Case(call=_oom),
+    "gpu-none": Case(["trainer=gpu", "stage=grpo"], ["trainer=cpu", "stage=grpo"], no_gpu=True),
 }
 
 
@@ -226,6 +228,8 @@ def test_each_symptom_is_what_the_user_sees_with_its_fix(sid: str, tmp_path: Pat
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     if case.setup is not None:
         case.setup(tmp_path)
+    if case.no_gpu:
+        monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     line = _provoke(case, case.bad, tmp_path, session_dirs, monkeypatch, capsys)
     if os.environ.get("VASE_DUMP_SYMPTOMS"):
         with open(os.environ["VASE_DUMP_SYMPTOMS"], "a") as f:

@@ -4,6 +4,7 @@ folder vase did not make; a refusal names the path."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -136,3 +137,15 @@ def test_render_out_takes_a_new_folder_and_its_own_again(tmp_path: Path, synthet
         p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
         assert p.returncode == 0, p.stderr[-2000:]
         assert json.loads(p.stdout)[expect] == 8
+
+
+def test_the_dataset_check_writes_nothing_unasked_where_it_is_run(tmp_path: Path, synthetic_root: Path) -> None:
+    """`python -m vase.data.check <folder>` wrote check-<name>-<hash>.json into the current directory; now the JSON
+    goes only where --report says, and the output says how to ask for it."""
+    here = tmp_path / "where-i-am"
+    here.mkdir()
+    p = subprocess.run([sys.executable, "-m", "vase.data.check", str(synthetic_root), "--no-models"], cwd=here,
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip().splitlines()[-1] == "JSON report: none written (--report FILE writes every problem there)"
+    assert list(here.iterdir()) == []

@@ -29,5 +29,7 @@ DATA_TASKS = {"caption": ("caption",), "qa": ("qa",), "both": ("caption", "qa"),
 order (``all`` adds multiple choice to teach its format). The one table the config check and the data module read."""
 LAYOUTS = ("vase", "release", "paper_eval", "swift")
 """The dataset layouts ``data.layout`` names (besides ``auto``); their readers are in ``vase.data.layouts``."""
+MIN_EVAL_VASES = 2
+"""The fewest vases a caption evaluation scores: FID compares two sets of caption embeddings, each of at least 2."""
 CPU_KERNELS = ("native", "portable")
-"""``cpu_kernels``'s values: the CPU's widest kernels, or the AVX2 paths on every x86 CPU (``vase.runs``)."""
+"""``cpu_kernels``'s values: the CPU's widest kernels, or pinned ones whose numbers travel between x86 CPUs (``vase.kernels``)."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import errno
+import sys
+from typing import NoReturn
 
 
 class VaseError(Exception):
@@ -11,6 +13,14 @@ class VaseError(Exception):
 
 class ConfigError(VaseError):
     """A configuration value is invalid; the message names the key."""
+
+
+def config_exit(e: ConfigError) -> NoReturn:
+    """Say a config error in one line on stderr and exit 2, from where an exception would come out as Hydra's
+    traceback or warning (a resolver while Hydra makes the run's folder, a sweeper, a multirun callback): SystemExit
+    passes through their handlers."""
+    print(f"config error: {e}", file=sys.stderr, flush=True)
+    raise SystemExit(2) from e
 
 
 class DataError(VaseError):

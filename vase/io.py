@@ -50,6 +50,35 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
+_CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)", re.S)
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+_LINK_SCHEME = re.compile(r"\]\(\s*<?\s*(javascript|vbscript|data)\s*:", re.I)
+
+
+def inert_markdown(text: str) -> str:
+    """Markdown with nothing a viewer runs: outside code spans, a ``<`` that could open an HTML tag or comment becomes
+    ``&lt;`` and a link to a ``javascript:``, ``vbscript:`` or ``data:`` target loses its scheme's colon. vase never
+    writes raw HTML or such links itself, so what this changes came from a file or an override (a question's label, a
+    swept value), which a report, MLflow's description or a viewer would otherwise render as written.
+
+    >>> inert_markdown('label <img src=x onerror=alert(1)> and `code <b>`, p < 0.05, [a](javascript:alert(1))')
+    'label &lt;img src=x onerror=alert(1)> and `code <b>`, p < 0.05, [a](javascript%3Aalert(1))'
+    """
+    def plain(part: str) -> str:
+        return _LINK_SCHEME.sub(lambda m: m.group(0)[:-1] + "%3A", _TAG_START.sub("&lt;", part))
+
+    out, at = [], 0
+    for m in _CODE_SPAN.finditer(text):  # a code span shows its text as it is: left alone
+        out += [plain(text[at:m.start()]), m.group(0)]
+        at = m.end()
+    return "".join([*out, plain(text[at:])])
+
+
+def write_markdown(path: str | Path, text: str) -> Path:
+    """`atomic_write_text` of a Markdown page made `inert_markdown`: every report vase writes goes through it."""
+    return atomic_write_text(path, inert_markdown(text))
+
+
 def atomic_write_json(path: str | Path, obj: Any) -> Path:
     """Write ``obj`` as indented JSON atomically."""
     return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")

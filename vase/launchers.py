@@ -30,13 +30,14 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra.experimental.callback import Callback
+from hydra_plugins.hydra_optuna_sweeper.optuna_sweeper import OptunaSweeper
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
 from omegaconf import DictConfig, OmegaConf
 from submitit.core.utils import FailedJobError
 
 from vase.config import check_cluster, check_only, check_slurm_nodes, check_slurm_signal, validate
-from vase.errors import ConfigError, first_line
+from vase.errors import ConfigError, config_exit, first_line
 from vase.reports.sweep_summary import failed_line
 from vase.runs import record_lost
 
@@ -93,6 +94,27 @@ class KeepGoingBasicSweeper(BasicSweeper):
             return super().sweep(arguments)
         finally:
             self.launcher = inner
+
+
+class CheckingOptunaSweeper(OptunaSweeper):
+    """Optuna's sweeper (``sweep=optuna``). Under ``VASE_CHECK_CONFIG`` each trial it proposes is checked (its own
+    ``config ok`` line) and the search ends as every sweep's check does, with status 0: a check trains nothing, so no
+    trial has a value to rank, which Optuna would end in a ``No trials are completed yet`` traceback."""
+
+    def sweep(self, arguments: list[str]) -> Any:
+        if check_only() is None:
+            return super().sweep(arguments)
+        quiet = logging.getLogger("hydra_plugins.hydra_optuna_sweeper._impl")  # "Failed experiment" per unranked trial
+        level = quiet.level
+        quiet.setLevel(logging.CRITICAL)
+        try:
+            super().sweep(arguments)
+        except ValueError as e:
+            if "No trials are completed" not in str(e):
+                raise
+        finally:
+            quiet.setLevel(level)
+        return None  # the multirun's end says "config ok" for the sweep (`SweepSummary`)
 
 
 class _CollectEach:
@@ -184,16 +206,14 @@ class SlurmPreflight(Callback):
             check_slurm_signal(launcher.timeout_min, launcher.signal_delay_s)
             check_slurm_nodes(launcher.get("nodes"), launcher.get("partition"))
         except ConfigError as e:  # Hydra turns a callback's exception into a warning and submits anyway
-            print(f"config error: {e}", file=sys.stderr, flush=True)
-            raise SystemExit(2) from e
+            config_exit(e)
         if check_only():
             sweep_cfg = OmegaConf.masked_copy(config, [k for k in config if k != "hydra"])
             OmegaConf.update(sweep_cfg, "paths.output_dir", "<sweep>/<job>", force_add=True)  # Hydra sets it per job
             try:
                 validate(sweep_cfg)
             except ConfigError as e:
-                print(f"config error: {e}", file=sys.stderr, flush=True)
-                raise SystemExit(2) from e
+                config_exit(e)
             print(f"config ok: {' '.join(config.hydra.overrides.task)} (SLURM sweep: checked, not submitted)")
             raise SystemExit(0)
         # submitit needs both of SLURM's clients: without either, its raw traceback (Could not detect "srun")

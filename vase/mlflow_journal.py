@@ -1,7 +1,8 @@
 """An MLflow server that stops answering mid-run does not stop the run: what was not logged is kept, and sent later.
 
 ``logger=mlflow`` builds `JournaledMLFlowLogger` (Lightning's ``MLFlowLogger``, same arguments). The first call to the
-server that fails (after MLflow's own retries: ``MLFLOW_HTTP_REQUEST_MAX_RETRIES``) is said in one line, and from then
+server that fails (after one retry and at most 10 s without an answer: `BOUNDED_HTTP`, each variable the user's to
+set) is said in one line, and from then
 on nothing more is sent during the run: every logging call (metrics, parameters, tags, tables, images, the run's end)
 goes to ``mlflow_unsent.jsonl`` in the run's folder instead, training goes on and the run keeps its adapter. At the end
 of the run one line says what was not logged and the command that sends it once the server is back:
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -93,12 +95,27 @@ class _Guarded:
         return call
 
 
+BOUNDED_HTTP = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+"""MLflow's retries during a run, unless the user set them: one retry after 1 s, 10 s without an answer (MLflow's own
+7 retries with doubling waits held training about 4 minutes when its server died; vase's journal keeps what the
+failure would lose, so a short wait loses nothing). The replay (`replay`) keeps MLflow's patient defaults."""
+
+
+def bound_mlflow_retries() -> dict[str, str]:
+    """Set `BOUNDED_HTTP` in this process where the user has not set the variable; returns what it set."""
+    out = {k: v for k, v in BOUNDED_HTTP.items() if k not in os.environ}
+    os.environ.update(out)
+    return out
+
+
 class JournaledMLFlowLogger(MLFlowLogger):
     """Lightning's ``MLFlowLogger`` whose server may stop answering mid-run (see the module's doc). ``journal``: the
     file what was not logged goes to (the run's folder; ``None``: the logger's ``save_dir``)."""
 
     def __init__(self, *args: Any, journal: str | Path | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        bound_mlflow_retries()  # a dead server costs the run seconds, not minutes
         self.journal = Path(journal) if journal else Path(self.save_dir or ".") / JOURNAL
         self.down: str | None = None
         self.kept: Counter[str] = Counter()

@@ -7,6 +7,7 @@ least every ``EVERY_S`` seconds and once at the end: ``rendering views: 120/480 
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -77,6 +78,23 @@ class LogLines:
         if not self._closed:
             self._closed = True
             print(f"{self.line()} - done in {clock(time.monotonic() - self._t0)}", file=self.file, flush=True)
+
+
+def quiet_bars_in_logs(stream: IO[str] | None = None) -> bool:
+    """Where the output is not a terminal (a file the user tails, a SLURM log): no other library's ``\\r`` bars in it
+    (transformers' and the Hub's tqdm, through ``HF_HUB_DISABLE_PROGRESS_BARS``, read when transformers is imported,
+    and transformers' own switch if it already is); vase's plain lines say the progress. A value the user set is
+    kept. Returns whether it quietened them."""
+    stream = stream if stream is not None else sys.stderr
+    if getattr(stream, "isatty", lambda: False)() or "HF_HUB_DISABLE_PROGRESS_BARS" in os.environ:
+        return False
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    if "transformers" in sys.modules:
+        # lazy: transformers (already imported here: only its switch is reached)
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    return True
 
 
 def progress_bar(iterable: Iterable[Any] | None = None, *, total: int | None = None, initial: int = 0, desc: str = "",

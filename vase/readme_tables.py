@@ -59,7 +59,24 @@ def _machine(m: dict[str, Any] | None) -> str:
         return "machine not recorded"
     code = f", code {code_label(m['code'])}" if m.get("code") else ""  # results made before vase recorded it: none
     where = ([f"{m['cpus']} CPU cores"] if m.get("cpus") else []) + ([str(m["system"])] if m.get("system") else [])
-    return ", ".join([*where, f"torch {m.get('torch')}", str(m.get("date"))]) + code
+    return ", ".join([*where, f"torch {m.get('torch')}", str(m.get("date"))]) + code + f"; {_kernels(m)}"
+
+
+def _kernels(m: dict[str, Any]) -> str:
+    """What a table says of the CPU and kernels that made it: portable kernels travel between x86 CPUs; native ones
+    make numbers that depend on the CPU (sampling turns last bits into other tokens).
+
+    >>> _kernels({"cpu": "AMD EPYC", "cpu_kernels": "native"})
+    'AMD EPYC, cpu_kernels native: sampled numbers depend on the CPU (another prints others; cpu_kernels=portable does not)'
+    >>> _kernels({"cpu_kernels": "portable", "mkl_branch": "COMPATIBLE,STRICT"})
+    'cpu_kernels portable (MKL COMPATIBLE,STRICT)'
+    """
+    cpu = f"{m['cpu']}, " if m.get("cpu") else ""
+    if m.get("cpu_kernels") == "portable":
+        branch = f" (MKL {m['mkl_branch']})" if m.get("mkl_branch") else " (MKL branch not recorded)"
+        return f"{cpu}cpu_kernels portable{branch}"
+    return (f"{cpu}cpu_kernels {m.get('cpu_kernels', 'native')}: sampled numbers depend on the CPU (another prints "
+            f"others; cpu_kernels=portable does not)")
 
 
 def _newest(paths: list[Path]) -> Path | None:

@@ -34,9 +34,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from vase.choices import CPU_KERNELS
 from vase.errors import ConfigError
-from vase.io import atomic_write_json, file_lock
+from vase.io import atomic_write_bytes, atomic_write_json, file_lock
+from vase.kernels import cpu_record, portable_pinned
 
 RUN_FILE = ".vase-run.json"
 LOCK_FILE = ".vase-run.lock"
@@ -53,52 +53,6 @@ _memo: dict[tuple[str, ...], str] = {}  # resolver arguments -> the directory ch
 _multirun: dict[str, Any] = {}  # the running multirun's overrides and sweeper (note_multirun)
 
 
-PORTABLE_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2"}
-"""What ``cpu_kernels: portable`` sets before torch loads: torch's own vectorised kernels, oneDNN's (convolutions) and
-MKL's (matrix products) each take their AVX2 code path, which every x86-64 CPU of the last decade runs, instead of
-the widest one the CPU offers (AVX-512, AVX-512 FP16, AMX): each of the three alone changes the tiny model's logits
-in their last bits (benchmarks/RESULTS.md), and sampling turns last bits into other tokens."""
-
-
-def _portable_pinned() -> bool:
-    """Whether this process's environment pins `PORTABLE_KERNELS` (``cpu_kernels: portable``)."""
-    return all(os.environ.get(k) == v for k, v in PORTABLE_KERNELS.items())
-
-
-def pin_cpu_kernels(mode: str) -> str | None:
-    """Apply ``cpu_kernels`` (``native``: the CPU's widest kernels, the fastest; ``portable``: `PORTABLE_KERNELS`,
-    the same numbers on every x86 CPU with AVX2). Pins take effect only before torch loads: returns a one-line
-    warning when torch was loaded before with other kernels (a multirun's later jobs keep the first job's), else None.
-
-    >>> pin_cpu_kernels("native") is None
-    True
-    """
-    if mode not in CPU_KERNELS:
-        raise ConfigError(f"cpu_kernels={mode!r} must be one of {list(CPU_KERNELS)}")
-    if mode == "native":
-        return None
-    loaded = "torch" in sys.modules
-    if loaded and _portable_pinned():
-        return None  # pinned when torch loaded (an earlier job of this process)
-    os.environ.update(PORTABLE_KERNELS)
-    if loaded:
-        return ("cpu_kernels=portable: torch was loaded before vase could pin its CPU kernels, so this process keeps "
-                "the machine's own (its numbers may differ in the last bits on another CPU)")
-    return None
-
-
-def cpu_kernels_record() -> dict[str, Any]:
-    """Which CPU kernels this process runs (for a results file's machine): torch's capability and the pins set."""
-    try:
-        # lazy: torch
-        import torch
-
-        capability = str(torch.backends.cpu.get_cpu_capability())
-    except (ImportError, AttributeError):  # pragma: no cover - torch is a dependency
-        capability = "unknown"
-    return {"cpu_kernels": "portable" if _portable_pinned() else "native", "cpu_capability": capability}
-
-
 def machine_stamp() -> dict[str, Any]:
     """Where, when and by which code (`code_stamp`) a result was made, stored with it, so that a table built from it
     names the machine and the code."""
@@ -111,7 +65,7 @@ def machine_stamp() -> dict[str, Any]:
         torch_version = "absent"
     return {"date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "machine": platform.machine(),
             "system": f"{platform.system()} {platform.release()}", "python": platform.python_version(),
-            "torch": torch_version, **cpu_kernels_record(), "code": code_stamp()}
+            "torch": torch_version, **cpu_record(), "code": code_stamp()}
 
 
 _SOURCE = Path(__file__).resolve().parent.parent
@@ -134,16 +88,29 @@ def _version(package: str) -> str | None:
         return None
 
 
+PATCH_FILE = "code.patch"
+"""A dirty run's changes to its commit, in its folder: ``git apply`` on that commit gives the code that ran."""
+PATCH_CAP = 5_000_000
+"""The largest patch a run folder keeps (bytes); over it the record says how large the changes were and keeps none."""
+
+
+@functools.lru_cache(maxsize=1)
+def _changes() -> tuple[str, list[str]]:
+    """This checkout's changes to its commit: ``git diff HEAD --binary`` and the files git does not track yet, read
+    once per process for both the code stamp's hash and the run's patch."""
+    listing = _git("ls-files", "--others", "--exclude-standard", "-z") or ""
+    return _git("diff", "HEAD", "--binary") or "", sorted(n for n in listing.split("\0") if n)
+
+
 @functools.lru_cache(maxsize=1)
 def _code() -> dict[str, Any]:
     top = _git("rev-parse", "--show-toplevel")
     commit = _git("rev-parse", "HEAD") if top and Path(top.strip()).resolve() == _SOURCE else None
     out: dict[str, Any] = {"commit": commit.strip() if commit else None, "dirty": None, "diff": None}
     if commit:
-        diff = _git("diff", "HEAD", "--binary") or ""
-        untracked = _git("ls-files", "--others", "--exclude-standard", "-z") or ""
+        diff, untracked = _changes()
         digest = hashlib.sha256(diff.encode())
-        for name in sorted(n for n in untracked.split("\0") if n):  # files git does not track yet are code too
+        for name in untracked:  # files git does not track yet are code too
             with contextlib.suppress(OSError):
                 digest.update(name.encode() + b"\0" + (_SOURCE / name).read_bytes())
         out["dirty"] = bool(diff or untracked)
@@ -151,12 +118,48 @@ def _code() -> dict[str, Any]:
     return {**out, "vase": _version("vase"), **{p: _version(p) for p in CODE_PACKAGES}}
 
 
+@functools.lru_cache(maxsize=1)
+def code_patch() -> bytes | None:
+    """This checkout's changes to its commit as one patch (``git diff HEAD --binary``, then each untracked file as a
+    new file), or None where the tree is clean or not a checkout; stops once over `PATCH_CAP` (the caller sees the
+    size). Read from the checkout only: git's index and tree are left as they are."""
+    if not _code().get("dirty"):
+        return None
+    diff, untracked = _changes()
+    parts = [diff.encode()]
+    size = len(parts[0])
+    for name in untracked:
+        if size > PATCH_CAP:
+            break
+        try:  # --no-index exits 1 where the files differ, as a new file always does
+            p = subprocess.run(["git", "-C", str(_SOURCE), "diff", "--no-index", "--binary", "--", "/dev/null", name],
+                               capture_output=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if p.returncode in (0, 1):
+            parts.append(p.stdout)
+            size += len(p.stdout)
+    return b"".join(parts)
+
+
+def keep_patch(path: Path) -> dict[str, Any]:
+    """Write a dirty checkout's `code_patch` into the run folder ``path`` (`PATCH_FILE`) and say what was kept: ``{}``
+    for a clean tree, ``{"patch": "code.patch"}``, or ``{"patch": None, "patch_bytes": n}`` over the cap."""
+    patch = code_patch()
+    if patch is None:
+        return {}
+    if len(patch) > PATCH_CAP:
+        return {"patch": None, "patch_bytes": len(patch)}
+    atomic_write_bytes(path / PATCH_FILE, patch)
+    return {"patch": PATCH_FILE}
+
+
 def code_stamp() -> dict[str, Any]:
     """Which code made a result, stored with it: vase's git commit, whether its tree had changes (and a hash of them:
     ``git diff HEAD`` and the untracked files), vase's version, the torch, transformers, peft and trl versions, and
     ``cpu_kernels``. ``commit`` is None where vase is not a git checkout (an installed wheel): its version names it.
     Computed once per process."""
-    return {**_code(), "cpu_kernels": "portable" if _portable_pinned() else "native"}
+    return {**_code(), "cpu_kernels": "portable" if portable_pinned() else "native"}
 
 
 def code_label(code: dict[str, Any] | None) -> str:
@@ -252,11 +255,16 @@ def claim(path: str | Path, resume: str = "auto", overrides: list[str] | None = 
         raise
     _held[path] = fd
     overrides = job_overrides() if overrides is None else overrides
+    code = code_stamp()
+    if status.get("code") and code_label(status["code"]) != code_label(code):
+        if status["code"].get("patch") and (path / PATCH_FILE).is_file():  # the first code's changes stay readable
+            os.replace(path / PATCH_FILE, path / f"before-{PATCH_FILE}")
+            status["code"]["patch"] = f"before-{PATCH_FILE}"
     record = {**status, "pid": os.getpid(), "status": "running", "key": status.get("key") or key or run_key(overrides),
               "overrides": status.get("overrides", overrides), "started": status.get("started", time.time()),
-              "code": code_stamp()}
+              "code": {**code, **keep_patch(path)}}
     record.pop("reason", None)
-    if status.get("code") and code_label(status["code"]) != code_label(record["code"]):
+    if status.get("code") and code_label(status["code"]) != code_label(code):
         record["code_before"] = status["code"]  # resumed by other code than started it: both are named
     if status.get("status"):  # taken up again: how the earlier process ended (a "running" one was killed)
         record["resumed_from"] = "killed" if status["status"] == "running" else status["status"]
@@ -296,6 +304,17 @@ def set_status_held(status: str, reason: str | None = None) -> None:
     for path in list(_held):
         if read_status(path).get("status", "running") == "running":
             set_status(path, status, reason)
+
+
+def record_machine_held() -> None:
+    """Record, in the run record of every run directory this process holds, the machine and kernels its numbers come
+    from (`vase.kernels.cpu_record`) and the code stamp as it stands now: called once the kernels are pinned and
+    torch has loaded (the record was first written while Hydra composed the config, before either)."""
+    for path in list(_held):
+        record = read_status(path)
+        if record:
+            atomic_write_json(path / RUN_FILE, {**record, "code": {**record.get("code", {}), **code_stamp()},
+                                                "machine": cpu_record()})
 
 
 def job_dir() -> Path | None:
@@ -487,22 +506,55 @@ def log_root(launch_dir: str | Path = ".") -> Path:
     return Path(env) if env else Path(launch_dir) / "logs"
 
 
+def load_record(path: str | Path) -> dict[str, Any]:
+    """A run folder's record, strictly: ConfigError naming the file where it is missing, not JSON or not a record
+    (`read_status` reads leniently, for a run being written)."""
+    f = Path(path) / RUN_FILE
+    try:
+        record = json.loads(f.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: not a vase run (no {RUN_FILE} in it)") from None
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{f}: not a readable run record ({e}); the run's other files are as it left "
+                          f"them") from None
+    if not isinstance(record, dict) or not isinstance(record.get("status"), str):
+        raise ConfigError(f"{f}: not a vase run record (no status in it); the run's other files are as it left them")
+    return record
+
+
+def _entry_and_overrides(path: Path, record: dict[str, Any]) -> tuple[str, list[str], bool]:
+    """The entry point, the overrides and whether it was a sweep (``-m``), from Hydra's own record of the run: a run's
+    ``.hydra/``, a sweep's ``multirun.yaml``."""
+    sweep = (path / "multirun.yaml").is_file()
+    hydra_file = path / ("multirun.yaml" if sweep else ".hydra/hydra.yaml")
+    overrides = [str(o) for o in record.get("overrides") or []]
+    entry = ""
+    if hydra_file.is_file():
+        saved = OmegaConf.load(hydra_file)
+        entry = str(OmegaConf.select(saved, "hydra.job.name", default="") or "")
+        if sweep:
+            overrides = [str(o) for o in OmegaConf.select(saved, "hydra.overrides.task", default=None) or overrides]
+    if not sweep and (path / ".hydra" / "overrides.yaml").is_file():
+        overrides = [str(o) for o in OmegaConf.load(path / ".hydra" / "overrides.yaml")]
+    return entry, overrides, sweep
+
+
 def describe_run(path: str | Path) -> str:
-    """One run's record, for people: how it ended, the code that made it, its overrides, and the command that makes
-    it again (the entry point from Hydra's record of the job, at the commit that made it)."""
+    """One run's (or sweep's) record, for people: how it ended, the code that made it, whether the code checked out
+    now differs, its overrides, and the command that makes it again (the entry point from Hydra's record of the job,
+    at the commit that made it, with its changes applied from the patch it kept). ConfigError for a broken record or
+    a folder whose entry point Hydra did not record."""
     path = Path(path)
-    record = read_status(path)
-    overrides = record.get("overrides") or []
-    saved = path / ".hydra" / "overrides.yaml"
-    if saved.is_file():
-        overrides = [str(o) for o in OmegaConf.load(saved)]
-    hydra = path / ".hydra" / "hydra.yaml"
-    entry = str(OmegaConf.select(OmegaConf.load(hydra), "hydra.job.name", default="") or "") if hydra.is_file() else ""
-    script = {"train": "train.py", "evaluate": "evaluate.py"}.get(entry, f"-m vase.{entry}" if entry else "<entry point>")
-    code = record.get("code")
+    record = load_record(path)
+    entry, overrides, sweep = _entry_and_overrides(path, record)
+    if not entry:
+        raise ConfigError(f"{path}: Hydra's record of the run (.hydra/hydra.yaml, or multirun.yaml for a sweep) is "
+                          f"missing, so its entry point is unknown; its overrides: {' '.join(overrides) or '(none)'}")
+    script = {"train": "train.py", "evaluate": "evaluate.py"}.get(entry, f"-m vase.{entry}")
+    code = record.get("code") if isinstance(record.get("code"), dict) else None
 
     def when(t: Any) -> str:
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "?"
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if isinstance(t, (int, float)) and t else "?"
 
     lines = [str(path), f"  status:    {status_of(path)}" + (f" ({record['reason']})" if record.get("reason") else ""),
              f"  started:   {when(record.get('started'))}, ended: {when(record.get('ended'))}",
@@ -510,14 +562,23 @@ def describe_run(path: str | Path) -> str:
     if code:
         lines.append("             " + ", ".join(f"{k} {code[k]}" for k in ("vase", *CODE_PACKAGES, "cpu_kernels")
                                                if code.get(k)))
+        now = code_label(code_stamp())
+        if now != code_label(code):
+            lines.append(f"  now:       the code here is {now}, not the run's: its numbers need the run's code "
+                         f"('again' checks it out)")
     if record.get("code_before"):
         lines.append(f"  resumed:   it started under other code, {code_label(record['code_before'])}")
     lines.append(f"  overrides: {' '.join(overrides) or '(none)'}")
-    command = f"python {script} {' '.join(_quoted(o) for o in overrides)}".rstrip()
+    command = f"python {script} {'-m ' if sweep else ''}{' '.join(_quoted(o) for o in overrides)}".rstrip()
     checkout = f"git checkout {code['commit'][:10]} && " if code and code.get("commit") else ""
-    lines.append(f"  again:     {checkout}{command}")
-    if code and code.get("dirty"):
-        lines.append(f"             (its tree had changes not in that commit, hash {code.get('diff')}: the same "
+    patch = path / str(code.get("patch")) if code and code.get("patch") else None
+    apply = f"git apply {_quoted(str(patch.resolve()))} && " if patch is not None and patch.is_file() else ""
+    lines.append(f"  again:     {checkout}{apply}{command}")
+    if code and code.get("dirty") and not apply:
+        why = (f"over the {PATCH_CAP // 1_000_000} MB a run keeps ({code['patch_bytes']:,} bytes)"
+               if code.get("patch_bytes") else "not kept (made before runs kept their patch)"
+               if not code.get("patch") else f"its {code['patch']} is gone")
+        lines.append(f"             (its tree had changes not in that commit, hash {code.get('diff')}, {why}: the same "
                      f"numbers need those changes too)")
     return "\n".join(lines)
 
@@ -540,19 +601,42 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("roots", nargs="*", default=[str(log_root())],
                     help=f"folders of runs (default: ${LOG_DIR_ENV} when set, else logs)")
     args = ap.parse_args(argv)
-    if len(args.roots) == 1 and (Path(args.roots[0]) / RUN_FILE).is_file():
-        print(describe_run(args.roots[0]))
+    for root in args.roots:
+        where = Path(root)
+        if not where.exists():
+            return _error(f"{root}: no such folder" + (" (no run has been made here yet)" if root == str(log_root())
+                                                       else ""))
+        if not where.is_dir():
+            return _error(f"{root}: a file, not a run's folder or a folder of runs")
+    if len(args.roots) == 1 and (Path(args.roots[0]) / RUN_FILE).exists():
+        try:
+            print(describe_run(args.roots[0]))
+        except (ConfigError, OSError) as e:
+            return _error(str(e))
         return 0
     rows = [r for root in args.roots for r in list_runs(root)]
     if not rows:
-        print(f"no runs under {', '.join(args.roots)}")
-        return 0
+        return _error(f"no vase runs under {', '.join(args.roots)} (no {RUN_FILE} at any depth)", 1)
     width = max(len(r["run"]) for r in rows)
+    broken = []
     for r in rows:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started"])) if r["started"] else "?"
+        try:
+            load_record(r["run"])
+        except ConfigError as e:
+            broken.append(str(e))
+            print(f"{r['run']:<{width}}  {when}  {'unreadable':<11}  its {RUN_FILE} is broken")
+            continue
         why = f"  {r['reason']}" if r["reason"] else ""
         print(f"{r['run']:<{width}}  {when}  {r['status']:<11}{why}")
+    if broken:
+        return _error(f"{len(broken)} run record(s) unreadable; the first: {broken[0]}", 1)
     return 0
+
+
+def _error(message: str, code: int = 2) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ Progress lives in ``search.json`` beside the jobs (written atomically after ever
 
 from __future__ import annotations
 
+import inspect
 import logging
 import warnings
 from collections.abc import Sequence
@@ -36,7 +37,7 @@ from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
 from vase.config import check_only
-from vase.errors import ConfigError
+from vase.errors import ConfigError, config_exit
 from vase.io import atomic_write_json, read_json
 from vase.launchers import note_failed
 from vase.reports.jobs import heldout_of
@@ -101,7 +102,8 @@ class SearchConfirmSweeper(Sweeper):
     def __init__(self, n_trials: int = 10, batch: int = 1, top_k: int = 2, sampler_seed: int = 42,
                  n_startup_trials: int = 4, draw_key: str = "data.synthetic.seed", search_draw: Any = 0,
                  confirm_draws: Sequence[Any] = (21, 22), confirm_seed: int = 101,
-                 params: dict[str, Any] | None = None) -> None:
+                 params: dict[str, Any] | None = None, **unknown: Any) -> None:
+        self.unknown = sorted(unknown)  # a misspelt setting: named in one line when the sweep starts (check)
         self.n_trials, self.batch, self.top_k = int(n_trials), int(batch), int(top_k)
         self.sampler_seed, self.n_startup_trials = int(sampler_seed), int(n_startup_trials)
         self.draw_key, self.search_draw = str(draw_key), search_draw
@@ -118,6 +120,11 @@ class SearchConfirmSweeper(Sweeper):
     def check(self) -> None:
         """The sweeper's own settings, before any job runs: one line naming the key."""
         key = "hydra.sweeper"
+        if self.unknown:
+            known = [p for p in inspect.signature(SearchConfirmSweeper.__init__).parameters if p not in ("self",
+                                                                                                     "unknown")]
+            raise ConfigError(f"{key}.{self.unknown[0]}: no such setting of the search-then-confirm sweeper; it has "
+                              f"{', '.join(known)}")
         if self.n_trials < 1 or self.batch < 1 or self.top_k < 1:
             raise ConfigError(f"{key}: n_trials, batch and top_k must be at least 1 (got {self.n_trials}, {self.batch},"
                               f" {self.top_k})")
@@ -135,9 +142,22 @@ class SearchConfirmSweeper(Sweeper):
             raise ConfigError(f"hydra.sweeper.params.{self.draw_key}: the data draw is the search's "
                               f"(hydra.sweeper.search_draw) or the confirmation's, never searched")
         space_of(self.params)
+        limit = OmegaConf.select(self.config, "data.limit_val", default=None) if hasattr(self, "config") else None
+        if isinstance(limit, int) and limit // 2 < 2:  # the confirm half holds limit // 2 of the held-out vases
+            raise ConfigError(f"data.limit_val={limit} leaves {limit // 2} held-out vase(s) in the confirm half and "
+                              f"{(limit + 1) // 2} in the search's; a paired comparison needs 2 in each: give "
+                              f"data.limit_val=4 or more (debug=fast keeps 2), or null for every held-out vase")
 
     # --- the sweep ----------------------------------------------------------------------------------------------
     def sweep(self, arguments: list[str]) -> list[JobReturn]:
+        try:  # a refusal is one line and exit 2, before any job (Hydra would print it under its traceback, exit 1)
+            fixed, searched, space = self._checked(arguments)
+        except ConfigError as e:
+            config_exit(e)
+        return self._run(fixed, searched, space)
+
+    def _checked(self, arguments: list[str]) -> tuple[list[str], dict[str, str], dict[str, Any]]:
+        """`check`, then the command line's overrides: the fixed ones, the searched ones and the search space."""
         self.check()
         parser = OverridesParser.create()
         given = parser.parse_overrides(arguments)
@@ -147,7 +167,9 @@ class SearchConfirmSweeper(Sweeper):
             if k.lstrip("+~") in (*FIXED, self.draw_key):
                 raise ConfigError(f"{k}: the search-then-confirm sweeper sets {k.lstrip('+~')} itself for each job; "
                                   f"set hydra.sweeper.search_draw / confirm_draws / confirm_seed instead")
-        space = space_of({**self.params, **searched})
+        return fixed, searched, space_of({**self.params, **searched})
+
+    def _run(self, fixed: list[str], searched: dict[str, str], space: dict[str, Any]) -> list[JobReturn]:
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         seed = int(OmegaConf.select(self.config, "seed", default=0) or 0)

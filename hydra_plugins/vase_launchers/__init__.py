@@ -9,6 +9,10 @@ class KeepGoingBasicSweeper(launchers.KeepGoingBasicSweeper):
     """`vase.launchers.KeepGoingBasicSweeper`, registered with Hydra."""
 
 
+class CheckingOptunaSweeper(launchers.CheckingOptunaSweeper):
+    """`vase.launchers.CheckingOptunaSweeper`, registered with Hydra."""
+
+
 class SubmititLocalLauncher(launchers.SubmititLocalLauncher):
     """`vase.launchers.SubmititLocalLauncher`, registered with Hydra."""
 

@@ -266,11 +266,6 @@ def _loss_steps(url: str, run_id: str) -> list[int]:
     return sorted({int(m["step"]) for m in hist})
 
 
-# MLflow's client retries a failed request (7 times, the waits doubling from 2 s, by default); the run whose server
-# died needs to find out sooner for a check of minutes
-FEW_RETRIES = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
-
-
 def check_server_dies(venv: Path, work: Path, cache: Path) -> dict[str, Any]:
     """``train.py logger=mlflow`` whose server is killed (SIGKILL) once the run's first losses are on it: training
     finishes and keeps its adapter, one line says what was not logged and the command that sends it; the server
@@ -290,8 +285,7 @@ def check_server_dies(venv: Path, work: Path, cache: Path) -> dict[str, Any]:
     with open(work / "server_dies_run.log", "w") as f:
         with server(cmd, work / "server_dies_1.log", url, "/health") as srv:
             p = subprocess.Popen(train, cwd=client, stdout=f, stderr=subprocess.STDOUT, text=True,
-                                 env={**os.environ, "MLFLOW_TRACKING_URI": url, "WANDB_MODE": "disabled",
-                                      **FEW_RETRIES})
+                                 env={**os.environ, "MLFLOW_TRACKING_URI": url, "WANDB_MODE": "disabled"})  # MLflow's retries: vase's own bound (BOUNDED_HTTP)
             deadline = time.time() + 900
             while p.poll() is None and time.time() < deadline and not killed_at:
                 with contextlib.suppress(OSError, ValueError, KeyError):

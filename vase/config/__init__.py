@@ -30,7 +30,7 @@ from vase.config.cluster import (
     slurm_tasks,
 )
 from vase.config.decoding import Decoding
-from vase.config.entry import CHECK_ONLY_ENV, check_only, one_line, or_exit, run_entry, validated
+from vase.config.entry import CHECK_ONLY_ENV, check_only, one_line, or_exit, run_entry, scratch_sweep_dir, validated
 from vase.config.entry_tasks import (
     EVAL_TASKS,
     FILTER_TASKS,
@@ -41,6 +41,7 @@ from vase.config.entry_tasks import (
 )
 from vase.config.naming import (
     folder_name,
+    group_name,
     launch_dir,
     name_from_overrides,
     overrides_hash,
@@ -48,6 +49,7 @@ from vase.config.naming import (
     run_tags,
     sweep_group,
     sweep_keys_of,
+    sweep_values_of,
     swept_keys,
     tiny_key,
 )
@@ -112,6 +114,7 @@ __all__ = [
     "or_exit",
     "overrides_hash",
     "preflight_overrides",
+    "scratch_sweep_dir",
     "register_configs",
     "register_eval_task",
     "register_resolvers",
@@ -123,7 +126,9 @@ __all__ = [
     "slurm_partition_nodes",
     "slurm_tasks",
     "sweep_group",
+    "group_name",
     "sweep_keys_of",
+    "sweep_values_of",
     "swept_keys",
     "tasks_help",
     "tiny_key",

@@ -3,18 +3,23 @@ the outcome in the run record, and turn a vase error into one line and exit stat
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from omegaconf import DictConfig
 
 from vase.config.validate import validate
 from vase.errors import ConfigError, Interrupted, VaseError, storage_problem
-from vase.runs import job_dir, job_overrides, pin_cpu_kernels, read_status, set_status, set_status_held
+from vase.kernels import apply_portable_threads, pin_cpu_kernels
+from vase.progress import quiet_bars_in_logs
+from vase.runs import job_dir, job_overrides, read_status, record_machine_held, set_status, set_status_held
 
 CHECK_ONLY_ENV = "VASE_CHECK_CONFIG"
 """With ``VASE_CHECK_CONFIG=1`` an entry point composes and validates its config, checks what the run reaches first
@@ -28,6 +33,21 @@ def check_only() -> str | None:
     return "all" if value in ("1", "true", "yes") else "config" if value == "config" else None
 
 
+def scratch_sweep_dir(argv: list[str]) -> None:
+    """Under ``VASE_CHECK_CONFIG`` a sweep's folders (its record, each job's ``.hydra/`` and log) go to a scratch
+    folder of vase's own, removed when the check ends: a check leaves no ``multiruns/<time>`` for someone globbing
+    for the last sweep. Puts ``hydra.sweep.dir=<scratch>`` in ``argv`` in place of the user's own (checked by
+    `preflight_overrides` already), just before the first override (argparse takes the overrides as one group, so
+    not after a flag that follows them); a single run never reads it."""
+    if check_only() is None:
+        return
+    scratch = tempfile.mkdtemp(prefix="vase-config-check-")  # ours: the only folder removed below
+    atexit.register(shutil.rmtree, scratch, True)
+    rest = [a for a in argv[1:] if not a.startswith("hydra.sweep.dir=")]
+    at = next((i for i, a in enumerate(rest) if "=" in a and not a.startswith("-")), len(rest))
+    argv[1:] = [*rest[:at], f"hydra.sweep.dir={scratch}", *rest[at:]]
+
+
 def validated(cfg: DictConfig, reach: Callable[[DictConfig], list[str]] | None = None) -> bool:
     """Validate ``cfg`` (a bad value: one line and exit 2); True when the command should go on, False when
     ``VASE_CHECK_CONFIG=1`` asked only for the check (the run directory is marked ``checked``). With that check,
@@ -38,6 +58,9 @@ def validated(cfg: DictConfig, reach: Callable[[DictConfig], list[str]] | None =
     if warning:
         print(warning, file=sys.stderr)
     or_exit(validate, cfg)
+    quiet_bars_in_logs()  # output to a file: no other library's \r bars in it
+    apply_portable_threads()
+    record_machine_held()
     mode = check_only()
     if mode is None:
         return True
@@ -80,6 +103,8 @@ def run_entry(body: Any, cfg: DictConfig) -> Any:
         if job is not None:
             set_status(job, "interrupted")
         raise
+    except KeyboardInterrupt:  # Ctrl-C outside training (which saves and raises Interrupted): evaluating, a report
+        interrupted_exit("the run")
     except Exception as e:
         if job is not None:
             with contextlib.suppress(OSError):  # a record that cannot be written must not hide the error itself
@@ -88,6 +113,16 @@ def run_entry(body: Any, cfg: DictConfig) -> Any:
     if job is not None and read_status(job).get("status") == "running":
         set_status(job, "finished")
     return out
+
+
+def interrupted_exit(what: str) -> NoReturn:
+    """Ctrl-C: every run folder this process holds that is still running (a sweep's job and the sweep's own) records
+    ``interrupted``; one line says so and how to go on; exit 130 (a shell's code for SIGINT), no traceback."""
+    with contextlib.suppress(OSError):
+        set_status_held("interrupted", "stopped by Ctrl-C")
+    print(f"interrupted (Ctrl-C): {what} stopped; its record says interrupted, and the same command takes it up again "
+          f"(resume=auto: what was saved is kept)", file=sys.stderr, flush=True)
+    raise SystemExit(130)
 
 
 def or_exit(check: Any, *args: Any) -> Any:

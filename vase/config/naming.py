@@ -7,16 +7,18 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
+from vase.errors import ConfigError
 from vase.models.tiny import spec_fingerprint
 from vase.runs import job_overrides, read_status
 
@@ -80,8 +82,19 @@ def sweep_group() -> str | None:
         return None
     if hc.mode != RunMode.MULTIRUN:
         return None
-    name = hc.runtime.choices.get("sweep") or "multirun"
-    return f"{name}-{Path(str(hc.sweep.dir)).name}"
+    return group_name(hc.runtime.choices, hc.sweep.dir)
+
+
+def group_name(choices: Any, sweep_dir: Any) -> str:
+    """A sweep's name on the dashboards: its preset (``sweep=``), else its experiment (``experiment=ablation_quick``),
+    else ``multirun``, and its folder's launch time.
+
+    >>> group_name({"sweep": None, "experiment": "ablation_quick"}, "logs/x/multiruns/2026-12-01_10-00-00")
+    'ablation_quick-2026-12-01_10-00-00'
+    """
+    choices = choices or {}
+    name = choices.get("sweep") or choices.get("experiment") or "multirun"
+    return f"{name}-{Path(str(sweep_dir)).name}"
 
 
 def overrides_hash() -> str:
@@ -113,18 +126,41 @@ def sweep_keys_of(overrides: Iterable[str], params: Any = None) -> list[str]:
     >>> sweep_keys_of(["stage=grpo"], {"lr": "interval(1e-5, 1e-3)"})
     ['lr']
     """
-    given = [str(o) for o in overrides] + [f"{k}={v}" for k, v in dict(params or {}).items()]
-    parser = OverridesParser.create()
     out: list[str] = []
+    for key, _ in _sweeps([str(o) for o in overrides] + [f"{k}={v}" for k, v in dict(params or {}).items()]):
+        if key not in out:
+            out.append(key)
+    return out
+
+
+def sweep_values_of(overrides: Iterable[str], params: Any = None) -> dict[str, list[str] | None]:
+    """Each swept key's values as the sweep gives them (strings), or None where they cannot be listed (an interval
+    a search samples from); the command line's win over ``params``, as in Hydra's sweepers.
+
+    >>> sweep_values_of(["stage.module.beta=0.001,0.04", "seed=range(1,4)"], {"lr": "interval(1e-5, 1e-3)",
+    ...                                                                      "seed": "1,2"})
+    {'lr': None, 'seed': ['1', '2', '3'], 'stage.module.beta': ['0.001', '0.04']}
+    """
+    out: dict[str, list[str] | None] = {}
+    for key, parsed in _sweeps([f"{k}={v}" for k, v in dict(params or {}).items()] + [str(o) for o in overrides]):
+        try:
+            out[key] = list(parsed.sweep_string_iterator())
+        except HydraException:  # an interval: sampled, not listed
+            out[key] = None
+    return out
+
+
+def _sweeps(given: list[str]) -> Iterator[tuple[str, Override]]:
+    """Each sweep override of ``given`` (``key=a,b``, a range, a search space) with its key, in order; one Hydra cannot
+    parse is left out (Hydra names a malformed override itself when it composes)."""
+    parser = OverridesParser.create()
     for o in given:
         try:
             parsed = parser.parse_override(o)
-        except HydraException:  # Hydra names a malformed override itself when it composes
+        except HydraException:
             continue
-        key = parsed.get_key_element().lstrip("+~")
-        if parsed.is_sweep_override() and key not in out:
-            out.append(key)
-    return out
+        if parsed.is_sweep_override():
+            yield parsed.get_key_element().lstrip("+~"), parsed
 
 
 def swept_keys() -> list[str]:
@@ -141,6 +177,24 @@ def swept_keys() -> list[str]:
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._,=+-]+")
+
+
+def task_dir(name: Any) -> str:
+    """``${vase.task_dir:${task_name}}``: ``task_name`` as the one folder under ``paths.log_dir`` that a run's folders go
+    in, refused (ConfigError naming the key) where it is not one plain folder name: a sweep or experiment file sets
+    it, and ``../../x`` put a whole sweep outside ``paths.log_dir`` without a word.
+
+    >>> task_dir("ablation_demo")
+    'ablation_demo'
+    >>> task_dir("../../x")
+    Traceback (most recent call last):
+    vase.errors.ConfigError: task_name='../../x' must be one folder name (letters, digits, '.', '_', '-'; not '.' or '..'): it names the folder under paths.log_dir that runs go in
+    """
+    text = str(name)
+    if not re.fullmatch(r"[\w.-]+", text) or set(text) <= {"."}:
+        raise ConfigError(f"task_name={text!r} must be one folder name (letters, digits, '.', '_', '-'; not '.' or "
+                          f"'..'): it names the folder under paths.log_dir that runs go in")
+    return text
 
 
 def folder_name(name: Any, limit: int = 120) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from vase.config.targets import nearest
 from vase.config.validate import OPEN_NODES, unknown_key
 from vase.errors import ConfigError, DataError, storage_problem
 from vase.runs import check_given_dir, claim, log_root
@@ -118,17 +119,26 @@ def _check_override_keys(argv: list[str], conf_dir: Path, config_name: str, dirs
     # a.b=value, and a top-level key=value that names no group (nosuchkey=1: Hydra's six-line block otherwise)
     dotted = [k for k, _ in pairs if not k.startswith(("+", "~", "hydra")) and "@" not in k and "/" not in k
               and not group(k)]
-    if not dotted:
+    # the sweeper's own settings (hydra.sweeper.top_k): a misspelt one was Hydra's six lines "not in struct"
+    sweeper = [k for k, _ in pairs if k.startswith("hydra.sweeper.") and not k.startswith("hydra.sweeper.params.")]
+    if not dotted and not sweeper:
         return
     groups = [f"{k}={v.split(',')[0]}" for k, v in pairs if group(k) and "(" not in v]
     groups += [f"{k}={v}" for k, v in pairs if k.lstrip("+") == "hydra.searchpath"]  # the user's own options
     try:
         with initialize_config_dir(config_dir=str(Path(conf_dir).resolve()), version_base="1.3"):
-            base = compose(config_name=config_name, overrides=groups)
+            base = compose(config_name=config_name, overrides=groups, return_hydra_config=bool(sweeper))
     except Exception:  # noqa: BLE001 - Hydra reports what it cannot compose itself
         return
     finally:
         GlobalHydra.instance().clear()
+    node = base.get("hydra", {}).get("sweeper") if sweeper else None
+    for key in sweeper:
+        part = key.split(".")[2]
+        if node is not None and part not in node:
+            target = str(node.get("_target_", "the sweeper")).rsplit(".", 1)[-1]
+            raise ConfigError(f"{key}: {target} has no setting {part!r}"
+                              f"{nearest(part, [k for k in node if k != '_target_'])}")
     for key in dotted:
         why = unknown_key(base, key)
         if why:

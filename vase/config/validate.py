@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from vase.annotate.vocab import DIMENSIONS
-from vase.choices import CPU_KERNELS, TINY_OPEN_CLIP_NAME, VQA_PROTOCOLS
+from vase.choices import CPU_KERNELS, MIN_EVAL_VASES, TINY_OPEN_CLIP_NAME, VQA_PROTOCOLS
 from vase.config.cluster import check_cluster
 from vase.config.decoding import Decoding
 from vase.config.entry_tasks import EVAL_TASKS, FILTER_TASKS
@@ -72,6 +72,11 @@ def validate(cfg: DictConfig) -> None:
                           f"(python evaluate.py --help says what each does)")
     if isinstance(cfg.get("cluster"), DictConfig):
         check_cluster(cfg.cluster)  # before the interpolations that read it (trainer.num_nodes, the launcher's)
+    # a reward key on a stage that never reads the reward, before the reward's ranges: fixing a range first would
+    # only lead to this error next
+    _validate_reward_use(cfg)
+    if "resume" in cfg:  # a single run's folder refuses it as Hydra makes it; a sweep's jobs never make one
+        check_value(cfg.get("resume") in ("auto", "never"), "resume", cfg.get("resume"), "must be auto or never")
     for key, schema in SECTIONS.items():
         if key in cfg and cfg[key] is not None:
             node = _resolved(cfg, key)
@@ -82,6 +87,7 @@ def validate(cfg: DictConfig) -> None:
             if key in ("data", "filter"):  # the keys the schema knows; the rest are checked by their readers
                 node = OmegaConf.masked_copy(node, [k for k in node if k in schema.__dataclass_fields__])
             _validate_section(key, schema, node)
+    _validate_reward_weights(cfg)
     for key in ("stage", "followup"):
         if cfg.get(key) is not None:
             _validate_stage(key, _resolved(cfg, key))
@@ -106,7 +112,6 @@ def validate(cfg: DictConfig) -> None:
         check_value(cfg.cpu_kernels in CPU_KERNELS, "cpu_kernels", cfg.cpu_kernels, f"must be one of {list(CPU_KERNELS)}")
     _validate_limits(cfg)
     _validate_owned_paths(cfg)
-    _validate_reward_use(cfg)
     validate_targets(cfg)
     _validate_added_keys(cfg)
 
@@ -163,19 +168,25 @@ def unknown_key(base: DictConfig, key: str, targets: bool = True) -> str | None:
 
 
 def _validate_limits(cfg: DictConfig) -> None:
-    """``data.limit_val=0`` leaves nothing to evaluate on: refused where evaluation is asked for; ``sft.limit_train``
-    (the shared SFT's own limit) is at least 1 like ``data.limit_train``."""
+    """``data.limit_val`` below `MIN_EVAL_VASES` leaves too little to score (FID compares two sets of captions, each
+    of at least 2): refused where evaluation is asked for; ``sft.limit_train`` (the shared SFT's own limit) is at
+    least 1 like ``data.limit_train``."""
     ev = cfg.get("evaluate") or {}
-    asked = cfg.get("task_name") == "evaluate" or any(ev.get(k) for k in ("before", "after"))
-    check_value(OmegaConf.select(cfg, "data.limit_val", default=None) != 0 or not asked, "data.limit_val", 0,
-           "leaves no vase to evaluate (evaluate.before/after are on); give at least 1, or null for no limit")
+    evaluating = cfg.get("task_name") == "evaluate"
+    captions = (evaluating and cfg.get("task", "generate") == "generate") or any(ev.get(k) for k in ("before", "after"))
+    limit = OmegaConf.select(cfg, "data.limit_val", default=None)
+    check_value(limit != 0 or not (evaluating or captions), "data.limit_val", limit,
+                "leaves no vase to evaluate; give at least 1, or null for no limit")
+    check_value(limit is None or limit >= MIN_EVAL_VASES or not captions, "data.limit_val", limit,
+                f"leaves {'no vase' if limit == 0 else f'{limit} vase'} to evaluate (evaluate.before/after are on; "
+                f"FID needs at least {MIN_EVAL_VASES}); give at least {MIN_EVAL_VASES}, or null for no limit")
     sft_limit = OmegaConf.select(cfg, "sft.limit_train", default=None)
     check_value(sft_limit is None or sft_limit >= 1, "sft.limit_train", sft_limit, "must be at least 1, or null for no limit")
 
 
-def _validate_reward_use(cfg: DictConfig) -> None:
-    """A reward setting on a run whose only stage is SFT changes nothing: a reward sweep must train GRPO. A GRPO run
-    whose every reward term weighs 0 would train on a reward of 0 (a loss of 0 at every step): refused."""
+def _validate_reward_weights(cfg: DictConfig) -> None:
+    """A GRPO run whose every reward term weighs 0 would train on a reward of 0 (a loss of 0 at every step): refused.
+    Run after the sections' checks, which name a weight's broken interpolation first."""
     stages = [OmegaConf.select(cfg, k, default=None) for k in ("stage.name", "followup.name")]
     terms = OmegaConf.select(cfg, "reward.terms", default=None)
     if "grpo" in stages and isinstance(terms, DictConfig):
@@ -184,6 +195,11 @@ def _validate_reward_use(cfg: DictConfig) -> None:
             raise ConfigError("every reward term weighs 0 (reward.weights.* and reward.terms.<term>.weight): GRPO would "
                               "train on a reward of 0, a loss of 0 at every step, and learn nothing; give at least one "
                               "term a weight above 0")
+
+
+def _validate_reward_use(cfg: DictConfig) -> None:
+    """A reward setting on a run whose only stage is SFT changes nothing: a reward sweep must train GRPO. Run before
+    the sections' checks, so that a reward value's range is never the first of two errors on the default stage."""
     stage = cfg.get("stage")
     if stage is None or cfg.get("task_name") != "train" or stage.get("name") != "sft" or cfg.get("followup"):
         return

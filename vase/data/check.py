@@ -8,7 +8,7 @@ Finds: unreadable annotation files or lines, duplicate ids, records without a mo
 without one of the six dimensions (layouts that carry them), dates it cannot parse, missing or unreadable views and
 listed media, corrupt GLBs, ids in both train and val, and ids or model fields that are paths rather than names
 (``..``, separators, absolute, NUL or control characters, drive letters, over 200 bytes). Prints a summary and each problem; writes the same as JSON
-(``--report``, default ``./check-<dataset>.json``, never inside the dataset); exits 1 when anything is wrong.
+where ``--report`` says (never inside the dataset; nothing is written without it); exits 1 when anything is wrong.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from vase.images import open_photo
 from vase.io import WRITTEN_BY, atomic_write_json, is_within, name_problem, relpath_problem, safe_name, user_output
 from vase.progress import progress_bar
 from vase.render.renderer import load_glb
-from vase.views import VIEWS, default_model, find_view, path_key, render_cache_root, view_path
+from vase.views import VIEWS, default_model, find_view, render_cache_root, view_path
 
 TOOL = "vase.data.check"
 
@@ -194,8 +194,9 @@ def check_dataset(path: str | Path, layout: str = "auto", views: list[str] | tup
     }
 
 
-def format_report(report: dict[str, Any], per_kind: int = 20) -> str:
-    """The report for people: a summary table, then each problem (``per_kind`` shown of each kind)."""
+def format_report(report: dict[str, Any], per_kind: int = 20, json_report: bool = True) -> str:
+    """The report for people: a summary table, then each problem (``per_kind`` shown of each kind; the rest are in
+    the JSON report, or ``json_report=False``: said how to get one)."""
     splits = ", ".join(f"{k} {v}" for k, v in report["splits"].items())
     lines = [f"{report['path']}: layout {report['layout']}, {report['records']} vases ({splits or 'none read'})"]
     lines += [f"note: {x}" for x in report["info"]]
@@ -208,7 +209,8 @@ def format_report(report: dict[str, Any], per_kind: int = 20) -> str:
         lines += ["", f"{kind}:"]
         lines += [f"  {p['message']}" for p in items[:per_kind]]
         if len(items) > per_kind:
-            lines.append(f"  ... and {len(items) - per_kind} more (all in the JSON report)")
+            where = "all in the JSON report" if json_report else "--report FILE lists them all"
+            lines.append(f"  ... and {len(items) - per_kind} more ({where})")
     return "\n".join(lines) + "\n"
 
 
@@ -220,27 +222,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-models", action="store_true", help="do not load every GLB (faster; missing ones still count)")
     ap.add_argument("--stage", choices=["sft", "grpo"], default="sft",
                     help="what the data should train: grpo needs the six dimensions of every vase")
-    ap.add_argument("--report", help="where to write the JSON report (default ./check-<dataset>.json); never over a "
-                                     "file vase did not write")
+    ap.add_argument("--report", help="where to write the JSON report of every problem (none is written without it); "
+                                     "never over a file vase did not write, never inside the dataset")
     ap.add_argument("--force", action="store_true", help="replace an existing --report file whatever wrote it")
     ap.add_argument("--cache-dir", default=".cache",
                     help="vase's cache (paths.cache_dir): views rendered there for the dataset count as present")
     a = ap.parse_args(argv)
-    report_path = Path(a.report or f"check-{path_key(a.path)}.json").resolve()
-    if is_within(report_path, Path(a.path).resolve()):
+    report_path = Path(a.report).resolve() if a.report else None
+    if report_path is not None and is_within(report_path, Path(a.path).resolve()):
         print(f"error: {report_path} lies inside the dataset, which is only read; pass --report elsewhere",
               file=sys.stderr)
         return 2
     try:
-        user_output(report_path, "--report", TOOL, a.force)
+        if report_path is not None:
+            user_output(report_path, "--report", TOOL, a.force)
         report = check_dataset(a.path, a.layout, a.views, models=not a.no_models, cache_dir=a.cache_dir,
                                stage=a.stage)
     except VaseError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    atomic_write_json(report_path, {WRITTEN_BY: TOOL, **report})
-    print(format_report(report), end="")
-    print(f"JSON report: {report_path}")
+    if report_path is not None:
+        atomic_write_json(report_path, {WRITTEN_BY: TOOL, **report})
+    print(format_report(report, json_report=report_path is not None), end="")
+    print(f"JSON report: {report_path}" if report_path else "JSON report: none written (--report FILE writes every "
+                                                            "problem there)")
     return 0 if report["ok"] else 1
 
 

@@ -358,14 +358,16 @@ class VaseDataModule(pl.LightningDataModule):
                             f"{self.root} lists what it read)")
         return n
 
-    def check_evaluable(self, split: str, limit: int | None = None) -> int:
-        """The number of vases of ``split`` to evaluate on; a DataError naming the data when there are none, before
-        any model or encoder loads (evaluate.py calls it first)."""
+    def check_evaluable(self, split: str, limit: int | None = None, minimum: int = 1) -> int:
+        """The number of vases of ``split`` to evaluate on; a DataError naming the data when there are fewer than
+        ``minimum`` (captions' FID needs 2), before any model or encoder loads (evaluate.py calls it first)."""
         n = len(self.dataset(split, limit, set(self.left_out())).records)
-        if n == 0:
+        if n < minimum:
             cap = f", limited to {limit}" if limit is not None else ""
-            raise DataError(f"{self.root} ({self.layout_name} layout): its {split} split has no vase to evaluate"
-                            f"{cap}; nothing would be scored (python -m vase.data.check {self.root} lists what it read)")
+            why = "nothing would be scored" if n == 0 else f"a caption score needs at least {minimum} (FID compares two sets)"
+            raise DataError(f"{self.root} ({self.layout_name} layout): its {split} split has {n or 'no'} "
+                            f"vase{'' if n <= 1 else 's'} to evaluate{cap}; {why} (python -m vase.data.check "
+                            f"{self.root} lists what it read)")
         return n
 
     def setup(self, stage: str | None = None) -> None:

@@ -28,7 +28,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from sklearn.linear_model import LogisticRegression
 
-from vase.config import or_exit, preflight_overrides, validated
+from vase.config import or_exit, preflight_overrides, scratch_sweep_dir, validated
 from vase.data.synthetic import SUBJECT_GLYPHS
 from vase.errors import DataError, VaseError
 from vase.eval.stats import bootstrap_ci
@@ -146,6 +146,8 @@ def _main() -> None:
         print(f"written: {out}")
 
     or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "train")
+
+    scratch_sweep_dir(sys.argv)  # VASE_CHECK_CONFIG=1 on a sweep: its folders in a scratch folder
     if not any(a in ("-m", "--multirun") or a.startswith("hydra.mode=") for a in sys.argv[1:]):
         sys.argv.append("hydra.mode=RUN")  # one probe, though an experiment (beyond_zoom) sweeps: -m for its sweep
     main()

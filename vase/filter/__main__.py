@@ -18,7 +18,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
-from vase.config import FILTER_TASKS, or_exit, preflight_overrides, run_entry, tasks_help, validated
+from vase.config import FILTER_TASKS, or_exit, preflight_overrides, run_entry, scratch_sweep_dir, tasks_help, validated
 from vase.filter.synthetic_photos import generate_photos
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -67,4 +67,5 @@ if __name__ == "__main__":
     if "--help" in sys.argv or "-h" in sys.argv:
         print(tasks_help(FILTER_TASKS, "python -m vase.filter"))  # then Hydra's own help
     or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "curate", FILTER_TASKS)
+    scratch_sweep_dir(sys.argv)  # VASE_CHECK_CONFIG=1 on a sweep: its folders in a scratch folder
     main()

@@ -22,6 +22,7 @@ import torch
 from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
 
+from vase.choices import MIN_EVAL_VASES
 from vase.errors import MetricError
 
 PAPER_OVERALL_WEIGHTS: dict[str, float] = {
@@ -115,7 +116,7 @@ def frechet_distance(x: np.ndarray, y: np.ndarray, eps: float = 1e-6) -> float:
     from scipy import linalg
 
     if len(x) < 2 or len(y) < 2:
-        raise MetricError(f"FID needs at least 2 captions per set, got {len(x)} and {len(y)}")
+        raise MetricError(f"FID needs at least {MIN_EVAL_VASES} captions per set, got {len(x)} and {len(y)}")
     mu1, mu2 = x.mean(0), y.mean(0)
     s1 = np.cov(x, rowvar=False) + eps * np.eye(x.shape[1])
     s2 = np.cov(y, rowvar=False) + eps * np.eye(y.shape[1])

@@ -48,9 +48,14 @@ def check_checkpoint(name_or_path: str, key: str = "model.name_or_path") -> None
     _check_hub_id(text, key)
 
 
-def check_adapter(adapter: str, key: str = "init_adapter") -> None:
-    """An adapter to start from, checked before any model loads: a folder with ``adapter_config.json`` (what a
-    training run saves in ``<run>/adapter``); a ConfigError naming the key and the folder otherwise."""
+LINEAGE_FILE = "vase_lineage.json"
+"""The file beside a vase adapter that lists the adapters merged under it (SFT's under GRPO's) and how it trained."""
+
+
+def check_adapter(adapter: str, key: str = "init_adapter") -> list[str]:
+    """An adapter to start from or to evaluate, checked before any model loads: a folder with ``adapter_config.json``
+    (what a training run saves in ``<run>/adapter``), and every adapter its lineage lists as merged under it; a
+    ConfigError naming the key and the folder otherwise. Returns those earlier adapters, in merge order."""
     path = Path(str(adapter)).expanduser()
     if not path.is_dir():
         raise ConfigError(f"{key}={str(adapter)!r}: no such folder; give the adapter folder a training run saved "
@@ -58,6 +63,19 @@ def check_adapter(adapter: str, key: str = "init_adapter") -> None:
     if not (path / "adapter_config.json").is_file():
         raise ConfigError(f"{key}={str(adapter)!r}: no adapter_config.json in it; give the adapter folder a training "
                           f"run saved (<run>/adapter), not the run folder or a checkpoint")
+    lineage = path / LINEAGE_FILE
+    if not lineage.is_file():
+        return []
+    try:
+        earlier = [str(a) for a in json.loads(lineage.read_text()).get("merged_adapters", [])]
+    except (OSError, ValueError, AttributeError) as e:
+        raise DataError(f"{lineage}: cannot be read ({type(e).__name__}: {e}); it lists the adapters merged under "
+                        f"this one, which cannot be rebuilt without it") from None
+    for a in earlier:
+        if not (Path(a) / "adapter_config.json").is_file():
+            raise DataError(f"{lineage} lists {a} as merged under this adapter, but it is gone; the adapter cannot be "
+                            f"rebuilt without it")
+    return earlier
 
 
 def _check_folder(path: Path, key: str) -> None:

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from vase.choices import DTYPES
 from vase.errors import ConfigError
-from vase.models.checkpoint import check_checkpoint
+from vase.models.checkpoint import check_adapter, check_checkpoint
 from vase.models.tiny import TinySpec, build_tiny
 
-LINEAGE_FILE = "vase_lineage.json"
 """Written beside an adapter: the base model and the adapters merged into it before this one was trained."""
 
 def resolve_model_path(cfg: Any) -> str:
@@ -120,15 +118,7 @@ def apply_adapter(model: Any, adapter: str, merge: bool = False, is_trainable: b
     from peft import PeftModel
 
     path = Path(adapter)
-    if not (path / "adapter_config.json").is_file():
-        raise FileNotFoundError(f"{adapter}: no adapter_config.json; pass the directory a training run saved "
-                                f"(<run>/adapter)")
-    lineage = path / LINEAGE_FILE
-    if lineage.is_file():
-        for earlier in json.loads(lineage.read_text()).get("merged_adapters", []):
-            if not (Path(earlier) / "adapter_config.json").is_file():
-                raise FileNotFoundError(f"{lineage} lists {earlier} as merged under this adapter, but it is gone; "
-                                        f"the adapter cannot be rebuilt without it")
-            model = apply_adapter(model, earlier, merge=True)
+    for earlier in check_adapter(adapter, "adapter"):  # every adapter of its lineage, before a weight loads
+        model = apply_adapter(model, earlier, merge=True)
     model = PeftModel.from_pretrained(model, str(path), is_trainable=is_trainable)
     return model.merge_and_unload() if merge else model

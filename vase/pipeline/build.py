@@ -8,12 +8,14 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from vase.errors import ConfigError
 from vase.io import load_tensors
 
 log = logging.getLogger("vase")
@@ -122,6 +124,44 @@ def _epochs_to_continue(ckpt: Path | None, max_epochs: int, max_steps: int) -> i
     return None
 
 
+def check_ckpt_path(path: str | Path) -> None:
+    """``ckpt_path=`` (a Lightning checkpoint to continue from), read before the model loads: a missing file, a
+    folder, bytes that are no torch file, a pickle that would run code, or a file without Lightning's training state
+    are one line naming the key (the pickle was refused 41 s in, after the model had loaded). mmap: nothing copied."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise ConfigError(f"ckpt_path={path}: no such file; give a checkpoint a run saved (<run>/checkpoints/last.ckpt)")
+    if not path.is_file():
+        raise ConfigError(f"ckpt_path={path}: a folder, not a checkpoint file; give <run>/checkpoints/last.ckpt")
+    state = load_tensors(path, "ckpt_path", mmap=True)
+    if not isinstance(state, dict) or "state_dict" not in state or "loops" not in state:
+        raise ConfigError(f"ckpt_path={path}: not a Lightning training checkpoint (no state_dict and loops in it); give "
+                          f"a checkpoint a run saved (<run>/checkpoints/last.ckpt); an adapter goes to init_adapter=")
+
+
+def check_accelerator(trainer: DictConfig) -> int | None:
+    """A trainer that asks for CUDA GPUs (``trainer=gpu``, DeepSpeed's) on a machine with none or too few: one line,
+    before the model loads (Lightning said it as a wrapped MisconfigurationException after the load). Returns the
+    GPUs found, or None when the trainer asks for none."""
+    accelerator = str(trainer.get("accelerator", "cpu")).lower()
+    strategy = trainer.get("strategy")
+    deepspeed = "deepspeed" in str(strategy.get("_target_", "") if isinstance(strategy, DictConfig) else strategy).lower()
+    if accelerator not in ("gpu", "cuda") and not deepspeed:
+        return None
+    # lazy: torch (a trainer that needs none never asks)
+    import torch
+
+    have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    devices = trainer.get("devices", 1)
+    wanted = devices if isinstance(devices, int) and not isinstance(devices, bool) and devices > 0 else 1
+    if have < wanted:
+        found = "no CUDA GPU (torch.cuda.is_available() is False)" if have == 0 else f"{have} CUDA GPU(s)"
+        asked = f"trainer.accelerator={accelerator}" + (" with DeepSpeed" if deepspeed else "")
+        raise ConfigError(f"{asked} asks for {wanted} CUDA GPU(s), and this machine has {found}; use trainer=cpu "
+                          f"(or trainer=ddp trainer.accelerator=cpu for several processes), or run on a GPU machine")
+    return have
+
+
 def build_trainer(cfg: DictConfig, stage: DictConfig, callbacks: list[Any], loggers: list[Any], root: Path,
                   first: bool, ckpt: Path | None = None) -> Any:
     """The Lightning trainer for a stage. GRPO optimises manually (it accumulates and clips itself); ``ckpt`` is the
@@ -147,6 +187,13 @@ def build_trainer(cfg: DictConfig, stage: DictConfig, callbacks: list[Any], logg
         )
 
         kwargs["plugins"] = [AtomicCheckpointIO()]  # DeepSpeed writes its own sharded checkpoint directories
+    if not sys.stdout.isatty():  # a file: vase's plain progress lines (LogProgress), never Rich's frames
+        from pytorch_lightning.callbacks import ModelSummary  # lazy: Lightning
+
+        kwargs["enable_progress_bar"] = False
+        if cfg.trainer.get("enable_model_summary", True) is not False and not any(
+                isinstance(c, ModelSummary) for c in callbacks):
+            kwargs["callbacks"] = [*callbacks, ModelSummary(max_depth=1)]  # plain text, not Rich's box table
     if stage.name == "grpo":
         kwargs.update(accumulate_grad_batches=1, gradient_clip_val=None)
     else:

@@ -18,6 +18,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig
 
 import vase.config  # noqa: F401  (registers the config resolvers)
+from vase.choices import MIN_EVAL_VASES
 from vase.config import EVAL_TASKS, Decoding
 from vase.data.check import check_dataset, format_report
 from vase.data.layouts import read_keyed
@@ -26,7 +27,8 @@ from vase.eval.captions import evaluate_captions
 from vase.eval.invrender import run_invrender
 from vase.io import atomic_directory, atomic_write_json, atomic_write_text, is_within
 from vase.loggers import build_loggers, check_loggers, log_config, log_eval_rows, log_results_table, say_unsent
-from vase.models.loading import LINEAGE_FILE, check_model, load_model_and_processor, pixel_bounds, resolve_model_path
+from vase.models.checkpoint import LINEAGE_FILE, check_adapter
+from vase.models.loading import check_model, load_model_and_processor, pixel_bounds, resolve_model_path
 from vase.prompt_tasks.invrender import PROMPT, VaseParams
 
 log = logging.getLogger("vase")
@@ -59,10 +61,13 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         check_loggers(cfg)  # a tracking server that does not answer: one line now, not after the evaluation
     if task.checks_model(cfg):
         check_model(cfg.model)  # a broken checkpoint or an unreachable hub id: one line, before anything loads
+    if cfg.get("adapter"):
+        check_adapter(str(cfg.adapter), "adapter")  # a folder that is not an adapter, or one of its lineage gone: the same
     if task.reads_split:  # nothing evaluates on nothing: said before a load
         datamodule = instantiate(cfg.data, processor=None, _convert_="partial")
         datamodule.prepare_data()
-        datamodule.check_evaluable(str(cfg.split), cfg.data.get("limit_val") if cfg.split == "val" else None)
+        datamodule.check_evaluable(str(cfg.split), cfg.data.get("limit_val") if cfg.split == "val" else None,
+                                   MIN_EVAL_VASES if str(cfg.task) == "generate" else 1)
     out = task.function()(cfg)
     if not task.logs:
         return out

@@ -4,8 +4,10 @@ reaches for first, each with the one-line error the run itself would give minute
 - the dataset: ``data.root`` exists and holds a layout vase reads (``no such folder`` or the layouts looked for);
 - the checkpoint: ``model.name_or_path`` is a complete folder (config, processor, tokenizer, chat template, weights
   whose headers and lengths are whole) or a hub id in this machine's cache or reachable;
-- the adapter to start from (``init_adapter``): a folder with ``adapter_config.json``;
-- the tracking server: an MLflow ``http(s)`` URI answers ``/health``.
+- the adapter to start from or to evaluate (``init_adapter``, ``adapter``): a folder with ``adapter_config.json``
+  and the adapters its lineage merges under it;
+- the tracking server: an MLflow ``http(s)`` URI answers ``/health``;
+- a trainer that asks for CUDA GPUs (``trainer=gpu``, DeepSpeed): as many as it asks for are there.
 
 What it cannot check in seconds is said, not passed over: synthetic data and tiny models (built at the run's start),
 W&B (not contacted before the run), GPU memory, and a SLURM cluster's queue.
@@ -21,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from vase.data.layouts import detect_layout
 from vase.loggers import check_logger_dirs, probe_mlflow_server
 from vase.models.checkpoint import check_adapter, check_checkpoint
+from vase.pipeline.build import check_accelerator, check_ckpt_path
 
 
 def reach_check(cfg: DictConfig) -> list[str]:
@@ -43,9 +46,17 @@ def reach_check(cfg: DictConfig) -> list[str]:
             check_checkpoint(str(model.name_or_path))
             where = "folder" if Path(str(model.name_or_path)).expanduser().is_dir() else "hub id"
             checked.append(f"model.name_or_path={model.name_or_path} (checkpoint {where})")
-    if cfg.get("init_adapter"):
-        check_adapter(str(cfg.init_adapter))
-        checked.append(f"init_adapter={cfg.init_adapter}")
+    for key in ("init_adapter", "adapter"):  # train.py's adapter to start from; evaluate.py's to apply
+        if cfg.get(key):
+            check_adapter(str(cfg[key]), key)
+            checked.append(f"{key}={cfg[key]}")
+    if cfg.get("ckpt_path"):
+        check_ckpt_path(str(cfg.ckpt_path))
+        checked.append(f"ckpt_path={cfg.ckpt_path}")
+    if isinstance(cfg.get("trainer"), DictConfig):
+        gpus = check_accelerator(cfg.trainer)
+        if gpus is not None:
+            checked.append(f"{gpus} CUDA GPU(s) for trainer.accelerator={cfg.trainer.get('accelerator')}")
     check_logger_dirs(cfg)
     for name in (cfg.get("logger") or {}):
         uri = str(OmegaConf.select(cfg, f"logger.{name}.tracking_uri", default="") or "")

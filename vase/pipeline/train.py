@@ -41,6 +41,8 @@ from vase.pipeline.build import (
     build_datamodule,
     build_stage_module,
     build_trainer,
+    check_accelerator,
+    check_ckpt_path,
     check_training_data,
     slurm_master_address,
     slurm_placement,
@@ -66,10 +68,13 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     # the question's measures lead the dashboards' end columns; a question block that is not one: one line, now
     question_metrics = question_columns(question_of(cfg))
     check_training_data(cfg, cfg.stage.name)  # nothing trains on nothing: refused before any model loads
+    check_accelerator(cfg.trainer)  # trainer=gpu on a machine without one: one line, before any model loads
     check_loggers(cfg)  # a tracking server that does not answer, a broken store: one line, before any model loads
     check_model(cfg.model)  # a checkpoint folder missing a file or with a damaged shard, an unreachable hub id: the same
     if cfg.get("init_adapter"):
         check_adapter(str(cfg.init_adapter))  # a run folder given for its adapter: one line, before the model loads
+    if cfg.get("ckpt_path"):
+        check_ckpt_path(str(cfg.ckpt_path))  # a missing or unsafe checkpoint: the same
     slurm_master_address()  # a job over several SLURM nodes whose names do not resolve: the address from SLURM
     placement = slurm_task_line()
     if placement:

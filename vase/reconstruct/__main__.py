@@ -16,7 +16,7 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from vase.config import or_exit, preflight_overrides, run_entry, validated
+from vase.config import or_exit, preflight_overrides, run_entry, scratch_sweep_dir, validated
 from vase.reconstruct.base import reconstruct_folder
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -39,4 +39,5 @@ def _reconstruct(cfg: DictConfig) -> dict:
 
 if __name__ == "__main__":
     or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "generate3d")
+    scratch_sweep_dir(sys.argv)  # VASE_CHECK_CONFIG=1 on a sweep: its folders in a scratch folder
     main()

@@ -17,9 +17,9 @@ from typing import Any
 
 from vase.annotate.vocab import DIMENSIONS
 from vase.eval.stats import heldout_difference, paired_difference
-from vase.io import atomic_write_json, atomic_write_text, read_json
+from vase.io import atomic_write_json, read_json, write_markdown
 from vase.reports.ablation import DRAW_KEY, percent_points
-from vase.reports.jobs import code_lines, code_of_jobs, heldout_of, job_dirs, overrides_of
+from vase.reports.jobs import code_lines, code_of_jobs, heldout_of, job_dirs, machines_of_jobs, overrides_of
 from vase.reports.question import START, joined_answer, write_question_report
 from vase.runs import machine_stamp
 
@@ -240,7 +240,7 @@ def write_comparison(sweep_dir: str | Path, q: dict[str, Any]) -> dict[str, Any]
                "probes": {v: r for v, r in found.items() if v != on}, "machine": machine_stamp()}
     lines = [f"# {idea.label} against the same pipeline without it", ""]
     code = code_of_jobs(jobs)
-    head, tail = code_lines(code)
+    head, tail = code_lines(code, machines_of_jobs(jobs))
     lines += head
     verdict["code"] = code
     for v in [on, *verdict["probes"]]:
@@ -251,7 +251,7 @@ def write_comparison(sweep_dir: str | Path, q: dict[str, Any]) -> dict[str, Any]
         verdict["within_table"] = "\n".join(comparison_lines(idea, on, inner)[2:])
         lines += [f"## The same adapters, with - without ({idea.within}.json): what the {idea.key}={on} jobs gain "
                   f"from the part used at answer time", ""] + comparison_lines(idea, on, inner)[2:] + [""]
-    atomic_write_text(sweep_dir / "compare.md", "\n".join([*lines, *tail, ""]))
+    write_markdown(sweep_dir / "compare.md", "\n".join([*lines, *tail, ""]))
     verdict["table"] = "\n".join(comparison_lines(idea, on, found[on])[2:])
     atomic_write_json(sweep_dir / "compare.json", verdict)
     return verdict

@@ -44,9 +44,9 @@ def _comment(rest: str) -> str:
     return ""
 
 
-def _first_sentence(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+def _one_line(text: str) -> str:
+    """A comment's whole text on one line: never cut (a cut description left its reader no way to the rest)."""
+    return " ".join(text.split())
 
 
 def key_docs(path: Path, inline_only: bool = False) -> dict[str, str]:
@@ -69,7 +69,7 @@ def key_docs(path: Path, inline_only: bool = False) -> dict[str, str]:
             continue
         if stripped.startswith("#"):
             if last is not None and indent == last[1]:  # the previous key's inline comment, wrapped
-                docs[last[0]] = _first_sentence(docs.get(last[0], "") + " " + stripped.lstrip("#").strip())
+                docs[last[0]] = _one_line(docs.get(last[0], "") + " " + stripped.lstrip("#").strip())
                 continue
             last = None
             if not stripped.startswith("# @package"):
@@ -88,7 +88,7 @@ def key_docs(path: Path, inline_only: bool = False) -> dict[str, str]:
         doc = inline or (" ".join(above) if seen_key and not inline_only else "")  # a file's opening comment is its own
         seen_key = True
         if doc:
-            docs[dotted] = _first_sentence(doc)
+            docs[dotted] = _one_line(doc)
         above = []
         last = (dotted, line.index("#", len(line) - len(rest) + rest.index(inline) - 2)) if inline else None
         value = rest.split(" #")[0].strip()
@@ -125,8 +125,7 @@ def _shown(v: Any) -> str:
         value = v._value() if hasattr(v, "_value") else v
     if value is None:
         return "null"
-    text = str(value).lower() if isinstance(value, bool) else str(value)
-    return text if len(text) <= 70 else text[:69] + "…"
+    return str(value).lower() if isinstance(value, bool) else str(value)  # whole: the reference is where it is read
 
 
 def _type_of(section: str | None, key: str, v: Any, elsewhere: str | None = None) -> str:

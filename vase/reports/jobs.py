@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from vase.annotate.vocab import DIMENSIONS
 from vase.eval.stats import heldout_difference
 from vase.io import read_json
+from vase.kernels import kernels_label
 from vase.runs import RUN_FILE, code_label, read_status, status_of
 
 CAPTION_KEYS = ("overall_score", "clip_score", "fid_score", "r_at_1", "r_at_5", "r_at_10", "lexical_similarity")
@@ -49,11 +50,37 @@ def code_line(groups: dict[str, list[str]]) -> str:
             f"settings'; rerun them on one commit to compare.")
 
 
-def code_lines(groups: dict[str, list[str]]) -> tuple[list[str], list[str]]:
-    """Where a report puts `code_line` (``groups``: `code_of_jobs`): (lines for its top, lines for its end). Jobs
-    made by different code: the warning at the top; made by one: the line at the end, after the verdict."""
+def machines_of_jobs(jobs: list[Path]) -> dict[str, list[str]]:
+    """The CPU and kernels each job ran on (`vase.kernels.kernels_label` of its run record's ``machine``), each label
+    with its jobs; jobs made before vase recorded it are left out."""
+    groups: dict[str, list[str]] = {}
+    for job in jobs:
+        machine = read_status(job).get("machine")
+        if machine:
+            groups.setdefault(kernels_label(machine), []).append(job.name)
+    return groups
+
+
+def code_lines(groups: dict[str, list[str]], machines: dict[str, list[str]] | None = None
+               ) -> tuple[list[str], list[str]]:
+    """Where a report puts `code_line` (``groups``: `code_of_jobs`) and what it says of the machines its jobs ran on
+    (``machines``: `machines_of_jobs`): (lines for its top, lines for its end). Jobs made by different code, or run on
+    different CPUs or kernels: a warning at the top (a difference between them may be the code's or the machine's, not
+    the settings'); made by one and run on one: a line each at the end, after the verdict.
+
+    >>> code_lines({"abc": ["0", "1"]}, {"AMD EPYC, native kernels": ["0"], "Intel Xeon, native kernels": ["1"]})[0][0]
+    '**Ran on different CPUs or kernels**: jobs #0 on AMD EPYC, native kernels; jobs #1 on Intel Xeon, native kernels. Their numbers may differ in the last bits for that alone (cpu_kernels=portable takes the same kernels on every x86 CPU).'
+    """
     line = code_line(groups)
-    return ([line, ""], []) if len(groups) > 1 else ([], ["", line])
+    head, tail = ([line, ""], []) if len(groups) > 1 else ([], ["", line])
+    machines = machines or {}
+    if len(machines) > 1:
+        parts = "; ".join(f"jobs {', '.join('#' + n for n in names)} on {label}" for label, names in machines.items())
+        head += [f"**Ran on different CPUs or kernels**: {parts}. Their numbers may differ in the last bits for that "
+                 f"alone (cpu_kernels=portable takes the same kernels on every x86 CPU).", ""]
+    elif machines:
+        tail += [f"Machine: every job on {next(iter(machines))}."]
+    return head, tail
 
 
 def last_history(job: Path) -> tuple[str | None, list[dict[str, float]]]:

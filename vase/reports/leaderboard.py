@@ -10,7 +10,7 @@ from typing import Any
 
 from vase.errors import DataError
 from vase.eval.stats import bootstrap_ci
-from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
+from vase.io import atomic_write_json, read_json, save_figure, write_markdown
 from vase.metrics.caption_metrics import TABLE_COLUMNS, markdown_table, overall_score
 from vase.metrics.paired import PER_VASE
 
@@ -218,7 +218,7 @@ def write_leaderboard(rows: dict[str, dict[str, Any]], out_dir: str | Path) -> d
     if vqa_rows:
         md += ["\n## VQA accuracy per dimension\n"] + [r.split("\n", 2)[2] if i else r for i, r in enumerate(vqa_rows)]
     md.append("\n![leaderboard](leaderboard.png)\n")
-    paths = {"md": atomic_write_text(out / "leaderboard.md", "".join(md)),
+    paths = {"md": write_markdown(out / "leaderboard.md", "".join(md)),
              "json": atomic_write_json(out / "leaderboard.json", rows),
              "png": bar_chart(rows, out / "leaderboard.png")}
     return paths

@@ -6,7 +6,7 @@ and pooled over replicates, with paired 95 % intervals.
     question:
       compare: stage.module.beta      # the swept key (or a list of keys) whose values are compared
       baseline: 0.0                   # the value the others are compared with
-      moves: [kl, heldout/total, heldout/shape_right]   # what it should move (MOVES)
+      moves: [heldout/total, kl, heldout/shape_right]   # what it should move (MOVES); the first decides
       replicates: [seed]              # swept keys whose values are repeats of one comparison, not settings
 
 How the numbers are made:
@@ -46,7 +46,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from vase.errors import ConfigError
 from vase.eval.stats import bootstrap_ci
-from vase.io import atomic_write_json, atomic_write_text
+from vase.io import atomic_write_json, write_markdown
 from vase.metrics.paired import PER_VASE
 from vase.reports.jobs import (
     LAST_STEPS,
@@ -55,6 +55,7 @@ from vase.reports.jobs import (
     heldout_of,
     job_dirs,
     last_history,
+    machines_of_jobs,
     overrides_of,
 )
 from vase.runs import machine_stamp
@@ -65,6 +66,8 @@ TRAINING_MOVES = ("kl", "reward", "loss", "frac_reward_zero_std", "reward_std_in
 MOVES_HELP = ("heldout/total, heldout/<dim>_right (share right), heldout/<term> (a term's value), "
               + ", ".join(TRAINING_MOVES) + ", reward/<term>, reward_spread/<term>")
 N_BOOT = 2000
+MIN_REPLICATES = 3
+"""A training measure (one number a job) gets an interval from this many replicates up (a bootstrap over them)."""
 
 
 FIELDS = ("compare", "baseline", "moves", "replicates", "report", "label", "within")
@@ -145,6 +148,9 @@ def question_of(config: Any) -> dict[str, Any] | None:
     if unknown:
         raise ConfigError(f"question.{unknown[0]}: no such field; a question has {', '.join(FIELDS)}")
     compare = [str(k) for k in _listed(q["compare"])]
+    if q.get("moves") is not None and not _listed(q["moves"]):
+        raise ConfigError(f"question.moves: [] names nothing to decide on; name at least one ({MOVES_HELP}), or leave "
+                          f"moves out for heldout/total")
     moves = [str(m) for m in _listed(q.get("moves") or ["heldout/total"])]
     for m in moves:
         if not _known_move(m):
@@ -180,8 +186,12 @@ def _known_move(m: str) -> bool:
     return m in TRAINING_MOVES or m.startswith(("heldout/", "reward/", "reward_spread/")) and len(m.split("/", 1)[1]) > 0
 
 
-def check_question(q: dict[str, Any], swept: Iterable[str], named: Iterable[str] = ()) -> None:
-    """At a sweep's start: the compared keys are swept (one line naming the key otherwise). A question whose baseline
+def check_question(q: dict[str, Any], swept: Iterable[str], named: Iterable[str] = (),
+                   values: dict[str, list[str] | None] | None = None, terms: Any = None) -> None:
+    """At a sweep's start, before any job: the compared keys are swept (one line naming the key otherwise); the
+    baseline is one of the values the sweep gives each compared key (``values``, `sweep_values_of`; a key searched
+    over an interval is not listed, so not checked); each move is something the run measures (``terms``: the reward's
+    ``reward.terms``, whose names and dimensions the held-out and reward moves name). A question whose baseline
     is each job's own start (``baseline: start``) compares within each job, so its key need only be ``named`` by the
     sweep (one value given on the command line or in ``hydra.sweeper.params``), for the comparison to find the idea's
     jobs."""
@@ -190,16 +200,65 @@ def check_question(q: dict[str, Any], swept: Iterable[str], named: Iterable[str]
         if key not in swept and not (q["baseline"] == START and key in named):
             raise ConfigError(f"question.compare: {key} is not swept by this sweep (it varies {', '.join(swept) or 'nothing'});"
                               f" sweep it (hydra.sweeper.params or {key}=a,b on the command line) or compare another key")
+        given = (values or {}).get(key)
+        if q["baseline"] not in (None, START) and given is not None and not any(
+                _same_setting(f"k={v}", f"k={q['baseline']}") for v in given):
+            raise ConfigError(f"question.baseline: {q['baseline']} is not among the values this sweep gives {key} "
+                              f"({', '.join(given)}), so no job would run it and no verdict could come; set "
+                              f"question.baseline to one of them, or add it to the sweep")
+    if isinstance(terms, dict) and terms:
+        dims = _dimensions(terms)
+        for move in q["moves"]:
+            if not _measured(move, terms):
+                raise ConfigError(f"question.moves: {move!r} is nothing this run measures; choose from heldout/total, "
+                                  f"heldout/mean_right, heldout/<dim>_right ({', '.join(dims) or 'no dimension term'}),"
+                                  f" heldout/<term>, reward/<term> or reward_spread/<term> ({', '.join(terms)}), "
+                                  f"heldout/<caption metric> ({', '.join(PER_VASE)}), {', '.join(TRAINING_MOVES)}")
 
 
-def notice(q: dict[str, Any], heldout: bool = True) -> str:
-    """What a sweep with a question says when it starts (``heldout``: whether its jobs answer the held-out vases)."""
+def measured_moves(terms: dict[str, Any]) -> list[str]:
+    """The moves a run whose reward has ``terms`` (``reward.terms``: name -> its config) measures."""
+    return (["heldout/total", "heldout/mean_right", *[f"heldout/{d}_right" for d in _dimensions(terms)],
+             *[f"heldout/{n}" for n in terms], *[f"heldout/{m}" for m in PER_VASE], *TRAINING_MOVES,
+             *[f"reward/{n}" for n in terms], *[f"reward_spread/{n}" for n in terms]])
+
+
+def _dimensions(terms: dict[str, Any]) -> list[str]:
+    """The dimensions the reward's ``terms`` score (a dimension term's ``dimension``)."""
+    return [str(t.get("dimension")) for t in terms.values() if isinstance(t, dict) and t.get("dimension")]
+
+
+def _measured(move: str, terms: dict[str, Any]) -> bool:
+    """Whether a run with these reward ``terms`` measures ``move`` (a term's further parts, ``<term>_<part>``, too).
+
+    >>> terms = {"shape": {"dimension": "shape"}, "inverse": {}}
+    >>> [_measured(m, terms) for m in ("heldout/shape_right", "heldout/inverse_shape", "reward/shape", "heldout/colour",
+    ...                                "reward_spread/inverse", "heldout/clip_score", "kl", "reward/colour_right")]
+    [True, True, True, False, True, True, True, False]
+    """
+    if move in measured_moves(terms):
+        return True
+    kind, _, name = move.partition("/")
+    return kind in ("heldout", "reward") and any(name.startswith(f"{n}_") for n in terms)
+
+
+def notice(q: dict[str, Any], heldout: bool = True, replicates: int | None = None) -> str:
+    """What a sweep with a question says when it starts (``heldout``: whether its jobs answer the held-out vases;
+    ``replicates``: how many replicates each setting gets, where the sweep lists them). A first measure that cannot
+    get an interval (a training measure, one number a job, on fewer than `MIN_REPLICATES` replicates) is said here,
+    before any job runs, not first in the verdict at the end."""
     base = (" against each job's own start" if q["baseline"] == START else
             f" against {q['baseline']}" if q["baseline"] is not None else " against its first value")
     kind = q["report"]
     line = (f"question: this sweep compares {', '.join(q['compare'])}{base} on {', '.join(q['moves'])} "
             f"(replicates: {', '.join(q['replicates'])}); at its end "
             + ("question.md gives the verdict" if kind == "question" else REPORT_KINDS[kind].help))
+    first = q["moves"][0]
+    if not first.startswith("heldout/") and replicates is not None and replicates < MIN_REPLICATES:
+        line += (f" - but its first measure, {first}, is one number a job: on {replicates} replicate(s) it gets no "
+                 f"interval ({MIN_REPLICATES} needed), so its verdict cannot be decided; lead question.moves with a "
+                 f"heldout/ measure (paired over the held-out vases) or give {', '.join(q['replicates'])} "
+                 f"{MIN_REPLICATES} values")
     if not heldout and (kind != "question" or any(m.startswith("heldout/") for m in q["moves"])):
         line += (" - but evaluate.heldout is off, so no held-out measure will be there to decide on: add "
                  "evaluate.heldout=true (each job answers the validation vases; about 13 s a job on the tiny model)")
@@ -284,7 +343,7 @@ def _compare(move: str, base: dict[str, Path], other: dict[str, Path],
                       method="stratified bootstrap over held-out vases within each replicate")
     elif singles:
         pooled.update(diff=float(np.mean(singles)), n=len(singles), method="mean over replicates")
-        if len(singles) >= 3:
+        if len(singles) >= MIN_REPLICATES:
             lo, hi = bootstrap_ci(singles, N_BOOT, 0)
             pooled.update(lo=lo, hi=hi, method="bootstrap over replicates")
     pooled["direction"] = _direction(pooled) if pooled["diff"] is not None else \
@@ -295,7 +354,7 @@ def _compare(move: str, base: dict[str, Path], other: dict[str, Path],
 def _fmt(x: float | None, pct: bool) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
-    return f"{100 * x:+.1f}" if pct else f"{x:+.4g}"
+    return f"{100 * x:+.1f}" if pct else f"{x:+.3g}"  # 3 significant digits, as people read them
 
 
 def _cell(d: dict[str, Any], pct: bool) -> str:
@@ -303,7 +362,8 @@ def _cell(d: dict[str, Any], pct: bool) -> str:
         return "–"
     if d.get("lo") is None or (isinstance(d["lo"], float) and math.isnan(d["lo"])):
         reps = d.get("replicates")
-        return f"{_fmt(d['diff'], pct)}" + (f" (no interval: {reps} replicate{'s' * (reps != 1)}, 3 needed)"
+        return f"{_fmt(d['diff'], pct)}" + (f" (no interval: {reps} replicate{'s' * (reps != 1)}, {MIN_REPLICATES} "
+                                            f"needed)"
                                            if reps is not None else "")
     return f"{_fmt(d['diff'], pct)} [{_fmt(d['lo'], pct)}, {_fmt(d['hi'], pct)}]"
 
@@ -384,12 +444,13 @@ def write_question_report(sweep_dir: str | Path, q: dict[str, Any] | None = None
     baseline = (", ".join(f"{k}={q['baseline']}" for k in q["compare"]) if q["baseline"] is not None
                 else settings[0])
     found_base = [s for s in settings if _same_setting(s, baseline)]
-    verdict: dict[str, Any] = {"question": q, "apart": apart, "baseline": baseline, "blocks": {},
-                               "machine": machine_stamp(), "code": code_of_jobs(jobs)}
+    verdict: dict[str, Any] = {"question": q, "apart": apart, "baseline": baseline, "blocks": {}, "jobs": {},
+                               "machine": machine_stamp(), "code": code_of_jobs(jobs),
+                               "machines": machines_of_jobs(jobs)}
     value = functools.cache(_value_of)  # each job's files read once for this report, whatever it is compared with
     title = f"# Does `{', '.join(q['compare'])}` move {', '.join(_label(m) for m in q['moves'])}?"
     lines = [title, ""]
-    head_code, tail_code = code_lines(verdict["code"])
+    head_code, tail_code = code_lines(verdict["code"], verdict["machines"])
     lines += head_code
     head: list[str] = []
     body: list[str] = []
@@ -408,6 +469,8 @@ def write_question_report(sweep_dir: str | Path, q: dict[str, Any] | None = None
             continue
         where = f" ({block})" if block else ""
         for setting, runs in sorted(by_setting.items(), key=lambda kv: _sort_key(kv[0])):
+            for rep, j in runs.items():  # where each job sits in the verdict: its own run shows its comparison
+                verdict["jobs"][j.name] = {"block": block or "all", "setting": setting, "replicate": rep}
             if _same_setting(setting, baseline):
                 continue
             found = {m: _compare(m, base, runs, value) for m in q["moves"]}
@@ -415,18 +478,7 @@ def write_question_report(sweep_dir: str | Path, q: dict[str, Any] | None = None
             said = "; ".join(f"{_label(m)}: {r['pooled']['direction']}, {_cell(r['pooled'], _is_share(m))}"
                              for m, r in found.items())
             head.append(f"**{setting}{where} against {baseline}**: {said}.")
-            body += [f"## {setting}{where} against {baseline}", ""]
-            for m, r in found.items():
-                pct = _is_share(m)
-                body += [f"**{_label(m)}** ({r['pooled'].get('method', 'not measured')})", "",
-                         "| replicate | baseline | this setting | difference [95 % interval] | n |", "|---|---:|---:|---|---:|"]
-                for rep, d in r["per_replicate"].items():
-                    scale = 100 if pct else 1
-                    body.append(f"| {rep} | {scale * d['base']:.4g} | {scale * d['value']:.4g} | {_cell(d, pct)} | "
-                                f"{d['n']} |")
-                p = r["pooled"]
-                body.append(f"| **pooled over {p['replicates']} replicate(s)** | | | **{_cell(p, pct)}** | {p['n']} |")
-                body.append("")
+            body += [f"## {setting}{where} against {baseline}", "", *_measure_tables(found)]
     if not verdict["blocks"] and found_base:
         head.append("**No verdict**: no job at another value shares replicate values with a baseline job.")
     lines += head + [""]
@@ -439,9 +491,25 @@ def write_question_report(sweep_dir: str | Path, q: dict[str, Any] | None = None
               "number per job (its last 20 steps); its interval needs at least three replicates.", ""]
     lines += tail_code
     verdict["lines"] = head
-    atomic_write_text(sweep_dir / "question.md", "\n".join(lines) + "\n")
+    write_markdown(sweep_dir / "question.md", "\n".join(lines) + "\n")
     atomic_write_json(sweep_dir / "question.json", verdict)
     return verdict
+
+
+def _measure_tables(found: dict[str, Any]) -> list[str]:
+    """question.md's tables for one setting: per measure, each replicate's difference from the baseline, then the
+    pooled one."""
+    body: list[str] = []
+    for m, r in found.items():
+        pct = _is_share(m)
+        body += [f"**{_label(m)}** ({r['pooled'].get('method', 'not measured')})", "",
+                 "| replicate | baseline | this setting | difference [95 % interval] | n |", "|---|---:|---:|---|---:|"]
+        for rep, d in r["per_replicate"].items():
+            scale = 100 if pct else 1
+            body.append(f"| {rep} | {scale * d['base']:.4g} | {scale * d['value']:.4g} | {_cell(d, pct)} | {d['n']} |")
+        p = r["pooled"]
+        body += [f"| **pooled over {p['replicates']} replicate(s)** | | | **{_cell(p, pct)}** | {p['n']} |", ""]
+    return body
 
 
 def _same_setting(a: str, b: str) -> bool:
@@ -517,6 +585,31 @@ def answer_metrics(verdict: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def job_comparison(verdict: dict[str, Any], job: str) -> dict[str, float]:
+    """One job's own comparison with the baseline job of its replicate, as metrics its dashboard run can show:
+    ``vs_baseline/<move>`` with ``_low`` and ``_high`` (a share's in points, as the title says it); {} for a baseline
+    job or a job the verdict does not hold. Numbers unrounded: the dashboards round them as they display.
+
+    >>> v = {"jobs": {"1": {"block": "all", "setting": "w=0.6", "replicate": "seed=1"}}, "blocks": {"all": {"w=0.6": {
+    ...     "heldout/shape_right": {"per_replicate": {"seed=1": {"diff": 0.2, "lo": 0.1, "hi": 0.3}}}}}}}
+    >>> {k: round(x, 1) for k, x in job_comparison(v, "1").items()}
+    {'vs_baseline/heldout/shape_right': 20.0, 'vs_baseline/heldout/shape_right_low': 10.0, 'vs_baseline/heldout/shape_right_high': 30.0}
+    """
+    where = (verdict.get("jobs") or {}).get(job)
+    if not where:
+        return {}
+    found = ((verdict.get("blocks") or {}).get(where["block"]) or {}).get(where["setting"]) or {}
+    out: dict[str, float] = {}
+    for move, r in found.items():
+        d = (r.get("per_replicate") or {}).get(where["replicate"]) or {}
+        scale = 100.0 if _is_share(move) else 1.0
+        for suffix, key in (("", "diff"), ("_low", "lo"), ("_high", "hi")):
+            x = d.get(key)
+            if isinstance(x, (int, float)) and not math.isnan(x):
+                out[f"vs_baseline/{move}{suffix}"] = scale * float(x)
+    return out
+
+
 def short_answer(verdict: dict[str, Any]) -> str:
     """The verdict in one short line, for a run's name: each setting against the baseline on the question's first
     measure (its change, interval and direction); "" when nothing was decided.
@@ -539,8 +632,44 @@ def short_answer(verdict: dict[str, Any]) -> str:
             base = baseline.partition("=")[2] if baseline.partition("=")[0] == setting.partition("=")[0] else baseline
             where = "" if within == "all" else f" ({within})"
             said.append(f"{setting}{where} vs {base or 'start'}: {_label(first)} {_cell(p, _is_share(first))} "
-                        f"{p.get('direction', '')}".strip())
+                        f"{p.get('direction', '')}".strip() + _the_rest(found, moves, first))
     return "; ".join(said)
+
+
+def _the_rest(found: dict[str, Any], moves: list[str], first: str) -> str:
+    """`` and N more: k up, m down, j unclear`` for the measures after the first, so a title holds the whole verdict.
+
+    >>> found = {m: {"pooled": {"diff": 1, "direction": d}} for m, d in (("a", "up"), ("b", "up"), ("c", "down"),
+    ...                                                                     ("d", "no clear change"))}
+    >>> _the_rest(found, ["a", "b", "c", "d"], "a"), _the_rest(found, ["a"], "a")
+    (' and 3 more: 1 up, 1 down, 1 unclear', '')
+    """
+    rest = [str(found[m]["pooled"].get("direction", "")) for m in moves
+            if m != first and m in found and (found[m].get("pooled") or {}).get("diff") is not None]
+    if not rest:
+        return ""
+    up = sum(d == "up" for d in rest)
+    down = sum(d == "down" for d in rest)
+    counts = [f"{n} {w}" for n, w in ((up, "up"), (down, "down"), (len(rest) - up - down, "unclear")) if n]
+    return f" and {len(rest)} more: {', '.join(counts)}"
+
+
+def verdict_table(verdict: dict[str, Any]) -> list[str]:
+    """The verdict as a Markdown table, each setting against the baseline on each measure (its change, interval and
+    direction): what a dashboard's description opens with. [] when nothing was decided."""
+    moves = (verdict.get("question") or {}).get("moves") or []
+    rows = []
+    for within, settings in (verdict.get("blocks") or {}).items():
+        for setting, found in settings.items():
+            where = "" if within == "all" else f" ({within})"
+            for m in moves:
+                p = (found.get(m) or {}).get("pooled") or {}
+                if p.get("diff") is not None:
+                    rows.append(f"| {setting}{where} | {_label(m)} | {_cell(p, _is_share(m))} | {p.get('direction')} |")
+    if not rows:
+        return []
+    base = verdict.get("baseline") or "each job's start"
+    return [f"| against {base} | measure | change [95 % interval] | verdict |", "|---|---|---|---|", *rows]
 
 
 def job_metric(move: str) -> str | None:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from vase.io import atomic_write_bytes, atomic_write_text, save_figure
+from vase.io import atomic_write_bytes, save_figure, write_markdown
 from vase.metrics.caption_metrics import markdown_table
 
 
@@ -149,4 +149,4 @@ def write_report(out_dir: str | Path, rows: dict[str, dict[str, Any]],
     if sheet_items:
         contact_sheet(sheet_items, out / "contact_sheet.png")
         parts += ["\n## Vases and their captions\n", "![contact sheet](contact_sheet.png)\n"]
-    return atomic_write_text(out / "report.md", "".join(parts))
+    return write_markdown(out / "report.md", "".join(parts))

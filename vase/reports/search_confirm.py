@@ -20,9 +20,9 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from vase.errors import DataError
-from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
+from vase.io import atomic_write_json, read_json, save_figure, write_markdown
 from vase.reports.ablation import CAPTION_TARGETS
-from vase.reports.jobs import code_lines, code_of_jobs, heldout_of, job_dirs
+from vase.reports.jobs import code_lines, code_of_jobs, heldout_of, job_dirs, machines_of_jobs
 from vase.runs import machine_stamp
 
 STATE = "search.json"
@@ -266,12 +266,13 @@ def write_search_answer(sweep_dir: Path, q: dict[str, Any]) -> dict[str, Any] | 
     lines = report_lines(v)
     jobs = job_dirs(sweep_dir)
     v["code"] = code_of_jobs(jobs)
+    v["machines"] = machines_of_jobs(jobs)
     v["machine"] = machine_stamp()
     # what make readme-tables puts into the findings page: the verdict and the best settings (headings in bold)
     shown = lines[: lines.index("![search then confirm](search_confirm.png)")]
     v["table"] = "\n".join(f"**{ln[3:].strip()}**" if ln.startswith("## ") else ln for ln in shown).strip()
-    head, tail = code_lines(v["code"])
-    atomic_write_text(sweep_dir / "search_confirm.md",
+    head, tail = code_lines(v["code"], v["machines"])
+    write_markdown(sweep_dir / "search_confirm.md",
                       "\n".join([lines[0], *head, *lines[1:], *tail]) + "\n")
     atomic_write_json(sweep_dir / "search_confirm.json", v)
     _plot(sweep_dir / "search_confirm.png", v)

@@ -9,6 +9,7 @@ ends (a Hydra callback, registered in ``conf/hydra/default.yaml``), and logged a
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -30,12 +31,14 @@ from vase.annotate.vocab import DIMENSIONS
 from vase.choices import PROTOCOL_LABELS
 from vase.config import (
     check_only,
+    group_name,
     sweep_keys_of,
+    sweep_values_of,
     wandb_offline,
 )
-from vase.errors import ConfigError
+from vase.errors import ConfigError, config_exit
 from vase.eval.stats import format_heldout, heldout_difference, wilson_interval
-from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure
+from vase.io import atomic_write_json, atomic_write_text, inert_markdown, read_json, save_figure, write_markdown
 from vase.loggers import dashboard_key, finish_wandb, mlflow_link, prepare_mlflow
 from vase.reports.ablation import verdict_rows
 from vase.reports.jobs import (
@@ -44,6 +47,7 @@ from vase.reports.jobs import (
     heldout_of,
     job_dirs,
     job_row,
+    machines_of_jobs,
     overrides_of,
     unfinished,
 )
@@ -52,10 +56,12 @@ from vase.reports.question import (
     answer_sweep,
     answer_text,
     check_question,
+    job_comparison,
     notice,
     question_columns,
     question_of,
     short_answer,
+    verdict_table,
 )
 from vase.runs import RUN_FILE, finish_sweep, note_multirun, set_status
 
@@ -146,7 +152,7 @@ def write_sweep_summary(sweep_dir: str | Path) -> dict[str, Path]:
         return f"{v:.3f}" if isinstance(v, float) else ("" if v is None else str(v))
 
     short = [c for c in columns if c not in ("status", "all_overrides")]
-    head, tail = code_lines(code)
+    head, tail = code_lines(code, machines_of_jobs(jobs))
     md = list(head)
     md += [f"All jobs: `{' '.join(shared)}`", ""] if shared else []
     md += ["| " + " | ".join(short) + " |", "|" + "---|" * len(short)]
@@ -161,7 +167,7 @@ def write_sweep_summary(sweep_dir: str | Path) -> dict[str, Path]:
     paths = {"json": atomic_write_json(sweep_dir / "summary.json", {"sweep_dir": str(sweep_dir), "columns": columns,
                                                                      "jobs": rows, "code": code}),
              "csv": atomic_write_text(sweep_dir / "summary.csv", buf.getvalue()),
-             "md": atomic_write_text(sweep_dir / "summary.md", "\n".join(md) + "\n")}
+             "md": write_markdown(sweep_dir / "summary.md", "\n".join(md) + "\n")}
     if plot is not None:
         paths["png"] = plot
     return paths
@@ -338,8 +344,7 @@ def sweep_params(config: DictConfig) -> dict[str, Any]:
 
 def _group(config: DictConfig, sweep_dir: Path) -> str:
     """The sweep's name and launch time, as its jobs' ``${vase.sweep_group:}`` gives it."""
-    choices = OmegaConf.select(config, "hydra.runtime.choices") or {}
-    return f"{choices.get('sweep') or 'multirun'}-{sweep_dir.name}"
+    return group_name(OmegaConf.select(config, "hydra.runtime.choices"), sweep_dir)
 
 
 SWEEP_FILES = ("summary.md", "summary.json", "summary.csv", "sweep.png", "ablation.md", "ablation.json",
@@ -366,11 +371,14 @@ def _log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any
     prepare_mlflow(str(node.tracking_uri), str(node.experiment_name), node.get("artifact_location"))
     client = MlflowClient(str(node.tracking_uri))
     exp_id = client.get_experiment_by_name(str(node.experiment_name)).experiment_id
-    note = "\n\n".join([f"**sweep {group}**: {len(rows)} jobs, files from {sweep_dir}", *said,
-                         "The files: sweep/question.md, sweep/summary.md (and the report kind's own) in Artifacts."])
+    table = verdict_table(verdict) if verdict else []
+    note = "\n\n".join([*said, *(["\n".join(table)] if table else []),
+                         f"**sweep {group}**: {len(rows)} jobs. The files: sweep/question.md, sweep/summary.md (and the "
+                         f"report kind's own) in Artifacts; on the machine that ran it, {sweep_dir}."])
     name = f"{group}-summary" + (f": {short}" if short else "")
     parent = client.create_run(exp_id, run_name=name[:250], tags={"sweep_group": group, "job_type": "sweep",
-                                                                   "mlflow.note.content": note}).info.run_id
+                                                                   "mlflow.note.content": inert_markdown(note)}
+                               ).info.run_id  # MLflow renders the description as Markdown
     try:
         client.log_dict(parent, {"columns": columns, "data": [[r.get(c) for c in columns] for r in rows]},
                         "tables/sweep_summary.json")
@@ -387,6 +395,9 @@ def _log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any
         for run in client.search_runs([exp_id], filter_string=f"tags.sweep_group = '{group}'", max_results=10000):
             if run.info.run_id != parent:
                 client.set_tag(run.info.run_id, "mlflow.parentRunId", parent)
+                job = Path(str(run.data.tags.get("vase.run_dir", ""))).name
+                for key, value in job_comparison(verdict, job).items():  # its setting against the baseline's job
+                    client.log_metric(run.info.run_id, dashboard_key(key), value)
         swept = sweep_keys_of(config.hydra.overrides.task, config.hydra.sweeper.get("params"))
         key = jobs_view(client, exp_id, group, [f"sweep/{dashboard_key(k)}" for k in swept],
                         question_columns(verdict.get("question") or question_of(config)))
@@ -427,16 +438,20 @@ def report_notices(config: DictConfig) -> list[str]:
     params = config.hydra.sweeper.get("params")
     swept = sweep_keys_of(config.hydra.overrides.task, params)
     named = [str(o).split("=", 1)[0].lstrip("+~") for o in config.hydra.overrides.task] + list(params or {})
+    values = sweep_values_of(config.hydra.overrides.task, params)
     try:
         q = question_of(config)
         if q is not None:
-            check_question(q, swept, named)
+            terms = OmegaConf.select(config, "reward.terms", default=None)
+            check_question(q, swept, named, values,
+                           OmegaConf.to_container(terms, resolve=False) if isinstance(terms, DictConfig) else None)
     except ConfigError as e:
-        print(f"config error: {e}", file=sys.stderr, flush=True)
-        raise SystemExit(2) from e
+        config_exit(e)
     if q is not None:
         ev = config.get("evaluate") or {}
-        return [notice(q, heldout=bool(ev.get("heldout")))]
+        listed = [values[k] if k in values else ["one"] for k in q["replicates"]]  # a key not swept: one value
+        replicates = math.prod(len(v) for v in listed) if all(v is not None for v in listed) else None
+        return [notice(q, heldout=bool(ev.get("heldout")), replicates=replicates)]
     reward = [k for k in swept if k.startswith("reward.")]
     hint = (" (a reward weight or tau: question.report=ablation adds ablation.md's targets)" if reward else "")
     return [f"report: this sweep varies {', '.join(swept) or 'nothing'} and has no question, so its end writes "
@@ -482,10 +497,19 @@ class SweepSummary(Callback):
         sweep_dir = Path(str(config.hydra.sweep.dir))
         if not sweep_dir.is_dir():
             return
-        if check_only():  # nothing ran: no summary, and no folder a later run takes up
-            set_status(sweep_dir, "checked")
+        try:
+            self._end(config, sweep_dir)
+        except KeyboardInterrupt:  # Ctrl-C while the reports are written: the sweep's record says so, one line
+            with contextlib.suppress(OSError):
+                set_status(sweep_dir, "interrupted", "stopped by Ctrl-C while its reports were written")
+            print(f"interrupted (Ctrl-C) while the sweep's reports were written; its jobs are kept: python -m "
+                  f"vase.reports.question {sweep_dir} writes its answer again", file=sys.stderr, flush=True)
+            raise SystemExit(130) from None
+
+    def _end(self, config: DictConfig, sweep_dir: Path) -> None:
+        if check_only():  # nothing ran: no summary; its folders were vase's scratch (`scratch_sweep_dir`), removed
             jobs = sum(1 for d in sweep_dir.iterdir() if (d / ".hydra").is_dir())
-            print(f"config ok: the sweep's {jobs} job(s) checked, nothing trained ({sweep_dir} is marked checked)")
+            print(f"config ok: the sweep's {jobs} job(s) checked, nothing trained, no folder kept")
             return
         if not finish_sweep(sweep_dir) and not failed_jobs(sweep_dir):
             print(f"the sweep in {sweep_dir} is not complete; the same command (resume=auto) takes it up again: "

@@ -53,7 +53,8 @@ SYMPTOMS: tuple[Symptom, ...] = (
         'config error: reward.tau=1.7 must lie in [0, 1]',
         'Each numeric key is checked against its range before anything loads (tau is a similarity threshold in [0, '
         '1]).',
-        'Give a value in the range: `reward.tau=0.7`.',
+        'Give a value in the range, on the stage that uses it (the reward is GRPO\'s; the default stage, SFT, refuses '
+        'reward keys): `python train.py stage=grpo reward.tau=0.7`.',
         'must lie in [0, 1]'),
     Symptom(
         'value-stage', 'Keys and values', 'The stage has a name vase does not train',
@@ -84,11 +85,12 @@ SYMPTOMS: tuple[Symptom, ...] = (
         'add that folder to PYTHONPATH'),
     Symptom(
         'value-limit', 'Keys and values', 'No vase left to evaluate',
-        'config error: data.limit_val=0 leaves no vase to evaluate (evaluate.before/after are on); give at least '
-        '1, or null for no limit',
-        '`data.limit_val=0` keeps no validation vase, and evaluation after training is on.',
-        'Give `data.limit_val` at least 1 (or null for all), or switch evaluation off: `evaluate.after=false`.',
-        'give at least 1, or null for no limit'),
+        'config error: data.limit_val=1 leaves 1 vase to evaluate (evaluate.before/after are on; FID needs at '
+        'least 2); give at least 2, or null for no limit',
+        '`data.limit_val` keeps fewer than 2 validation vases, and evaluation after training is on: FID compares two '
+        'sets of caption embeddings, and a set of one has no spread.',
+        'Give `data.limit_val` at least 2 (or null for all), or switch evaluation off: `evaluate.after=false`.',
+        'give at least 2, or null for no limit'),
     Symptom(
         'data-missing', 'Datasets', 'The dataset folder does not exist',
         "error: /data/VaseVQA-3D: no such folder; data.root (or the path you gave) must be the dataset as you "
@@ -289,6 +291,16 @@ SYMPTOMS: tuple[Symptom, ...] = (
         "folder of yours is left untouched.",
         'Give `--out` a folder that does not exist yet.',
         'give --out a folder that does not exist yet'),
+    Symptom(
+        'gpu-none', 'GPU memory', 'A GPU trainer on a machine without a GPU',
+        'config error: trainer.accelerator=gpu asks for 1 CUDA GPU(s), and this machine has no CUDA GPU '
+        '(torch.cuda.is_available() is False); use trainer=cpu (or trainer=ddp trainer.accelerator=cpu for several '
+        'processes), or run on a GPU machine',
+        '`trainer=gpu` (and the DeepSpeed trainers) train on CUDA GPUs; this machine has none, or torch was installed '
+        'without CUDA. Said before the model loads, and by `VASE_CHECK_CONFIG=1`.',
+        'On a CPU machine: `trainer=cpu`. On a GPU machine: check `nvidia-smi`, and that `python -c "import torch; '
+        'print(torch.cuda.is_available())"` prints True.',
+        'use trainer=cpu'),
     Symptom(
         'gpu-oom', 'GPU memory', 'CUDA out of memory',
         'error: the GPU ran out of memory (CUDA out of memory. Tried to allocate 2.32 GiB. GPU 0 has a total '

@@ -17,7 +17,7 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 
-from vase.config import or_exit, preflight_overrides, run_entry, validated
+from vase.config import or_exit, preflight_overrides, run_entry, scratch_sweep_dir, validated
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
@@ -46,4 +46,5 @@ def _index(cfg: DictConfig) -> tuple:
 
 if __name__ == "__main__":
     or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "train")
+    scratch_sweep_dir(sys.argv)  # VASE_CHECK_CONFIG=1 on a sweep: its folders in a scratch folder
     main()

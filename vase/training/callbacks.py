@@ -17,7 +17,7 @@ import torch
 
 from vase.errors import Interrupted
 from vase.io import atomic_directory, atomic_write_json
-from vase.models.loading import LINEAGE_FILE
+from vase.models.checkpoint import LINEAGE_FILE
 from vase.progress import clock
 
 
@@ -315,8 +315,9 @@ class LogProgress(pl.Callback):
         self._step0 = trainer.global_step
         self._said = trainer.global_step
 
-    def line(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> str:
-        """The progress line as it stands now."""
+    def line(self, trainer: pl.Trainer, pl_module: pl.LightningModule, end: bool = False) -> str:
+        """The progress line as it stands now; ``end``: the stage's last, with no ETA, and saying what ended it where
+        that came before ``trainer.max_steps`` (the epoch cap)."""
         step = trainer.global_step
         total = trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else trainer.estimated_stepping_batches
         total = int(total) if total not in (None, float("inf")) else 0
@@ -330,9 +331,12 @@ class LogProgress(pl.Callback):
         if done > 0:
             per = spent / done
             parts.append(f"{per:.2f} s/step")
-            if total and step < total:
+            if total and step < total and not end:
                 parts.append(f"ETA {clock(per * (total - step))}")
         name = self.stage or type(pl_module).__name__.removesuffix("Module").lower()  # sft, grpo
+        if end and total and step < total and not trainer.interrupted:
+            parts.append(f"stopped by the epoch cap ({trainer.current_epoch} epoch(s), trainer.max_epochs="
+                         f"{trainer.max_epochs}) before step {total}")
         return f"{name}: " + ", ".join(parts) + f" ({clock(spent)} spent)"
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
@@ -340,7 +344,7 @@ class LogProgress(pl.Callback):
         if not self._on(trainer) or trainer.global_step == self._said:
             return
         now = time.monotonic()
-        due = now - self._last >= self.every_s or (
+        due = now - self._last >= self.every_s or self._said == self._step0 or (  # the first step: it has started
             self.every_n_steps > 0 and trainer.global_step % self.every_n_steps == 0)
         if due:
             print(self.line(trainer, pl_module), flush=True)
@@ -348,4 +352,4 @@ class LogProgress(pl.Callback):
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._on(trainer):
-            print(self.line(trainer, pl_module) + " - done", flush=True)
+            print(self.line(trainer, pl_module, end=True) + " - done", flush=True)
