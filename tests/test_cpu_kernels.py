@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.test_end_to_end import assert_the_demo_learns, run_side_by_side
+from vase.checks.kernel_probe import WIDEST, first_difference, read_trace
+from vase.kernels import KERNEL_ENV, PORTABLE_THREADS, cpu_identity
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # convolution and GELU (oneDNN); printed as one hash of their outputs' bytes and torch's kernel level
 _OPS = """
 import hashlib, sys
-from vase.runs import pin_cpu_kernels
+from vase.kernels import pin_cpu_kernels, mkl_branch
 pin_cpu_kernels(sys.argv[1])
 import torch
 g = torch.Generator().manual_seed(0)
@@ -30,31 +32,78 @@ k = torch.randn(16, 3, 5, 5, generator=g)
 outs = [torch.softmax(x * 3.1, -1), torch.log_softmax(x, -1), x @ w,
         torch.nn.functional.gelu(torch.nn.functional.conv2d(img, k))]
 h = hashlib.sha256(b"".join(o.contiguous().numpy().tobytes() for o in outs)).hexdigest()[:16]
-print(torch.backends.cpu.get_cpu_capability(), h)
+print(torch.backends.cpu.get_cpu_capability(), h, mkl_branch())
 """
 
 
-def _ops(mode: str, **env: str) -> tuple[str, str]:
-    clean = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR")}
+CLEAN = {k: v for k, v in os.environ.items() if k not in KERNEL_ENV}
+"""This environment without any kernel setting: a machine as a user starts it."""
+
+
+def _ops(mode: str, **env: str) -> tuple[str, str, str]:
     p = subprocess.run([sys.executable, "-c", _OPS, mode], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                       env={**clean, **env})
+                       env={**CLEAN, **env})
     assert p.returncode == 0, p.stderr[-2000:]
-    capability, digest = p.stdout.split()
-    return capability, digest
+    capability, digest, branch = p.stdout.split()
+    return capability, digest, branch
 
 
 def test_portable_kernels_give_the_same_numbers_whatever_the_machine_offers() -> None:
-    native_cap, native = _ops("native")
-    # the widest kernels a user's machine might run, as this machine can offer them
-    wide = {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "ALL"}
-    cap_a, a = _ops("portable")
-    cap_b, b = _ops("portable", **wide)
+    native_cap, native, _ = _ops("native")
+    # the widest kernels a user's machine might run, as this machine can offer them, and a large server's threads
+    cap_a, a, branch_a = _ops("portable")
+    cap_b, b, branch_b = _ops("portable", **WIDEST)
     assert cap_a == cap_b == "AVX2"
+    # MKL says which branch it runs: the pinned one, not AUTO (what MKL_CBWR=AVX2 gave on an AMD CPU)
+    assert branch_a == branch_b == "COMPATIBLE,STRICT"
     assert a == b  # pinned: the environment's kernel choice no longer reaches the numbers
     if native_cap != "AVX512":
         pytest.skip(f"this CPU's widest kernels are {native_cap}: no wider path to tell apart from AVX2")
     # the check can fail: on this CPU the native kernels compute other last bits than the portable ones
     assert native != a
+
+
+_THREADS = """
+import hashlib, sys
+from vase.kernels import apply_portable_threads, pin_cpu_kernels
+pin_cpu_kernels(sys.argv[1])
+import torch
+g = torch.Generator().manual_seed(0)
+x, w = torch.randn(772, 128, generator=g), torch.randn(128, 128, generator=g)
+b = torch.randn(128, generator=g)
+torch.set_num_threads(16)  # a large server's default
+wide = hashlib.sha256(torch.addmm(b, x, w).numpy().tobytes()).hexdigest()[:16]
+apply_portable_threads()  # what train.py and evaluate.py do once the config is valid
+pinned = hashlib.sha256(torch.addmm(b, x, w).numpy().tobytes()).hexdigest()[:16]
+print(torch.get_num_threads(), wide, pinned)
+"""
+
+
+def test_portable_fixes_the_threads_whatever_the_cores_since_mkl_splits_sums_by_thread() -> None:
+    """The probe's finding (q_proj's product, [772, 128]): under COMPATIBLE,STRICT the same product on 16 threads and
+    on 2 gives other bits, so ``portable`` fixes torch's threads at `PORTABLE_THREADS`; ``native`` leaves them."""
+    p = subprocess.run([sys.executable, "-c", _THREADS, "portable"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300, env=CLEAN)
+    assert p.returncode == 0, p.stderr[-2000:]
+    threads, wide, pinned = p.stdout.split()
+    assert int(threads) == PORTABLE_THREADS
+    assert wide != pinned  # the check can fail: 16 threads and 2 compute this product's sums in other orders
+    n = subprocess.run([sys.executable, "-c", _THREADS, "native"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300, env=CLEAN)
+    assert n.returncode == 0 and n.stdout.split()[0] == "16", n.stderr[-2000:]
+
+
+def test_mkl_honours_a_vendors_branch_only_on_that_vendors_cpus() -> None:
+    """Why the pin is COMPATIBLE: MKL_CBWR=AVX2 (vase's pin until 2026-12-01) is honoured on Intel CPUs and ignored on
+    others, where MKL runs its AUTO branch without a word; so the same pin computed other products on an AMD CPU and
+    on an Intel one. COMPATIBLE is honoured on both."""
+    vendor = cpu_identity()["vendor"]
+    if vendor not in ("AuthenticAMD", "GenuineIntel"):
+        pytest.skip(f"CPU vendor {vendor!r}: MKL's branches are documented for Intel and AMD CPUs")
+    *_, avx2 = _ops("native", MKL_CBWR="AVX2")
+    *_, compatible = _ops("native", MKL_CBWR="COMPATIBLE")
+    assert compatible == "COMPATIBLE"
+    assert avx2 == ("AVX2" if vendor == "GenuineIntel" else "AUTO")
 
 
 @pytest.mark.parametrize("entry", ["train.py", "evaluate.py"])
@@ -94,22 +143,54 @@ def test_the_demo_prints_the_same_table_under_two_kernel_settings(tmp_path: Path
     both print the same table: every model's every metric, and the same GRPO history, byte for byte (the check that a
     GRPO command run twice gives the same history). The first run is also the README's demo on seed 42, which must
     learn (`assert_the_demo_learns`)."""
-    clean = {n: v for n, v in os.environ.items() if n not in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR")}
     # two settings that, unpinned, compute other last bits on an AVX-512 CPU (test above); the two runs side by side,
-    # a thread each (the same thread count in both, as the same command on one machine would have)
-    settings = [{"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
-                {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "ALL"}]
+    # a thread each (threads are the probe's test below: 16 of them on 2 cores would take this one minutes)
+    widest = {k: v for k, v in WIDEST.items() if not k.startswith("OMP_")}
+    settings = [{"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2"}, widest]
     run_side_by_side([[sys.executable, "train.py", "experiment=demo", "logger=none", f"hydra.run.dir={tmp_path / f'run{k}'}",
                        f"paths.cache_dir={tmp_path / f'cache{k}'}", f"paths.log_dir={tmp_path / f'logs{k}'}"]
-                      for k in range(2)], envs=[{**clean, **env} for env in settings])
+                      for k in range(2)], envs=[{**CLEAN, **env} for env in settings])
 
     def results(k: int) -> tuple[dict, bytes]:
         run = tmp_path / f"run{k}"
         machine = json.loads((run / "paired_captions.json").read_text())["machine"]
         assert machine["cpu_kernels"] == "portable" and machine["cpu_capability"] == "AVX2", machine
+        assert machine["mkl_branch"] == "COMPATIBLE,STRICT" and machine["cpu"] and "avx2" in machine["flags"], machine
         return json.loads((run / "results.json").read_text()), (run / "train_history_grpo.json").read_bytes()
 
     plain, wide = results(0), results(1)
     assert_the_demo_learns(tmp_path / "run0")  # the README's demo, seed 42, learns (seeds 1 and 2: test_end_to_end)
     assert len(plain[0]) == 3 and plain[0] == wide[0]  # untrained, SFT and GRPO: every metric
     assert plain[1] == wide[1]
+
+
+@pytest.mark.slow
+def test_the_kernel_probe_finds_no_difference_under_the_pins_and_names_the_op_where_settings_part(
+        tmp_path: Path) -> None:
+    """The probe as documented (Getting started): the demo's first SFT and GRPO steps, every op hashed, under the
+    pins and under the pins with a server's environment (widest kernels asked): the same bits, op for op, on the 2
+    threads the pins fix. With a server's 16 threads forced over the pin, it names a matrix product (MKL splits its
+    sums by thread: why the pins fix the threads). Without the pins on an AVX-512 CPU, it names an op where the two
+    part; --compare walks two trace folders."""
+    p = subprocess.run([sys.executable, "-m", "vase.checks.kernel_probe", "--out", str(tmp_path / "probe"),
+                        "--settings", "portable", "portable, widest asked", "portable, 16 threads forced", "native"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=900, env=CLEAN)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    record = json.loads((tmp_path / "probe" / "kernel_probe.json").read_text())
+    same, threads, native = record["comparisons"]
+    assert same["same"] is True and same["ops"] > 10_000, same
+    portable, wide = read_trace(tmp_path / "probe" / "portable"), read_trace(tmp_path / "probe" / "portable_widest_asked")
+    assert portable[0]["mkl_branch"] == wide[0]["mkl_branch"] == "COMPATIBLE,STRICT"
+    assert portable[0]["threads"] == wide[0]["threads"] == PORTABLE_THREADS
+    assert read_trace(tmp_path / "probe" / "portable_16_threads_forced")[0]["threads"] == 16
+    # the check can fail: the same pins on 16 threads compute another product
+    assert threads["same"] is False and threads["kind"] == "output" and threads["a"]["op"].startswith("aten.addmm"), threads
+    phases = {r["phase"] for r in portable[1]}
+    assert phases == {"sft step 1", "grpo step 1"}  # both stages traced, the GRPO rollout among them
+    assert first_difference(portable[1], wide[1]) == {"same": True, "ops": same["ops"]}
+    if "avx512f" in cpu_identity()["flags"]:
+        assert native["same"] is False and native["kind"] == "output" and native["a"]["op"].startswith("aten."), native
+        assert f"first difference at op {native['index']:,}" in p.stdout
+    c = subprocess.run([sys.executable, "-m", "vase.checks.kernel_probe", "--compare", str(tmp_path / "probe" / "portable"),
+                        str(tmp_path / "probe" / "native")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert c.returncode == 0 and c.stdout.splitlines()[-1].startswith("A vs B: " if not native["same"] else "A = B"), c.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -86,3 +87,63 @@ def test_run_entry_marks_an_unexpected_exception_and_an_interruption(tmp_path: P
         assert _record(run)["status"] == "interrupted" and "reason" not in _record(run)
     finally:
         runs.release(run)
+
+
+def test_ctrl_c_while_a_sweep_job_evaluates_is_one_line_and_both_records_say_interrupted(tmp_path: Path, monkeypatch,
+                                                                                        capsys) -> None:
+    """Ctrl-C after training (evaluating, writing the report) was a 92-line KeyboardInterrupt traceback and left the
+    sweep's and the job's records `running`."""
+    import vase.config.entry as config
+    from vase import runs
+
+    sweep = runs.claim(tmp_path / "sweep", "auto", overrides=["seed=1,2"])
+    job = runs.claim(tmp_path / "sweep" / "0", "auto", overrides=["seed=1"])
+    monkeypatch.setattr(config, "job_dir", lambda: job)
+
+    def evaluating(cfg):
+        raise KeyboardInterrupt
+
+    try:
+        with pytest.raises(SystemExit) as e:
+            config.run_entry(evaluating, None)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 130 and len(err) == 1 and err[0].startswith("interrupted (Ctrl-C): the run stopped;")
+        for d in (sweep, job):
+            assert (_record(d)["status"], _record(d)["reason"]) == ("interrupted", "stopped by Ctrl-C")
+    finally:
+        runs.release(job)
+        runs.release(sweep)
+
+
+def test_ctrl_c_after_a_sweep_job_trained_stops_the_sweep_in_one_line(tmp_path: Path) -> None:
+    """A real sweep given SIGINT (Ctrl-C in its terminal) once its first job has saved its adapter, while that job
+    evaluates: no traceback, one line, exit 130, and neither record left `running`."""
+    import time
+
+    logs = tmp_path / "logs"
+    # the output goes to files, not pipes: a pipe nobody reads while we wait fills and stalls the sweep
+    with open(tmp_path / "out.txt", "w") as out, open(tmp_path / "err.txt", "w") as err_file:
+        p = subprocess.Popen([sys.executable, "train.py", "-m", "seed=1,2", "debug=fast", "logger=csv",
+                              "evaluate.max_new_tokens=256", "data.limit_val=8", f"paths.log_dir={logs}",
+                              f"paths.cache_dir={tmp_path / 'cache'}"],
+                             cwd=ROOT, stdout=out, stderr=err_file, text=True, start_new_session=True,
+                             env={**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"})
+        deadline = time.time() + 600
+        while time.time() < deadline and p.poll() is None and not list(logs.glob("train/multiruns/*/0/adapter/*.json")):
+            time.sleep(0.2)
+        running = p.poll() is None
+        if running:
+            os.killpg(p.pid, signal.SIGINT)
+        try:
+            p.wait(timeout=300)
+        finally:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+    err = (tmp_path / "err.txt").read_text()
+    assert running, err[-3000:]
+    (sweep,) = logs.glob("train/multiruns/*")
+    assert p.returncode == 130 and "Traceback" not in err, err[-3000:]
+    lines = [ln for ln in err.splitlines() if ln.startswith("interrupted (Ctrl-C)")]
+    assert len(lines) == 1, err[-3000:]
+    assert _record(sweep)["status"] == "interrupted" and _record(sweep / "0")["status"] == "interrupted"
+    assert not (sweep / "1").exists()  # the sweep stopped; it did not go on to its next job
