@@ -28,7 +28,9 @@ line, held-out verdict on, logged to the three dashboards at once."""
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     logs = tmp_path_factory.mktemp("loggers") / "logs"
-    p = subprocess.run([sys.executable, "train.py", *SWEEP, f"paths.log_dir={logs}"], cwd=ROOT, capture_output=True,
+    # from the user's own folder (the printed commands name it relatively), with vase's cache of tiny models
+    p = subprocess.run([sys.executable, str(ROOT / "train.py"), *SWEEP, f"paths.log_dir={logs}",
+                        f"paths.cache_dir={ROOT / '.cache'}"], cwd=logs.parent, capture_output=True,
                        text=True, timeout=900, env={**os.environ, "WANDB_MODE": "offline", "MLFLOW_TRACKING_URI": ""})
     assert p.returncode == 0, p.stderr[-3000:]
     assert "MLflow: the sweep is run" in p.stdout and "mlflow ui --backend-store-uri sqlite:///" in p.stdout
@@ -111,8 +113,11 @@ def test_a_sweep_is_an_mlflow_parent_run_with_every_job_a_child_that_shows_what_
     view = json.loads(next(v for k, v in exp.tags.items() if k.startswith("mlflow.sharedViewState.vase-multirun-")))
     shown = client.search_runs([exp.experiment_id], filter_string=view["searchFilter"])
     assert sorted(r.info.run_name for r in shown) == ["grpo-w_shape=0", "grpo-w_shape=0.6"]
-    assert view["orderByKey"] == "metrics.`hp/heldout/shape_vs_start`"
-    assert view["selectedColumns"] == ["params.`sweep/reward.weights.shape`", "metrics.`hp/heldout/shape_vs_start`"]
+    # sorted by, and showing, each job against the baseline on the question's first measure with its interval
+    assert view["orderByKey"] == "metrics.`vs_baseline/heldout/total`"
+    assert view["selectedColumns"] == ["params.`sweep/reward.weights.shape`", "metrics.`vs_baseline/heldout/total`",
+                                       "metrics.`vs_baseline/heldout/total_low`",
+                                       "metrics.`vs_baseline/heldout/total_high`"]
     # each job's own run carries the question's comparison: its setting against the baseline job of its seed, in the
     # title's units, with its interval's bounds
     rep = question["jobs"]["1"]["replicate"]
@@ -159,7 +164,10 @@ def test_tensorboard_gets_one_folder_per_job_named_by_its_overrides_with_the_swe
         assert columns == [(False, SWEPT)]
         # its metric columns: what the question asks about first (the swept weight's own dimension), then the
         # held-out change per dimension and the end scores
-        assert metrics[:3] == ["hp/heldout/shape_vs_start", "hp/heldout/shape_right", "hp/heldout/reward"]
+        # (written by the sweep's end into every job's run: the question's comparison with the baseline first)
+        assert metrics[:6] == ["vs_baseline/heldout/total", "vs_baseline/heldout/total_high",
+                               "vs_baseline/heldout/total_low", "hp/heldout/shape_vs_start", "hp/heldout/shape_right",
+                               "hp/heldout/reward"]
         assert "hp/heldout/fabric_vs_start" in metrics
         assert "hp/overall_score" in metrics and "hp/train_reward_last20" in metrics
 
@@ -183,7 +191,14 @@ def test_wandb_s_record_shows_the_same_keys_and_metrics_and_groups_the_sweep(swe
     assert all("vase_config.yaml" in j["files"] for j in jobs)
     summary = run_view(next((sweep_dir / "wandb").glob("offline-run-*/run-*.wandb")))
     assert summary["group"] == group and summary["config"][SWEPT] == "0,0.6"
-    assert {"sweep/summary", "sweep/ablation_verdict", "sweep/ablation"} <= summary["history"]
+    assert {"sweep/summary", "sweep/ablation_verdict", "sweep/ablation", "sweep/vs_baseline"} <= summary["history"]
+    # the verdict in the summary run's summary (the runs table's columns): its line and its numbers
+    question = json.loads((sweep_dir / "question.json").read_text())
+    pooled = question["blocks"]["all"]["reward.weights.shape=0.6"]["heldout/total"]["pooled"]
+    assert summary["summary"]["verdict"].startswith(
+        f"reward.weights.shape=0.6 vs 0: held-out total reward {pooled['diff']:+.3g} [{pooled['lo']:+.3g}, "
+        f"{pooled['hi']:+.3g}] {pooled['direction']}")
+    assert summary["summary"]["answer/reward.weights.shape_0.6/heldout/total/low"] == pytest.approx(pooled["lo"])
     assert "ablation.md" in summary["files"]
 
 
@@ -266,7 +281,7 @@ def test_make_dashboards_check_passes_against_real_mlflow_and_tensorboard_server
     once the server is back); servers stopped."""
     p = subprocess.run(["make", "--no-print-directory", "dashboards-check"], cwd=ROOT, capture_output=True, text=True, timeout=3600)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
-    for part in ("mlflow", "mlflow-single-run", "mlflow-server-dies", "tensorboard"):
+    for part in ("real-effect", "mlflow", "mlflow-single-run", "mlflow-server-dies", "tensorboard"):
         assert f"PASS  {part} " in p.stdout, p.stdout[-4000:]
     left = subprocess.run(["pgrep", "-af", "mlflow server|tensorboard.main"], capture_output=True, text=True).stdout
     assert not left.strip(), left
@@ -469,9 +484,55 @@ def test_the_printed_tensorboard_command_names_each_job_by_its_swept_values(swee
     assert len(said) == 1
     command, _, page = said[0].partition(", then ")
     args = shlex.split(command)
-    assert args[:2] == ["tensorboard", "--logdir_spec"]
-    pairs = [pair.split(":", 1) for pair in args[2].split(",")]
-    assert [name for name, _ in pairs] == ["w_shape=0", "w_shape=0.6"]
-    assert all(Path(path).name == f"grpo-{name}" and any(Path(path).glob("events.out.*")) for name, path in pairs)
+    # one folder, relative to where the sweep ran: a link per job, named by its swept values, to the job's run
+    assert args[:2] == ["tensorboard", "--logdir"] and len(args) == 3 and len(command) < 120, command
+    board = sweep.parent / args[2]
+    assert args[2].startswith("logs/train/multiruns/") and board.parent.parent.name == "multiruns"
+    assert sorted(p.name for p in board.iterdir()) == ["w_shape=0", "w_shape=0.6"]
+    assert all(p.is_symlink() and p.resolve().name == f"grpo-{p.name}" and any(p.glob("events.out.*"))
+               for p in board.iterdir())
     # the training curves first, not the one-point hp/* charts
     assert page == "http://localhost:6006/?tagFilter=train%2F%28reward%7Closs%7Ckl%29%24#timeseries"
+
+
+def test_a_sweeps_tensorboard_view_is_written_once_at_its_end_with_the_comparison_first(tmp_path: Path) -> None:
+    """TensorBoard keeps the first experiment record a run holds (its hparams columns): a job of a sweep writes none,
+    and the sweep's end writes one for every job, the compared key first (a replicate after it, unticked) and each
+    job's comparison with the baseline as the first metrics, logged in that job's run; the printed command is one
+    relative folder of links named by the jobs' swept values."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+    from torch.utils.tensorboard import SummaryWriter
+
+    from vase.loggers import tensorboard_sweep_columns
+    from vase.reports.sweep_summary import tensorboard_command
+
+    sweep = tmp_path / "logs" / "train" / "multiruns" / "t"
+    runs = [sweep / "0" / "tensorboard" / "grpo-beta=0.001-seed=1", sweep / "1" / "tensorboard" / "grpo-beta=0.04-seed=1"]
+    for run in runs:
+        w = SummaryWriter(str(run))
+        w.add_scalar("hp/heldout/reward", 0.5, 0)
+        w.close()
+    params = [{"sweep/seed": 1, "sweep/stage.module.beta": b} for b in (0.001, 0.04)]
+    comparisons = [{}, {"vs_baseline/heldout/total": 3.0, "vs_baseline/heldout/total_low": 1.0,
+                        "vs_baseline/heldout/total_high": 5.0}]
+    tensorboard_sweep_columns(runs, params, ["sweep/stage.module.beta"], ["hp/heldout/reward"], comparisons)
+    for run, comparison in zip(runs, comparisons):
+        ea = EventAccumulator(str(run))
+        ea.Reload()
+        experiments = [plugin_data_pb2.HParamsPluginData.FromString(c).experiment
+                       for c in ea.PluginTagToContent("hparams").values()
+                       if plugin_data_pb2.HParamsPluginData.FromString(c).HasField("experiment")]
+        assert len(experiments) == 1
+        exp = experiments[0]
+        assert [m.name.tag for m in exp.metric_infos] == ["vs_baseline/heldout/total", "vs_baseline/heldout/total_high",
+                                                         "vs_baseline/heldout/total_low", "hp/heldout/reward"]
+        assert [(h.name, h.differs) for h in exp.hparam_infos] == [("sweep/stage.module.beta", True),
+                                                                   ("sweep/seed", False)]
+        assert {k: ea.Scalars(k)[-1].value for k in comparison} == comparison
+    said = tensorboard_command(sweep, here=tmp_path)
+    assert said.startswith("tensorboard --logdir logs/train/multiruns/t/tensorboard, then http://localhost:6006/")
+    links = sorted((sweep / "tensorboard").iterdir())
+    assert [p.name for p in links] == ["beta=0.001-seed=1", "beta=0.04-seed=1"]
+    assert [p.resolve() for p in links] == [r.resolve() for r in runs] and not any(Path(os.readlink(p)).is_absolute() for p in links)
+    assert tensorboard_command(sweep, here=tmp_path) == said  # a second end of the same sweep: the same links

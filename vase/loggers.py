@@ -19,9 +19,8 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 from PIL import Image
-from tensorboard.plugins.hparams import plugin_data_pb2
 
-from vase.config import SERVER_SCHEMES, swept_keys
+from vase.config import SERVER_SCHEMES, swept_keys, view_order
 from vase.errors import ConfigError, VaseError
 from vase.io import atomic_write_text, path_lock
 from vase.runs import code_stamp, job_overrides
@@ -145,7 +144,7 @@ def dashboard_key(name: str) -> str:
     return _PARAM_UNSAFE.sub("_", name.replace("@", ":"))
 
 
-def _value(text: str) -> Any:
+def param_value(text: str) -> Any:
     """An override's value as the number or flag it spells (dashboards sort and plot numbers), else the text."""
     low = text.strip().lower()
     if low in ("true", "false"):
@@ -180,8 +179,8 @@ def run_params(cfg: DictConfig, overrides: list[str] | None = None, swept: list[
         key, _, value = o.partition("=")
         key = key.lstrip("+~")
         if not key.startswith(_NOT_PARAMS):
-            given[key] = _value(value)
-    swept = [k for k in swept if k in given]
+            given[key] = param_value(value)
+    swept = view_order([k for k in swept if k in given], OmegaConf.select(cfg, "question", default=None))
     # a name every dashboard takes (MLflow allows letters, digits and _ - . : / and space): stage@sft -> stage:sft
     given = {dashboard_key(k): v for k, v in given.items()}
     swept = [dashboard_key(k) for k in swept]
@@ -279,10 +278,10 @@ def log_end_metrics(loggers: list[Any], cfg: DictConfig, metrics: dict[str, floa
 
 
 def _tensorboard_hparams(lg: Any, params: dict[str, Any], metrics: dict[str, float]) -> None:
-    """TensorBoard's hparams records for this run: the experiment (its columns) and the session (this run's values).
-    In a sweep the columns are only what varies among its jobs, the swept keys (``sweep/<key>``), so that the metric
-    columns (the question's first) stay in view beside them at a laptop's width; the rest of `run_params` is in the
-    run's ``config`` text panel. A single run keeps all of them (one row, nothing to compare)."""
+    """TensorBoard's hparams records for this run: the session (this run's values) and, for a single run, the
+    experiment (its columns, every parameter of `run_params`). A job of a sweep writes no experiment: TensorBoard keeps
+    the first one a run holds, and the sweep's end writes it for every job at once (`tensorboard_sweep_columns`), with
+    the question's comparison as its first metrics and the swept keys alone as its columns."""
     # lazy: torch's TensorBoard summaries (torch): only runs with logger=tensorboard need them
     from torch.utils.tensorboard.summary import hparams
 
@@ -290,15 +289,60 @@ def _tensorboard_hparams(lg: Any, params: dict[str, Any], metrics: dict[str, flo
         return
     swept = {k: v for k, v in params.items() if k.startswith("sweep/")}
     exp, ssi, sei = hparams(swept or params, metrics)
-    value = exp.value[0]
-    data = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
-    for info in data.experiment.hparam_infos:  # TensorBoard orders the columns that differ first, and ticks those
-        info.differs = info.name in swept
-    value.metadata.plugin_data.content = data.SerializeToString()
     writer = lg.experiment._get_file_writer()
-    for summary in (exp, ssi, sei):
+    for summary in (ssi, sei) if swept else (exp, ssi, sei):
         writer.add_summary(summary)
     lg.experiment.flush()
+
+
+def tensorboard_sweep_columns(runs: list[Path], params: list[dict[str, Any]], compared: list[str],
+                              first: list[str], comparisons: list[dict[str, float]]) -> None:
+    """A sweep's TensorBoard hparams view, written at its end into each job's run (``runs``, with its swept values
+    ``params``: ``sweep/<key>`` -> value): the swept keys as the columns, those the question compares first and its
+    replicates (a seed) last; the question's comparison of each job with the baseline (``comparisons``:
+    ``vs_baseline/<move>``, ``_low``, ``_high``) as its first metrics, logged in each job's run, then ``first`` (the
+    question's own measures) and the end metrics the jobs logged (`vase.eval.stats.dashboard_columns`)."""
+    # lazy: TensorBoard's readers and writers, for sweeps that logged to it
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
+    from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
+    from torch.utils.tensorboard import SummaryWriter
+
+    from vase.eval.stats import dashboard_columns
+
+    logged: dict[str, float] = {}
+    for run in runs:
+        ea = EventAccumulator(str(run), size_guidance={"scalars": 0, "images": 1, "tensors": 1, "histograms": 1})
+        ea.Reload()
+        logged.update({t: 0.0 for t in ea.Tags()["scalars"] if t.startswith("hp/")})
+    ours = list(dict.fromkeys(k for c in comparisons for k in c))
+    metrics = [*sorted(ours, key=lambda k: (ours.index(k.removesuffix("_low").removesuffix("_high")), k)),
+               *dashboard_columns(logged, first)]
+    seen = list(dict.fromkeys(k for p in params for k in p))
+    keys = [*(k for k in seen if k in compared), *(k for k in seen if k not in compared)]
+    infos = []
+    for key in keys:
+        values = [p[key] for p in params if key in p]
+        if all(isinstance(v, bool) for v in values):
+            kind = api_pb2.DATA_TYPE_BOOL
+        elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            kind = api_pb2.DATA_TYPE_FLOAT64
+        else:
+            kind = api_pb2.DATA_TYPE_STRING
+        # TensorBoard puts the columns marked as differing first (by name): the compared keys; a replicate comes after
+        infos.append(api_pb2.HParamInfo(name=key, type=kind, differs=key in compared))
+    data = plugin_data_pb2.HParamsPluginData(version=0, experiment=api_pb2.Experiment(
+        hparam_infos=infos, metric_infos=[api_pb2.MetricInfo(name=api_pb2.MetricName(tag=m)) for m in metrics]))
+    exp = Summary(value=[Summary.Value(tag="_hparams_/experiment", metadata=SummaryMetadata(
+        plugin_data=SummaryMetadata.PluginData(plugin_name="hparams", content=data.SerializeToString())))])
+    for run, comparison in zip(runs, comparisons):
+        w = SummaryWriter(str(run))
+        try:
+            for key, value in comparison.items():
+                w.add_scalar(key, value, 0)
+            w._get_file_writer().add_summary(exp)
+        finally:
+            w.close()
 
 
 def check_loggers(cfg: DictConfig) -> None:

@@ -5,27 +5,31 @@ for what a user sees.
 
 Starts a real MLflow tracking server (``mlflow server`` from MLflow's own virtualenv, built under
 ``~/.cache/vase/tools/`` (`tools_dir`) from the package index when missing: vase itself installs only MLflow's client) on 127.0.0.1,
-with its SQLite store and its artifact store in a folder of its own; runs a two-job reward-weight sweep at debug size
-(GRPO at shape weight 0 and 0.6 from one shared SFT, held-out verdict on) with ``logger=[mlflow,tensorboard]`` from
-another working directory, as a second machine would; starts TensorBoard on the sweep; then:
+with its SQLite store and its artifact store in a folder of its own; runs a two-job reward-weight sweep with a real
+effect (`SWEEP`: experiment=ablation_quick on fewer vases and steps, GRPO at shape weight 0 and 0.6 from one shared
+SFT, held-out verdict on) with ``logger=[mlflow,tensorboard]`` from another working directory, as a second machine
+would; starts TensorBoard on the sweep; then:
 
+0. ``real-effect``: the sweep's answer is ``up`` with an interval above 0 (held-out shape right), so what the pages
+   show is an answer.
 1. ``mlflow``, through MLflow's REST API: one parent run for the sweep holding its summary and the ablation's verdict
-   table, two child runs whose parameters differ in exactly the swept key and the weights it determines, with the
-   held-out verdict per dimension as metrics; the parent holds the answer as ``answer/...`` metrics and in its name;
-   every file went to the server's artifact store (none to a client-side folder). Through the rendered pages
-   (headless Chromium, after the app has drawn them, shadow DOM included), reading only what is on the first screen
-   at 1,400 x 900 (`IN_VIEW_TEXT`): the jobs link vase printed shows both jobs by their swept values and the held-out
-   measure; the answer link shows the verdict; the run comparison's first plot has the swept key as its first axis
-   and the held-out change as its metric.
+   table, two child runs whose parameters differ in exactly the swept key and the weights it determines, the weight
+   0.6 job holding its comparison with the baseline (``vs_baseline/...``); the parent holds the answer as
+   ``answer/...`` metrics and in its name. Every file went to the server's artifact store. Through the rendered
+   pages (headless Chromium, shadow DOM included), reading only what is on the first screen at 1,400 x 900
+   (`IN_VIEW_TEXT`): the jobs link vase printed shows both jobs, the swept key as the first parameter column and
+   each job against the baseline; the answer link shows the verdict (``... up``); the run comparison's first plot
+   has the swept key as its first axis, and is drawn: coloured pixels in its box (`ink`), not a grey placeholder.
 2. ``mlflow-single-run``: ``train.py logger=mlflow`` alone (no sweep) against the same server: its run finishes on
    the server, every tag a value (no None), its config file in the server's artifact store.
 3. ``mlflow-server-dies``: a single run against a second server that is killed (SIGKILL) once the run's first
    losses are on it: training finishes and keeps its adapter, one line says what was not logged and how to send it;
    the server started again on its store, ``python -m vase.mlflow_journal <run>`` sends it (every step's loss, the
    run's end, its end metrics on the server).
-4. ``tensorboard``: started with the ``--logdir_spec`` command the sweep printed; its HTTP API lists one run per job,
-   named by its swept values, with the training reward's scalars, the swept key as the hparams view's only column and
-   the held-out measure as its first metric; HPARAMS' first screen shows the swept key, that measure and both jobs.
+4. ``tensorboard``: started with the command the sweep printed (one relative folder); its HTTP API lists one run per
+   job, named by its swept values, with the training reward's scalars, the swept key as the hparams view's first
+   column and the comparison with the baseline as its first metric; HPARAMS' first screen shows the swept key, that
+   measure and both jobs; the page the command names shows the training curves drawn (pixels) and no ``hp/`` chart.
 
 The screenshots are taken from the same rendered pages. Both servers are stopped at the end, whatever happened.
 Results in ``dashboards_check.json`` / ``.md``.
@@ -52,7 +56,10 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from vase.checks.docs_check import DEEP_TEXT, IN_VIEW_TEXT, browser, rendered
+import numpy as np
+from PIL import Image
+
+from vase.checks.docs_check import DEEP_TEXT, IN_VIEW_TEXT, BrowserPage, browser, rendered
 from vase.checks.slurm import free_port
 from vase.checks.venvs import tool_venv, tools_dir
 from vase.io import atomic_write_json, atomic_write_text
@@ -106,15 +113,22 @@ def _api(url: str, path: str, body: dict[str, Any] | None = None) -> dict[str, A
         return json.loads(r.read() or b"{}")
 
 
-SWEEP = ["debug=fast", "stage=grpo", "sft_init=true", "+stage@sft=sft", "+sft.max_steps=2", "reward.weights.shape=0,0.6",
-         "reward.normalize_weights=[shape]", "evaluate.heldout=true", "logger=[mlflow,tensorboard]",
-         "+question.compare=reward.weights.shape", "+question.baseline=0", "+question.report=ablation"]
+SWEEP = ["experiment=ablation_quick", "data.synthetic.num_vases=__VASES__", "trainer.max_steps=__STEPS__",
+         "evaluate.vqa=null", "+question.moves=[heldout/shape_right,heldout/fabric_right]",
+         "logger=[mlflow,tensorboard]"]
+"""A sweep with a real effect, small enough for a check: experiment=ablation_quick (one SFT, GRPO at shape weight 0
+and 0.6, held-out verdict) on fewer vases and steps, where the shape weight moves held-out shape up with an interval
+that excludes 0, so the screenshots show an answer, not ``+0 [+0, +0]``."""
 SWEPT = "sweep/reward.weights.shape"
 DETERMINED = {f"weights/{d}" for d in ("fabric", "technique", "shape", "dating", "decoration", "attribution")}
 HELDOUT = "hp/heldout/shape_vs_start"
+"""What MLflow's comparison page plots against the swept key: the first metric each job logged."""
+MEASURE = "vs_baseline/heldout/shape_right"
+"""The question's comparison of a job with the baseline, the runs tables' first metric."""
+VERDICT = "reward.weights.shape=0.6 vs 0: held-out shape right"
 JOBS = ("grpo-w_shape=0", "grpo-w_shape=0.6")
-BOARD_RUNS = ("w_shape=0/.", "w_shape=0.6/.")
-"""The runs TensorBoard lists when started with the command the sweep printed (the spec's name, its root run)."""
+BOARD_RUNS = ("w_shape=0", "w_shape=0.6")
+"""The runs TensorBoard lists when started with the command the sweep printed (a link per job, named by its values)."""
 SCREEN = (1400, 900)
 """The first screen a check reads: a laptop's browser window."""
 
@@ -124,6 +138,60 @@ def _page(url: str, out: Path, until: Any, script: str = DEEP_TEXT) -> str:
     the first screen; "" without Chromium), screenshotted into ``out``."""
     exe = browser()
     return (rendered(exe, url, script=script, until=until, out=out, size=SCREEN, timeout=90) or "") if exe else ""
+
+
+LARGEST_PLOT = """(() => {
+  const W = window.innerWidth, H = window.innerHeight; let best = null;
+  const walk = (root) => {
+    for (const el of root.querySelectorAll('svg, canvas')) {
+      const r = el.getBoundingClientRect();
+      const x0 = Math.max(0, r.left), y0 = Math.max(0, r.top), x1 = Math.min(W, r.right), y1 = Math.min(H, r.bottom);
+      const area = (x1 - x0) * (y1 - y0);
+      if (x1 - x0 >= 200 && y1 - y0 >= 100 && (!best || area > best.area)) best = {x: x0, y: y0, w: x1 - x0, h: y1 - y0, area};
+    }
+    for (const el of root.querySelectorAll('*')) if (el.shadowRoot) walk(el.shadowRoot);
+  };
+  walk(document); return best;
+})()"""
+"""The largest plot (an SVG or a canvas, at least 200 x 100 px) on the first screen: its box there, or null."""
+
+PLOT_PAGE = "({text: " + IN_VIEW_TEXT + ", plot: " + LARGEST_PLOT + "})"
+"""The first screen's text and its largest plot's box."""
+
+MIN_INK = 400
+"""Coloured pixels a drawn plot shows at the least (two jobs' lines or curves): a loading placeholder is grey."""
+
+
+def ink(png: Path, box: dict[str, float]) -> int:
+    """The coloured pixels (saturation above 0.3, not dark) inside ``box`` of a screenshot: what a drawn plot's
+    lines put there, and a grey placeholder or an empty frame does not."""
+    with Image.open(png) as im:
+        crop = im.convert("RGB").crop((int(box["x"]), int(box["y"]), int(box["x"] + box["w"]), int(box["y"] + box["h"])))
+    rgb = np.asarray(crop, dtype=np.float32) / 255.0
+    hi, lo = rgb.max(axis=-1), rgb.min(axis=-1)
+    saturation = np.where(hi > 0, (hi - lo) / np.maximum(hi, 1e-6), 0.0)
+    return int(((saturation > 0.3) & (hi > 0.25)).sum())
+
+
+def drawn_page(url: str, out: Path, until: Any, timeout: float = 90) -> dict[str, Any]:
+    """What ``url`` shows on its first screen at `SCREEN` once its text holds ``until`` and its largest plot is drawn,
+    judged by pixels (`ink`: a plot whose frame is there but whose lines are not is not drawn), screenshotted into
+    ``out``: ``text``, ``plot`` (its box) and ``ink``; all empty without Chromium."""
+    exe = browser()
+    if not exe:
+        return {"text": "", "plot": None, "ink": 0}
+    with BrowserPage(exe, SCREEN) as page:
+        page.goto(url)
+        got = page.wait(PLOT_PAGE, lambda v: until(v.get("text") or "") and v.get("plot"), timeout) or {}
+        deadline, coloured = time.time() + 30, 0
+        while True:  # the frame is there; wait for its lines
+            page.screenshot(out)
+            got = page.evaluate(PLOT_PAGE) or got
+            coloured = ink(out, got["plot"]) if got.get("plot") else 0
+            if coloured >= MIN_INK or time.time() > deadline:
+                break
+            time.sleep(1)
+    return {"text": got.get("text") or "", "plot": got.get("plot"), "ink": coloured}
 
 
 def run_sweep(work: Path, mlflow_url: str, cache: Path) -> tuple[int, Path | None]:
@@ -137,7 +205,7 @@ def run_sweep(work: Path, mlflow_url: str, cache: Path) -> tuple[int, Path | Non
     with open(work / "sweep.log", "w") as f:
         rc = subprocess.run(cmd, cwd=client, stdout=f, stderr=subprocess.STDOUT, timeout=1800,
                             env={**os.environ, "MLFLOW_TRACKING_URI": mlflow_url, "WANDB_MODE": "disabled"}).returncode
-    found = sorted((logs / "train" / "multiruns").glob("*/")) if (logs / "train" / "multiruns").is_dir() else []
+    found = sorted(logs.glob("*/multiruns/*/"))
     return rc, found[-1] if found else None
 
 
@@ -188,41 +256,57 @@ def check_mlflow(url: str, work: Path, artifacts: Path) -> dict[str, Any]:
     ids = json.dumps([r["info"]["run_id"] for r in children])
     compare_url = (f"{url}/#/compare-runs?runs={urllib.parse.quote(ids)}&experiments="
                    f"{urllib.parse.quote(json.dumps([exp_id]))}")
-    # the comparison's first screen: its first plot (parallel coordinates) and the selectors that say what it plots
-    compare = _page(compare_url, work / "mlflow_compare.png", script=IN_VIEW_TEXT,
-                    until=lambda t: "Parameters:" in t and "Metrics:" in t and SWEPT in t)
-    axes, metric = plotted_axes(compare)
+    # the comparison's first screen: its first plot (parallel coordinates) drawn, and the selectors that say what
+    compare = drawn_page(compare_url, work / "mlflow_compare.png",
+                         until=lambda t: "Parameters:" in t and "Metrics:" in t and SWEPT in t)
+    axes, metric = plotted_axes(compare["text"])
     log = (work / "sweep.log").read_text(errors="replace")
     printed = re.findall(r"MLflow: the sweep's jobs, with the swept values and the question's measures: (\S+)", log)
     answer_link = re.findall(r"MLflow: the sweep is run \S+, its answer: (\S+)", log)
-    # the first screen of the page the printed link opens: each job by its swept value, and the held-out measure
+    # the first screen of the page the printed link opens: each job by its swept value, the swept key before any
+    # other parameter (a replicate never first), and each job against the baseline
     runs_page = _page(printed[-1], work / "mlflow_runs.png", script=IN_VIEW_TEXT,
-                      until=lambda t: all(j in t for j in JOBS) and HELDOUT in t) if printed else ""
-    jobs_in_view = all(j in runs_page for j in JOBS) and HELDOUT in runs_page and SWEPT.split(".")[0] in runs_page
-    # the parent's page: the verdict in its name, on the first screen
+                      until=lambda t: all(j in t for j in JOBS) and MEASURE in t) if printed else ""
+    first_key = next(iter(re.findall(r"\bsweep/\S+", runs_page)), None)
+    jobs_in_view = all(j in runs_page for j in JOBS) and MEASURE in runs_page and first_key == SWEPT
+    # the parent's page: the whole verdict in its name, on the first screen
     parent_run = next((r for r in runs if r["info"]["run_id"] == parent), None) if parent else None
     parent_name = parent_run["info"].get("run_name", "") if parent_run else ""
     answer_page = _page(answer_link[-1], work / "mlflow_answer.png", script=IN_VIEW_TEXT,
-                        until=lambda t: "reward.weights.shape=0.6 vs 0" in t) if answer_link else ""
+                        until=lambda t: VERDICT in t) if answer_link else ""
     answer_metrics = sorted(m["key"] for m in parent_run["data"].get("metrics", [])) if parent_run else []
+    comparison = [sorted(m["key"] for m in r["data"].get("metrics", []) if m["key"].startswith("vs_baseline/"))
+                  for r in children]
+    verdict_in_view = VERDICT in answer_page and " up" in answer_page.split(VERDICT, 1)[-1][:80]
     ok = (parent is not None and len(children) == 2 and swept == [0.0, 0.6]
           and differing == sorted({SWEPT} | DETERMINED) and all(HELDOUT in h for h in heldout)
           and any(f["path"].endswith("summary.md") for f in files)
           and any(f["path"].endswith("ablation_verdict.json") for f in tables)
           and bool(on_server) and not client_side
-          and axes[:1] == [SWEPT] and metric == [HELDOUT] and jobs_in_view
-          and "reward.weights.shape=0.6 vs 0" in parent_name and "reward.weights.shape=0.6 vs 0" in answer_page
+          and axes[:1] == [SWEPT] and metric == [HELDOUT] and compare["ink"] >= MIN_INK and jobs_in_view
+          and VERDICT in parent_name and verdict_in_view and any(MEASURE in c for c in comparison)
           and any(k.endswith("/effect") for k in answer_metrics) and any(k.endswith("/low") for k in answer_metrics))
     return {"passed": ok, "runs": len(runs), "children": len(children), "swept_values": swept,
             "params_differing_between_jobs": differing, "heldout_metrics": heldout[0][:6] if heldout else [],
-            "parent_files": [f["path"] for f in files], "parent_tables": [f["path"] for f in tables],
-            "files_in_server_store": on_server,
+            "comparison_metrics": comparison, "parent_files": [f["path"] for f in files],
+            "parent_tables": [f["path"] for f in tables], "files_in_server_store": on_server,
             "client_side_artifact_folders": client_side, "comparison_axes": axes, "comparison_metric": metric,
-            "first_screen_of_comparison": compare[:600], "printed_link": printed[-1:] or None,
+            "comparison_plot_ink": compare["ink"], "first_screen_of_comparison": compare["text"][:600],
+            "printed_link": printed[-1:] or None, "first_key_in_jobs_view": first_key,
             "jobs_and_measure_on_first_screen": jobs_in_view, "first_screen_of_jobs": runs_page[:600],
-            "parent_name": parent_name, "answer_on_first_screen": "reward.weights.shape=0.6 vs 0" in answer_page,
+            "parent_name": parent_name, "verdict_on_first_screen": verdict_in_view,
             "parent_metrics": answer_metrics[:6],
             "screenshots": [str(work / n) for n in ("mlflow_runs.png", "mlflow_answer.png", "mlflow_compare.png")]}
+
+
+def sweep_effect(sweep: Path) -> dict[str, Any]:
+    """The check's sweep has a real effect: its question's first measure for the setting against the baseline, pooled,
+    is ``up`` with an interval above 0 (else its screenshots would show no answer)."""
+    q = json.loads((sweep / "question.json").read_text()) if (sweep / "question.json").is_file() else {}
+    found = (((q.get("blocks") or {}).get("all") or {}).get("reward.weights.shape=0.6") or {}).get(
+        "heldout/shape_right", {}).get("pooled") or {}
+    return {"passed": found.get("direction") == "up" and (found.get("lo") or 0) > 0,
+            "shape_right_points": {k: round(100 * found[k], 1) for k in ("diff", "lo", "hi") if found.get(k) is not None}}
 
 
 def check_single_run(url: str, work: Path, cache: Path, artifacts: Path) -> dict[str, Any]:
@@ -334,18 +418,19 @@ def check_tensorboard(url: str, work: Path) -> dict[str, Any]:
     metrics = [m["name"]["tag"] for m in hparams.get("metricInfos", [])]
     columns = [h["name"] for h in hparams.get("hparamInfos", [])]
     page = _page(f"{url}/#hparams", work / "tensorboard_hparams.png", script=IN_VIEW_TEXT,
-                 until=lambda t: "Trial ID" in t and all(j in t for j in BOARD_RUNS))
-    in_view = SWEPT in page and HELDOUT in page and all(j in page for j in BOARD_RUNS)
-    # the page the printed command names: the training curves on the first screen, no one-point hp/* chart
-    curves = _page(f"{url}/?tagFilter={CURVES}#timeseries", work / "tensorboard_curves.png", script=IN_VIEW_TEXT,
-                   until=lambda t: "train/reward" in t.replace(" ", ""))
-    joined = curves.replace(" ", "")  # a card's title is two texts ("train", "/reward")
-    curves_first = "train/reward" in joined and "hp/" not in joined
-    ok = (sorted(runs) == sorted(BOARD_RUNS) and len(with_reward) == 2 and metrics[:1] == [HELDOUT]
-          and columns == [SWEPT] and in_view and curves_first)
+                 until=lambda t: "Trial ID" in t and all(j in t for j in BOARD_RUNS) and MEASURE in t)
+    in_view = SWEPT in page and MEASURE in page and all(j in page for j in BOARD_RUNS)
+    # the page the printed command names: the training curves drawn on the first screen, no one-point hp/* chart
+    curves = drawn_page(f"{url}/?tagFilter={CURVES}#timeseries", work / "tensorboard_curves.png",
+                        until=lambda t: "train/reward" in t.replace(" ", ""))
+    joined = curves["text"].replace(" ", "")  # a card's title is two texts ("train", "/reward")
+    curves_first = "train/reward" in joined and "hp/" not in joined and curves["ink"] >= MIN_INK
+    ok = (sorted(runs) == sorted(BOARD_RUNS) and len(with_reward) == 2 and metrics[:1] == [MEASURE]
+          and columns[:1] == [SWEPT] and in_view and curves_first)
     return {"passed": ok, "runs": runs, "runs_with_reward": with_reward, "hparams_columns": columns[:8],
             "hparams_metrics": metrics[:8], "swept_key_measure_and_jobs_on_first_screen": in_view,
-            "first_screen": page[:600], "training_curves_first": curves_first, "curves_first_screen": curves[:300],
+            "first_screen": page[:600], "training_curves_drawn_first": curves_first, "curves_ink": curves["ink"],
+            "curves_first_screen": curves["text"][:300],
             "screenshots": [str(work / "tensorboard_hparams.png"), str(work / "tensorboard_curves.png")]}
 
 
@@ -368,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     with server(ml_cmd, work / "mlflow_server.log", ml_url, "/health"):
         rc, sweep = run_sweep(work, ml_url, Path(a.cache_dir))
         results["sweep"] = {"passed": rc == 0 and sweep is not None, "rc": rc, "sweep": str(sweep)}
+        results["real-effect"] = sweep_effect(sweep) if sweep is not None else {"passed": False}
         for name, part in (("mlflow", lambda: check_mlflow(ml_url, work, store / "artifacts")),
                            ("mlflow-single-run", lambda: check_single_run(ml_url, work, Path(a.cache_dir),
                                                                           store / "artifacts")),
@@ -378,12 +464,11 @@ def main(argv: list[str] | None = None) -> int:
                 results[name] = {"passed": False, "error": f"{type(e).__name__}: {e}"}
     said = re.findall(r"TensorBoard: the jobs side by side, named by their swept values: (.+)",
                       (work / "sweep.log").read_text(errors="replace"))
-    if sweep is not None and said:  # the command the sweep printed, as a user runs it
+    if sweep is not None and said:  # the command the sweep printed, as a user runs it, where the sweep ran
         tb_cmd = [sys.executable, "-m", "tensorboard.main", *shlex.split(said[-1].partition(", then ")[0])[1:],
-                  "--host", "127.0.0.1",
-                  "--port", str(tb_port)]
+                  "--host", "127.0.0.1", "--port", str(tb_port)]
         try:
-            with server(tb_cmd, work / "tensorboard_server.log", tb_url, "/data/runs"):
+            with server(tb_cmd, work / "client" / "tensorboard_server.log", tb_url, "/data/runs"):
                 time.sleep(5)  # TensorBoard loads the event files in the background
                 results["tensorboard"] = check_tensorboard(tb_url, work)
         except Exception as e:  # noqa: BLE001
@@ -399,7 +484,8 @@ def main(argv: list[str] | None = None) -> int:
         f"| {n} | {'PASS' if r['passed'] else 'FAIL'} |\n" for n, r in results.items())
         + "\n![MLflow: the sweep's jobs, from the printed link](mlflow_runs.png)\n\n"
         "![MLflow: the sweep's answer, from the printed link](mlflow_answer.png)\n\n"
-        "![MLflow's comparison](mlflow_compare.png)\n\n![TensorBoard's hparams](tensorboard_hparams.png)\n")
+        "![MLflow's comparison](mlflow_compare.png)\n\n![TensorBoard's hparams](tensorboard_hparams.png)\n\n"
+        "![TensorBoard's training curves](tensorboard_curves.png)\n")
     print(f"{'PASS' if ok else 'FAIL'}: dashboards check, {time.time() - started:.0f} s ({work})")
     return 0 if ok else 1
 

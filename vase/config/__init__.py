@@ -52,6 +52,7 @@ from vase.config.naming import (
     sweep_values_of,
     swept_keys,
     tiny_key,
+    view_order,
 )
 from vase.config.options import CONF_DIR, load_option
 from vase.config.preflight import preflight_overrides
@@ -128,6 +129,7 @@ __all__ = [
     "sweep_group",
     "group_name",
     "sweep_keys_of",
+    "view_order",
     "sweep_values_of",
     "swept_keys",
     "tasks_help",

@@ -163,6 +163,22 @@ def _sweeps(given: list[str]) -> Iterator[tuple[str, Override]]:
             yield parsed.get_key_element().lstrip("+~"), parsed
 
 
+def view_order(keys: Iterable[str], question: Any = None) -> list[str]:
+    """Swept ``keys`` in the order a runs table shows them: those the sweep's ``question`` compares, the others, its
+    replicates (a seed, a data draw) last; the given order within each.
+
+    >>> view_order(["seed", "stage.module.beta"], {"compare": "stage.module.beta", "replicates": ["seed"]})
+    ['stage.module.beta', 'seed']
+    """
+    def listed(name: str) -> list[str]:
+        v = (question or {}).get(name)
+        return [str(v)] if isinstance(v, str) else [str(x) for x in (v or [])]
+
+    compared, replicates = listed("compare"), listed("replicates")
+    keys = list(keys)
+    return sorted(keys, key=lambda k: 0 if k in compared else 2 if k in replicates else 1)
+
+
 def swept_keys() -> list[str]:
     """In a job of a multirun: the keys its sweep varies (its command line, noted in the sweep folder's run record when
     it started, and ``hydra.sweeper.params``); [] in a single run or outside Hydra."""

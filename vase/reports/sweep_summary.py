@@ -34,12 +34,20 @@ from vase.config import (
     group_name,
     sweep_keys_of,
     sweep_values_of,
+    view_order,
     wandb_offline,
 )
 from vase.errors import ConfigError, config_exit
 from vase.eval.stats import format_heldout, heldout_difference, wilson_interval
 from vase.io import atomic_write_json, atomic_write_text, inert_markdown, read_json, save_figure, write_markdown
-from vase.loggers import dashboard_key, finish_wandb, mlflow_link, prepare_mlflow
+from vase.loggers import (
+    dashboard_key,
+    finish_wandb,
+    mlflow_link,
+    param_value,
+    prepare_mlflow,
+    tensorboard_sweep_columns,
+)
 from vase.reports.ablation import verdict_rows
 from vase.reports.jobs import (
     code_lines,
@@ -284,11 +292,29 @@ def _log_to_wandb(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]
         verdict = _verdict(sweep_dir)
         if verdict:
             run.log({"sweep/ablation_verdict": wandb.Table(columns=list(VERDICT_COLUMNS), data=verdict)})
+        answer = read_json(sweep_dir / "question.json") if (sweep_dir / "question.json").is_file() else {}
+        if answer:  # the verdict in the summary run's summary (the runs table's columns), each job's comparison a table
+            run.summary.update({"verdict": short_answer(answer) or "no measure decided",
+                                **{dashboard_key(k): v for k, v in answer_metrics(answer).items()}})
+            columns, data = comparison_table(answer, rows)
+            if data:
+                run.log({"sweep/vs_baseline": wandb.Table(columns=columns, data=data)})
         for name in SWEEP_FILES:  # the files themselves, as the run's files
             if (sweep_dir / name).is_file():
                 run.save(str(sweep_dir / name), base_path=str(sweep_dir), policy="now")
     finally:
         finish_wandb(run)
+
+
+def comparison_table(verdict: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    """Each job against the baseline job of its replicate (`job_comparison`), as a table: the job, what tells it
+    apart (its overrides), then each ``vs_baseline/<move>`` with its bounds; baseline jobs and jobs the verdict does
+    not hold are left out."""
+    per_job = [(r, job_comparison(verdict, str(r["job"]))) for r in rows]
+    per_job = [(r, c) for r, c in per_job if c]
+    keys = list(dict.fromkeys(k for _, c in per_job for k in c))
+    return ["job", "overrides", *keys], [[r["job"], r.get("overrides", ""), *(c.get(k) for k in keys)]
+                                         for r, c in per_job]
 
 
 def wandb_sync_command(sweep_dir: Path) -> str | None:
@@ -301,21 +327,74 @@ def wandb_sync_command(sweep_dir: Path) -> str | None:
     return f"wandb sync {where}/*/wandb/offline-run-* {where}/wandb/offline-run-*"
 
 
-def tensorboard_command(sweep_dir: Path) -> str | None:
-    """``tensorboard --logdir_spec`` over a sweep's jobs, each run named by its swept values (``w_shape=0.6``: its
-    folder's name less the stage in front) rather than by its path (``0/tensorboard/grpo-w_shape=0.6``, which
-    TensorBoard's tables cut to ``0/tensorboard/...``), then the page that opens on the training curves (TensorBoard
-    sorts its charts by name, so the one-point end metrics ``hp/*`` would come first); None when the sweep wrote no
-    TensorBoard run."""
+BOARD = "tensorboard"
+"""A sweep's TensorBoard folder: one link per job, named by its swept values, to the job's own TensorBoard run."""
+
+
+def board_runs(sweep_dir: Path) -> list[tuple[str, Path]]:
+    """Each job's TensorBoard run (a folder with events) and the name TensorBoard shows it by: its swept values
+    (``w_shape=0.6``: its folder's name less the stage in front), with the job's number in front where two would
+    read the same; in the order of the jobs."""
     runs = sorted((p for p in sweep_dir.glob("*/tensorboard/*") if p.is_dir() and any(p.glob("events.out.*"))),
                   key=lambda p: (len(p.parts[-3]), p.parts[-3]))
     names = [p.name.split("-", 1)[-1] for p in runs]
     if len(set(names)) != len(names):
-        names = [p.name for p in runs]
-    if not runs or len(set(names)) != len(names) or any("," in str(p) or ":" in n for p, n in zip(runs, names)):
-        return None  # names TensorBoard's spec cannot hold: `tensorboard --logdir <sweep>` still shows them
-    spec = shlex.quote(",".join(f"{n}:{p}" for n, p in zip(names, runs)))
-    return f"tensorboard --logdir_spec {spec}, then http://localhost:6006/?tagFilter={CURVES}#timeseries"
+        names = [f"{p.parts[-3]}-{n}" for p, n in zip(runs, names)]
+    return list(zip(names, runs))
+
+
+def tensorboard_command(sweep_dir: Path, here: Path | None = None) -> str | None:
+    """The command that shows a sweep's jobs side by side in TensorBoard, and the page to open: ``tensorboard
+    --logdir <sweep>/tensorboard``, a folder of links (one per job, named by its swept values, to the job's own
+    run), so TensorBoard names each run ``w_shape=0.6`` rather than by its path (``0/tensorboard/grpo-w_shape=0.6``,
+    which its tables cut to ``0/tensorboard/...``). The folder is relative to ``here`` (the current one) when the
+    sweep is under it. The page opens on the training curves (TensorBoard sorts its charts by name, so the one-point
+    end metrics ``hp/*`` would come first). None when the sweep wrote no TensorBoard run; where links cannot be made,
+    the jobs' folders as a ``--logdir_spec``."""
+    runs = board_runs(sweep_dir)
+    if not runs:
+        return None
+    board = sweep_dir / BOARD
+    try:
+        board.mkdir(exist_ok=True)
+        for name, run in runs:
+            link, target = board / name, os.path.relpath(run, board)
+            if link.is_symlink() and os.readlink(link) == target:
+                continue
+            tmp = board / f".{name}.tmp"
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            tmp.symlink_to(target, target_is_directory=True)
+            os.replace(tmp, link)  # a link made by an earlier end of the same sweep is replaced whole
+    except OSError:  # a filesystem without links: the jobs' folders by name
+        if any("," in str(p) or ":" in n for n, p in runs):
+            return None  # names TensorBoard's spec cannot hold: `tensorboard --logdir <sweep>` still shows them
+        spec = shlex.quote(",".join(f"{n}:{p}" for n, p in runs))
+        return f"tensorboard --logdir_spec {spec}, then http://localhost:6006/?tagFilter={CURVES}#timeseries"
+    here = (here or Path.cwd()).resolve()
+    where = board.resolve()
+    shown = where.relative_to(here) if where.is_relative_to(here) else where
+    return f"tensorboard --logdir {shlex.quote(str(shown))}, then http://localhost:6006/?tagFilter={CURVES}#timeseries"
+
+
+def _log_to_tensorboard(config: DictConfig, sweep_dir: Path) -> str | None:
+    """The sweep's TensorBoard view: each job's comparison with the baseline and the hparams columns
+    (`vase.loggers.tensorboard_sweep_columns`), then the folder of named links; returns the command that shows it
+    (`tensorboard_command`), None when no job logged to TensorBoard."""
+    runs = board_runs(sweep_dir)
+    if not runs:
+        return None
+    verdict = read_json(sweep_dir / "question.json") if (sweep_dir / "question.json").is_file() else {}
+    q = verdict.get("question") or question_of(config) or {}
+    swept = sweep_keys_of(config.hydra.overrides.task, config.hydra.sweeper.get("params"))
+    params, comparisons = [], []
+    for _, run in runs:
+        job, given = run.parents[1], overrides_of(run.parents[1])
+        params.append({f"sweep/{dashboard_key(k)}": param_value(given[k]) for k in swept if k in given})
+        comparisons.append({dashboard_key(k): v for k, v in job_comparison(verdict, job.name).items()})
+    tensorboard_sweep_columns([r for _, r in runs], params, [f"sweep/{dashboard_key(k)}" for k in q.get("compare") or []],
+                              question_columns(q), comparisons)
+    return tensorboard_command(sweep_dir)
 
 
 CURVES = urllib.parse.quote("train/(reward|loss|kl)$", safe="")
@@ -398,9 +477,10 @@ def _log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any
                 job = Path(str(run.data.tags.get("vase.run_dir", ""))).name
                 for key, value in job_comparison(verdict, job).items():  # its setting against the baseline's job
                     client.log_metric(run.info.run_id, dashboard_key(key), value)
+        q = verdict.get("question") or question_of(config) or {}
         swept = sweep_keys_of(config.hydra.overrides.task, config.hydra.sweeper.get("params"))
-        key = jobs_view(client, exp_id, group, [f"sweep/{dashboard_key(k)}" for k in swept],
-                        question_columns(verdict.get("question") or question_of(config)))
+        key = jobs_view(client, exp_id, group, [f"sweep/{dashboard_key(k)}" for k in view_order(swept, q)],
+                        view_metrics(q, verdict) or question_columns(q))
     finally:
         client.set_terminated(parent)
     uri = str(node.tracking_uri)
@@ -412,20 +492,35 @@ SHARED_VIEW_TAG = "mlflow.sharedViewState."
 """Where MLflow's UI (3.x) reads a shared view of an experiment's runs (``?viewStateShareKey=<key>`` in the link)."""
 
 
+def view_metrics(q: dict[str, Any], verdict: dict[str, Any]) -> list[str]:
+    """The metric columns a runs table shows for a question's answer (`job_comparison`'s names): each job against the
+    baseline on the question's first measure with its interval's bounds, then on its next measures (four columns in
+    all, what a laptop's first screen holds beside the run names and the swept keys); [] before a verdict.
+
+    >>> view_metrics({"moves": ["heldout/total", "kl"]}, {"jobs": {"1": {}}})
+    ['vs_baseline/heldout/total', 'vs_baseline/heldout/total_low', 'vs_baseline/heldout/total_high', 'vs_baseline/kl']
+    """
+    moves = list(q.get("moves") or [])
+    if not moves or not verdict.get("jobs"):
+        return []
+    first = f"vs_baseline/{moves[0]}"
+    return [dashboard_key(m) for m in [first, f"{first}_low", f"{first}_high", *(f"vs_baseline/{m}" for m in moves[1:])]][:4]
+
+
 def jobs_view(client: Any, exp_id: str, group: str, params: list[str], metrics: list[str]) -> str:
     """A view of a sweep's jobs saved on its experiment, as MLflow's UI shares views: the jobs alone (not collapsed
-    under their parent run), sorted by the question's first measure, with its columns (the swept keys, then the
-    question's measures) shown. Returns its key. MLflow's runs page shows no parameter or metric column by default,
-    and a client cannot change that default: the link vase prints opens this view."""
+    under their parent run), sorted by the first of ``metrics``, with its columns (the swept keys, then ``metrics``:
+    the question's comparison) shown. Returns its key. MLflow's runs page shows no parameter or metric column by
+    default, and a client cannot change that default: the link vase prints opens this view."""
     def col(kind: str, name: str) -> str:
         return f"{kind}.`{name}`"
 
-    # one measure, each column wide enough for its name: all of them on a laptop's first screen beside the names
-    shown = [col("params", k) for k in params] + [col("metrics", m) for m in metrics[:1]]
+    # each column wide enough for its name's telling end: all of them on a laptop's first screen beside the names
+    shown = [col("params", k) for k in params] + [col("metrics", m) for m in metrics[:4]]
     view = {"searchFilter": f"tags.sweep_group = '{group}' and tags.job_type != 'sweep'",
             "orderByKey": col("metrics", metrics[0]) if metrics else "attributes.start_time", "orderByAsc": False,
             "selectedColumns": shown, "columnOrder": shown,
-            "columnWidths": {c: 185 if c.startswith("params.") else 200 for c in shown}}
+            "columnWidths": {c: 170 if c.startswith("params.") else 165 for c in shown}}
     key = f"vase-{group}"
     client.set_experiment_tag(exp_id, SHARED_VIEW_TAG + key, json.dumps(view))
     return key
@@ -526,7 +621,12 @@ class SweepSummary(Callback):
         sync = wandb_sync_command(sweep_dir) if wandb_offline() else None
         if sync:
             print(f"W&B (offline): push the whole sweep later with: {sync}")
-        board = tensorboard_command(sweep_dir)
+        try:
+            board = _log_to_tensorboard(config, sweep_dir)
+        except Exception as e:  # noqa: BLE001 - the summary files are written; TensorBoard is a view of them
+            board = None
+            log.warning("the sweep summary was written to %s but TensorBoard's view of it could not be: %s",
+                        paths["md"], e)
         if board:
             print(f"TensorBoard: the jobs side by side, named by their swept values: {board}")
         try:
