@@ -33,7 +33,7 @@ def test_the_ablation_demo_twice_gives_byte_identical_results(tmp_path: Path) ->
     a, b = sweep(0), sweep(1)
     for job in ("0", "1"):
         for name in ("train_history.json", "vqa_grpo.json", "answers_vqa_grpo_ll.jsonl", "heldout_reward.json",
-                     "heldout_heldout_reward.jsonl", "heldout_reward_start.json"):
+                     "heldout_reward_answers.jsonl", "heldout_reward_start.json"):
             assert (a / job / name).read_bytes() == (b / job / name).read_bytes(), (job, name)
     va, vb = json.loads((a / "ablation.json").read_text()), json.loads((b / "ablation.json").read_text())
     assert va["table"] == vb["table"] and va.get("i") == vb.get("i")

@@ -239,3 +239,16 @@ def test_a_task_name_that_leaves_the_log_folder_is_one_line_and_nothing_is_writt
     p = subprocess.run([sys.executable, "train.py", "resume=bogus", "logger=none", f"paths.log_dir={logs}"], cwd=ROOT,
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and p.stderr.strip() == "config error: resume='bogus' must be auto or never", p.stderr
+
+
+def test_a_key_only_the_other_entry_point_reads_is_one_line(tmp_path: Path, session_dirs: dict) -> None:
+    """`debug=fast` under evaluate.py set `evaluate.max_new_tokens` and `trainer.max_steps`, keys only train.py reads,
+    and evaluate.py ran its full length without a word; a train.py key given by hand is refused the same way, and
+    train.py keeps its own."""
+    p = run_cli(["evaluate.py", "debug=fast"], tmp_path, session_dirs)
+    assert one_line(p) == ("config error: evaluate, stage, trainer: train.py's keys, which evaluate.py never reads (set "
+                           "by debug=fast); for a short evaluation: data.limit_val=2 generation.max_new_tokens=8")
+    p = run_cli(["evaluate.py", "+trainer.max_steps=2"], tmp_path, session_dirs)
+    assert one_line(p).startswith("config error: trainer: train.py's key, which evaluate.py never reads")
+    assert _run(["train.py", "debug=fast", "logger=none", f"paths.log_dir={tmp_path}"], tmp_path,
+                check=True).returncode == 0

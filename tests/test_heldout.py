@@ -241,7 +241,7 @@ def test_a_grpo_run_scores_itself_and_its_start_on_held_out_vases(train_cfg, tmp
     assert held["items"].keys() == start["items"].keys()
     assert set(held["pass"]) == set(DIMENSIONS) and held["weights"]["shape"] == pytest.approx(0.15)
     # the values are the reward's own on the answers written beside them
-    rows = [json.loads(x) for x in (out / "heldout_heldout_reward.jsonl").read_text().splitlines()]
+    rows = [json.loads(x) for x in (out / "heldout_reward_answers.jsonl").read_text().splitlines()]
     by_id = {r["id"]: r["caption"] for r in rows}
     reward = _reward_of(cfg)
     again = score_answers([{"id": i, "caption": c} for i, c in by_id.items()],

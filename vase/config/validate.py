@@ -18,6 +18,7 @@ from vase.annotate.vocab import DIMENSIONS
 from vase.choices import CPU_KERNELS, MIN_EVAL_VASES, TINY_OPEN_CLIP_NAME, VQA_PROTOCOLS
 from vase.config.cluster import check_cluster
 from vase.config.decoding import Decoding
+from vase.config.options import CONF_DIR
 from vase.config.entry_tasks import EVAL_TASKS, FILTER_TASKS
 from vase.config.schemas import (
     SECTIONS,
@@ -112,8 +113,47 @@ def validate(cfg: DictConfig) -> None:
         check_value(cfg.cpu_kernels in CPU_KERNELS, "cpu_kernels", cfg.cpu_kernels, f"must be one of {list(CPU_KERNELS)}")
     _validate_limits(cfg)
     _validate_owned_paths(cfg)
+    _validate_entry_keys(cfg)
     validate_targets(cfg)
     _validate_added_keys(cfg)
+
+
+ENTRIES = {"train": "train.py", "evaluate": "evaluate.py"}
+"""The entry points whose configs share the conf/ tree (and so the debug, experiment and data groups)."""
+
+
+def entry_keys(name: str) -> set[str]:
+    """The top-level keys an entry point's primary config (``conf/<name>.yaml``) defines: its own keys and the groups
+    its defaults list composes."""
+    primary = OmegaConf.load(CONF_DIR / f"{name}.yaml")
+    keys = {str(k) for k in primary if k != "defaults"}
+    for entry in primary.get("defaults") or []:
+        group = next(iter(entry)) if isinstance(entry, DictConfig) else str(entry)
+        group = str(group).removeprefix("override ").removeprefix("optional ").lstrip("/").split("@")[0]
+        keys.add(group.split("/")[0])
+    return keys
+
+
+def _validate_entry_keys(cfg: DictConfig) -> None:
+    """A key that only another entry point reads is refused in one line: ``debug=fast`` under evaluate.py set
+    ``evaluate.max_new_tokens`` (train.py's evaluation) and ``trainer.max_steps``, and evaluate.py ran its full
+    length without a word."""
+    try:
+        name = HydraConfig.get().job.config_name
+    except ValueError:  # outside a Hydra job (a test's composed config): nothing to compare with
+        return
+    if name not in ENTRIES:
+        return
+    own = entry_keys(name)
+    foreign = sorted(k for other in ENTRIES if other != name for k in entry_keys(other) - own if k in cfg)
+    if not foreign:
+        return
+    choices = HydraConfig.get().runtime.choices
+    preset = next((f"{g}={choices[g]}" for g in ("debug", "experiment") if choices.get(g)), None)
+    others = ", ".join(ENTRIES[o] for o in ENTRIES if o != name)
+    hint = ("; for a short evaluation: data.limit_val=2 generation.max_new_tokens=8" if name == "evaluate" else "")
+    raise ConfigError(f"{', '.join(foreign)}: {others}'s key{'s' if len(foreign) > 1 else ''}, which "
+                      f"{ENTRIES[name]} never reads{f' (set by {preset})' if preset else ''}{hint}")
 
 
 # dicts whose entries code iterates, so a user may add one (+callbacks.mine._target_=..., +logger.csv=...)

@@ -150,6 +150,19 @@ def collapsed(named: dict[str, dict[str, Any]]) -> list[str]:
             for dim, v in named.items() if v["top"] is not None and v["top_share"] > COLLAPSED * v["true_top_share"]]
 
 
+def answers_file(out: str | Path) -> Path:
+    """Where a held-out result ``out`` keeps its answers, one JSON line each (the file a killed run resumes from):
+    ``heldout_reward_answers.jsonl`` beside ``heldout_reward.json``. A run made before 2026-12-02 named it
+    ``heldout_heldout_reward.jsonl``; that file is still read when it is the only one.
+
+    >>> answers_file("run/heldout_reward_start.json").name
+    'heldout_reward_start_answers.jsonl'
+    """
+    out = Path(out)
+    new, old = out.with_name(f"{out.stem}_answers.jsonl"), out.with_name(f"heldout_{out.stem}.jsonl")
+    return old if old.is_file() and not new.is_file() else new
+
+
 def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_task: str, out: str | Path,
                    label: str, batch_size: int = 8, max_new_tokens: int = 64,
                    answers: str | Path | None = None, progress: bool = True, zoom_calls: int = 0,
@@ -172,7 +185,7 @@ def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_t
     if not items:
         raise DataError(f"no held-out vase states its six dimensions (data.task={data_task}): the held-out reward "
                         f"has nothing to score (evaluate.heldout=false turns it off)")
-    answers = Path(answers) if answers is not None else out.with_name(f"heldout_{out.stem}.jsonl")
+    answers = Path(answers) if answers is not None else answers_file(out)
     zoom = None
     if zoom_calls > 0:
         rows = zoom_rows(model, processor, items, tuple(dataset.views), zoom_calls, answers, batch_size=batch_size,
