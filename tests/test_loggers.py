@@ -504,7 +504,7 @@ def test_a_sweeps_tensorboard_view_is_written_once_at_its_end_with_the_compariso
     from tensorboard.plugins.hparams import plugin_data_pb2
     from torch.utils.tensorboard import SummaryWriter
 
-    from vase.loggers import tensorboard_sweep_columns
+    from vase.loggers import tensorboard_sweep_columns, tensorboard_tags
     from vase.reports.sweep_summary import tensorboard_command
 
     sweep = tmp_path / "logs" / "train" / "multiruns" / "t"
@@ -517,6 +517,7 @@ def test_a_sweeps_tensorboard_view_is_written_once_at_its_end_with_the_compariso
     comparisons = [{}, {"vs_baseline/heldout/total": 3.0, "vs_baseline/heldout/total_low": 1.0,
                         "vs_baseline/heldout/total_high": 5.0}]
     tensorboard_sweep_columns(runs, params, ["sweep/stage.module.beta"], ["hp/heldout/reward"], comparisons)
+    assert tensorboard_tags(runs) == ["hp/heldout/reward"]
     for run, comparison in zip(runs, comparisons):
         ea = EventAccumulator(str(run))
         ea.Reload()

@@ -295,29 +295,35 @@ def _tensorboard_hparams(lg: Any, params: dict[str, Any], metrics: dict[str, flo
     lg.experiment.flush()
 
 
-def tensorboard_sweep_columns(runs: list[Path], params: list[dict[str, Any]], compared: list[str],
-                              first: list[str], comparisons: list[dict[str, float]]) -> None:
-    """A sweep's TensorBoard hparams view, written at its end into each job's run (``runs``, with its swept values
-    ``params``: ``sweep/<key>`` -> value): the swept keys as the columns, those the question compares first and its
-    replicates (a seed) last; the question's comparison of each job with the baseline (``comparisons``:
-    ``vs_baseline/<move>``, ``_low``, ``_high``) as its first metrics, logged in each job's run, then ``first`` (the
-    question's own measures) and the end metrics the jobs logged (`vase.eval.stats.dashboard_columns`)."""
-    # lazy: TensorBoard's readers and writers, for sweeps that logged to it
+def tensorboard_tags(runs: list[Path], prefix: str = "hp/") -> list[str]:
+    """The scalar tags starting with ``prefix`` that TensorBoard runs (folders of event files) logged, sorted."""
+    # lazy: TensorBoard's reader, for sweeps that logged to it
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tags: set[str] = set()
+    for run in runs:
+        ea = EventAccumulator(str(run), size_guidance={"scalars": 0, "images": 1, "tensors": 1, "histograms": 1})
+        ea.Reload()
+        tags |= {t for t in ea.Tags()["scalars"] if t.startswith(prefix)}
+    return sorted(tags)
+
+
+def tensorboard_sweep_columns(runs: list[Path], params: list[dict[str, Any]], compared: list[str],
+                              metrics: list[str], comparisons: list[dict[str, float]]) -> None:
+    """A sweep's TensorBoard hparams view, written at its end into each job's run (``runs``, with its swept values
+    ``params``: ``sweep/<key>`` -> value): the swept keys as the columns, those the question compares first (ticked;
+    its replicates, a seed, after them); each job's comparison with the baseline (``comparisons``:
+    ``vs_baseline/<move>``, ``_low``, ``_high``) logged in its run and shown as the first metrics, then ``metrics``
+    (the end metrics the jobs logged, the question's first)."""
+    # lazy: TensorBoard's protos and torch's writer, for sweeps that logged to it
     from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
     from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
     from torch.utils.tensorboard import SummaryWriter
 
-    from vase.eval.stats import dashboard_columns
-
-    logged: dict[str, float] = {}
-    for run in runs:
-        ea = EventAccumulator(str(run), size_guidance={"scalars": 0, "images": 1, "tensors": 1, "histograms": 1})
-        ea.Reload()
-        logged.update({t: 0.0 for t in ea.Tags()["scalars"] if t.startswith("hp/")})
     ours = list(dict.fromkeys(k for c in comparisons for k in c))
-    metrics = [*sorted(ours, key=lambda k: (ours.index(k.removesuffix("_low").removesuffix("_high")), k)),
-               *dashboard_columns(logged, first)]
+    shown = list(dict.fromkeys([*sorted(ours, key=lambda k: (ours.index(k.removesuffix("_low").removesuffix("_high"))
+                                                             if k.removesuffix("_low").removesuffix("_high") in ours
+                                                             else len(ours), k)), *metrics]))
     seen = list(dict.fromkeys(k for p in params for k in p))
     keys = [*(k for k in seen if k in compared), *(k for k in seen if k not in compared)]
     infos = []
@@ -332,7 +338,7 @@ def tensorboard_sweep_columns(runs: list[Path], params: list[dict[str, Any]], co
         # TensorBoard puts the columns marked as differing first (by name): the compared keys; a replicate comes after
         infos.append(api_pb2.HParamInfo(name=key, type=kind, differs=key in compared))
     data = plugin_data_pb2.HParamsPluginData(version=0, experiment=api_pb2.Experiment(
-        hparam_infos=infos, metric_infos=[api_pb2.MetricInfo(name=api_pb2.MetricName(tag=m)) for m in metrics]))
+        hparam_infos=infos, metric_infos=[api_pb2.MetricInfo(name=api_pb2.MetricName(tag=m)) for m in shown]))
     exp = Summary(value=[Summary.Value(tag="_hparams_/experiment", metadata=SummaryMetadata(
         plugin_data=SummaryMetadata.PluginData(plugin_name="hparams", content=data.SerializeToString())))])
     for run, comparison in zip(runs, comparisons):

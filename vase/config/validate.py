@@ -18,8 +18,8 @@ from vase.annotate.vocab import DIMENSIONS
 from vase.choices import CPU_KERNELS, MIN_EVAL_VASES, TINY_OPEN_CLIP_NAME, VQA_PROTOCOLS
 from vase.config.cluster import check_cluster
 from vase.config.decoding import Decoding
-from vase.config.options import CONF_DIR
 from vase.config.entry_tasks import EVAL_TASKS, FILTER_TASKS
+from vase.config.options import CONF_DIR
 from vase.config.schemas import (
     SECTIONS,
     GRPOSchema,

@@ -38,7 +38,7 @@ from vase.config import (
     wandb_offline,
 )
 from vase.errors import ConfigError, config_exit
-from vase.eval.stats import format_heldout, heldout_difference, wilson_interval
+from vase.eval.stats import dashboard_columns, format_heldout, heldout_difference, wilson_interval
 from vase.io import atomic_write_json, atomic_write_text, inert_markdown, read_json, save_figure, write_markdown
 from vase.loggers import (
     dashboard_key,
@@ -47,6 +47,7 @@ from vase.loggers import (
     param_value,
     prepare_mlflow,
     tensorboard_sweep_columns,
+    tensorboard_tags,
 )
 from vase.reports.ablation import verdict_rows
 from vase.reports.jobs import (
@@ -392,8 +393,10 @@ def _log_to_tensorboard(config: DictConfig, sweep_dir: Path) -> str | None:
         job, given = run.parents[1], overrides_of(run.parents[1])
         params.append({f"sweep/{dashboard_key(k)}": param_value(given[k]) for k in swept if k in given})
         comparisons.append({dashboard_key(k): v for k, v in job_comparison(verdict, job.name).items()})
-    tensorboard_sweep_columns([r for _, r in runs], params, [f"sweep/{dashboard_key(k)}" for k in q.get("compare") or []],
-                              question_columns(q), comparisons)
+    folders = [r for _, r in runs]
+    logged = dict.fromkeys(tensorboard_tags(folders), 0.0)
+    tensorboard_sweep_columns(folders, params, [f"sweep/{dashboard_key(k)}" for k in q.get("compare") or []],
+                              dashboard_columns(logged, question_columns(q)), comparisons)
     return tensorboard_command(sweep_dir)
 
 
