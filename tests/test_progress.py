@@ -42,3 +42,27 @@ def test_synthesis_into_a_log_file_says_it_is_done_in_a_plain_line(tmp_path: Pat
     assert "\r" not in p.stderr
     assert any(ln.startswith("synthesising vases: 3/3 vases (100 %)") and "- done in" in ln
                for ln in p.stderr.splitlines()), p.stderr[-2000:]
+
+
+def test_the_progress_line_prints_the_values_its_config_names_and_says_which_are_not_logged(capsys) -> None:
+    """`callbacks.progress.shown` chooses what each plain progress line prints (the learning rate, here), each by
+    its name after `train/`; a key the stage does not log is said once, with the keys it does log."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from vase.training.callbacks import LogProgress
+
+    cb = LogProgress(every_s=0, always=True, stage="sft", shown=["train/loss", "train/lr", "train/lrr"])
+    trainer = SimpleNamespace(is_global_zero=True, global_step=0, max_steps=10, estimated_stepping_batches=10,
+                              callback_metrics={}, interrupted=False, current_epoch=0, max_epochs=1)
+    cb.on_train_start(trainer, None)
+    for step in (1, 2):
+        trainer.global_step = step
+        trainer.callback_metrics = {"train/loss": torch.tensor(1.5), "train/lr": torch.tensor(3e-4)}
+        cb.on_train_batch_end(trainer, None, None, None, step)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("sft: step 1/10, loss 1.5, lr 0.0003, ")
+    assert out[1] == ("progress: train/lrr not logged by this stage (callbacks.progress.shown); it logs train/loss, "
+                      "train/lr")
+    assert out[2].startswith("sft: step 2/10, loss 1.5, lr 0.0003, ") and len(out) == 3

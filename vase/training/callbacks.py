@@ -297,15 +297,20 @@ class LogProgress(pl.Callback):
     """A plain progress line where no progress bar can be seen: when the output is not a terminal (a SLURM job, a
     ``nohup`` run, a sweep's job log), a stage prints ``<stage>: step k/K, loss .., reward .., s/step, ETA`` every
     ``every_s`` seconds (and every ``every_n_steps`` optimizer steps, when that is above 0), and once when it ends. A
-    terminal keeps Lightning's bar (``always=True`` prints the lines there too)."""
+    terminal keeps Lightning's bar (``always=True`` prints the lines there too). ``shown``: the logged values a line
+    prints, each by the name after its first ``/`` (``train/lr`` prints as ``lr``); one the stage never logs is named
+    once, with the values it does log."""
 
     SHOWN = ("train/loss", "train/reward", "train/kl")
 
-    def __init__(self, every_s: float = 30.0, every_n_steps: int = 0, always: bool = False, stage: str = "") -> None:
+    def __init__(self, every_s: float = 30.0, every_n_steps: int = 0, always: bool = False, stage: str = "",
+                 shown: Any = SHOWN) -> None:
         self.every_s = float(every_s)
         self.every_n_steps = int(every_n_steps)
         self.always = bool(always)
         self.stage = stage
+        self.shown = tuple(str(k) for k in ([shown] if isinstance(shown, str) else shown))
+        self._missing_said = False
 
     def _on(self, trainer: pl.Trainer) -> bool:
         return trainer.is_global_zero and (self.always or not sys.stdout.isatty())
@@ -325,9 +330,9 @@ class LogProgress(pl.Callback):
         spent = time.monotonic() - self._t0
         parts = [f"step {step}/{total}" if total else f"step {step}"]
         metrics = trainer.callback_metrics
-        for key in self.SHOWN:
+        for key in self.shown:
             if key in metrics:
-                parts.append(f"{key.split('/', 1)[1]} {float(metrics[key]):.4g}")
+                parts.append(f"{key.split('/', 1)[-1]} {float(metrics[key]):.4g}")
         if done > 0:
             per = spent / done
             parts.append(f"{per:.2f} s/step")
@@ -349,6 +354,19 @@ class LogProgress(pl.Callback):
         if due:
             print(self.line(trainer, pl_module), flush=True)
             self._last, self._said = now, trainer.global_step
+            self._say_missing(trainer)
+
+    def _say_missing(self, trainer: pl.Trainer) -> None:
+        """Once, after the first line: the keys of ``shown`` beyond the defaults (KL is GRPO's alone) that this stage
+        does not log, with those it does, so a value asked for (or misspelt) is never silently absent."""
+        if self._missing_said:
+            return
+        self._missing_said = True
+        logged = sorted(k for k in trainer.callback_metrics if "/" in k)
+        missing = [k for k in self.shown if k not in trainer.callback_metrics and k not in self.SHOWN]
+        if missing:
+            print(f"progress: {', '.join(missing)} not logged by this stage (callbacks.progress.shown); it logs "
+                  f"{', '.join(logged) or 'nothing yet'}", flush=True)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._on(trainer):
