@@ -96,8 +96,8 @@ cluster-check: setup slurm-deps
 # The documentation site (docs/, mkdocs.yml) into site/, --strict: a broken link, a missing page or an API
 # reference that no longer resolves fails; the configuration reference must equal what the code generates
 docs: setup
-	$(BIN)/python -m vase.reports.config_reference --check
-	$(BIN)/python -m vase.reports.troubleshooting --check
+	$(BIN)/python -m vase.docsgen.config_reference --check
+	$(BIN)/python -m vase.docsgen.troubleshooting --check
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	@echo "site built: site/index.html"
 

@@ -42,15 +42,15 @@ def test_the_site_builds_strict_and_a_broken_link_fails_it(tmp_path: Path) -> No
 
 
 def test_the_configuration_reference_is_what_the_code_generates() -> None:
-    from vase.reports.config_reference import PAGE, generate
+    from vase.docsgen.config_reference import PAGE, generate
 
-    assert PAGE.read_text() == generate(), "run python -m vase.reports.config_reference"
+    assert PAGE.read_text() == generate(), "run python -m vase.docsgen.config_reference"
 
 
 def test_every_group_option_and_key_is_in_the_reference(tmp_path: Path) -> None:
     from omegaconf import OmegaConf
 
-    from vase.reports.config_reference import generate
+    from vase.docsgen.config_reference import generate
 
     page = generate()
     for group in (p for p in (ROOT / "conf").iterdir() if p.is_dir()):
@@ -70,7 +70,7 @@ def test_every_key_has_a_doc_of_its_own_and_no_doc_serves_unrelated_keys() -> No
     a key's doc is its own file's comment, else what the key is by structure, else the file that defines it (never an
     experiment's or another primary config's); every key has one; one doc text never serves keys of different names;
     no type is a bare null; and the group descriptions are whole."""
-    from vase.reports.config_reference import all_documented, generate, missing_docs
+    from vase.docsgen.config_reference import all_documented, generate, missing_docs
 
     by_doc: dict[str, set[str]] = {}
     for _, full, doc in all_documented():
@@ -90,7 +90,7 @@ def test_every_key_has_a_doc_of_its_own_and_no_doc_serves_unrelated_keys() -> No
 
 
 def test_the_reference_check_names_the_keys_that_differ() -> None:
-    from vase.reports.config_reference import differing_keys, generate
+    from vase.docsgen.config_reference import differing_keys, generate
 
     page = generate()
     edited = page.replace("| `stage.module.beta` | float | `0.001` |", "| `stage.module.beta` | float | `0.002` |", 1)
@@ -98,7 +98,7 @@ def test_the_reference_check_names_the_keys_that_differ() -> None:
 
 
 def test_a_keys_doc_is_its_own_comment_wrapped_or_above_never_the_files_header(tmp_path: Path) -> None:
-    from vase.reports.config_reference import key_docs
+    from vase.docsgen.config_reference import key_docs
 
     f = tmp_path / "x.yaml"
     f.write_text("# the file's own description\nfirst: 1\nblock:\n  # what inner is\n  inner: 2\n"
@@ -115,7 +115,7 @@ def test_a_keys_doc_is_its_own_comment_wrapped_or_above_never_the_files_header(t
 
 
 def test_the_reference_shows_whole_descriptions_and_defaults() -> None:
-    from vase.reports.config_reference import generate
+    from vase.docsgen.config_reference import generate
 
     page = generate()
     assert "…" not in page  # 40 descriptions and 20 defaults ended in one, with no way to read the rest
@@ -249,10 +249,10 @@ def test_the_troubleshooting_page_lists_every_error_site_and_is_what_the_code_ge
     error site of the code, its messages as a user reads them: a message held in a local variable read in (the MLflow
     advice once showed as "<todo>"), what fills it in as italic words, never a template placeholder or "(message built
     at run time)", keys and paths as code, a helper that only relays a message listed at its callers."""
-    from vase.reports.troubleshooting import PAGE, _render, error_sites, generate
+    from vase.docsgen.troubleshooting import PAGE, _render, error_sites, generate
 
     page = generate()
-    assert PAGE.read_text() == page, "run python -m vase.reports.troubleshooting"
+    assert PAGE.read_text() == page, "run python -m vase.docsgen.troubleshooting"
     index = page.split("## Every error message", 1)[1]
     assert "## Datasets" in page and "### The dataset folder does not exist" in page and "**Fix.**" in page
     assert "`stage.epochs=`*value* must be at least 1" in index  # a schema's range check
@@ -423,3 +423,19 @@ def test_the_docs_check_names_cut_blocks_broken_identifiers_and_placeholders() -
     assert any(p.startswith("code past the page's right edge") for p in said)
     clean = {**found, "text": "a key: `x` stays code", "hidden": [], "broken": [], "past": []}
     assert problems("x", {**clean, "text": "plain words"}) == []
+
+
+def test_the_groups_table_lists_every_option_of_conf_and_a_new_group_needs_an_example(monkeypatch) -> None:
+    """docs/configuration.md's groups table listed 5 of 9 sweeps and 6 of 15 experiments: it is generated from conf/
+    now (make docs fails when it differs), every file of each group a row's option."""
+    from vase.docsgen import config_reference as ref
+
+    page = ref.GROUPS_PAGE.read_text()
+    assert ref.with_groups_table(page) == page, "run python -m vase.docsgen.config_reference"
+    table = ref.groups_table()
+    for group in ("sweep", "experiment", "trainer"):
+        row = next(line for line in table.splitlines() if line.startswith(f"| `{group}` |"))
+        assert all(f"`{p.stem}`" in row for p in (ref.CONF / group).glob("*.yaml")), group
+    monkeypatch.delitem(ref.GROUP_EXAMPLES, "sweep")
+    with pytest.raises(SystemExit, match="conf/sweep: a group of conf/train.yaml without an example"):
+        ref.groups_table()

@@ -22,7 +22,7 @@ def _digest(folder: Path) -> dict[str, str]:
 @pytest.mark.parametrize(("args", "line"), [
     (["-m", "vase.models.tiny", "--out", "{mine}"], "error: --out {mine}: exists and is not a tiny model that vase built"),
     (["-m", "vase.models.hub", "--out", "{mine}"], "error: --out {mine}: exists and is not a checkpoint that vase built"),
-    (["-m", "vase.reports.config_reference", "--out", "{mine}"], "error: --out {mine}: a folder; give the file"),
+    (["-m", "vase.docsgen.config_reference", "--out", "{mine}"], "error: --out {mine}: a folder; give the file"),
     (["-m", "vase.filter", "filter.input={photos}", "filter.output={mine}/notes.txt"],
      "config error: filter.output={mine}/notes.txt: is a file; give a folder"),
 ])

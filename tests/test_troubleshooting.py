@@ -19,9 +19,9 @@ import pytest
 from tests.conftest import CONF, ROOT, compose_cfg
 from vase.config import preflight_overrides, validate
 from vase.config.entry import one_line, run_entry
+from vase.docsgen.symptoms import SHOWN_ROOT, SYMPTOMS
 from vase.errors import ConfigError, VaseError
 from vase.pipeline.reach import reach_check
-from vase.reports.symptoms import SHOWN_ROOT, SYMPTOMS
 
 
 @dataclass(frozen=True)

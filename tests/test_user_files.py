@@ -117,7 +117,7 @@ def test_every_out_flag_refuses_a_user_s_folder_or_file(tmp_path: Path, syntheti
         target.write_text("# my page\n")
     args = {"render": ["-m", "vase.render", "--root", str(synthetic_root), "--out", str(mine)],
             "sanity": ["-m", "vase.sanity", "--out", str(mine)],
-            "config_reference": ["-m", "vase.reports.config_reference", "--out", str(target)]}[tool]
+            "config_reference": ["-m", "vase.docsgen.config_reference", "--out", str(target)]}[tool]
     p = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr[-2000:]
     assert p.stderr.startswith(f"error: --out {target}: ")

@@ -19,6 +19,9 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 from PIL import Image
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
+from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 
 from vase.config import SERVER_SCHEMES, swept_keys, view_order
 from vase.errors import ConfigError, VaseError
@@ -297,9 +300,6 @@ def _tensorboard_hparams(lg: Any, params: dict[str, Any], metrics: dict[str, flo
 
 def tensorboard_tags(runs: list[Path], prefix: str = "hp/") -> list[str]:
     """The scalar tags starting with ``prefix`` that TensorBoard runs (folders of event files) logged, sorted."""
-    # lazy: TensorBoard's reader, for sweeps that logged to it
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
     tags: set[str] = set()
     for run in runs:
         ea = EventAccumulator(str(run), size_guidance={"scalars": 0, "images": 1, "tensors": 1, "histograms": 1})
@@ -315,9 +315,7 @@ def tensorboard_sweep_columns(runs: list[Path], params: list[dict[str, Any]], co
     its replicates, a seed, after them); each job's comparison with the baseline (``comparisons``:
     ``vs_baseline/<move>``, ``_low``, ``_high``) logged in its run and shown as the first metrics, then ``metrics``
     (the end metrics the jobs logged, the question's first)."""
-    # lazy: TensorBoard's protos and torch's writer, for sweeps that logged to it
-    from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
-    from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
+    # lazy: torch's TensorBoard writer (torch): only sweeps that logged to TensorBoard need it
     from torch.utils.tensorboard import SummaryWriter
 
     ours = list(dict.fromkeys(k for c in comparisons for k in c))

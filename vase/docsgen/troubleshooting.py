@@ -2,8 +2,8 @@
 input (``ConfigError``, ``DataError``, ``MetricError``, ``VaseError``, and the ``error: ...`` lines of the argparse
 tools), grouped by where it comes from, each with what to do as its message says it.
 
-    python -m vase.reports.troubleshooting            # writes docs/troubleshooting.md
-    python -m vase.reports.troubleshooting --check    # exit 1 when the committed page differs (make docs runs it)
+    python -m vase.docsgen.troubleshooting            # writes docs/troubleshooting.md
+    python -m vase.docsgen.troubleshooting --check    # exit 1 when the committed page differs (make docs runs it)
 
 A message is shown as written, its ``{...}`` parts as ``<...>`` placeholders naming what fills them; a message that is
 built elsewhere (a variable, a call) is listed by its site only. Every entry point prints these as one line
@@ -19,8 +19,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from vase.docsgen.symptoms import SYMPTOMS
 from vase.io import atomic_write_text
-from vase.reports.symptoms import SYMPTOMS
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "troubleshooting.md"
@@ -233,7 +233,7 @@ def generate(root: Path = ROOT) -> str:
                       f"**Cause.** {sym.cause}", "", f"**Fix.** {sym.fix}", ""]
     lines += ["## Every error message", "",
               "Every one-line error vase gives for a user's input, generated from the code's error sites by "
-              "`python -m vase.reports.troubleshooting` (`make docs` fails when this list differs from the code). "
+              "`python -m vase.docsgen.troubleshooting` (`make docs` fails when this list differs from the code). "
               "Words in italics stand for what fills the message in (a key, a path, a value); each message says what "
               "to do.", ""]
     for key, title, _ in (*GROUPS, ("other", "Other", ())):
@@ -260,13 +260,13 @@ def _wrap(text: str, width: int = 100) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m vase.reports.troubleshooting", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m vase.docsgen.troubleshooting", description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="exit 1 when the page differs from what the code generates")
     a = ap.parse_args(argv)
     text = generate()
     if a.check:
         if (PAGE.read_text() if PAGE.is_file() else "") != text:
-            print(f"{PAGE} differs from the code's error sites: run python -m vase.reports.troubleshooting",
+            print(f"{PAGE} differs from the code's error sites: run python -m vase.docsgen.troubleshooting",
                   file=sys.stderr)
             return 1
         print(f"{PAGE}: up to date")
