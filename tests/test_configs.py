@@ -186,3 +186,17 @@ def test_grpo_with_every_reward_term_at_zero_is_refused_and_one_term_is_enough(t
     with pytest.raises(ConfigError, match=r"^every reward term weighs 0 .*learn nothing"):
         validate(compose_cfg("train", zero, tmp_path, session_dirs))
     validate(compose_cfg("train", [*zero, "reward.weights.shape=0.6"], tmp_path, session_dirs))
+
+
+def test_grpo_from_a_shared_sft_is_one_config_that_sweeps_and_experiments_compose(tmp_path: Path,
+                                                                                  session_dirs: dict) -> None:
+    """Eight sweep and experiment files repeated the same lines (the SFT stage, GRPO over it, sft_init, held-out
+    scoring): they compose conf/shared/grpo_from_sft.yaml now, and none repeats its lines."""
+    users = [p for d in ("sweeps", "experiments") for p in sorted((ROOT / d).glob("*.yaml"))
+             if "- /shared/grpo_from_sft" in p.read_text()]
+    assert len(users) >= 8
+    for p in users:
+        text = p.read_text()
+        assert "/stage@sft: sft" not in text and "override /stage: grpo" not in text and "\nsft_init: true" not in text, p
+    cfg = compose_cfg("train", ["sweep=tau"], tmp_path, session_dirs)
+    assert cfg.sft_init is True and cfg.evaluate.heldout is True and cfg.stage.name == "grpo" and cfg.sft.name == "sft"
