@@ -77,10 +77,27 @@ def pin_cpu_kernels(mode: str) -> str | None:
     if loaded and portable_pinned():
         return None  # pinned when torch loaded (an earlier job of this process)
     os.environ.update(PORTABLE_KERNELS)
+    if not loaded and _fewer_threads_asked() and "OMP_WAIT_POLICY" not in os.environ:
+        # the user asked for fewer threads than portable takes (OMP_NUM_THREADS=1: jobs side by side on few cores);
+        # OpenMP's threads then sleep at a barrier instead of spinning, so two such jobs share 2 cores rather than
+        # each spinning on the other's time (measured: tests/test_cpu_kernels.py's two demos side by side). The
+        # numbers are the same: the wait policy changes no arithmetic
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     if loaded:
         return ("cpu_kernels=portable: torch was loaded before vase could pin its CPU kernels, so this process keeps "
                 "the machine's own (its numbers may differ in the last bits on another CPU)")
     return None
+
+
+def _fewer_threads_asked() -> bool:
+    """Whether the environment asks for fewer OpenMP or MKL threads than `PORTABLE_THREADS`."""
+    for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        try:
+            if int(os.environ.get(key, "0")) in range(1, PORTABLE_THREADS):
+                return True
+        except ValueError:
+            continue
+    return False
 
 
 def apply_portable_threads() -> None:
