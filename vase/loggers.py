@@ -318,10 +318,7 @@ def tensorboard_sweep_columns(runs: list[Path], params: list[dict[str, Any]], co
     # lazy: torch's TensorBoard writer (torch): only sweeps that logged to TensorBoard need it
     from torch.utils.tensorboard import SummaryWriter
 
-    ours = list(dict.fromkeys(k for c in comparisons for k in c))
-    shown = list(dict.fromkeys([*sorted(ours, key=lambda k: (ours.index(k.removesuffix("_low").removesuffix("_high"))
-                                                             if k.removesuffix("_low").removesuffix("_high") in ours
-                                                             else len(ours), k)), *metrics]))
+    shown = list(dict.fromkeys([*(k for c in comparisons for k in c), *metrics]))  # each value, its low, its high
     seen = list(dict.fromkeys(k for p in params for k in p))
     keys = [*(k for k in seen if k in compared), *(k for k in seen if k not in compared)]
     infos = []

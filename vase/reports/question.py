@@ -587,8 +587,9 @@ def answer_metrics(verdict: dict[str, Any]) -> dict[str, float]:
 
 def job_comparison(verdict: dict[str, Any], job: str) -> dict[str, float]:
     """One job's own comparison with the baseline job of its replicate, as metrics its dashboard run can show:
-    ``vs_baseline/<move>`` with ``_low`` and ``_high`` (a share's in points, as the title says it); {} for a baseline
-    job or a job the verdict does not hold. Numbers unrounded: the dashboards round them as they display.
+    ``vs_baseline/<move>`` with ``_low`` and ``_high`` (a share's in points, as the title says it), to 3 significant
+    digits, as people read them (MLflow shows a metric's every digit; question.json keeps them all); {} for a baseline
+    job or a job the verdict does not hold.
 
     >>> v = {"jobs": {"1": {"block": "all", "setting": "w=0.6", "replicate": "seed=1"}}, "blocks": {"all": {"w=0.6": {
     ...     "heldout/shape_right": {"per_replicate": {"seed=1": {"diff": 0.2, "lo": 0.1, "hi": 0.3}}}}}}}
@@ -606,7 +607,7 @@ def job_comparison(verdict: dict[str, Any], job: str) -> dict[str, float]:
         for suffix, key in (("", "diff"), ("_low", "lo"), ("_high", "hi")):
             x = d.get(key)
             if isinstance(x, (int, float)) and not math.isnan(x):
-                out[f"vs_baseline/{move}{suffix}"] = scale * float(x)
+                out[f"vs_baseline/{move}{suffix}"] = float(f"{scale * float(x):.3g}")
     return out
 
 
