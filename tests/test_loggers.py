@@ -190,11 +190,18 @@ def test_wandb_s_record_shows_the_same_keys_and_metrics_and_groups_the_sweep(swe
     assert all({"hp/heldout/shape_vs_start", "hp/heldout_captions/overall_score_vs_start", "train/reward"}
                <= j["history"] for j in jobs)
     assert all("vase_config.yaml" in j["files"] for j in jobs)
+    # the weight-0.6 job's own run holds its comparison with the baseline job (which ran before it), the numbers the
+    # sweep's end puts in question.json; the baseline's holds none
+    question = json.loads((sweep_dir / "question.json").read_text())
+    rep = question["jobs"]["1"]["replicate"]
+    mine = question["blocks"]["all"]["reward.weights.shape=0.6"]["heldout/total"]["per_replicate"][rep]
+    assert jobs[1]["summary"]["vs_baseline/heldout/total"] == float(f"{mine['diff']:.3g}")
+    assert jobs[1]["summary"]["vs_baseline/heldout/total_high"] == float(f"{mine['hi']:.3g}")
+    assert not any(k.startswith("vs_baseline/") for k in jobs[0]["summary"])
     summary = run_view(next((sweep_dir / "wandb").glob("offline-run-*/run-*.wandb")))
     assert summary["group"] == group and summary["config"][SWEPT] == "0,0.6"
     assert {"sweep/summary", "sweep/ablation_verdict", "sweep/ablation", "sweep/vs_baseline"} <= summary["history"]
     # the verdict in the summary run's summary (the runs table's columns): its line and its numbers
-    question = json.loads((sweep_dir / "question.json").read_text())
     pooled = question["blocks"]["all"]["reward.weights.shape=0.6"]["heldout/total"]["pooled"]
     assert summary["summary"]["verdict"].startswith(
         f"reward.weights.shape=0.6 vs 0: held-out total reward {pooled['diff']:+.3g} [{pooled['lo']:+.3g}, "

@@ -11,12 +11,13 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 import vase.config  # noqa: F401  (registers the config resolvers, e.g. vase.wandb_offline)
 from vase import runs
-from vase.config import Decoding
+from vase.config import Decoding, swept_keys
 from vase.errors import ConfigError
 from vase.eval.captions import evaluate_captions
 from vase.eval.heldout import heldout_reward
@@ -51,7 +52,7 @@ from vase.pipeline.build import (
 from vase.pipeline.finish import write_run_report
 from vase.pipeline.learned import learned_heads
 from vase.pipeline.sft_cache import shared_sft_adapter
-from vase.reports.question import question_columns, question_of
+from vase.reports.question import comparison_at_job_end, question_columns, question_of
 from vase.rewards.reward import effective_weights
 
 log = logging.getLogger("vase")
@@ -129,6 +130,9 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
         last = str(stages[-1][0].name)
         if last in ev.heldout:  # the held-out verdict per dimension against the start, and the captions' metrics
             metrics.update(heldout_metrics(ev.heldout[last], ev.heldout_start.get(last)))
+        swept = swept_keys()
+        if swept:  # a sweep's job against its baseline job, where that has finished (W&B can take it only now)
+            metrics.update(comparison_at_job_end(HydraConfig.get().sweep.dir, out_dir, question_of(cfg), swept))
         log_end_metrics(loggers, cfg, metrics, shown=dashboard_columns(metrics, question_metrics))
     if trainer is not None and trainer.is_global_zero and ev.results:
         write_run_report(cfg, out_dir, ev.results, ev.histories, ev.generations, datamodule.val_set, module, loggers,

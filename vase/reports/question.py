@@ -58,7 +58,7 @@ from vase.reports.jobs import (
     machines_of_jobs,
     overrides_of,
 )
-from vase.runs import machine_stamp
+from vase.runs import machine_stamp, status_of
 
 TRAINING_MOVES = ("kl", "reward", "loss", "frac_reward_zero_std", "reward_std_in_group", "frac_sum_ties_terms_differ")
 """What a job's training history holds per step that a question may ask about (``reward/<term>`` and
@@ -593,22 +593,61 @@ def job_comparison(verdict: dict[str, Any], job: str) -> dict[str, float]:
 
     >>> v = {"jobs": {"1": {"block": "all", "setting": "w=0.6", "replicate": "seed=1"}}, "blocks": {"all": {"w=0.6": {
     ...     "heldout/shape_right": {"per_replicate": {"seed=1": {"diff": 0.2, "lo": 0.1, "hi": 0.3}}}}}}}
-    >>> {k: round(x, 1) for k, x in job_comparison(v, "1").items()}
+    >>> job_comparison(v, "1")
     {'vs_baseline/heldout/shape_right': 20.0, 'vs_baseline/heldout/shape_right_low': 10.0, 'vs_baseline/heldout/shape_right_high': 30.0}
     """
     where = (verdict.get("jobs") or {}).get(job)
     if not where:
         return {}
     found = ((verdict.get("blocks") or {}).get(where["block"]) or {}).get(where["setting"]) or {}
+    return _comparison_metrics({m: (r.get("per_replicate") or {}).get(where["replicate"]) or {}
+                                for m, r in found.items()})
+
+
+def _comparison_metrics(per_move: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """``vs_baseline/<move>``, ``_low``, ``_high`` from each move's difference (``diff``, ``lo``, ``hi``), a share's in
+    points, to 3 significant digits; a value not measured is left out, never 0.0."""
     out: dict[str, float] = {}
-    for move, r in found.items():
-        d = (r.get("per_replicate") or {}).get(where["replicate"]) or {}
+    for move, d in per_move.items():
         scale = 100.0 if _is_share(move) else 1.0
         for suffix, key in (("", "diff"), ("_low", "lo"), ("_high", "hi")):
             x = d.get(key)
             if isinstance(x, (int, float)) and not math.isnan(x):
                 out[f"vs_baseline/{move}{suffix}"] = float(f"{scale * float(x):.3g}")
     return out
+
+
+def comparison_at_job_end(sweep_dir: str | Path, job: str | Path, q: dict[str, Any] | None,
+                          swept: Iterable[str]) -> dict[str, float]:
+    """A sweep's job against the baseline job of its replicate, as it ends (the same numbers `job_comparison` reads
+    from question.json at the sweep's end): found when the baseline job, the one whose every other swept value
+    (``swept``: the keys the sweep varies) is this job's and whose compared value is the question's baseline, has
+    finished before it, as in a sweep run one job after another with the baseline first in its grid. {} for a
+    baseline job, a question without a swept baseline, or a baseline not finished yet (jobs run side by side): the
+    sweep's end then adds it to the dashboards that can take it late (MLflow, TensorBoard). W&B can take it only here:
+    an offline W&B run cannot be resumed to add it later."""
+    if not q or q.get("baseline") in (None, START):
+        return {}
+    job, sweep_dir = Path(job), Path(sweep_dir)
+    mine = overrides_of(job)
+    compared = list(q["compare"])
+    others = [k for k in swept if k not in compared]
+    baseline = ", ".join(f"{k}={q['baseline']}" for k in compared)
+    if _same_setting(", ".join(f"{k}={mine.get(k, '-')}" for k in compared), baseline):
+        return {}
+    base = None
+    for other in job_dirs(sweep_dir):
+        if other.resolve() == job.resolve() or status_of(other) != "finished":
+            continue
+        theirs = overrides_of(other)
+        if all(theirs.get(k) == mine.get(k) for k in others) and _same_setting(
+                ", ".join(f"{k}={theirs.get(k, '-')}" for k in compared), baseline):
+            base = other
+            break
+    if base is None:
+        return {}
+    return _comparison_metrics({m: (_compare(m, {"-": base}, {"-": job})["per_replicate"].get("-") or {})
+                                for m in q["moves"]})
 
 
 def short_answer(verdict: dict[str, Any]) -> str:
