@@ -563,7 +563,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def answer_metrics(verdict: dict[str, Any]) -> dict[str, float]:
     """question.json's pooled verdict as a dashboard's metrics: ``answer/[<within>/]<setting>/<move>/effect``, ``low``
-    and ``high`` (a share's in points, as question.md says them); a value not measured is left out, never 0.0.
+    and ``high`` (a share's in points, as question.md says them, to 3 significant digits); a value not measured is
+    left out, never 0.0.
 
     >>> v = {"blocks": {"all": {"reward.weights.shape=0.6": {"heldout/shape_right": {"pooled": {
     ...     "diff": 0.171, "lo": 0.125, "hi": 0.217}}, "kl": {"pooled": {"diff": 0.01, "lo": None, "hi": None}}}}}}
@@ -580,8 +581,8 @@ def answer_metrics(verdict: dict[str, Any]) -> dict[str, float]:
                 pooled, scale = found.get("pooled") or {}, 100.0 if _is_share(move) else 1.0
                 for name, key in (("effect", "diff"), ("low", "lo"), ("high", "hi")):
                     x = pooled.get(key)
-                    if isinstance(x, (int, float)) and not math.isnan(x):
-                        out[f"{head}/{move}/{name}"] = scale * float(x)
+                    if isinstance(x, (int, float)) and not math.isnan(x):  # 3 significant digits, as the title
+                        out[f"{head}/{move}/{name}"] = float(f"{scale * float(x):.3g}")
     return out
 
 
