@@ -559,9 +559,10 @@ def test_the_ablation_plot_draws_each_draws_own_start_and_says_which_marker_is_w
     """The two draws' SFTs differ: the held-out panel draws a start line per draw (the first draw's alone hid the
     second's), and the legend names each draw's marker and its start's line style."""
     import vase.reports.ablation as ablation
+    import vase.reports.ablation_plots as plots
 
     figures = []
-    monkeypatch.setattr(ablation, "save_figure", lambda fig, path: figures.append(fig))
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path: figures.append(fig))
     sweep, n = tmp_path / "sweep", 0
     for draw, start_shape in (("0", 12), ("5", 20)):
         for w, shape in ((0.0, start_shape), (0.15, start_shape + 4), (0.6, 36)):

@@ -33,3 +33,12 @@ MIN_EVAL_VASES = 2
 """The fewest vases a caption evaluation scores: FID compares two sets of caption embeddings, each of at least 2."""
 CPU_KERNELS = ("native", "portable")
 """``cpu_kernels``'s values: the CPU's widest kernels, or pinned ones whose numbers travel between x86 CPUs (``vase.kernels``)."""
+
+PAPER_TAU = 0.7
+"""The paper's reward threshold tau (the ablation's tau plot marks it)."""
+PAPER_WEIGHT = 0.15
+"""The paper's reward weight of shape and dating (the others are then the paper's too): target (ii) of a reward-weight
+ablation is read at it."""
+DRAW_KEY = "data.synthetic.seed"
+"""The key that draws another synthetic dataset: a sweep's replicate of the data (a draw), kept apart from a seed."""
+

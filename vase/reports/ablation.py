@@ -23,10 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from vase.annotate.vocab import DIMENSIONS
-from vase.choices import PROTOCOL_LABELS
-from vase.eval.stats import heldout_difference, paired_difference
-from vase.io import atomic_write_json, read_json, save_figure, write_markdown
+from vase.choices import DRAW_KEY, PAPER_TAU, PAPER_WEIGHT
+from vase.eval.stats import heldout_difference
+from vase.io import atomic_write_json, write_markdown
 from vase.metrics.paired import held as paired_held
+from vase.reports.ablation_plots import plot_tau, plot_weight
+from vase.reports.ablation_vqa import diff_points, percent_points, vqa_verdict, who
 from vase.reports.jobs import (
     LAST_STEPS,
     code_lines,
@@ -36,15 +38,13 @@ from vase.reports.jobs import (
     job_row,
     machines_of_jobs,
     overrides_of,
-    sft_vqa_of,
+    pass_field,
+    rate_right,
 )
 from vase.reports.question import joined_answer, write_question_report
 from vase.runs import machine_stamp
 
-PAPER_WEIGHT = 0.15  # the paper's weight of shape and dating; the others are then the paper's too
-PAPER_TAU = 0.7  # the paper's threshold
 TAU_KEY = "reward.tau"
-DRAW_KEY = "data.synthetic.seed"
 
 
 def write_ablation_answer(sweep_dir: Path, q: dict[str, Any]) -> dict[str, Any] | None:
@@ -140,17 +140,17 @@ def _decide(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]], replicat
             verdict["captions"] = captions["verdict"]
             lines += captions["lines"]
         lines[1:1] = _nothing_to_move(verdict, held)
-        return verdict, lines, lambda path: _plot_tau(path, xs, groups, held)
+        return verdict, lines, lambda path: plot_tau(path, xs, groups, held)
     if all(h[0] is not None and h[1] is not None for h in held.values()):
         verdict["basis"] = "held-out reward"
         lines += _heldout_verdict(verdict, dim, xs, groups, held, draws, ov)
-        transfer = _vqa_verdict(dim, xs, groups, jobs, ov, others, targets=False)
+        transfer = vqa_verdict(dim, xs, groups, jobs, ov, others, targets=False)
         if transfer is not None:
             verdict["transfer"] = transfer["verdict"]
             lines += ["", "**Transfer to QA**, reported beside the verdict, never as it: GRPO trained on the stage's "
                           "task; these are questions it did not train on.", *transfer["lines"]]
     else:
-        got = _vqa_verdict(dim, xs, groups, jobs, ov, others, targets=True)
+        got = vqa_verdict(dim, xs, groups, jobs, ov, others, targets=True)
         if got is None:
             return None
         verdict["basis"] = "held-out VQA (no held-out reward in these jobs: evaluate.heldout=true adds it)"
@@ -167,10 +167,10 @@ def _decide(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]], replicat
         lines.append(f"\n**Dose-response** on the training prompts, {dim} reward over the last {LAST_STEPS} steps at "
                      f"weight {max(xs):g} above weight {min(xs):g} on every seed: "
                      f"**{'held' if verdict['dose_response'] else 'not held'}** ("
-                     + "; ".join(f"{_who(g)}: {v['at_max']:.3f} vs {v['at_0']:.3f}" for g, v in dose.items()) + ").")
+                     + "; ".join(f"{who(g)}: {v['at_max']:.3f} vs {v['at_0']:.3f}" for g, v in dose.items()) + ").")
     if verdict.get("basis") == "held-out reward":
         lines[1:1] = _nothing_to_move(verdict, held)
-    return verdict, lines, lambda path: _plot(path, dim, xs, groups, held, jobs, ov)
+    return verdict, lines, lambda path: plot_weight(path, dim, xs, groups, held, jobs, ov)
 
 
 def _settings_table(per: dict[str, dict[str, Any]]) -> list[str]:
@@ -227,7 +227,7 @@ def _settings_compared(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]
             ha, hb = (heldout_of(a)[0] if a else None), heldout_of(j)[0]
             if ha is None or hb is None or dim not in hb["pass"]:
                 continue
-            diff = {d: heldout_difference(hb, ha, _pass_key(hb, d)) for d in DIMENSIONS
+            diff = {d: heldout_difference(hb, ha, pass_field(hb, d)) for d in DIMENSIONS
                     if d in hb["pass"] and d in ha["pass"]}
             moved = [f"{d} {_change(c)}" for d, c in diff.items() if d != dim and (c["lo"] > 0 or c["hi"] < 0)]
             rows.append({"setting": name, "against": names[0], "draw": ov[j].get(DRAW_KEY, "-"),
@@ -342,10 +342,10 @@ def _tau_verdict(verdict: dict[str, Any], xs: list[float], groups: dict[str, dic
     for g, at in groups.items():
         for x in sorted(at):
             h, start = held[at[x]]
-            row = {d: heldout_difference(h, start, _pass_key(h, d)) for d in dims if d in start["pass"]}
+            row = {d: heldout_difference(h, start, pass_field(h, d)) for d in dims if d in start["pass"]}
             total = heldout_difference(h, start, "total")
-            changes[f"{x:g} ({_who(g)})"] = {**row, "total": total}
-            lines.append(f"| {x:g} ({_who(g)}) | " + " | ".join(_change(row.get(d)) for d in dims)
+            changes[f"{x:g} ({who(g)})"] = {**row, "total": total}
+            lines.append(f"| {x:g} ({who(g)}) | " + " | ".join(_change(row.get(d)) for d in dims)
                          + f" | {_change(total, points=False)} |")
     verdict["changes"] = changes
     moved = {k: sorted(d for d, c in v.items() if d != "total" and (c["lo"] > 0 or c["hi"] < 0))
@@ -354,8 +354,8 @@ def _tau_verdict(verdict: dict[str, Any], xs: list[float], groups: dict[str, dic
     summary = "; ".join(f"tau {k}: {', '.join(v)}" for k, v in moved.items() if v) or "none"
     lines.append(f"\n**What tau moved**: dimensions whose change from the start excludes 0: {summary}.")
     if PAPER_TAU in xs:
-        fell = sorted({f"{d} ({_who(g)})" for g, at in groups.items() if PAPER_TAU in at
-                       for d, c in changes[f"{PAPER_TAU:g} ({_who(g)})"].items() if d != "total" and c["hi"] < 0})
+        fell = sorted({f"{d} ({who(g)})" for g, at in groups.items() if PAPER_TAU in at
+                       for d, c in changes[f"{PAPER_TAU:g} ({who(g)})"].items() if d != "total" and c["hi"] < 0})
         verdict["ii"] = not fell
         verdict["ii_rule"] = "no dimension's paired 95 % interval lies wholly below the start (SFT)"
         verdict["ii_fell"] = fell
@@ -404,7 +404,7 @@ def _caption_verdict(xs: list[float], groups: dict[str, dict[float, Path]],
                  f"**{'held' if all(ok.values()) else 'not held'}**.", "",
              "| draw, seed | n | " + " | ".join(metrics) + " |", "|---|---|" + "---|" * len(metrics)]
     for g, c in comps.items():
-        lines.append(f"| {_values(_who(g))} | {c[metrics[0]]['n']} | " + " | ".join(caption_cell(m, c[m]) for m in metrics)
+        lines.append(f"| {_values(who(g))} | {c[metrics[0]]['n']} | " + " | ".join(caption_cell(m, c[m]) for m in metrics)
                      + " |")
     lines.append("\nThe smallest difference each set can detect: `python -m vase.reports.power <sweep folder>`.")
     return {"verdict": {"target": list(CAPTION_TARGETS), "held": all(ok.values()), "per_group": ok,
@@ -418,10 +418,6 @@ def caption_cell(m: str, c: dict[str, float]) -> str:
     return f"{star}{f * c['diff']:+.3f} [{f * c['lo']:+.3f}, {f * c['hi']:+.3f}]{star}"
 
 
-def _who(group: str) -> str:
-    return f"seed {group}" if "draw" not in group else group
-
-
 def _values(label: str) -> str:
     """A group's label with what else the sweep varied as its values only, for a table's narrow first column.
 
@@ -429,15 +425,6 @@ def _values(label: str) -> str:
     'draw 0, seed 1, normalize_then_sum'
     """
     return ", ".join(part.split("=", 1)[-1] for part in label.split(", "))
-
-
-def _rate(result: dict[str, Any], d: str) -> float | None:
-    s = result["pass"].get(d)
-    return None if s is None else s["mean"]
-
-
-def _pass_key(result: dict[str, Any], d: str) -> str:
-    return f"{result['term_of_dimension'][d]}_pass"
 
 
 def _heldout_verdict(verdict: dict[str, Any], dim: str, xs: list[float], groups: dict[str, dict[float, Path]],
@@ -449,8 +436,8 @@ def _heldout_verdict(verdict: dict[str, Any], dim: str, xs: list[float], groups:
         if hi_w not in at or lo_w not in at or hi_w == lo_w:  # one weight: nothing to set against it
             continue
         (hmax, start), (h0, _) = held[at[hi_w]], held[at[lo_w]]
-        key = _pass_key(hmax, dim)
-        per_group[g] = {"at_max": _rate(hmax, dim), "at_0": _rate(h0, dim), "sft": _rate(start, dim),
+        key = pass_field(hmax, dim)
+        per_group[g] = {"at_max": rate_right(hmax, dim), "at_0": rate_right(h0, dim), "sft": rate_right(start, dim),
                         "max_minus_0": heldout_difference(hmax, h0, key),
                         "max_minus_sft": heldout_difference(hmax, start, key)}
     verdict["i"] = bool(per_group) and all(v["max_minus_0"]["lo"] > 0 and v["max_minus_sft"]["lo"] > 0
@@ -467,7 +454,7 @@ def _heldout_verdict(verdict: dict[str, Any], dim: str, xs: list[float], groups:
             h, start = held[at[PAPER_WEIGHT]]
             for d in DIMENSIONS:
                 if d in h["pass"] and d in start["pass"]:
-                    c = heldout_difference(h, start, _pass_key(h, d))
+                    c = heldout_difference(h, start, pass_field(h, d))
                     worst[d] = min(worst.get(d, 1.0), c["diff"])
                     fell[d] = fell.get(d, False) or c["hi"] < 0
         verdict["ii"] = not any(fell.values())
@@ -494,11 +481,11 @@ def _heldout_verdict(verdict: dict[str, Any], dim: str, xs: list[float], groups:
                   "| run | " + " | ".join(d.capitalize() for d in dims) + " | reward |",
                   "|---|" + "---|" * (len(dims) + 1)]
         start = held[next(iter(members[0][1].values()))][1]
-        lines.append("| SFT (start) | " + " | ".join(percent_points(_rate(start, d)) for d in dims) + " | – |")
+        lines.append("| SFT (start) | " + " | ".join(percent_points(rate_right(start, d)) for d in dims) + " | – |")
         for g, at in members:
             for x in sorted(at):
                 h = held[at[x]][0]
-                lines.append(f"| GRPO, {dim} weight {x:g} ({_who(g)}) | " + " | ".join(percent_points(_rate(h, d)) for d in dims)
+                lines.append(f"| GRPO, {dim} weight {x:g} ({who(g)}) | " + " | ".join(percent_points(rate_right(h, d)) for d in dims)
                              + f" | {h['total']['mean']:.3f} |")
     if hi_w == lo_w:
         verdict["i"] = None
@@ -508,8 +495,8 @@ def _heldout_verdict(verdict: dict[str, Any], dim: str, xs: list[float], groups:
         lines.append(f"\n**Target (i)**, held-out {any_h['task']}s: {dim} right at weight {hi_w:g} above weight {lo_w:g} "
                      f"and above SFT on every draw and seed, decided on {verdict['i_rule']}: "
                      f"**{'held' if verdict['i'] else 'not held'}** ("
-                     + "; ".join(f"{_who(g)}: {percent_points(v['at_max'])} vs {percent_points(v['at_0'])} and SFT {percent_points(v['sft'])}"
-                                 + _diffs(v) for g, v in per_group.items()) + ").")
+                     + "; ".join(f"{who(g)}: {percent_points(v['at_max'])} vs {percent_points(v['at_0'])} and SFT {percent_points(v['sft'])}"
+                                 + diff_points(v) for g, v in per_group.items()) + ").")
     if verdict.get("ii") is None:
         lines.append(f"\n**Target (ii)**, at the paper's weights: {verdict['ii_rule']}.")
     else:
@@ -517,143 +504,6 @@ def _heldout_verdict(verdict: dict[str, Any], dim: str, xs: list[float], groups:
         lines.append(f"\n**Target (ii)**, at the paper's weights: {verdict['ii_rule']}: "
                      f"**{'held' if verdict['ii'] else 'not held'}** (worst change per dimension, points: {drops}"
                      + (f"; below: {', '.join(verdict['ii_fell'])}" if verdict["ii_fell"] else "") + ").")
-    return lines
-
-
-def _vqa_verdict(dim: str, xs: list[float], groups: dict[str, dict[float, Path]], jobs: list[Path],
-                 ov: dict[Path, dict[str, str]], others: list[str], targets: bool) -> dict[str, Any] | None:
-    """Targets (i) and (ii) on held-out VQA (option likelihood where the jobs have it, else open answers), and its
-    table: the verdict of sweeps without held-out reward, and the transfer-to-QA report of those with it."""
-    jobs = [j for j in jobs if sorted(j.glob("vqa_*.json"))]
-    if not jobs:
-        return None
-    vqa = {j: read_json(sorted(j.glob("vqa_*.json"))[-1])["vqa"] for j in jobs}
-    sft_of = {j: sft_vqa_of(j) for j in jobs}  # each job's own SFT (one shared by all, or one per seed or draw)
-    sft = _mean_sft_vqa([sft_of[j] for j in jobs])
-    protocols = [p for p in ("ll", "open", "mc") if any(p in v for v in vqa.values())]
-    decide = "ll" if "ll" in protocols else "open"
-
-    def acc(j: Path | None, protocol: str, d: str) -> float | None:
-        return None if j is None or j not in vqa else vqa[j].get(protocol, {}).get("accuracy", {}).get(d)
-
-    def items(v: dict[str, Any] | None, d: str) -> dict[str, float] | None:
-        return ((v or {}).get(decide) or {}).get("items", {}).get(d)
-
-    n_items = max((v.get(decide, {}).get("n", 0) for v in vqa.values()), default=0) // max(1, len(DIMENSIONS))
-    verdict: dict[str, Any] = {"protocol": decide}
-    # a table per draw of the data, each with its own SFT (a mean over draws hid a drop on one of them), and per
-    # value of anything else the sweep varied (an aggregation, a bonus): never a mean over two settings
-    draws = sorted({ov[j].get(DRAW_KEY, "-") for j in jobs})
-    tables: dict[str, list[Path]] = {}
-    for j in jobs:
-        parts = ([f"data draw {ov[j].get(DRAW_KEY, '-')}"] if len(draws) > 1 else []) \
-            + [f"{k}={ov[j].get(k, '-')}" for k in others]
-        tables.setdefault(", " + ", ".join(parts) if parts else "", []).append(j)
-    lines = []
-    for title, mine in sorted(tables.items()):
-        lines += _vqa_table(dim, xs, protocols, _mean_sft_vqa([sft_of[j] for j in mine]),
-                            {j: {p: {d: acc(j, p, d) for d in DIMENSIONS} for p in protocols} for j in mine}, ov,
-                            title)
-    if sft and decide in sft and len(xs) < 2:  # one weight: nothing to set it against
-        verdict["i"] = None
-        name = "Target (i)" if targets else f"Transfer: {dim} accuracy"
-        lines.append(f"\n**{name}**, {PROTOCOL_LABELS[decide]}, needs two values of the swept weight; this sweep ran "
-                     f"{dim} weight {xs[0]:g} only: not decided.")
-    elif sft and decide in sft:
-        per_group = {}
-        for g, at in groups.items():
-            jmax, j0 = at.get(max(xs)), at.get(min(xs))
-            own = next((sft_of[j] for j in at.values() if sft_of.get(j)), sft)
-            row = {"at_max": acc(jmax, decide, dim), "at_0": acc(j0, decide, dim), "sft": own[decide]["accuracy"].get(dim)}
-            a, b, c = (items(vqa.get(jmax), dim), items(vqa.get(j0), dim), items(own, dim))
-            if a and b and c:  # item-level answers: decide on paired intervals, not on points
-                row["max_minus_0"] = paired_difference(a, b)
-                row["max_minus_sft"] = paired_difference(a, c)
-            per_group[g] = row
-
-        def held(v: dict[str, Any]) -> bool:
-            if "max_minus_0" in v:
-                return v["max_minus_0"]["lo"] > 0 and v["max_minus_sft"]["lo"] > 0
-            return (v["at_max"] is not None and v["at_0"] is not None and v["at_max"] > v["at_0"]
-                    and v["at_max"] > v["sft"])
-
-        verdict["i"] = all(held(v) for v in per_group.values())
-        verdict["i_rule"] = ("paired 95 % bootstrap intervals exclude 0" if all("max_minus_0" in v for v in
-                             per_group.values()) else "point estimates (no item-level answers to pair)")
-        verdict["i_per_seed"] = per_group
-        name = "Target (i)" if targets else f"Transfer: {dim} accuracy"
-        lines.append(f"\n**{name}**, {PROTOCOL_LABELS[decide]}: {dim} accuracy at weight {max(xs):g} above weight "
-                     f"{min(xs):g} and above SFT on every seed, on {verdict['i_rule']}: "
-                     f"**{'held' if verdict['i'] else 'not held'}** ("
-                     + "; ".join(f"{_who(g)}: {percent_points(v['at_max'])} vs {percent_points(v['at_0'])} and SFT {percent_points(v['sft'])}"
-                                 + _diffs(v) for g, v in per_group.items()) + ").")
-        if PAPER_WEIGHT in xs and n_items:
-            ii, line = _vqa_at_paper_weights(groups, vqa, {j: sft_of[j] or sft for j in jobs}, decide, n_items,
-                                             targets, items)
-            verdict.update(ii)
-            lines.append(line)
-    return {"verdict": verdict, "lines": lines}
-
-
-def _vqa_at_paper_weights(groups: dict[str, dict[float, Path]], vqa: dict[Path, Any], base_of: dict[Path, Any],
-                          decide: str, n_items: int, targets: bool,
-                          items: Callable[[dict[str, Any] | None, str], dict[str, float] | None]
-                          ) -> tuple[dict[str, Any], str]:
-    """Target (ii) on VQA, or the transfer at the paper's weights: no dimension below each job's own SFT beyond its
-    paired interval (where the answers have items; else by more than one item). The verdict's keys and its line."""
-    worst: dict[str, float] = {}
-    fell: dict[str, bool] = {}
-    fell_where: list[str] = []
-    for g, at in groups.items():
-        j = at.get(PAPER_WEIGHT)
-        if j is None or j not in vqa:
-            continue
-        base = base_of[j]
-        for d in DIMENSIONS:
-            a, b = vqa[j].get(decide, {}).get("accuracy", {}).get(d), base[decide]["accuracy"].get(d)
-            if a is not None and b is not None:
-                worst[d] = min(worst.get(d, 1.0), a - b)
-            ia, ib = items(vqa[j], d), items(base, d)
-            if ia and ib:  # fell below SFT by more than its interval: the whole interval under 0
-                diff = paired_difference(ia, ib)
-                fell[d] = fell.get(d, False) or diff["hi"] < 0
-                if diff["hi"] < 0:
-                    fell_where.append(f"{d} on {_who(g)}: {100 * diff['diff']:+.1f} "
-                                      f"[{100 * diff['lo']:+.1f}, {100 * diff['hi']:+.1f}]")
-    held = not any(fell.values()) if fell else all(v >= -1.0 / n_items - 1e-9 for v in worst.values())
-    rule = ("no dimension's paired 95 % interval lies wholly below SFT" if fell
-            else "no dimension below SFT by more than one held-out item")
-    drops = ", ".join(f"{d} {100 * v:+.1f}" for d, v in worst.items())
-    if fell_where:
-        drops += "; below SFT beyond the interval: " + "; ".join(fell_where)
-    name = "Target (ii)**, at the paper's weights" if targets else "Transfer at the paper's weights**"
-    line = (f"\n**{name}: {rule} ({100 / n_items:.1f} points an item): **{'held' if held else 'not held'}** "
-            f"(worst change per dimension, points: {drops}).")
-    return {"ii": held, "ii_rule": rule, "ii_worst_drop": worst, "ii_fell": fell_where}, line
-
-
-def _vqa_table(dim: str, xs: list[float], protocols: list[str], sft: dict[str, Any] | None,
-               acc: dict[Path, dict[str, dict[str, float | None]]], ov: dict[Path, dict[str, str]],
-               title: str = "") -> list[str]:
-    """A table per protocol: SFT's accuracy per dimension, then GRPO's at each weight (mean over the seeds given)."""
-    weight = {j: float(next(v for k, v in ov[j].items() if k.startswith("reward.weights."))) for j in acc}
-    lines = []
-    for protocol in protocols:
-        lines += ["", f"## {PROTOCOL_LABELS[protocol]}{title}", "",
-                  "| run | " + " | ".join(d.capitalize() for d in DIMENSIONS) + " | Mean |",
-                  "|---|" + "---|" * (len(DIMENSIONS) + 1)]
-        if sft and protocol in sft:
-            a = sft[protocol]["accuracy"]
-            lines.append("| SFT | " + " | ".join(f"{100 * a[d]:.1f} %" for d in DIMENSIONS if d in a)
-                         + f" | {100 * sft[protocol]['mean']:.1f} % |")
-        for x in xs:
-            vals = []
-            for d in DIMENSIONS:
-                got = [v for j in acc if weight[j] == x and (v := acc[j][protocol][d]) is not None]
-                vals.append(sum(got) / len(got) if got else None)
-            ok = [v for v in vals if v is not None]
-            lines.append(f"| GRPO, {dim} weight {x:g} | " + " | ".join(percent_points(v) for v in vals)
-                         + f" | {100 * sum(ok) / max(1, len(ok)):.1f} % |")
     return lines
 
 
@@ -667,36 +517,6 @@ def _dose_response(dim: str, xs: list[float], groups: dict[str, dict[float, Path
     return dose
 
 
-def _mean_sft_vqa(sfts: list[dict[str, Any] | None]) -> dict[str, Any] | None:
-    """The mean of the distinct SFT baselines among ``sfts`` (jobs sharing one SFT count it once); None if none."""
-    distinct = [v for k, v in enumerate(sfts) if v and v not in sfts[:k]]
-    return _mean_vqa(distinct) if distinct else None
-
-
-def _mean_vqa(scores: list[dict[str, Any]]) -> dict[str, Any]:
-    """The mean of several VQA score dicts (several SFT baselines, one per seed), per protocol and dimension."""
-    out: dict[str, Any] = {}
-    for protocol in {p for s in scores for p in s}:
-        sel = [s[protocol] for s in scores if protocol in s]
-        dims = {d for s in sel for d in s["accuracy"]}
-        acc = {d: sum(s["accuracy"][d] for s in sel if d in s["accuracy"]) / sum(d in s["accuracy"] for s in sel)
-               for d in dims}
-        out[protocol] = {"accuracy": acc, "mean": sum(acc.values()) / max(1, len(acc))}
-    return out
-
-
-def _diffs(v: dict[str, Any]) -> str:
-    if "max_minus_0" not in v:
-        return ""
-    a, b = v["max_minus_0"], v["max_minus_sft"]
-    return (f" (differences, points, 95 % CI: {100 * a['diff']:+.1f} [{100 * a['lo']:+.1f}, {100 * a['hi']:+.1f}] "
-            f"and {100 * b['diff']:+.1f} [{100 * b['lo']:+.1f}, {100 * b['hi']:+.1f}], {a['n']} items)")
-
-
-def percent_points(v: float | None) -> str:
-    return "–" if v is None else f"{100 * v:.1f} %"
-
-
 def _plot_settings(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]], others: list[str]
                    ) -> Callable[[Path], None]:
     """`_plot` with a row of panels per setting of what else the sweep varied (each its own draws and seeds)."""
@@ -707,119 +527,4 @@ def _plot_settings(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]], o
         rows.setdefault(name, {}).setdefault(group, {})[float(ov[j][key])] = j
     xs = sorted({float(ov[j][key]) for j in jobs})
     held = {j: heldout_of(j) for j in jobs}
-    return lambda path: _plot(path, key.rsplit(".", 1)[-1], xs, {}, held, jobs, ov, rows=dict(sorted(rows.items())))
-
-
-MARKERS = "os^v"  # the 1st, 2nd, ... draw and seed's points, in the plots and their legends alike
-START_STYLES = ("--", ":", "-.", (0, (5, 1)))  # the start (SFT) of the 1st, 2nd, ... draw and seed
-
-
-def _group_handles(names: list[str], starts: bool) -> list[Any]:
-    """Legend entries that say which marker is which draw and seed (and, with ``starts``, which line its start)."""
-    # lazy: matplotlib: slow to import, and only the plots need it
-    from matplotlib.lines import Line2D
-
-    out = []
-    for n, name in enumerate(sorted(names)):
-        label = f"seed {name}" if name[:1].isdigit() else name
-        out.append(Line2D([], [], color="black", marker=MARKERS[n % len(MARKERS)], linewidth=1.0, label=label))
-        if starts:
-            out.append(Line2D([], [], color="black", linestyle=START_STYLES[n % 4], linewidth=0.8,
-                              label=f"{label}: its start (SFT)"))
-    return out
-
-
-def _plot(path: Path, dim: str, xs: list[float], groups: dict[str, dict[float, Path]],
-          held: dict[Path, tuple[Any, Any]], jobs: list[Path], ov: dict[Path, dict[str, str]],
-          rows: dict[str, dict[str, dict[float, Path]]] | None = None) -> None:
-    """Held-out rate per dimension against the weight (one line per draw and seed; dashed: the start), and, where
-    the jobs ran it, the VQA transfer (mean over seeds and draws); ``rows``: a row of such panels per setting."""
-    # lazy: matplotlib
-    import matplotlib
-
-    matplotlib.use("Agg")
-    # lazy: matplotlib
-    import matplotlib.pyplot as plt
-
-    rows = rows or {"": groups}
-    has_held = all(h[0] is not None for h in held.values())
-    vqa = {j: read_json(sorted(j.glob("vqa_*.json"))[-1])["vqa"] for j in jobs if sorted(j.glob("vqa_*.json"))}
-    proto = next((p for p in ("ll", "open", "mc") if any(p in v for v in vqa.values())), None)
-    panels = (["heldout"] if has_held else []) + ([proto] if proto else [])
-    fig, axes = plt.subplots(len(rows), len(panels), figsize=(6.2 * len(panels), 4.2 * len(rows)), dpi=110,
-                             squeeze=False)
-    for r, (setting, groups) in enumerate(rows.items()):
-        for ax, panel in zip(axes[r], panels):
-            for k, d in enumerate(DIMENSIONS):
-                color = f"C{k}"
-                for n, (_, at) in enumerate(sorted(groups.items())):
-                    if panel == "heldout":
-                        ys = [_rate(held[at[x]][0], d) if x in at else None for x in xs]
-                        start = held[next(iter(at.values()))][1]
-                        base = _rate(start, d)
-                    else:
-                        ys = [vqa.get(at.get(x), {}).get(panel, {}).get("accuracy", {}).get(d) for x in xs]
-                        sft = sft_vqa_of(next(iter(at.values())))
-                        base = (sft or {}).get(panel, {}).get("accuracy", {}).get(d)
-                    ax.plot(xs, [100 * y if y is not None else float("nan") for y in ys], "-", color=color,
-                            linewidth=2.5 if d == dim else 1.0, alpha=1.0 if d == dim else 0.6,
-                            label=d if n == 0 else None, marker=MARKERS[n % len(MARKERS)])
-                    if base is not None:  # each draw's own start: the draws' SFTs differ
-                        ax.axhline(100 * base, color=color, linestyle=START_STYLES[n % 4], linewidth=0.8)
-            ax.set_xlabel(f"{dim} weight (others rescaled)")
-            ax.set_ylabel("held-out answers right (%)" if panel == "heldout" else "held-out accuracy (%)")
-            ax.set_ylim(0, 100)
-            title = "held-out reward (the verdict)" if panel == "heldout" else f"transfer: {PROTOCOL_LABELS[panel]}"
-            ax.set_title(f"{setting}\n{title}" if setting else title, fontsize=10)
-            ax.grid(alpha=0.3)
-    # the legend where no line runs: below the transfer panel's curves (accuracies sit above 50 %), else the best spot
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    marks = _group_handles(list(next(iter(rows.values()))), starts=True)
-    where = axes[0][-1] if len(axes[0]) > 1 else axes[0][0]
-    where.legend(handles + marks, labels + [h.get_label() for h in marks], fontsize=7, title="colour: dimension",
-                 title_fontsize=7, loc="lower center" if where is not axes[0][0] else "best",
-                 ncol=3 if where is not axes[0][0] else 1)
-    fig.tight_layout()
-    save_figure(fig, path)
-
-
-def _plot_tau(path: Path, xs: list[float], groups: dict[str, dict[float, Path]],
-              held: dict[Path, tuple[Any, Any]]) -> None:
-    """Each dimension's held-out change from the start against tau (one line per draw and seed, bars: the paired 95 %
-    interval; 0: the start), the paper's tau marked."""
-    # lazy: matplotlib
-    import matplotlib
-
-    matplotlib.use("Agg")
-    # lazy: matplotlib
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7.5, 4.4), dpi=110)
-    width = (max(xs) - min(xs) or 1.0) / 60
-    for k, d in enumerate(DIMENSIONS):
-        for n, (_, at) in enumerate(sorted(groups.items())):
-            pts = []
-            for x in xs:
-                if x in at and d in held[at[x]][0]["pass"] and d in held[at[x]][1]["pass"]:
-                    h, start = held[at[x]]
-                    pts.append((x, heldout_difference(h, start, _pass_key(h, d))))
-            if not pts:
-                continue
-            px = [x + (k - 2.5) * width for x, _ in pts]
-            py = [100 * c["diff"] for _, c in pts]
-            err = [[100 * (c["diff"] - c["lo"]) for _, c in pts], [100 * (c["hi"] - c["diff"]) for _, c in pts]]
-            ax.errorbar(px, py, yerr=err, color=f"C{k}", marker=MARKERS[n % len(MARKERS)], capsize=2, linewidth=1.2,
-                        label=d if n == 0 else None)
-    ax.axhline(0, color="black", linewidth=0.8)
-    if PAPER_TAU in xs:
-        ax.axvline(PAPER_TAU, color="grey", linestyle=":", linewidth=1.0, label=f"paper's tau {PAPER_TAU:g}")
-    ax.set_xlabel("tau (a dimension is right when its similarity reaches tau)")
-    ax.set_ylabel("held-out answers right: change\nfrom the start, points (95 % CI)", fontsize=9)
-    ax.set_title("what each tau moved, against the job's own start")
-    ax.grid(alpha=0.3)
-    handles, labels = ax.get_legend_handles_labels()
-    marks = _group_handles(sorted(groups), starts=False)
-    ax.legend(handles + marks, labels + [h.get_label() for h in marks], fontsize=7, ncol=2, title="colour: dimension",
-              title_fontsize=7)
-    fig.tight_layout()
-    save_figure(fig, path)
+    return lambda path: plot_weight(path, key.rsplit(".", 1)[-1], xs, {}, held, jobs, ov, rows=dict(sorted(rows.items())))

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from vase.annotate.vocab import DIMENSIONS
+from vase.choices import DRAW_KEY
 from vase.eval.stats import heldout_difference, paired_difference
 from vase.io import atomic_write_json, read_json, write_markdown
-from vase.reports.ablation import DRAW_KEY, percent_points
+from vase.reports.ablation_vqa import percent_points
 from vase.reports.jobs import code_lines, code_of_jobs, heldout_of, job_dirs, machines_of_jobs, overrides_of
 from vase.reports.question import START, joined_answer, write_question_report
 from vase.runs import machine_stamp

@@ -170,6 +170,17 @@ def heldout_of(job: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]
     return last("heldout_reward"), last("heldout_reward_start")
 
 
+def rate_right(result: dict[str, Any], d: str) -> float | None:
+    """The share of a held-out result's answers with dimension ``d`` right (None where ``d`` was not scored)."""
+    s = result["pass"].get(d)
+    return None if s is None else s["mean"]
+
+
+def pass_field(result: dict[str, Any], d: str) -> str:
+    """The field of each held-out item that says whether dimension ``d`` passed (its term's ``<term>_pass``)."""
+    return f"{result['term_of_dimension'][d]}_pass"
+
+
 def overrides_of(job: Path) -> dict[str, str]:
     out = {}
     for o in OmegaConf.load(job / ".hydra" / "overrides.yaml"):
