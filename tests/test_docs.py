@@ -305,12 +305,16 @@ def test_fifty_random_keys_of_the_reference_have_the_type_and_default_a_composed
             break
         if default.endswith("…"):
             continue  # cut on the page: a long list or text
-        for config in ("train", "evaluate", "curate", "generate3d"):  # the first entry point that has the group
+        cfg = None
+        # the first entry point that has the group (a group no primary config lists, such as shared/, is added: +)
+        for config, given in ((c, g) for g in (f"{group}={option}", f"+{group}={option}")
+                              for c in ("train", "evaluate", "curate", "generate3d")):
             try:
-                cfg = compose_cfg(config, [f"{group}={option}"], tmp_path, session_dirs)
+                cfg = compose_cfg(config, [given], tmp_path, session_dirs)
                 break
             except ConfigCompositionException:
                 continue
+        assert cfg is not None, f"{group}={option} composes under no entry point"
         node = cfg
         for part in key.split("."):
             node = node._get_node(part) if isinstance(node, DictConfig) and part in node else None

@@ -135,14 +135,15 @@ def entry_keys(name: str) -> set[str]:
 
 
 def _validate_entry_keys(cfg: DictConfig) -> None:
-    """A key that only another entry point reads is refused in one line: ``debug=fast`` under evaluate.py set
+    """Under evaluate.py, a key only train.py reads is refused in one line: ``debug=fast`` set
     ``evaluate.max_new_tokens`` (train.py's evaluation) and ``trainer.max_steps``, and evaluate.py ran its full
-    length without a word."""
+    length without a word. (train.py is not checked the other way: it composes the zero-shot experiments, which name
+    their row for evaluate.py.)"""
     try:
         name = HydraConfig.get().job.config_name
     except ValueError:  # outside a Hydra job (a test's composed config): nothing to compare with
         return
-    if name not in ENTRIES:
+    if name != "evaluate":  # train.py composes evaluate.py's experiments too (the zero-shot ones name a row)
         return
     own = entry_keys(name)
     foreign = sorted(k for other in ENTRIES if other != name for k in entry_keys(other) - own if k in cfg)

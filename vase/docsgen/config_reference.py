@@ -482,7 +482,7 @@ def with_groups_table(page: str) -> str:
         raise SystemExit(f"{GROUPS_PAGE}: its groups table's markers are gone; put back {GROUPS_START!r} and "
                          f"{GROUPS_END!r} around the table")
     head, rest = page.split(GROUPS_START, 1)
-    return head + GROUPS_START + "\n" + groups_table() + "\n" + GROUPS_END + rest.split(GROUPS_END, 1)[1]
+    return head + GROUPS_START + "\n\n" + groups_table() + "\n\n" + GROUPS_END + rest.split(GROUPS_END, 1)[1]
 
 
 def differing_keys(old: str, new: str) -> list[str]:
