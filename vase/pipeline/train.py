@@ -131,8 +131,12 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
         if last in ev.heldout:  # the held-out verdict per dimension against the start, and the captions' metrics
             metrics.update(heldout_metrics(ev.heldout[last], ev.heldout_start.get(last)))
         swept = swept_keys()
-        if swept:  # a sweep's job against its baseline job, where that has finished (W&B can take it only now)
-            metrics.update(comparison_at_job_end(HydraConfig.get().sweep.dir, out_dir, question_of(cfg), swept))
+        hc = HydraConfig.get() if swept else None
+        job_dir = OmegaConf.select(hc, "runtime.output_dir", default=None) if hc is not None else None
+        # a sweep's job against its baseline job, where that has finished (W&B can take it only now); not the shared
+        # SFT a job trains first in the cache, which is no job of the sweep
+        if job_dir and Path(str(job_dir)).resolve() == Path(out_dir).resolve():
+            metrics.update(comparison_at_job_end(hc.sweep.dir, out_dir, question_of(cfg), swept))
         log_end_metrics(loggers, cfg, metrics, shown=dashboard_columns(metrics, question_metrics))
     if trainer is not None and trainer.is_global_zero and ev.results:
         write_run_report(cfg, out_dir, ev.results, ev.histories, ev.generations, datamodule.val_set, module, loggers,

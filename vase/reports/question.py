@@ -627,9 +627,9 @@ def comparison_at_job_end(sweep_dir: str | Path, job: str | Path, q: dict[str, A
     baseline job, a question without a swept baseline, or a baseline not finished yet (jobs run side by side): the
     sweep's end then adds it to the dashboards that can take it late (MLflow, TensorBoard). W&B can take it only here:
     an offline W&B run cannot be resumed to add it later."""
-    if not q or q.get("baseline") in (None, START):
-        return {}
     job, sweep_dir = Path(job), Path(sweep_dir)
+    if not q or q.get("baseline") in (None, START) or not (job / ".hydra" / "overrides.yaml").is_file():
+        return {}  # no swept baseline, or a folder that is no job of a sweep (Hydra writes every job's overrides)
     mine = overrides_of(job)
     compared = list(q["compare"])
     others = [k for k in swept if k not in compared]
