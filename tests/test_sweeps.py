@@ -28,7 +28,9 @@ def _wandb_record(job: Path) -> bytes:
 @pytest.mark.slow  # heavy (a whole run or sweep in subprocesses): make test-slow; the default suite stays under 15 minutes
 def test_tau_sweep_runs_grpo_jobs_from_one_shared_sft_adapter(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    p = subprocess.run([sys.executable, "train.py", "-m", "sweep=tau", "reward.tau=0.5,0.9", "debug=fast",
+    # a grid without the preset's baseline (0.7) names one of its own: a baseline not in the grid is refused at the start
+    p = subprocess.run([sys.executable, "train.py", "-m", "sweep=tau", "reward.tau=0.5,0.9", "question.baseline=0.5",
+                        "debug=fast",
                         "logger=wandb", "evaluate.vqa=open", "evaluate.max_new_tokens=4", "render.resolution=64",
                         f"paths.log_dir={tmp_path / 'logs'}", f"paths.cache_dir={cache}"],
                        cwd=ROOT, capture_output=True, text=True, timeout=900)
