@@ -58,6 +58,17 @@ from vase.rewards.reward import effective_weights
 log = logging.getLogger("vase")
 
 
+def _sweep_comparison(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
+    """A sweep's job against its baseline job, where that has finished (W&B can take it only now); {} outside a sweep
+    and for the shared SFT a job trains first in the cache, which is no job of the sweep."""
+    swept = swept_keys()
+    hc = HydraConfig.get() if swept else None
+    job_dir = OmegaConf.select(hc, "runtime.output_dir", default=None) if hc is not None else None
+    if not job_dir or Path(str(job_dir)).resolve() != Path(out_dir).resolve():
+        return {}
+    return comparison_at_job_end(hc.sweep.dir, out_dir, question_of(cfg), swept)
+
+
 def run_training(cfg: DictConfig) -> dict[str, Any]:
     """Prepare data, build the model and stage module, fit, evaluate before/after, and write the report.
 
@@ -130,13 +141,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
         last = str(stages[-1][0].name)
         if last in ev.heldout:  # the held-out verdict per dimension against the start, and the captions' metrics
             metrics.update(heldout_metrics(ev.heldout[last], ev.heldout_start.get(last)))
-        swept = swept_keys()
-        hc = HydraConfig.get() if swept else None
-        job_dir = OmegaConf.select(hc, "runtime.output_dir", default=None) if hc is not None else None
-        # a sweep's job against its baseline job, where that has finished (W&B can take it only now); not the shared
-        # SFT a job trains first in the cache, which is no job of the sweep
-        if job_dir and Path(str(job_dir)).resolve() == Path(out_dir).resolve():
-            metrics.update(comparison_at_job_end(hc.sweep.dir, out_dir, question_of(cfg), swept))
+        metrics.update(_sweep_comparison(cfg, out_dir))
         log_end_metrics(loggers, cfg, metrics, shown=dashboard_columns(metrics, question_metrics))
     if trainer is not None and trainer.is_global_zero and ev.results:
         write_run_report(cfg, out_dir, ev.results, ev.histories, ev.generations, datamodule.val_set, module, loggers,
