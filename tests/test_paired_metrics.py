@@ -13,6 +13,7 @@ import torch
 
 from vase.metrics.caption_metrics import CaptionScorer
 from vase.metrics.paired import METRICS, compare_captions, held, minimal_detectable, per_vase_scores
+from vase.metrics.registry import paired_keys
 
 WORDS = ["red", "black", "amphora", "kylix", "lekythos", "herakles", "athenian", "corinthian", "boar", "lion",
          "figure", "krater", "hydria", "painter", "vase", "attic"]
@@ -37,7 +38,8 @@ def test_per_vase_terms_average_to_the_scorers_metrics() -> None:
     preds[:10] = refs[:10]  # some exact
     per, _, _ = per_vase_scores(scorer, preds, refs)
     whole = scorer.score(preds, refs)
-    for m in ("clip_score", "r_at_1", "r_at_5", "r_at_10", "lexical_similarity", "overall_score"):
+    assert tuple(per) == ("clip_score", "lexical_similarity", "r_at_1", "r_at_5", "r_at_10", "overall_score")
+    for m in paired_keys(per):  # every per-vase metric of the registry this scorer scores
         assert float(per[m].mean()) == pytest.approx(whole[m], abs=1e-6), m
 
 

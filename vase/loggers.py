@@ -26,6 +26,7 @@ from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 from vase.config import SERVER_SCHEMES, swept_keys, view_order
 from vase.errors import ConfigError, VaseError
 from vase.io import atomic_write_text, path_lock
+from vase.metrics.registry import table_columns
 from vase.runs import code_stamp, job_overrides
 from vase.wandb_record import wait_until_complete
 
@@ -456,8 +457,5 @@ def log_eval_rows(loggers: list[Any], name: str, scores: dict[str, Any], rows: l
 
 def log_results_table(loggers: list[Any], results: dict[str, dict[str, Any]]) -> None:
     """The evaluation table (paper's column order) in every dashboard, so runs compare side by side."""
-    # lazy: torch, torchmetrics
-    from vase.metrics.caption_metrics import TABLE_COLUMNS
-
-    keys = [k for k, _ in TABLE_COLUMNS] + ["n_pairs"]
+    keys = [k for k, _ in table_columns({k for row in results.values() for k in row})] + ["n_pairs"]
     log_table(loggers, "val/table", ["model", *keys], [[name, *[row.get(k) for k in keys]] for name, row in results.items()])

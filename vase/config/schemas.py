@@ -303,6 +303,7 @@ class MetricsSchema:
     text_encoder: dict = field(default_factory=dict)
     embedding_cache: str | None = None
     image_score: bool = True
+    extra: list = field(default_factory=list)  # names of vase.metrics.registry (checked where the scorer is built)
     weights: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -12,6 +12,7 @@ from vase.io import atomic_write_json, atomic_write_text, read_json, read_jsonl
 from vase.metrics.caption_metrics import CaptionScorer, markdown_table
 from vase.metrics.embedding_cache import CachedTextEncoder
 from vase.metrics.encoders import build_clip_encoder, cached_sentence_encoder
+from vase.metrics.registry import extra_metrics
 from vase.runs import code_stamp
 
 
@@ -33,7 +34,7 @@ def build_scorer(metrics_cfg: Any) -> CaptionScorer:
     if cache:  # text embeddings on disk, keyed by the weights: references shared by many runs are encoded once
         clip, sent = CachedTextEncoder(clip, cache), CachedTextEncoder(sent, cache)
     weights = {k: float(v) for k, v in (metrics_cfg.get("weights") or {}).items()} or None
-    scorer = CaptionScorer(clip, sent, weights)
+    scorer = CaptionScorer(clip, sent, weights, extra=extra_metrics(metrics_cfg.get("extra")))
     scorer.encoders = encoders_label(metrics_cfg)
     return scorer
 

@@ -8,6 +8,7 @@
   default argsort leaves their order to the sort algorithm, so R@k can differ by tied items).
 - Lexical similarity: Jaccard similarity of lower-cased, whitespace-split word sets, averaged.
 - Overall: 0.25 CLIP + 0.25 semantic (= CLIP) + 0.20 R@10 + 0.15 lexical + 0.10 R@5 + 0.05 R@1.
+- Any metric of `vase.metrics.registry` a run adds (``metrics.extra``, e.g. ROUGE-L): the mean of its per-vase terms.
 
 The embedding metrics take embeddings, not strings, so that `CaptionScorer` encodes each caption once however
 many metrics use it.
@@ -15,6 +16,7 @@ many metrics use it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -24,6 +26,7 @@ from torchmetrics.utilities import dim_zero_cat
 
 from vase.choices import MIN_EVAL_VASES
 from vase.errors import MetricError
+from vase.metrics.registry import CaptionMetric, is_percent, table_columns
 
 PAPER_OVERALL_WEIGHTS: dict[str, float] = {
     "clip_score": 0.25,
@@ -33,17 +36,9 @@ PAPER_OVERALL_WEIGHTS: dict[str, float] = {
     "r_at_5": 0.10,
     "r_at_1": 0.05,
 }
-TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("fid_score", "FID ↓"),
-    ("clip_score", "CLIP"),
-    ("r_at_10", "R@10"),
-    ("r_at_5", "R@5"),
-    ("r_at_1", "R@1"),
-    ("lexical_similarity", "Lexical"),
-    ("overall_score", "Overall"),
-    ("image_clip_score", "CLIP-I"),
-)
-"""The paper's Table 3 column order, then ours: the overall score and the image CLIPScore (views vs caption)."""
+TABLE_COLUMNS: tuple[tuple[str, str], ...] = table_columns(())
+"""The paper's Table 3 column order, then ours: the overall score and the image CLIPScore (views vs caption); a run's
+extra metrics (`vase.metrics.registry`) join where its rows have them (`markdown_table`)."""
 
 
 class _PairedEmbeddings(Metric):
@@ -196,6 +191,21 @@ class LexicalJaccard(_MeanOverItems):
         self.count += len(preds)
 
 
+class TermMean(_MeanOverItems):
+    """The mean of a registry metric's per-vase terms (`vase.metrics.registry.CaptionMetric.terms`)."""
+
+    def __init__(self, entry: CaptionMetric, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if entry.terms is None:
+            raise MetricError(f"{entry.key}: one of the paper's metrics, computed by CaptionScorer itself")
+        self.entry = entry  # its direction is the entry's (higher_is_better), which torchmetrics keeps per class
+
+    def update(self, preds: list[str], targets: list[str]) -> None:
+        if len(preds) != len(targets):
+            raise MetricError(f"{self.entry.key}: {len(preds)} generated captions but {len(targets)} references")
+        self.total += float(np.sum(self.entry.terms(list(preds), list(targets))))
+        self.count += len(preds)
+
 
 def encode_once(encoder: Any, texts: list[str]) -> torch.Tensor:
     """Embeddings of ``texts`` with each distinct text encoded once, in length order (batches pad less)."""
@@ -237,10 +247,11 @@ class CaptionScorer:
         weights: overall-score weights (paper's by default).
         sync: gather the metric states across processes at compute (every rank scoring its share); off by
             default, as vase evaluates on rank 0 alone.
+        extra: metrics beyond the paper's (`vase.metrics.registry.extra_metrics`), each the mean of its terms.
     """
 
     def __init__(self, clip_encoder: Any, sentence_encoder: Any, weights: dict[str, float] | None = None,
-                 ks: tuple[int, ...] = (1, 5, 10), sync: bool = False) -> None:
+                 ks: tuple[int, ...] = (1, 5, 10), sync: bool = False, extra: Iterable[CaptionMetric] = ()) -> None:
         self.clip_encoder = clip_encoder
         self.sentence_encoder = sentence_encoder
         self.weights = dict(weights) if weights else dict(PAPER_OVERALL_WEIGHTS)
@@ -253,7 +264,13 @@ class CaptionScorer:
         self.fid = SentenceFID(**local)
         self.lexical = LexicalJaccard(**local)
         self.image = ImageCaptionCLIPScore(**local)
-        self._metrics = (self.clip, self.recall, self.fid, self.lexical, self.image)
+        self.extra = {m.key: TermMean(m, **local) for m in extra}
+        self._metrics = (self.clip, self.recall, self.fid, self.lexical, self.image, *self.extra.values())
+
+    @property
+    def extra_metrics(self) -> tuple[CaptionMetric, ...]:
+        """The registry entries scored beyond the paper's metrics."""
+        return tuple(m.entry for m in self.extra.values())
 
     def update(self, preds: list[str], targets: list[str], images: list[list[Any]] | None = None) -> None:
         """Add caption pairs; with ``images`` (each item's rendered views) the image CLIPScore is scored too."""
@@ -270,6 +287,8 @@ class CaptionScorer:
         sent = encode_once(self.sentence_encoder, list(preds) + list(targets))
         self.fid.update(sent[: len(preds)], sent[len(preds):])
         self.lexical.update(list(preds), list(targets))
+        for m in self.extra.values():
+            m.update(list(preds), list(targets))
         if images is not None:
             n_views = {len(v) for v in images}
             if len(n_views) != 1:
@@ -283,6 +302,7 @@ class CaptionScorer:
         out.update({k: float(v) for k, v in self.recall.compute().items()})
         out["fid_score"] = float(self.fid.compute())
         out["lexical_similarity"] = float(self.lexical.compute())
+        out.update({k: float(m.compute()) for k, m in self.extra.items()})
         out["overall_score"] = overall_score(out, self.weights)
         if _synced_count(self.image) > 0:
             out["image_clip_score"] = float(self.image.compute())
@@ -303,19 +323,21 @@ class CaptionScorer:
 def _fmt(key: str, v: Any) -> str:
     if v is None:
         return "–"
-    if key.startswith("r_at_"):
+    if is_percent(key):
         return f"{100 * float(v):.2f} %"
     return f"{float(v):.3f}"
 
 
 def markdown_table(rows: dict[str, dict[str, Any]]) -> str:
-    """One row per model, columns in the paper's order (FID, CLIP, R@10, R@5, R@1, Lexical) plus Overall and N."""
-    head = "| Model | " + " | ".join(title for _, title in TABLE_COLUMNS) + " | N |"
-    sep = "|---|" + "---|" * (len(TABLE_COLUMNS) + 1)
+    """One row per model, columns in the paper's order (FID, CLIP, R@10, R@5, R@1, Lexical) plus Overall and N (and a
+    metric beyond the paper's where a row has it)."""
+    columns = table_columns({k for m in rows.values() for k in m})
+    head = "| Model | " + " | ".join(title for _, title in columns) + " | N |"
+    sep = "|---|" + "---|" * (len(columns) + 1)
     lines = [head, sep]
     for name, m in rows.items():
         ci = m.get("ci") or {}  # 95 % intervals where the results carry per-vase terms (the leaderboard adds them)
         cells = [_fmt(k, m.get(k)) + (f" [{_fmt(k, ci[k][0])}, {_fmt(k, ci[k][1])}]" if k in ci else "")
-                 for k, _ in TABLE_COLUMNS]
+                 for k, _ in columns]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {m.get('n_pairs', '–')} |")
     return "\n".join(lines) + "\n"

@@ -19,16 +19,18 @@ from typing import Any
 
 import numpy as np
 
-PER_VASE = ("clip_score", "r_at_1", "r_at_5", "r_at_10", "lexical_similarity", "overall_score")
+from vase.metrics.registry import LOWER_IS_BETTER, PER_VASE, is_percent, paired_keys
+
 METRICS = ("fid_score", *PER_VASE)
-LOWER_IS_BETTER = {"fid_score"}
+"""The paper's metrics in comparison order; a comparison adds a run's extra per-vase metrics (`paired_keys`)."""
 log = logging.getLogger("vase")
 
 
 def per_vase_scores(scorer: Any, preds: list[str], refs: list[str], ks: tuple[int, ...] = (1, 5, 10),
                     weights: dict[str, float] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """Each vase's term of every per-vase metric (their means are the set's metrics, as `CaptionScorer`
-    computes them), and the sentence embeddings of the captions and the references (for FID)."""
+    computes them; the scorer's extra metrics too), and the sentence embeddings of the captions and the references
+    (for FID)."""
     # lazy: torch: the reports that read held() and the power figures (every run's Hydra callback) must not load it
     import torch
 
@@ -46,6 +48,8 @@ def per_vase_scores(scorer: Any, preds: list[str], refs: list[str], ks: tuple[in
     out = {"clip_score": sim.diagonal().numpy().astype(float),
            "lexical_similarity": np.array([jaccard(p, t) for p, t in zip(preds, refs)], dtype=float)}
     out.update({f"r_at_{k}": (rank < k).astype(float) for k in ks})
+    out.update({m.key: np.asarray(m.terms(list(preds), list(refs)), dtype=float)
+                for m in getattr(scorer, "extra_metrics", ())})
     w = dict(weights or PAPER_OVERALL_WEIGHTS)
     terms = {**out, "semantic_score": out["clip_score"]}
     out["overall_score"] = sum(float(wk) * terms[k] for k, wk in w.items())
@@ -136,7 +140,8 @@ def compare_captions(scorer: Any, run: dict[str, str], start: dict[str, str], re
     rng = np.random.default_rng(seed)
     boot = rng.integers(0, n, size=(n_boot, n))
     out: dict[str, Any] = {}
-    for m in PER_VASE:
+    paired = paired_keys(a)
+    for m in paired:
         d = a[m] - b[m]
         lo, hi = _interval(d[boot].mean(axis=1), level)
         out[m] = {"run": float(a[m].mean()), "start": float(b[m].mean()), "diff": float(d.mean()), "lo": lo,
@@ -151,7 +156,7 @@ def compare_captions(scorer: Any, run: dict[str, str], start: dict[str, str], re
     lo, hi = _interval(diffs, level)
     out["fid_score"] = {"run": fid_a, "start": fid_b, "diff": fid_a - fid_b, "lo": lo, "hi": hi,
                         "sd": float(diffs.std(ddof=1) * np.sqrt(n)), "n": n}
-    return {m: out[m] for m in METRICS}
+    return {m: out[m] for m in ("fid_score", *paired)}
 
 
 def minimal_detectable(sd: float, n: int, alpha: float = 0.05, power: float = 0.8) -> float:
@@ -174,10 +179,10 @@ def format_comparison(comp: dict[str, Any], run: str = "run", start: str = "star
     """A markdown table: each metric for the start and the run, the paired difference with its interval, and the
     smallest difference this set (and a set of the paper's size) can detect at 80 % power."""
     def f(m: str, v: float) -> str:
-        return f"{100 * v:.1f} %" if m.startswith("r_at") else f"{v:.3f}"
+        return f"{100 * v:.1f} %" if is_percent(m) else f"{v:.3f}"
 
     def d(m: str, v: float) -> str:
-        return f"{100 * v:+.1f}" if m.startswith("r_at") else f"{v:+.3f}"
+        return f"{100 * v:+.1f}" if is_percent(m) else f"{v:+.3f}"
 
     lines = [f"| metric | {start} | {run} | paired difference [95 % interval] | detectable at n={comp[METRICS[0]]['n']} "
              f"| at n={n_paper} |", "|---|---|---|---|---|---|"]

@@ -27,6 +27,7 @@ from vase.eval.captions import evaluate_captions
 from vase.eval.invrender import run_invrender
 from vase.io import atomic_directory, atomic_write_json, atomic_write_text, is_within
 from vase.loggers import build_loggers, check_loggers, log_config, log_eval_rows, log_results_table, say_unsent
+from vase.metrics.registry import extra_metrics
 from vase.models.checkpoint import LINEAGE_FILE, check_adapter
 from vase.models.loading import check_model, load_model_and_processor, pixel_bounds, resolve_model_path
 from vase.prompt_tasks.invrender import PROMPT, VaseParams
@@ -57,6 +58,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     if task.precheck:
         task.function("precheck")(cfg)  # a task's own, more telling refusal of its inputs
     refuse_foreign_outputs(written_files(cfg), cfg.paths.output_dir)
+    if cfg.get("metrics"):
+        extra_metrics(cfg.metrics.get("extra"))  # a caption metric that is none, or does not import: one line, now
     if task.logs:
         check_loggers(cfg)  # a tracking server that does not answer: one line now, not after the evaluation
     if task.checks_model(cfg):

@@ -35,6 +35,7 @@ from vase.loggers import (
     say_unsent,
 )
 from vase.metrics.paired import compare_captions, format_comparison
+from vase.metrics.registry import extra_metrics
 from vase.models.checkpoint import check_adapter
 from vase.models.loading import check_model, load_model_and_processor
 from vase.pipeline.build import (
@@ -82,6 +83,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     check_training_data(cfg, cfg.stage.name)  # nothing trains on nothing: refused before any model loads
     check_accelerator(cfg.trainer)  # trainer=gpu on a machine without one: one line, before any model loads
     check_loggers(cfg)  # a tracking server that does not answer, a broken store: one line, before any model loads
+    extra_metrics(cfg.metrics.get("extra"))  # a caption metric that is none, or does not import: the same
     check_model(cfg.model)  # a checkpoint folder missing a file or with a damaged shard, an unreachable hub id: the same
     if cfg.get("init_adapter"):
         check_adapter(str(cfg.init_adapter))  # a run folder given for its adapter: one line, before the model loads

@@ -27,6 +27,7 @@ from vase.choices import DRAW_KEY, PAPER_TAU, PAPER_WEIGHT
 from vase.eval.stats import heldout_difference
 from vase.io import atomic_write_json, write_markdown
 from vase.metrics.paired import held as paired_held
+from vase.metrics.registry import is_percent
 from vase.reports.ablation_plots import plot_tau, plot_weight
 from vase.reports.ablation_vqa import diff_points, percent_points, vqa_verdict, who
 from vase.reports.jobs import (
@@ -413,7 +414,7 @@ def _caption_verdict(xs: list[float], groups: dict[str, dict[float, Path]],
 
 def caption_cell(m: str, c: dict[str, float]) -> str:
     """A caption metric's paired difference with its interval (R@k in points), bold where GRPO is above its start."""
-    f = 100.0 if m.startswith("r_at") else 1.0
+    f = 100.0 if is_percent(m) else 1.0
     star = "**" if paired_held(c, m) else ""
     return f"{star}{f * c['diff']:+.3f} [{f * c['lo']:+.3f}, {f * c['hi']:+.3f}]{star}"
 

@@ -11,8 +11,8 @@ from typing import Any
 from vase.errors import DataError
 from vase.eval.stats import bootstrap_ci
 from vase.io import atomic_write_json, read_json, save_figure, write_markdown
-from vase.metrics.caption_metrics import TABLE_COLUMNS, markdown_table, overall_score
-from vase.metrics.paired import PER_VASE
+from vase.metrics.caption_metrics import markdown_table, overall_score
+from vase.metrics.registry import paired_keys, table_columns
 
 # what the paper's scorer encodes with (vase.eval.scoring.encoders_label of metrics=paper)
 PAPER_ENCODERS = "clip-vit-base-patch32 + all-mpnet-base-v2"
@@ -109,10 +109,10 @@ def finite_row(metrics: dict[str, Any], source: str) -> dict[str, Any]:
     """A results row whose caption metrics are numbers: a NaN or infinite one (a scorer that failed, a file edited by
     hand) is shown as missing (null in the JSON, "–" in the table, no interval) with one warning line naming where it
     came from; the overall score, which was computed from it, is marked missing too."""
-    keys = [k for k, _ in TABLE_COLUMNS]
+    keys = [k for k, _ in table_columns(metrics)]
     bad = [k for k in keys if _not_a_number(metrics.get(k))]
     per = metrics.get("per_vase") if isinstance(metrics.get("per_vase"), dict) else {}
-    bad += [k for k in PER_VASE if k not in bad and isinstance(per.get(k), list)
+    bad += [k for k in paired_keys(per) if k not in bad and isinstance(per.get(k), list)
             and any(_not_a_number(v) for v in per[k])]
     if not bad:
         return metrics
@@ -131,7 +131,7 @@ def with_intervals(metrics: dict[str, Any]) -> dict[str, Any]:
     per = metrics.get("per_vase")
     if not isinstance(per, dict):
         return metrics
-    ci = {m: list(bootstrap_ci(per[m])) for m in PER_VASE if isinstance(per.get(m), list) and len(per[m]) > 1}
+    ci = {m: list(bootstrap_ci(per[m])) for m in paired_keys(per) if isinstance(per.get(m), list) and len(per[m]) > 1}
     return {**metrics, "ci": ci} if ci else metrics
 
 
@@ -166,7 +166,8 @@ def bar_chart(rows: dict[str, dict[str, Any]], path: str | Path) -> Path:
     # lazy: matplotlib
     import matplotlib.pyplot as plt
 
-    cols = [(k, t) for k, t in TABLE_COLUMNS if k not in ("fid_score", "image_clip_score")]
+    cols = [(k, t) for k, t in table_columns({k for r in rows.values() for k in r})
+            if k not in ("fid_score", "image_clip_score")]
     paper = [n for n in rows if "(paper," in n]
     ours = [n for n in rows if n not in paper]
     names = ours + paper

@@ -20,6 +20,7 @@ from typing import Any
 from vase.errors import ConfigError, DataError, VaseError
 from vase.io import WRITTEN_BY, atomic_write_json, read_json, user_output
 from vase.metrics.paired import METRICS, minimal_detectable
+from vase.metrics.registry import is_percent, paired_keys
 from vase.reports.leaderboard import PAPER_TABLE3
 
 PAIRED_FILES = ("paired_captions.json", "heldout_reward.json")
@@ -74,11 +75,11 @@ def power_table(comp: dict[str, dict[str, Any]], n: int = 96, alpha: float = 0.0
     gains = paper_gains()
 
     def fmt(m: str, v: float) -> str:
-        return f"{100 * v:.1f} pts" if m.startswith("r_at") else f"{v:.3f}"
+        return f"{100 * v:.1f} pts" if is_percent(m) else f"{v:.3f}"
 
     lines = [f"| metric | this run's difference | n | detectable at n | detectable at n={n} | paper 3B SFT->RL | "
              f"paper 7B SFT->RL |", "|---|---|---|---|---|---|---|"]
-    for m in METRICS:
+    for m in ("fid_score", *paired_keys(comp)):
         c = comp.get(m)
         if not c:
             continue

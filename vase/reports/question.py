@@ -47,7 +47,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from vase.errors import ConfigError
 from vase.eval.stats import bootstrap_ci
 from vase.io import atomic_write_json, write_markdown
-from vase.metrics.paired import PER_VASE
+from vase.metrics.registry import CAPTION_METRICS, paired_keys
 from vase.reports.jobs import (
     LAST_STEPS,
     code_lines,
@@ -101,11 +101,15 @@ def _check_idea(q: dict[str, Any]) -> None:
                           f"heldout/mean_right, heldout/<term>)")
 
 
+PAIRED_CAPTION_METRICS = paired_keys(CAPTION_METRICS)
+"""Every caption metric a held-out comparison can pair (an extra one where the run's ``metrics.extra`` names it)."""
+
+
 def _check_search(q: dict[str, Any]) -> None:
-    bad = [m for m in q["moves"] if not (m.startswith("heldout/") and m.split("/", 1)[1] in PER_VASE)]
+    bad = [m for m in q["moves"] if not (m.startswith("heldout/") and m.split("/", 1)[1] in PAIRED_CAPTION_METRICS)]
     if bad or q["baseline"] != START:
         raise ConfigError(f"question.moves: {bad[0]!r}: search_confirm judges the held-out captions against each "
-                          f"job's start on the paper's caption metrics: heldout/<{'|'.join(PER_VASE)}>" if bad else
+                          f"job's start on the paper's caption metrics: heldout/<{'|'.join(PAIRED_CAPTION_METRICS)}>" if bad else
                           "question.baseline: search_confirm compares each job with its own start: baseline: start")
 
 
@@ -213,13 +217,13 @@ def check_question(q: dict[str, Any], swept: Iterable[str], named: Iterable[str]
                 raise ConfigError(f"question.moves: {move!r} is nothing this run measures; choose from heldout/total, "
                                   f"heldout/mean_right, heldout/<dim>_right ({', '.join(dims) or 'no dimension term'}),"
                                   f" heldout/<term>, reward/<term> or reward_spread/<term> ({', '.join(terms)}), "
-                                  f"heldout/<caption metric> ({', '.join(PER_VASE)}), {', '.join(TRAINING_MOVES)}")
+                                  f"heldout/<caption metric> ({', '.join(PAIRED_CAPTION_METRICS)}), {', '.join(TRAINING_MOVES)}")
 
 
 def measured_moves(terms: dict[str, Any]) -> list[str]:
     """The moves a run whose reward has ``terms`` (``reward.terms``: name -> its config) measures."""
     return (["heldout/total", "heldout/mean_right", *[f"heldout/{d}_right" for d in _dimensions(terms)],
-             *[f"heldout/{n}" for n in terms], *[f"heldout/{m}" for m in PER_VASE], *TRAINING_MOVES,
+             *[f"heldout/{n}" for n in terms], *[f"heldout/{m}" for m in PAIRED_CAPTION_METRICS], *TRAINING_MOVES,
              *[f"reward/{n}" for n in terms], *[f"reward_spread/{n}" for n in terms]])
 
 

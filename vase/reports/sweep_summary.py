@@ -49,6 +49,7 @@ from vase.loggers import (
     tensorboard_sweep_columns,
     tensorboard_tags,
 )
+from vase.metrics.registry import is_percent
 from vase.reports.ablation import verdict_rows
 from vase.reports.jobs import (
     code_lines,
@@ -118,7 +119,7 @@ def heldout_section(sweep_dir: Path, rows: list[dict[str, Any]]) -> list[str]:
                       "interval (R@k in points; FID lower is better):", "",
                   "| job | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
         for r, c in captions:
-            f = {m: 100.0 if m.startswith("r_at") else 1.0 for m in metrics}
+            f = {m: 100.0 if is_percent(m) else 1.0 for m in metrics}
             lines.append(f"| job {r['job']} ({r['overrides']}) | " + " | ".join(
                 f"{f[m] * c[m]['diff']:+.3f} [{f[m] * c[m]['lo']:+.3f}, {f[m] * c[m]['hi']:+.3f}]" for m in metrics)
                 + " |")
