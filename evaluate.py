@@ -7,11 +7,10 @@
     python evaluate.py task=vqa adapter=<run>/adapter          # per-dimension VQA accuracy
     python evaluate.py task=score generated=G.json ground_truth=T.json output=OUT.json
 
-The tasks: generate, score, vqa, leaderboard, export, check, vaseeval, attributes, invrender (each one function in
-``vase.pipeline.evaluate`` and one ``conf/task/<name>.yaml``), and any an installed package registers under the
-entry-point group ``vase.eval_tasks``. generate writes results.json (clip_score, fid_score, r_at_1/5/10,
-lexical_similarity, overall_score, n_pairs), a markdown table beside it, and the generations as resumable JSONL (a
-rerun skips what is done).
+`--help` lists the tasks (one module each in ``vase.pipeline.tasks`` and one ``conf/task/<name>.yaml``), with any
+an installed package registers under the entry-point group ``vase.eval_tasks``. generate writes results.json (the
+caption metrics: docs/glossary.md), a markdown table beside it, and the generations as resumable JSONL (a rerun
+skips what is done).
 """
 
 from __future__ import annotations
@@ -33,25 +32,16 @@ from vase.config import (
     validated,
 )
 from vase.loggers import finish_wandb
+from vase.pipeline.evaluate import run_evaluation
+from vase.pipeline.reach import reach_check
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 
-def _reach(cfg: DictConfig) -> list[str]:
-    """VASE_CHECK_CONFIG=1 also checks the dataset, the checkpoint and a tracking server."""
-    # lazy: pytorch_lightning, torch, torchmetrics
-    from vase.pipeline.reach import reach_check
-
-    return reach_check(cfg)
-
-
 @hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")
 def main(cfg: DictConfig) -> None:
-    if not validated(cfg, reach=_reach):
+    if not validated(cfg, reach=reach_check):  # VASE_CHECK_CONFIG=1: the dataset, checkpoint, tracking server too
         return
-    # lazy: the tasks load torch and Lightning (seconds), which --help and a bad value never need
-    from vase.pipeline.evaluate import run_evaluation
-
     try:
         out = run_entry(run_evaluation, cfg)  # a bad input is one line and exit 2; the run record says how it ended
         if "check" in out and not out["check"]["ok"]:

@@ -19,25 +19,18 @@ from omegaconf import DictConfig
 
 from vase.config import or_exit, preflight_overrides, run_entry, scratch_sweep_dir, validated
 from vase.loggers import finish_wandb
+from vase.pipeline.reach import reach_check
 from vase.sacct import quiet_sacct_warnings
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 
-def _reach(cfg: DictConfig) -> list[str]:
-    """VASE_CHECK_CONFIG=1 also checks the dataset, the checkpoint and a tracking server."""
-    # lazy: pytorch_lightning, torch, torchmetrics
-    from vase.pipeline.reach import reach_check
-
-    return reach_check(cfg)
-
-
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
-    if not validated(cfg, reach=_reach):
+    if not validated(cfg, reach=reach_check):  # VASE_CHECK_CONFIG=1: the dataset, checkpoint, tracking server too
         return None
     # lazy: the pipeline loads torch and Lightning (seconds), which --help, --cfg and a bad value never need
-    from vase.pipeline import objective, run_training
+    from vase.pipeline.train import objective, run_training
     from vase.training.callbacks import TrainingInterrupted
 
     try:

@@ -4,7 +4,6 @@ the recipe of ARCHITECTURE.md's "where to add" followed in a package of its own.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import textwrap
@@ -19,15 +18,29 @@ from vase.config import validate
 def test_every_registered_task_names_a_function_that_exists_and_a_conf_file() -> None:
     from vase.config import EVAL_TASKS
 
+    modules = sorted(p.stem for p in (ROOT / "vase" / "pipeline" / "tasks").glob("*.py")
+                     if p.stem not in ("__init__", "common"))
+    assert list(EVAL_TASKS)[0] == "generate" and sorted(EVAL_TASKS) == modules  # a module each, found by its name
     for name, task in EVAL_TASKS.items():
-        assert callable(task.function()), name
+        assert task.run == f"vase.pipeline.tasks.{name}:run" and callable(task.function()), name
         if task.precheck:
             assert callable(task.function("precheck")), name
         assert (ROOT / "conf" / "task" / f"{name}.yaml").is_file(), name
-    import ast
 
-    doc = ast.get_docstring(ast.parse((ROOT / "evaluate.py").read_text())) or ""
-    assert all(re.search(rf"\b{name}\b", doc) for name in EVAL_TASKS), "evaluate.py's docstring lists every task"
+
+def test_a_module_in_the_task_package_without_a_task_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vase.config.entry_tasks import EvalTasks
+
+    pkg = tmp_path / "mytasks"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "count.py").write_text("from vase.config import EvalTask\nTASK = EvalTask('count')\ndef run(cfg):\n    return {}\n")
+    (pkg / "helper.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ImportError, match="mytasks.helper is in mytasks but has no TASK"):
+        list(EvalTasks("mytasks"))
+    (pkg / "helper.py").unlink()
+    assert EvalTasks("mytasks")["count"].run == "mytasks.count:run"
 
 
 def test_a_registry_entry_naming_a_missing_function_says_which() -> None:

@@ -1,17 +1,18 @@
 """The tasks each entry point takes: ``evaluate.py task=...`` (evaluation tasks, one registry: `EVAL_TASKS`) and
 ``python -m vase.filter task=...`` (curation tasks, `FILTER_TASKS`), with their help.
 
-An evaluation task is one function, one `EvalTask` entry here (what the early checks need to know about it, and
-where its function is) and its ``conf/task/<name>.yaml``. `vase.pipeline.evaluate.run_evaluation` dispatches from
-this registry only. The registry imports nothing heavy: the function is named by ``"module:function"`` and imported
-when the task runs, so ``--help`` and the config check stay fast.
+An evaluation task is one module of `vase.pipeline.tasks` (its `EvalTask`, ``TASK``: what the early checks need to
+know about it; and its ``run``) and its ``conf/task/<name>.yaml``. `vase.pipeline.evaluate.run_evaluation` dispatches
+from this registry only. The registry imports nothing heavy: the task modules import their libraries inside ``run``,
+so ``--help`` and the config check stay fast.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import pkgutil
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from dataclasses import dataclass, replace
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,8 @@ from vase.errors import ConfigError
 class EvalTask:
     """One ``evaluate.py task=<name>``.
 
-    ``help``: its one line in ``python evaluate.py --help``. ``run``: ``"module:function"``, the function taking the
-    composed config and returning a dict (``scores`` / ``rows`` / ``table`` go to the loggers). ``loads_model``:
+    ``help``: its one line in ``python evaluate.py --help``. ``run``: ``"module:function"`` (a module of
+    `TASK_PACKAGE` leaves it out: its own ``run``), the function taking the composed config and returning a dict (``scores`` / ``rows`` / ``table`` go to the loggers). ``loads_model``:
     the model (``cfg.model``) is checked before anything loads, always (True) or when the predicate on the config
     says so. ``reads_split``: it evaluates the examples of ``split``, so an empty split is refused before a load.
     ``logs``: a tracking server is checked first and the results go to the loggers. ``writes``: the files it writes
@@ -33,7 +34,7 @@ class EvalTask:
     (a refusal of its own inputs)."""
 
     help: str
-    run: str
+    run: str = ""
     loads_model: bool | Callable[[Any], bool] = False
     reads_split: bool = False
     logs: bool = True
@@ -57,29 +58,55 @@ class EvalTask:
         return [out.parent / w.format(name=out.name, stem=out.stem) for w in self.writes]
 
 
-_EVAL = "vase.pipeline.evaluate"
-EVAL_TASKS: dict[str, EvalTask] = {
-    "generate": EvalTask("caption a split with a model (and adapter) and score the captions (the default)",
-                         f"{_EVAL}:eval_generate", loads_model=True, reads_split=True),
-    "score": EvalTask("score caption files: generated=G.json ground_truth=T.json output=OUT.json",
-                      f"{_EVAL}:eval_score", precheck=f"{_EVAL}:score_inputs"),
-    "vqa": EvalTask("per-dimension VQA accuracy, open-ended and/or multiple choice by letter or by option likelihood "
-                    "(vqa.protocol=open|mc|ll|both|open+ll)", f"{_EVAL}:eval_vqa", loads_model=True, reads_split=True),
-    "leaderboard": EvalTask("gather runs and results files into one table and plot: runs=[dir,file,...]",
-                            f"{_EVAL}:eval_leaderboard",
-                            writes=("leaderboard.md", "leaderboard.json", "leaderboard.png")),
-    "export": EvalTask("merge an adapter into its base and save a Hugging Face checkpoint: adapter=... output=<new dir>",
-                       f"{_EVAL}:eval_export", loads_model=True, writes=()),  # refuses any existing output itself
-    "check": EvalTask("list every problem of a dataset before a long run: data.root=...", f"{_EVAL}:eval_check",
-                      logs=False, writes=()),  # writes into its run directory only
-    "vaseeval": EvalTask("score 3D reconstructions against ground-truth GLBs: gt_dir=... 'methods={name: dir}'",
-                         f"{_EVAL}:eval_vaseeval", logs=False, writes=("{name}", "{stem}.md", "{stem}_sheet.png")),
-    "attributes": EvalTask("the six-head attribute baseline on frozen CLIP view features", f"{_EVAL}:eval_attributes",
-                           reads_split=True, writes=("{name}", "{stem}.md", "attribute_heads.pt")),
-    "invrender": EvalTask("inverse rendering: predictor=model|oracle|random answers generator parameters, rendered and "
-                          "scored", f"{_EVAL}:eval_invrender", loads_model=lambda cfg: cfg.get("predictor") == "model",
-                          reads_split=True),
-}
+TASK_PACKAGE = "vase.pipeline.tasks"
+"""The package whose modules are vase's evaluation tasks: ``<task>.py`` with ``TASK`` and ``run`` (its docstring)."""
+FIRST_TASK = "generate"
+"""The default task, listed first; the others follow by name."""
+
+
+class EvalTasks(MutableMapping[str, EvalTask]):
+    """``evaluate.py task=...``: the one registry of evaluation tasks. vase's own are the modules of `TASK_PACKAGE`,
+    found by their names and imported when the registry is first read (each module's top imports nothing heavy); a
+    package's own are added by `register_eval_task`."""
+
+    def __init__(self, package: str) -> None:
+        self.package = package
+        self._tasks: dict[str, EvalTask] | None = None
+
+    def _found(self) -> dict[str, EvalTask]:
+        if self._tasks is None:
+            pkg = importlib.import_module(self.package)
+            names = sorted((m.name for m in pkgutil.iter_modules(pkg.__path__)
+                            if not m.name.startswith("_") and m.name != "common"),
+                           key=lambda n: (n != FIRST_TASK, n))
+            found: dict[str, EvalTask] = {}
+            for name in names:
+                module = importlib.import_module(f"{self.package}.{name}")
+                task = getattr(module, "TASK", None)
+                if not isinstance(task, EvalTask):
+                    raise ImportError(f"{module.__name__} is in {self.package} but has no TASK (an EvalTask): "
+                                      f"every module there but common is an evaluation task")
+                found[name] = task if task.run else replace(task, run=f"{module.__name__}:run")
+            self._tasks = {**found, **(self._tasks or {})}
+        return self._tasks
+
+    def __getitem__(self, name: str) -> EvalTask:
+        return self._found()[name]
+
+    def __setitem__(self, name: str, task: EvalTask) -> None:
+        self._found()[name] = task
+
+    def __delitem__(self, name: str) -> None:
+        del self._found()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._found())
+
+    def __len__(self) -> int:
+        return len(self._found())
+
+
+EVAL_TASKS = EvalTasks(TASK_PACKAGE)
 """``evaluate.py task=...``: the one registry of evaluation tasks (``python evaluate.py --help`` lists them)."""
 
 

@@ -2,8 +2,20 @@
 `run_training` (``vase.pipeline.train``), which builds each stage's objects (``build``), shares one SFT adapter
 across a sweep's jobs (``sft_cache``), evaluates after training and writes the report (``report``); ``reach`` is what
 ``VASE_CHECK_CONFIG=1`` checks beyond the config (the dataset, the checkpoint, a tracking server). Nothing below this
-package imports it."""
+package imports it. ``tasks`` holds ``evaluate.py``'s tasks, one module each.
 
-from vase.pipeline.train import objective, run_training
+The names below load ``vase.pipeline.train`` (and Lightning, seconds) on first use, so that the registry of
+evaluation tasks reads ``vase.pipeline.tasks`` without it."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = ["objective", "run_training"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        return getattr(importlib.import_module("vase.pipeline.train"), name)
+    raise AttributeError(f"module 'vase.pipeline' has no attribute {name!r}")
