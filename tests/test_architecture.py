@@ -255,3 +255,21 @@ def test_no_module_imports_another_s_private_names() -> None:
                 found += [f"{path.relative_to(ROOT)}: {node.module}.{a.name}" for a in node.names
                           if a.name.startswith("_") and not a.name.startswith("__")]
     assert not found, found
+
+
+def test_every_markdown_table_is_built_by_the_one_helper() -> None:
+    """vase.markdown writes every table's rule (``|---|``): a string holding one anywhere else in vase's code (not a
+    docstring) is a table built by hand."""
+    import ast
+    import re
+
+    found = []
+    for path in (ROOT / "vase").rglob("*.py"):
+        if path.name == "markdown.py" or "__pycache__" in path.parts:
+            continue
+        tree = ast.parse(path.read_text())
+        docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+        found += [f"{path.relative_to(ROOT)}:{n.lineno}" for n in ast.walk(tree)
+                  if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+                  and re.search(r"\|\s*:?-{3}", n.value)]
+    assert not found, found

@@ -23,6 +23,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
 from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 
+from vase import markdown as md
 from vase.config import SERVER_SCHEMES, swept_keys, view_order
 from vase.errors import ConfigError, VaseError
 from vase.io import atomic_write_text, path_lock
@@ -96,8 +97,7 @@ def _markdown(columns: list[str], rows: list[list[Any]]) -> str:
     def cell(v: Any) -> str:
         return (f"{v:.4g}" if isinstance(v, float) else str(v)).replace("|", "\\|").replace("\n", " ")
 
-    return "\n".join(["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns),
-                      *["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]])
+    return "\n".join(md.table(columns, [[cell(v) for v in r] for r in rows]))
 
 
 def log_table(loggers: list[Any], key: str, columns: list[str], rows: list[list[Any]], step: int | None = None) -> None:

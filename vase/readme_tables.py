@@ -40,6 +40,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from yaml import YAMLError
 
+from vase import markdown as md
 from vase.io import atomic_write_bytes, atomic_write_text, read_json
 from vase.metrics.caption_metrics import markdown_table
 from vase.metrics.paired import format_comparison
@@ -106,8 +107,8 @@ def sanity_table(log_dir: Path) -> str | None:
     by_kind = _newest_each(found)
     if "" not in by_kind:
         return None
-    rows = ["| run | reward, first 20 steps | last 20 | rise | groups with no spread | held-out reward, before -> "
-            "after | held-out rise (95 % CI) | verdict |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+    rows = md.table(["run", "reward, first 20 steps", "last 20", "rise", "groups with no spread",
+                     "held-out reward, before -> after", "held-out rise (95 % CI)", "verdict"], align="lrrrrrr")
     machines = []
     for kind in ["", *sorted(k for k in by_kind if k)]:
         v = read_json(by_kind[kind])
@@ -171,8 +172,9 @@ def quick_table(log_dir: Path) -> str | None:
                         f"(SFT {100 * g['sft']:.1f} %) | {'**held**' if a['lo'] > 0 and b['lo'] > 0 else 'not held'} |")
         sources.append(f"`{path.parent.relative_to(log_dir.parent)}` ({_machine(v.get('machine'))})")
     w = v["weights"]
-    return (f"| data draw | shape right: weight {max(w):g} against {min(w):g}, points [95 %] | against the SFT start | "
-            "target (i) |\n|---|---|---|---|\n" + "\n".join(rows) + f"\n\nFrom {'; '.join(sources)}.\n")
+    head = md.table(["data draw", f"shape right: weight {max(w):g} against {min(w):g}, points [95 %]",
+                     "against the SFT start", "target (i)"])
+    return "\n".join([*head, *rows]) + f"\n\nFrom {'; '.join(sources)}.\n"
 
 
 PAPER_SETTING = "reward.weights.shape=0.15"
@@ -215,8 +217,8 @@ def claim_table(log_dir: Path) -> str | None:
     rows.update(sorted(tried.items()))
     draws = sorted({d for v, _ in rows.values() for d in v["captions"]["differences"]} - {"draw -"})
     targets = ["lexical_similarity", "overall_score"]
-    out = ["| setting at the paper's weights | " + " | ".join(f"{d}: {m.split('_')[0]}" for d in draws for m in targets)
-           + " | held on |", "|---|" + "---|" * (len(draws) * len(targets) + 1)]
+    out = md.table(["setting at the paper's weights", *(f"{d}: {m.split('_')[0]}" for d in draws for m in targets),
+                    "held on"])
     for label, (v, _) in rows.items():
         diffs = v["captions"]["differences"]
         cells, held_on = [], []
@@ -390,8 +392,8 @@ def probes_table(log_dir: Path, name: str) -> str | None:
         against = (f"the shipped sweep's `{v['key']}={v['off']}` jobs ({v['against']}, the same held-out vases)"
                    if v.get("against") else f"`{v['key']}={v['off']}`")
         rows = [f"**{head}**: `{v['key']}={v['on']}` against {against}", "",
-                "| draw, seed | " + " | ".join(f"{SHOWN.get(t, t)}: without -> with, points [95 % CI]" for t in targets)
-                + " | other dimensions, interval above / below 0 |", "|---|" + "---|" * (len(targets) + 1)]
+                *md.table(["draw, seed", *(f"{SHOWN.get(t, t)}: without -> with, points [95 % CI]" for t in targets),
+                           "other dimensions, interval above / below 0"])]
         for g in v["groups"]:
             cells = []
             for t in targets:
@@ -423,8 +425,8 @@ def zoom_probe_table(log_dir: Path) -> str | None:
     newest = _newest_each(found)
     if not newest:
         return None
-    rows = ["| draw, crop | figural vases: training / held out | majority | view | crop | crop - view, points |",
-            "|---|---:|---:|---:|---:|---:|"]
+    rows = md.table(["draw, crop", "figural vases: training / held out", "majority", "view", "crop",
+                     "crop - view, points"], align="lrrrrr")
     machines = []
     for (draw, width), path in sorted(newest.items()):
         v = read[path]  # read once above

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from vase import markdown as md
 from vase.errors import ConfigError
 from vase.eval.stats import heldout_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure, user_output_dir
@@ -68,9 +69,8 @@ def table(v: dict[str, Any]) -> str:
     """The verdict as markdown, one row per seed."""
     w = v["window"]
     held = any(s.get("heldout") for s in v["seeds"].values())
-    rows = [f"| seed | steps | reward, first {w} | reward, last {w} | rise | groups with no spread | "
-            + ("held-out reward, before -> after (rise, 95 % CI) | " if held else "") + "verdict |",
-            "|---|---:|---:|---:|---:|---:|" + ("---|" if held else "") + "---|"]
+    rows = md.table(["seed", "steps", f"reward, first {w}", f"reward, last {w}", "rise", "groups with no spread",
+                     *(["held-out reward, before -> after (rise, 95 % CI)"] if held else []), "verdict"], align="lrrrrr")
     for seed, s in v["seeds"].items():
         h = s.get("heldout")
         cell = (f"{h['start']:.3f} -> {h['end']:.3f} ({h['rise']['diff']:+.3f} [{h['rise']['lo']:+.3f}, "
@@ -145,10 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     v["negative_control"] = a.negative_control
     v["machine"] = machine_stamp()
     atomic_write_json(out / "sanity.json", v)
-    md = table(v)
-    atomic_write_text(out / "sanity.md", "# GRPO learning check\n\n" + md + "\n![reward](sanity.png)\n")
+    text = table(v)
+    atomic_write_text(out / "sanity.md", "# GRPO learning check\n\n" + text + "\n![reward](sanity.png)\n")
     plot(histories, a.window, out / "sanity.png")
-    print("\n" + md + f"\nwritten to {out}/sanity.md")
+    print("\n" + text + f"\nwritten to {out}/sanity.md")
     return 0 if v["passed"] else 1
 
 

@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from vase import markdown as md
 from vase.checks.parts import Parts
 from vase.checks.slurm import LocalSlurm, missing_tools
 from vase.io import atomic_write_json, atomic_write_text
@@ -348,7 +349,7 @@ def report(results: dict[str, dict[str, Any]], seconds: float, spinning: int = 0
     load = f" ({spinning} busy processes beside it)" if spinning else ""
     lines = ["# SLURM cluster check (one node, then two, on the loopback)", "",
              f"{machine_stamp()['date']}, {os.cpu_count()} CPU cores{load}, {seconds / 60:.1f} minutes", "",
-             "| part | result | seconds | details |", "|---|---|---:|---|"]
+             *md.table(["part", "result", "seconds", "details"], align="llrl")]
     for name, r in results.items():
         details = ", ".join(f"{k}={v}" for k, v in r.items() if k not in ("passed", "seconds", "sweep"))
         lines.append(f"| {name} | {'PASS' if r['passed'] else 'FAIL'} | {r.get('seconds', '')} | {details} |")

@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from vase import markdown as md
 from vase.checks.docs_check import DEEP_TEXT, IN_VIEW_TEXT, BrowserPage, browser, rendered
 from vase.checks.slurm import free_port
 from vase.checks.venvs import tool_venv, tools_dir
@@ -481,8 +482,8 @@ def main(argv: list[str] | None = None) -> int:
         results["tensorboard"] = {"passed": False, "error": "the sweep printed no tensorboard command"}
     ok = all(r["passed"] for r in results.values()) and "tensorboard" in results
     atomic_write_json(work / "dashboards_check.json", {"machine": machine_stamp(), "results": results})
-    atomic_write_text(work / "dashboards_check.md", "# Dashboards check\n\n| part | result |\n|---|---|\n" + "".join(
-        f"| {n} | {'PASS' if r['passed'] else 'FAIL'} |\n" for n, r in results.items())
+    atomic_write_text(work / "dashboards_check.md", "# Dashboards check\n\n" + md.table_text(
+        ["part", "result"], [[n, "PASS" if r["passed"] else "FAIL"] for n, r in results.items()])
         + "\n![MLflow: the sweep's jobs, from the printed link](mlflow_runs.png)\n\n"
         "![MLflow: the sweep's answer, from the printed link](mlflow_answer.png)\n\n"
         "![MLflow's comparison](mlflow_compare.png)\n\n![TensorBoard's hparams](tensorboard_hparams.png)\n\n"

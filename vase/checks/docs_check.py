@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from vase import markdown as md
 from vase.io import atomic_write_json, atomic_write_text
 from vase.runs import log_root, machine_stamp, run_dir
 
@@ -379,10 +380,10 @@ def main(argv: list[str] | None = None) -> int:
               f"headings={r.get('headings')}  {'; '.join(r['problems'])[:400]}")
     ok = bool(results) and all(r["passed"] for r in results.values())
     atomic_write_json(out / "docs_check.json", {"machine": machine_stamp(), "browser": exe, "results": results})
-    atomic_write_text(out / "docs_check.md", "# Documentation check\n\n| page | result | problems | screenshot |\n"
-                      "|---|---|---|---|\n" + "".join(
-                          f"| {n} | {'PASS' if r['passed'] else 'FAIL'} | {'; '.join(r['problems'])[:200]} | "
-                          f"![{n}]({n.replace('/', '__')}.png) |\n" for n, r in results.items()))
+    atomic_write_text(out / "docs_check.md", "# Documentation check\n\n" + md.table_text(
+        ["page", "result", "problems", "screenshot"],
+        [[n, "PASS" if r["passed"] else "FAIL", "; ".join(r["problems"])[:200], f"![{n}]({n.replace('/', '__')}.png)"]
+         for n, r in results.items()]))
     print(f"{'PASS' if ok else 'FAIL'}: documentation check, {len(results)} pages, {time.time() - started:.0f} s ({out})")
     print(json.dumps({n: r["passed"] for n, r in results.items()}))
     return 0 if ok else 1

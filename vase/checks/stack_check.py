@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vase import markdown as md
 from vase.checks.parts import Parts
 from vase.checks.venvs import OFFLINE, run_logged, tool_venv, tools_dir
 from vase.data.layouts import read_records
@@ -298,7 +299,7 @@ def _measured(name: str, r: dict[str, Any]) -> str:
 
 def report(results: dict[str, dict[str, Any]], seconds: float) -> str:
     lines = ["# ms-swift and TRL stack check", "", f"{machine_stamp()['date']}, {os.cpu_count()} CPU cores, "
-             f"{seconds / 60:.1f} minutes", "", "| part | result | measured | seconds |", "|---|---|---|---:|"]
+             f"{seconds / 60:.1f} minutes", "", *md.table(["part", "result", "measured", "seconds"], align="lllr")]
     lines += [f"| {name} | {'PASS' if r['passed'] else 'FAIL'} | {_measured(name, r)} | {r.get('seconds', '')} |"
               for name, r in results.items()]
     return "\n".join(lines) + "\n"

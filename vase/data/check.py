@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from vase import markdown as md
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import LAYOUTS
 from vase.data.dataset import load_video
@@ -202,8 +203,8 @@ def format_report(report: dict[str, Any], per_kind: int = 20, json_report: bool 
     lines += [f"note: {x}" for x in report["info"]]
     if report["ok"]:
         return "\n".join([*lines, "no problems found"]) + "\n"
-    lines += ["", "| problem | count |", "|---|---:|"]
-    lines += [f"| {KINDS[k]} ({k}) | {n} |" for k, n in report["counts"].items()]
+    lines += ["", *md.table(["problem", "count"], [[f"{KINDS[k]} ({k})", n] for k, n in report["counts"].items()],
+                            align="lr")]
     for kind in report["counts"]:
         items = [p for p in report["problems"] if p["kind"] == kind]
         lines += ["", f"{kind}:"]

@@ -24,6 +24,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from vase import markdown as md
 from vase.config import SECTIONS
 from vase.io import atomic_write_text
 from vase.metrics.registry import CAPTION_METRICS
@@ -285,7 +286,7 @@ def _sibling(full: str, seen: dict[str, str]) -> str:
 
 def option_table(path: Path, section: str | None, shared: dict[str, str],
                  types: dict[str, str] | None = None) -> list[str]:
-    rows = ["| key | type | default | doc |", "|---|---|---|---|"]
+    rows = md.table(["key", "type", "default", "doc"])
     types = known_types() if types is None else types
     for full, v, doc in documented(path, section, shared):
         key = full[len(section) + 1:] if section and not _is_global(path) and full.startswith(section + ".") else full
@@ -391,7 +392,7 @@ def generate() -> str:
              "stage.module.beta=0.04`); a group's option is chosen by its name (`python train.py stage=grpo`). Types "
              "come from the schema where `vase.config` validates the section, else from the default; defaults are as "
              "the YAML writes them (`${...}` is resolved at run time).", ""]
-    lines += ["## Entry points", "", "| config | used by | default options |", "|---|---|---|"]
+    lines += ["## Entry points", "", *md.table(["config", "used by", "default options"])]
     users = {"train": "`python train.py`", "evaluate": "`python evaluate.py`", "curate": "`python -m vase.filter`",
              "generate3d": "`python -m vase.reconstruct`"}
     for name in PRIMARY:
@@ -404,7 +405,7 @@ def generate() -> str:
         lines += [f"### {name}.yaml", "", *_described(path), "", *option_table(path, None, shared, types), ""]
     lines += ["## Groups", ""]
     groups = sorted(p for p in CONF.iterdir() if p.is_dir())
-    lines += ["| group | options | default in train.py |", "|---|---|---|"]
+    lines += md.table(["group", "options", "default in train.py"])
     train_defaults = _defaults(CONF / "train.yaml")
     for g in groups:
         opts = sorted(p.stem for p in g.glob("*.yaml")) + [f"{d.name}/{p.stem}" for d in _subgroups(g)
@@ -471,7 +472,7 @@ def groups_table() -> str:
         names = sorted(p.stem for p in (CONF / group).glob("*.yaml"))
         shown = [f"`{n}` (default)" if n == default else f"`{n}`" for n in names]
         rows.append(f"| `{group}` | {', '.join(shown)} | {GROUP_EXAMPLES[group]} |")
-    return "\n".join(["| group | options (every file of `conf/<group>/`) | example |", "|---|---|---|", *rows])
+    return "\n".join([*md.table(["group", "options (every file of `conf/<group>/`)", "example"]), *rows])
 
 
 def caption_metrics_table() -> str:
@@ -480,7 +481,7 @@ def caption_metrics_table() -> str:
     rows = [f"| `{m.key}` | {m.title} | {'higher' if m.higher_is_better else 'lower'}"
             f"{' (in %)' if m.percent else ''} | {'yes' if m.paired else 'no'} | {m.meaning} |"
             for m in CAPTION_METRICS.values()]
-    return "\n".join(["| name | column | better | paired per vase | meaning |", "|---|---|---|---|---|", *rows,
+    return "\n".join([*md.table(["name", "column", "better", "paired per vase", "meaning"]), *rows,
                       "| `n_pairs` | N | | | how many caption and reference pairs were scored |"])
 
 

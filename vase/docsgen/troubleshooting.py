@@ -19,6 +19,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from vase import markdown as md
 from vase.docsgen.symptoms import SYMPTOMS
 from vase.io import atomic_write_text
 
@@ -240,7 +241,7 @@ def generate(root: Path = ROOT) -> str:
         mine = [s for s in sites if _group(str(s["file"])) == key]
         if not mine:
             continue
-        lines += [f"### {title}", "", "| message | where |", "|---|---|"]
+        lines += [f"### {title}", "", *md.table(["message", "where"])]
         seen: set[str] = set()
         for s in sorted(mine, key=lambda s: (str(s["file"]), int(s["line"]))):
             if len(re.sub("\x00[^\x01]*\x01", " ", str(s["message"])).split()) < 3:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from vase import markdown as md
 from vase.annotate.vocab import DIMENSIONS
 
 
@@ -74,12 +75,9 @@ def format_heldout(results: dict[str, dict[str, Any]]) -> str:
             f"{s['mean']:.3f} [{s['lo']:.3f}, {s['hi']:.3f}]"
 
     dims = [d for d in DIMENSIONS if any(d in r.get("pass", {}) for r in results.values())]
-    lines = ["| run | answers | " + " | ".join(f"{d.capitalize()} right, %" for d in dims) + " | reward |",
-             "|---|---:|" + "---|" * (len(dims) + 1)]
-    for label, r in results.items():
-        lines.append(f"| {label} | {r.get('n', '')} | " + " | ".join(cell(r["pass"].get(d), True) for d in dims)
-                     + f" | {cell(r.get('total'), False)} |")
-    return "\n".join(lines) + "\n"
+    return md.table_text(["run", "answers", *(f"{d.capitalize()} right, %" for d in dims), "reward"],
+                         [[label, r.get("n", ""), *(cell(r["pass"].get(d), True) for d in dims),
+                           cell(r.get("total"), False)] for label, r in results.items()], align="lr")
 
 
 def heldout_metrics(held: dict[str, Any], start: dict[str, Any] | None = None) -> dict[str, float]:

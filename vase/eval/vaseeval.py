@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
+from vase import markdown as md
 from vase.errors import ConfigError, DataError
 from vase.io import atomic_write_bytes
 from vase.progress import progress_bar
@@ -323,11 +324,10 @@ def markdown_table(result: dict[str, Any]) -> str:
     names = {"psnr": "PSNR", "ssim": "SSIM", "lpips": "LPIPS", "chamfer_distance": "CD", "normal_consistency": "NC",
              "f_score": "F-score", "clip_i": "CLIP-I", "clip_t": "CLIP-T"}
     order = ("psnr", "ssim", "lpips", "chamfer_distance", "normal_consistency", "f_score", "clip_i", "clip_t")
-    head = "| Method | " + " | ".join(f"{names[m]} {'↑' if HIGHER_IS_BETTER.get(m, True) else '↓'}" for m in order)
-    lines = [head + " | n | failed |", "|---" * (len(order) + 3) + "|"]
-    for name, e in result["methods"].items():
-        cells = ["n/a" if e["mean"][m] is None else f"{e['mean'][m]:.4f}" for m in order]
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {e['n_items']} | {len(e['failed'])} |")
+    lines = md.table(["Method", *(f"{names[m]} {'↑' if HIGHER_IS_BETTER.get(m, True) else '↓'}" for m in order), "n",
+                      "failed"],
+                     [[name, *("n/a" if e["mean"][m] is None else f"{e['mean'][m]:.4f}" for m in order), e["n_items"],
+                       len(e["failed"])] for name, e in result["methods"].items()])
     notes = [f"- {m}: n/a, {why}" for m, why in result["absent"].items()]
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
 

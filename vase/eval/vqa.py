@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from vase import markdown as md
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import PROTOCOL_LABELS, VQA_PROTOCOLS
 from vase.config import Decoding
@@ -125,8 +126,7 @@ def length_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def vqa_table(scores: dict[str, Any], name: str) -> str:
     """Markdown: one row per protocol, one column per dimension, then the mean; multiple-choice cells also say how
     many answers named no option, and a row gives the chance level."""
-    head = "| Model | Protocol | " + " | ".join(d.capitalize() for d in DIMENSIONS) + " | Mean | N |"
-    lines = [head, "|---|---|" + "---|" * (len(DIMENSIONS) + 2)]
+    lines = md.table(["Model", "Protocol", *(d.capitalize() for d in DIMENSIONS), "Mean", "N"])
     notes = []
     for protocol, s in scores.items():
         cells = []
@@ -138,17 +138,16 @@ def vqa_table(scores: dict[str, Any], name: str) -> str:
             if s.get("unparsed", {}).get(d):
                 cell += f" ({s['unparsed'][d]} unparsed)"
             cells.append(cell)
-        lines.append(f"| {name} | {PROTOCOL_LABELS.get(protocol, protocol)} | " + " | ".join(cells)
-                     + f" | {100 * s['mean']:.1f} % | {s['n']} |")
+        lines.append(md.row([name, PROTOCOL_LABELS.get(protocol, protocol), *cells, f"{100 * s['mean']:.1f} %", s["n"]]))
         if "chance" in s:  # a choice protocol
             ch = [f"{100 * s['chance'][d]:.1f} %" if d in s["chance"] else "–" for d in DIMENSIONS]
             mean = float(np.mean(list(s["chance"].values())))
-            lines.append(f"| chance | {PROTOCOL_LABELS[protocol]} | " + " | ".join(ch) + f" | {100 * mean:.1f} % | |")
+            lines.append(md.row(["chance", PROTOCOL_LABELS[protocol], *ch, f"{100 * mean:.1f} %", ""]))
         if "length" in s:  # option likelihood: the per-token rule beside the summed one, and the length bias
             n = s["length"]
             cells = [f"{100 * n['accuracy_mean'][d]:.1f} %" if d in n["accuracy_mean"] else "–" for d in DIMENSIONS]
-            lines.append(f"| {name} | {PROTOCOL_LABELS[protocol]}, per-token mean | " + " | ".join(cells)
-                         + f" | {100 * n['mean_mean']:.1f} % | {s['n']} |")
+            lines.append(md.row([name, f"{PROTOCOL_LABELS[protocol]}, per-token mean", *cells,
+                                 f"{100 * n['mean_mean']:.1f} %", s["n"]]))
             notes.append(f"Option likelihood: the options of a question differ by {n['token_spread']['mean']:.1f} "
                          f"tokens on average (up to {n['token_spread']['max']}); the summed log-probability picks "
                          f"the shortest option in {100 * n['shortest_share']['sum']:.0f} % of questions, the per-token "

@@ -28,6 +28,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from sklearn.linear_model import LogisticRegression
 
+from vase import markdown as md
 from vase.config import or_exit, preflight_overrides, scratch_sweep_dir, validated
 from vase.data.synthetic import SUBJECT_GLYPHS
 from vase.errors import DataError, VaseError
@@ -106,10 +107,9 @@ def format_probe(result: dict[str, Any]) -> str:
     """The probe's result as a short table."""
     lines = [f"figural vases: {result['train']} training, {result['heldout']} held out, {result['scenes']} scenes; "
              f"crop: {result['width']:g} of the frieze's width", "",
-             "| features of | held-out accuracy [95 % CI] |", "|---|---|"]
-    for name in ("majority", "view", "crop"):
-        r = result[name]
-        lines.append(f"| {name} | {100 * r['accuracy']:.1f} % [{100 * r['ci'][0]:.1f}, {100 * r['ci'][1]:.1f}] |")
+             *md.table(["features of", "held-out accuracy [95 % CI]"],
+                       [[name, f"{100 * r['accuracy']:.1f} % [{100 * r['ci'][0]:.1f}, {100 * r['ci'][1]:.1f}]"]
+                        for name, r in ((n, result[n]) for n in ("majority", "view", "crop"))])]
     return "\n".join(lines)
 
 

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from vase import markdown as md
 from vase.errors import ConfigError, DataError
 from vase.filter.clip_filter import ClipScorer
 from vase.images import iter_files, open_photo
@@ -327,17 +328,15 @@ def write_outputs(cfg: Any, input_dir: Path, out: Path, rows: dict[str, dict], r
 
 def report_markdown(report: dict) -> str:
     """The retention table in the paper's Table 1 layout, then what decoding rejected."""
-    lines = ["| Stage | In | Out | Retention |", "|---|---:|---:|---:|"]
-    for s in [*report["stages"], report["overall"]]:
-        lines.append(f"| {s['stage']} | {s['in']} | {s['out']} | {s['retention_pct']:.1f} % |")
+    lines = md.table(["Stage", "In", "Out", "Retention"],
+                     [[s["stage"], s["in"], s["out"], f"{s['retention_pct']:.1f} %"]
+                      for s in [*report["stages"], report["overall"]]], align="lrrr")
     if report.get("clip_threshold") is not None:
         lines += ["", f"CLIP threshold: {report['clip_threshold']:.4f}"]
     if report["unreadable"]:
-        lines += ["", "| Rejected file | Reason |", "|---|---|"]
-        lines += [f"| {f} | {r} |" for f, r in report["unreadable"].items()]
+        lines += ["", *md.table(["Rejected file", "Reason"], report["unreadable"].items())]
     if report["converted"]:
-        lines += ["", "| Converted file | Note |", "|---|---|"]
-        lines += [f"| {f} | {n} |" for f, n in report["converted"].items()]
+        lines += ["", *md.table(["Converted file", "Note"], report["converted"].items())]
     return "\n".join(lines) + "\n"
 
 

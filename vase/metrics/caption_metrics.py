@@ -26,6 +26,7 @@ from torchmetrics.utilities import dim_zero_cat
 
 from vase.choices import MIN_EVAL_VASES
 from vase.errors import MetricError
+from vase.markdown import table_text
 from vase.metrics.registry import CaptionMetric, is_percent, table_columns
 
 PAPER_OVERALL_WEIGHTS: dict[str, float] = {
@@ -332,12 +333,10 @@ def markdown_table(rows: dict[str, dict[str, Any]]) -> str:
     """One row per model, columns in the paper's order (FID, CLIP, R@10, R@5, R@1, Lexical) plus Overall and N (and a
     metric beyond the paper's where a row has it)."""
     columns = table_columns({k for m in rows.values() for k in m})
-    head = "| Model | " + " | ".join(title for _, title in columns) + " | N |"
-    sep = "|---|" + "---|" * (len(columns) + 1)
-    lines = [head, sep]
+    lines = []
     for name, m in rows.items():
         ci = m.get("ci") or {}  # 95 % intervals where the results carry per-vase terms (the leaderboard adds them)
         cells = [_fmt(k, m.get(k)) + (f" [{_fmt(k, ci[k][0])}, {_fmt(k, ci[k][1])}]" if k in ci else "")
                  for k, _ in columns]
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {m.get('n_pairs', '–')} |")
-    return "\n".join(lines) + "\n"
+        lines.append([name, *cells, m.get("n_pairs", "–")])
+    return table_text(["Model", *(title for _, title in columns), "N"], lines)

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from vase.markdown import table_text
 from vase.metrics.registry import LOWER_IS_BETTER, PER_VASE, is_percent, paired_keys
 
 METRICS = ("fid_score", *PER_VASE)
@@ -184,12 +185,9 @@ def format_comparison(comp: dict[str, Any], run: str = "run", start: str = "star
     def d(m: str, v: float) -> str:
         return f"{100 * v:+.1f}" if is_percent(m) else f"{v:+.3f}"
 
-    lines = [f"| metric | {start} | {run} | paired difference [95 % interval] | detectable at n={comp[METRICS[0]]['n']} "
-             f"| at n={n_paper} |", "|---|---|---|---|---|---|"]
-    for m, c in comp.items():
-        sign = " ↓" if m in LOWER_IS_BETTER else ""
-        mark = " **held**" if held(c, m) else ""
-        lines.append(f"| {m}{sign} | {f(m, c['start'])} | {f(m, c['run'])} | {d(m, c['diff'])} "
-                     f"[{d(m, c['lo'])}, {d(m, c['hi'])}]{mark} | {d(m, minimal_detectable(c['sd'], c['n']))[1:]} | "
-                     f"{d(m, minimal_detectable(c['sd'], n_paper))[1:]} |")
-    return "\n".join(lines) + "\n"
+    rows = [[f"{m}{' ↓' if m in LOWER_IS_BETTER else ''}", f(m, c["start"]), f(m, c["run"]),
+             f"{d(m, c['diff'])} [{d(m, c['lo'])}, {d(m, c['hi'])}]{' **held**' if held(c, m) else ''}",
+             d(m, minimal_detectable(c["sd"], c["n"]))[1:], d(m, minimal_detectable(c["sd"], n_paper))[1:]]
+            for m, c in comp.items()]
+    return table_text(["metric", start, run, "paired difference [95 % interval]",
+                       f"detectable at n={comp[METRICS[0]]['n']}", f"at n={n_paper}"], rows)

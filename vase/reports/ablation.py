@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from vase import markdown as md
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import DRAW_KEY, PAPER_TAU, PAPER_WEIGHT
 from vase.eval.stats import heldout_difference
@@ -196,10 +197,9 @@ def _settings_table(per: dict[str, dict[str, Any]]) -> list[str]:
             rows.setdefault(f"{target} {asks.split(',')[0]}", {})[name] = result
     out = ["", "## The verdict per setting", "",
            "Each target decided on the jobs of one setting only (every draw and seed of it); the sections below hold "
-           "all jobs.", "", "| target | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+           "all jobs.", "", *md.table(["target", *names])]
     for target, got in rows.items():
-        out.append(f"| {target} | " + " | ".join(f"**{got[n]}**" if got.get(n) == "held" else got.get(n, "–")
-                                                  for n in names) + " |")
+        out.append(md.row([target, *(f"**{got[n]}**" if got.get(n) == "held" else got.get(n, "–") for n in names)]))
     return out
 
 
@@ -244,7 +244,7 @@ def _settings_compared(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]
             f"{keys}: each other value against {names[0]}, the same draw, seed and {dim} weight, the same held-out "
             f"vases, paired: points, 95 % interval (bold: it excludes 0); the other dimensions listed where their "
             f"interval excludes 0.", "",
-            f"| {keys} | draw, seed | {dim} weight | {dim} right | other dimensions |", "|---|---|---|---|---|"]
+            *md.table([keys, "draw, seed", f"{dim} weight", f"{dim} right", "other dimensions"])]
     return {"rows": rows, "lines": head + lines}
 
 
@@ -338,16 +338,15 @@ def _tau_verdict(verdict: dict[str, Any], xs: list[float], groups: dict[str, dic
              f"is right when its similarity reaches tau), so each job is set against its own start (the SFT, its "
              f"adapter off) scored at the same tau: read a row against 0, not rows against each other. Paired 95 % "
              f"intervals; bold where the interval excludes 0.", "",
-             "| tau (draw, seed) | " + " | ".join(d.capitalize() for d in dims) + " | reward change |",
-             "|---|" + "---|" * (len(dims) + 1)]
+             *md.table(["tau (draw, seed)", *(d.capitalize() for d in dims), "reward change"])]
     for g, at in groups.items():
         for x in sorted(at):
             h, start = held[at[x]]
             row = {d: heldout_difference(h, start, pass_field(h, d)) for d in dims if d in start["pass"]}
             total = heldout_difference(h, start, "total")
             changes[f"{x:g} ({who(g)})"] = {**row, "total": total}
-            lines.append(f"| {x:g} ({who(g)}) | " + " | ".join(_change(row.get(d)) for d in dims)
-                         + f" | {_change(total, points=False)} |")
+            lines.append(md.row([f"{x:g} ({who(g)})", *(_change(row.get(d)) for d in dims),
+                                 _change(total, points=False)]))
     verdict["changes"] = changes
     moved = {k: sorted(d for d, c in v.items() if d != "total" and (c["lo"] > 0 or c["hi"] < 0))
              for k, v in changes.items()}
@@ -403,10 +402,9 @@ def _caption_verdict(xs: list[float], groups: dict[str, dict[float, Path]],
                  f"bold: the interval excludes 0 in GRPO's favour). Target: above the start on "
                  f"{' and '.join(CAPTION_TARGETS)} on every draw and seed: "
                  f"**{'held' if all(ok.values()) else 'not held'}**.", "",
-             "| draw, seed | n | " + " | ".join(metrics) + " |", "|---|---|" + "---|" * len(metrics)]
+             *md.table(["draw, seed", "n", *metrics])]
     for g, c in comps.items():
-        lines.append(f"| {_values(who(g))} | {c[metrics[0]]['n']} | " + " | ".join(caption_cell(m, c[m]) for m in metrics)
-                     + " |")
+        lines.append(md.row([_values(who(g)), c[metrics[0]]["n"], *(caption_cell(m, c[m]) for m in metrics)]))
     lines.append("\nThe smallest difference each set can detect: `python -m vase.reports.power <sweep folder>`.")
     return {"verdict": {"target": list(CAPTION_TARGETS), "held": all(ok.values()), "per_group": ok,
                         "differences": comps}, "lines": lines}
@@ -479,15 +477,14 @@ def _heldout_verdict(verdict: dict[str, Any], dim: str, xs: list[float], groups:
         lines += ["", f"## Held-out {any_h['task']}s, each dimension right (similarity >= tau), %{title}", "",
                   f"{any_h['n']} answers on {any_h['vases']} held-out vases, greedy, scored by each run's own "
                   f"terms; the start is the SFT (each job's adapter off), on the same vases.", "",
-                  "| run | " + " | ".join(d.capitalize() for d in dims) + " | reward |",
-                  "|---|" + "---|" * (len(dims) + 1)]
+                  *md.table(["run", *(d.capitalize() for d in dims), "reward"])]
         start = held[next(iter(members[0][1].values()))][1]
-        lines.append("| SFT (start) | " + " | ".join(percent_points(rate_right(start, d)) for d in dims) + " | – |")
+        lines.append(md.row(["SFT (start)", *(percent_points(rate_right(start, d)) for d in dims), "–"]))
         for g, at in members:
             for x in sorted(at):
                 h = held[at[x]][0]
-                lines.append(f"| GRPO, {dim} weight {x:g} ({who(g)}) | " + " | ".join(percent_points(rate_right(h, d)) for d in dims)
-                             + f" | {h['total']['mean']:.3f} |")
+                lines.append(md.row([f"GRPO, {dim} weight {x:g} ({who(g)})",
+                                     *(percent_points(rate_right(h, d)) for d in dims), f"{h['total']['mean']:.3f}"]))
     if hi_w == lo_w:
         verdict["i"] = None
         lines.append(f"\n**Target (i)** needs two values of the swept weight; this sweep ran {dim} weight {hi_w:g} "

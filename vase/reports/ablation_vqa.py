@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from vase import markdown as md
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import DRAW_KEY, PAPER_WEIGHT, PROTOCOL_LABELS
 from vase.eval.stats import paired_difference
@@ -140,8 +141,7 @@ def _vqa_table(dim: str, xs: list[float], protocols: list[str], sft: dict[str, A
     lines = []
     for protocol in protocols:
         lines += ["", f"## {PROTOCOL_LABELS[protocol]}{title}", "",
-                  "| run | " + " | ".join(d.capitalize() for d in DIMENSIONS) + " | Mean |",
-                  "|---|" + "---|" * (len(DIMENSIONS) + 1)]
+                  *md.table(["run", *(d.capitalize() for d in DIMENSIONS), "Mean"])]
         if sft and protocol in sft:
             a = sft[protocol]["accuracy"]
             lines.append("| SFT | " + " | ".join(f"{100 * a[d]:.1f} %" for d in DIMENSIONS if d in a)

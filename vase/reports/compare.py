@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from vase import markdown as md
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import DRAW_KEY
 from vase.eval.stats import heldout_difference, paired_difference
@@ -137,14 +138,15 @@ def comparison_verdict(pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]],
 def comparison_lines(idea: Idea, on: str, verdict: dict[str, Any]) -> list[str]:
     against = f"`{idea.key}={idea.off}`" if idea.off is not None else "each job's own start (the SFT it began from)"
     lines = [f"## {idea.label}: `{idea.key}={on}` against {against}", "",
-             "| dimension | draw, seed | without | with | with - without, points [95 % CI] |", "|---|---|---:|---:|---|"]
+             *md.table(["dimension", "draw, seed", "without", "with", "with - without, points [95 % CI]"],
+                       align="llrrl")]
     ordered = sorted(verdict["dimensions"].items(), key=lambda kv: not kv[1]["target"])
     for d, v in ordered:
         d = SHOWN.get(d, d)
         name = f"**{d}** (target)" if v["target"] else d
         for g, s in v["groups"].items():
-            lines.append(f"| {name} | {g} | {percent_points(s['off'])} | {percent_points(s['on'])} | "
-                         f"{100 * s['diff']:+.1f} [{100 * s['lo']:+.1f}, {100 * s['hi']:+.1f}] |")
+            lines.append(md.row([name, g, percent_points(s["off"]), percent_points(s["on"]),
+                                 f"{100 * s['diff']:+.1f} [{100 * s['lo']:+.1f}, {100 * s['hi']:+.1f}]"]))
     lines.append("")
     for d, v in ordered:
         d = SHOWN.get(d, d)

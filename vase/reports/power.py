@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from vase import markdown as md
 from vase.errors import ConfigError, DataError, VaseError
 from vase.io import WRITTEN_BY, atomic_write_json, read_json, user_output
 from vase.metrics.paired import METRICS, minimal_detectable
@@ -77,8 +78,8 @@ def power_table(comp: dict[str, dict[str, Any]], n: int = 96, alpha: float = 0.0
     def fmt(m: str, v: float) -> str:
         return f"{100 * v:.1f} pts" if is_percent(m) else f"{v:.3f}"
 
-    lines = [f"| metric | this run's difference | n | detectable at n | detectable at n={n} | paper 3B SFT->RL | "
-             f"paper 7B SFT->RL |", "|---|---|---|---|---|---|---|"]
+    lines = md.table(["metric", "this run's difference", "n", "detectable at n", f"detectable at n={n}",
+                      "paper 3B SFT->RL", "paper 7B SFT->RL"])
     for m in ("fid_score", *paired_keys(comp)):
         c = comp.get(m)
         if not c:
@@ -91,9 +92,9 @@ def power_table(comp: dict[str, dict[str, Any]], n: int = 96, alpha: float = 0.0
                 return "–"
             return f"{'+' if g >= 0 else '-'}{fmt(m, abs(g))} ({'distinguishable' if abs(g) >= at_n else 'below it'})"
 
-        lines.append(f"| {m} | {'+' if c['diff'] >= 0 else '-'}{fmt(m, abs(c['diff']))} | {c['n']} | "
-                     f"{fmt(m, minimal_detectable(c['sd'], c['n'], alpha, power))} | {fmt(m, at_n)} | "
-                     f"{paper('3B')} | {paper('7B')} |")
+        lines.append(md.row([m, f"{'+' if c['diff'] >= 0 else '-'}{fmt(m, abs(c['diff']))}", c["n"],
+                             fmt(m, minimal_detectable(c["sd"], c["n"], alpha, power)), fmt(m, at_n), paper("3B"),
+                             paper("7B")]))
     return "\n".join(lines) + "\n"
 
 

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from vase import markdown as md
 from vase.errors import ConfigError
 from vase.eval.stats import bootstrap_ci
 from vase.io import atomic_write_json, write_markdown
@@ -506,13 +507,14 @@ def _measure_tables(found: dict[str, Any]) -> list[str]:
     body: list[str] = []
     for m, r in found.items():
         pct = _is_share(m)
-        body += [f"**{_label(m)}** ({r['pooled'].get('method', 'not measured')})", "",
-                 "| replicate | baseline | this setting | difference [95 % interval] | n |", "|---|---:|---:|---|---:|"]
-        for rep, d in r["per_replicate"].items():
-            scale = 100 if pct else 1
-            body.append(f"| {rep} | {scale * d['base']:.4g} | {scale * d['value']:.4g} | {_cell(d, pct)} | {d['n']} |")
+        scale = 100 if pct else 1
         p = r["pooled"]
-        body += [f"| **pooled over {p['replicates']} replicate(s)** | | | **{_cell(p, pct)}** | {p['n']} |", ""]
+        rows = [[rep, f"{scale * d['base']:.4g}", f"{scale * d['value']:.4g}", _cell(d, pct), d["n"]]
+                for rep, d in r["per_replicate"].items()]
+        rows.append([f"**pooled over {p['replicates']} replicate(s)**", "", "", f"**{_cell(p, pct)}**", p["n"]])
+        body += [f"**{_label(m)}** ({r['pooled'].get('method', 'not measured')})", "",
+                 *md.table(["replicate", "baseline", "this setting", "difference [95 % interval]", "n"], rows,
+                           align="lrrlr"), ""]
     return body
 
 
@@ -710,11 +712,11 @@ def verdict_table(verdict: dict[str, Any]) -> list[str]:
             for m in moves:
                 p = (found.get(m) or {}).get("pooled") or {}
                 if p.get("diff") is not None:
-                    rows.append(f"| {setting}{where} | {_label(m)} | {_cell(p, _is_share(m))} | {p.get('direction')} |")
+                    rows.append([f"{setting}{where}", _label(m), _cell(p, _is_share(m)), p.get("direction")])
     if not rows:
         return []
     base = verdict.get("baseline") or "each job's start"
-    return [f"| against {base} | measure | change [95 % interval] | verdict |", "|---|---|---|---|", *rows]
+    return md.table([f"against {base}", "measure", "change [95 % interval]", "verdict"], rows)
 
 
 def job_metric(move: str) -> str | None:

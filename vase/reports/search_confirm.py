@@ -19,6 +19,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from vase import markdown as md
 from vase.errors import DataError
 from vase.io import atomic_write_json, read_json, save_figure, write_markdown
 from vase.reports.ablation import CAPTION_TARGETS
@@ -184,7 +185,7 @@ def report_lines(v: dict[str, Any]) -> list[str]:
               "the search's (the winner's curse is a negative gap).", ""]
     head = ["trial", "setting", "metric", f"search (draw {sd}, search half)"]
     head += [f"draw {d} ({'confirm half' if d == sd else 'all held out'})" for d in draws] + ["gap", "held"]
-    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += md.table(head)
     for s in v["settings"]:
         for i, m in enumerate(targets):
             cells = [str(s["trial"]) if i == 0 else "", _params(s["params"]) if i == 0 else "", SHORT.get(m, m),
@@ -198,8 +199,7 @@ def report_lines(v: dict[str, Any]) -> list[str]:
               "## Every trial of the search", "",
               f"Objective: {', '.join(targets)}'s weaker paired difference in standard errors (the search's score; "
               "both must rise for it to). Sampler: " + str(v["search"].get("sampler", "")) + ".", "",
-              "| trial | job | setting | " + " | ".join(SHORT.get(m, m) for m in targets) + " | score |",
-              "|---|---|---|" + "---|" * len(targets) + "---|"]
+              *md.table(["trial", "job", "setting", *(SHORT.get(m, m) for m in targets), "score"])]
     for t in v["trials"]:
         comp = t.get("comparison") or {}
         lines.append(f"| {t['number']} | {t.get('job', '–')} | {_params(t['params'])} | "

@@ -27,6 +27,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from vase import markdown
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import PROTOCOL_LABELS
 from vase.config import (
@@ -110,19 +111,18 @@ def heldout_section(sweep_dir: Path, rows: list[dict[str, Any]]) -> list[str]:
     if changes:
         dims = [d for d in DIMENSIONS if d in any_held["pass"]]
         lines += ["", "Change from each job's start (its adapter off), points, paired 95 % interval:", "",
-                  "| job | " + " | ".join(d.capitalize() for d in dims) + " |", "|---|" + "---|" * len(dims), *changes]
+                  *markdown.table(["job", *(d.capitalize() for d in dims)]), *changes]
     captions = [(r, (heldout_of(sweep_dir / r["job"])[0] or {}).get("captions_vs_start")) for r in rows]
     captions = [(r, c) for r, c in captions if c]
     if captions:
         metrics = list(captions[0][1])
         lines += ["", "The held-out captions on the paper's metrics, change from each job's start, paired 95 % "
                       "interval (R@k in points; FID lower is better):", "",
-                  "| job | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
-        for r, c in captions:
-            f = {m: 100.0 if is_percent(m) else 1.0 for m in metrics}
-            lines.append(f"| job {r['job']} ({r['overrides']}) | " + " | ".join(
-                f"{f[m] * c[m]['diff']:+.3f} [{f[m] * c[m]['lo']:+.3f}, {f[m] * c[m]['hi']:+.3f}]" for m in metrics)
-                + " |")
+                  *markdown.table(["job", *metrics])]
+        f = {m: 100.0 if is_percent(m) else 1.0 for m in metrics}
+        lines += [markdown.row([f"job {r['job']} ({r['overrides']})", *(
+            f"{f[m] * c[m]['diff']:+.3f} [{f[m] * c[m]['lo']:+.3f}, {f[m] * c[m]['hi']:+.3f}]" for m in metrics)])
+            for r, c in captions]
     return lines
 
 
@@ -165,8 +165,7 @@ def write_sweep_summary(sweep_dir: str | Path) -> dict[str, Path]:
     head, tail = code_lines(code, machines_of_jobs(jobs))
     md = list(head)
     md += [f"All jobs: `{' '.join(shared)}`", ""] if shared else []
-    md += ["| " + " | ".join(short) + " |", "|" + "---|" * len(short)]
-    md += ["| " + " | ".join(cell(r.get(c)) for c in short) + " |" for r in rows]
+    md += markdown.table(short, [[cell(r.get(c)) for c in short] for r in rows])
     md += [f"\n**Job {r['job']} did not finish** ({r['status']}): it is in no comparison below; the same command "
            f"runs it again." for r in rows if r["status"].startswith(("failed", "killed", "interrupted"))]
     md += heldout_section(sweep_dir, rows)

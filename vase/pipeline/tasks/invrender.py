@@ -10,6 +10,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from vase import markdown as md
 from vase.config import Decoding, EvalTask
 from vase.eval.invrender import run_invrender
 from vase.io import atomic_write_json
@@ -50,8 +51,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     def fmt(x: Any) -> str:
         return "n/a" if x is None else f"{x:.4f}"
 
-    table = ("| predictor | silhouette IoU ↑ | Chamfer ↓ | colour distance ↓ | unparseable | n |\n|---|---|---|---|---|---|\n"
-             f"| {predictor} | {fmt(s['iou'])} | {fmt(s['chamfer_distance'])} | {fmt(s['colour_distance'])} | "
-             f"{s['unparseable']} | {s['n']} |\n")
+    table = md.table_text(["predictor", "silhouette IoU ↑", "Chamfer ↓", "colour distance ↓", "unparseable", "n"],
+                          [[predictor, fmt(s["iou"]), fmt(s["chamfer_distance"]), fmt(s["colour_distance"]),
+                            s["unparseable"], s["n"]]])
     write_table(out, table)
     return {"scores": {f"invrender/{k}": x for k, x in s.items() if isinstance(x, (int, float))}, "output": str(out)}
