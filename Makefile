@@ -11,7 +11,7 @@ SLURMDEPS := slurm-wlm munge
 BROWSERDEPS := chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup sysdeps slurm-deps browser-deps docs docs-serve docs-check dashboards-check demo ablation-quick ablation-demo beyond-demo grpo-sanity readme-tables stack-check cluster-check test test-slow lint format clean clean-runs
+.PHONY: dist setup sysdeps slurm-deps browser-deps docs docs-serve docs-check dashboards-check demo ablation-quick ablation-demo beyond-demo grpo-sanity readme-tables stack-check cluster-check test test-slow lint format clean clean-runs
 
 setup: sysdeps $(STAMP)
 
@@ -141,6 +141,14 @@ format: setup
 
 # Removes only what vase generated and can regenerate: caches (tiny models, synthetic vases, renders, embeddings).
 # Never data/ (where users keep datasets such as data/VaseVQA-3D) and never trained runs (see clean-runs).
+# The sdist and the wheel of a release into dist/ (docs/development.md, "Releases"); tests/test_wheel.py installs a
+# wheel into a fresh environment outside the checkout and runs it from an empty folder (make test runs it).
+dist: setup
+	rm -rf dist build
+	$(BIN)/python -m build --no-isolation --outdir dist .
+	rm -rf build
+	@ls dist
+
 clean:
 	rm -rf .cache .pytest_cache .ruff_cache
 

@@ -13,47 +13,7 @@ caption metrics: docs/glossary.md), a markdown table beside it, and the generati
 skips what is done).
 """
 
-from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-import hydra
-from omegaconf import DictConfig
-
-from vase.config import (
-    EVAL_TASKS,
-    load_eval_task_plugins,
-    or_exit,
-    preflight_overrides,
-    run_entry,
-    scratch_sweep_dir,
-    tasks_help,
-    validated,
-)
-from vase.loggers import finish_wandb
-from vase.pipeline.evaluate import run_evaluation
-from vase.pipeline.reach import reach_check
-
-CONF_DIR = Path(__file__).resolve().parent / "conf"
-
-
-@hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")
-def main(cfg: DictConfig) -> None:
-    if not validated(cfg, reach=reach_check):  # VASE_CHECK_CONFIG=1: the dataset, checkpoint, tracking server too
-        return
-    try:
-        out = run_entry(run_evaluation, cfg)  # a bad input is one line and exit 2; the run record says how it ended
-        if "check" in out and not out["check"]["ok"]:
-            sys.exit(1)  # task=check: a dataset with problems fails the command, as python -m vase.data.check does
-    finally:
-        finish_wandb()
-
+from vase.cli.evaluate import main
 
 if __name__ == "__main__":
-    or_exit(load_eval_task_plugins)  # installed packages' own evaluation tasks (entry points "vase.eval_tasks")
-    if "--help" in sys.argv or "-h" in sys.argv:
-        print(tasks_help())  # then Hydra's own help: the config groups and the composed config
-    or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "evaluate", EVAL_TASKS)
-    scratch_sweep_dir(sys.argv)  # VASE_CHECK_CONFIG=1 on a sweep: its folders in a scratch folder
     main()

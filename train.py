@@ -9,45 +9,7 @@
 A bad value fails before any model loads, with one line naming its key (e.g. `reward.tau=1.7 must lie in [0, 1]`).
 """
 
-from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-import hydra
-from omegaconf import DictConfig
-
-from vase.config import or_exit, preflight_overrides, run_entry, scratch_sweep_dir, validated
-from vase.loggers import finish_wandb
-from vase.pipeline.reach import reach_check
-from vase.sacct import quiet_sacct_warnings
-
-CONF_DIR = Path(__file__).resolve().parent / "conf"
-
-
-@hydra.main(version_base="1.3", config_path="conf", config_name="train")
-def main(cfg: DictConfig) -> float | None:
-    if not validated(cfg, reach=reach_check):  # VASE_CHECK_CONFIG=1: the dataset, checkpoint, tracking server too
-        return None
-    # lazy: the pipeline loads torch and Lightning (seconds), which --help, --cfg and a bad value never need
-    from vase.pipeline.train import objective, run_training
-    from vase.training.callbacks import TrainingInterrupted
-
-    try:
-        out = run_entry(run_training, cfg)  # a bad input is one line and exit 2; the run record says how it ended
-    except TrainingInterrupted as e:  # the checkpoint is saved and its line printed: requeue, or exit as the signal asks
-        e.exit()
-    finally:
-        finish_wandb()
-    # a sweeper (e.g. optuna) optimises the returned number, the one `optimized_metric` names
-    metric = cfg.get("optimized_metric")
-    if metric:
-        return objective(out, str(metric))
-    return None
-
+from vase.cli.train import main
 
 if __name__ == "__main__":
-    or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "train")
-    scratch_sweep_dir(sys.argv)  # VASE_CHECK_CONFIG=1 on a sweep: its folders in a scratch folder
-    quiet_sacct_warnings()  # a sweep on a cluster without accounting: submitit's warning once, not every poll
     main()

@@ -1,8 +1,13 @@
 """vase's sweeper and launchers where Hydra looks for plugins (only under ``hydra_plugins``): a sweep that goes on
 past a failed or killed job and names it in its report. The logic is `vase.launchers`; these names are what the
-configs' ``_target_`` give (conf/hydra/sweeper/keep_going.yaml, conf/cluster/local.yaml and slurm.yaml)."""
+configs' ``_target_`` give (conf/hydra/sweeper/keep_going.yaml, conf/cluster/local.yaml and slurm.yaml). And vase's
+configs on every command's search path, after the user's own folder where ``--config-dir`` names one."""
 
 from vase import launchers, search
+from vase.config.searchpath import VaseConfigs
+
+__all__ = ["CheckingOptunaSweeper", "KeepGoingBasicSweeper", "SearchConfirmSweeper", "SubmititLocalLauncher",
+           "SubmititSlurmLauncher", "VaseConfigs"]
 
 
 class KeepGoingBasicSweeper(launchers.KeepGoingBasicSweeper):

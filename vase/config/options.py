@@ -8,7 +8,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from vase.errors import ConfigError
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+CONF_DIR = (Path(__file__).resolve().parents[1] / "conf").resolve()
+"""vase's configs: ``vase/conf`` (package data in a wheel; in a checkout a link to its ``conf/``, so the same files)."""
 
 
 def load_option(group: str, option: str) -> DictConfig:

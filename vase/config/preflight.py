@@ -18,17 +18,19 @@ from vase.runs import check_given_dir, claim, log_root
 
 
 def preflight_overrides(argv: list[str], conf_dir: str | Path, config_name: str = "train",
-                        tasks: dict[str, str] | None = None) -> None:
+                        tasks: dict[str, str] | None = None, project: list[Path] | None = None) -> None:
     """Check the overrides before Hydra composes: ``group=option`` against the files in ``conf_dir`` (``task=``
     against this entry point's own ``tasks``), and ``a.b=value`` against the keys the config has.
 
     Hydra's own messages for an unknown option or key span many lines; this raises ConfigError with one line naming
     the group and the options there are, or the key and the nearest one (the same line ``+a.b=value`` gets).
+    ``project``: the user's own conf folder (``--config-dir``), whose options count too.
     """
     conf_dir = Path(conf_dir)
     resume = next((a.split("=", 1)[1] for a in argv if a.lstrip("+").startswith("resume=")), None)
     extra, unknown = search_path_dirs(argv)
-    dirs = [conf_dir, *extra]  # vase's conf/ and the user's own folders on the search path
+    # the user's project folder first (--config-dir), vase's conf/, the folders on the search path
+    dirs = [*[Path(p) for p in project or [] if Path(p) != conf_dir], conf_dir, *extra]
     for arg in argv:
         if arg.startswith("-") or "=" not in arg:
             continue
@@ -126,7 +128,8 @@ def _check_override_keys(argv: list[str], conf_dir: Path, config_name: str, dirs
     groups = [f"{k}={v.split(',')[0]}" for k, v in pairs if group(k) and "(" not in v]
     groups += [f"{k}={v}" for k, v in pairs if k.lstrip("+") == "hydra.searchpath"]  # the user's own options
     try:
-        with initialize_config_dir(config_dir=str(Path(conf_dir).resolve()), version_base="1.3"):
+        # the first folder is the primary one (the user's project where --config-dir names it; vase's follows)
+        with initialize_config_dir(config_dir=str(Path(dirs[0]).resolve()), version_base="1.3"):
             base = compose(config_name=config_name, overrides=groups, return_hydra_config=bool(sweeper))
     except Exception:  # noqa: BLE001 - Hydra reports what it cannot compose itself
         return

@@ -29,7 +29,7 @@ from omegaconf import DictConfig
 from sklearn.linear_model import LogisticRegression
 
 from vase import markdown as md
-from vase.config import or_exit, preflight_overrides, scratch_sweep_dir, validated
+from vase.config import CONF_DIR, or_exit, preflight_overrides, scratch_sweep_dir, validated
 from vase.data.synthetic import SUBJECT_GLYPHS
 from vase.errors import DataError, VaseError
 from vase.eval.stats import bootstrap_ci
@@ -37,8 +37,6 @@ from vase.io import atomic_write_json
 from vase.models.loading import load_model_and_processor
 from vase.prompt_tasks.zoom import crop, decoration_box, view_index
 from vase.runs import machine_stamp
-
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
 def vision_features(model: Any, processor: Any, images: list[Any]) -> np.ndarray:

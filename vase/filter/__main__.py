@@ -18,10 +18,17 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
-from vase.config import FILTER_TASKS, or_exit, preflight_overrides, run_entry, scratch_sweep_dir, tasks_help, validated
+from vase.config import (
+    CONF_DIR,
+    FILTER_TASKS,
+    or_exit,
+    preflight_overrides,
+    run_entry,
+    scratch_sweep_dir,
+    tasks_help,
+    validated,
+)
 from vase.filter.synthetic_photos import generate_photos
-
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
 def run(cfg: DictConfig) -> dict:

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from vase.config import or_exit, preflight_overrides, run_entry, scratch_sweep_dir, validated
+from vase.config import CONF_DIR, or_exit, preflight_overrides, run_entry, scratch_sweep_dir, validated
 from vase.reconstruct.base import reconstruct_folder
-
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="generate3d")

@@ -11,15 +11,12 @@ Prints what was indexed and, for the first validation vase, its nearest training
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 
-from vase.config import or_exit, preflight_overrides, run_entry, scratch_sweep_dir, validated
-
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+from vase.config import CONF_DIR, or_exit, preflight_overrides, run_entry, scratch_sweep_dir, validated
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="train")

@@ -1,0 +1,171 @@
+"""vase as a package a user's project depends on: a wheel built from this checkout, installed into a fresh virtual
+environment outside it, runs its commands from an empty folder, composes the user's own project (the files of
+docs/library.md, as written there) with the user's file winning over vase's, and writes nothing into the package."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+# a user's shell: no $VASE_LOG_DIR (the suite's own points runs elsewhere), so runs go where the user is
+ENV = {**{k: v for k, v in os.environ.items() if k != "VASE_LOG_DIR"}, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
+
+
+def _source_copy(dest: Path) -> Path:
+    """The checkout's files (tracked, and new ones git does not ignore), links kept as links: the wheel is built
+    there, so the build leaves nothing in the checkout."""
+    names = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT, check=True,
+                           capture_output=True, text=True).stdout.splitlines()
+    for name in names:
+        src, dst = ROOT / name, dest / name
+        if not (src.exists() or src.is_symlink()):
+            continue  # deleted in the work tree, not yet in git
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            dst.symlink_to(os.readlink(src))
+        else:
+            shutil.copy2(src, dst)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The wheel, and a virtual environment holding it (its dependencies are this environment's, named by a .pth
+    line; vase itself only from the wheel)."""
+    work = tmp_path_factory.mktemp("wheel")
+    src = _source_copy(work / "src")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                    str(work / "dist"), str(src)], check=True, capture_output=True, timeout=600)
+    (wheel,) = (work / "dist").glob("vase-*.whl")
+    venv = work / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    purelib = Path(subprocess.run([str(venv / "bin" / "python"), "-c",
+                                   "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                  check=True, capture_output=True, text=True).stdout.strip())
+    (purelib / "vase-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+                    "--no-deps", str(wheel)], check=True, capture_output=True, timeout=600)
+    return {"wheel": wheel, "bin": venv / "bin", "package": purelib / "vase"}
+
+
+def _tree(folder: Path) -> dict[str, float]:
+    return {str(p.relative_to(folder)): p.stat().st_mtime for p in folder.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts}
+
+
+def _run(installed: dict[str, Path], cwd: Path, *args: str, env: dict[str, str] | None = None,
+         timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([str(installed["bin"] / args[0]), *args[1:]], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**ENV, **(env or {})})
+
+
+def test_the_wheel_carries_every_config_and_its_commands_run_from_an_empty_folder(installed: dict[str, Path],
+                                                                                   tmp_path: Path) -> None:
+    names = set(zipfile.ZipFile(installed["wheel"]).namelist())
+    configs = {f"vase/conf/{p.relative_to(ROOT / 'conf').as_posix()}" for p in (ROOT / "conf").rglob("*.yaml")}
+    linked = {f"vase/conf/{g}/{p.name}" for g, d in (("experiment", "experiments"), ("sweep", "sweeps"))
+              for p in (ROOT / d).glob("*.yaml")}
+    assert configs | linked <= names and len(linked) > 20, sorted((configs | linked) - names)[:5]
+    assert "hydra_plugins/vase_launchers/__init__.py" in names
+    before = _tree(installed["package"])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    p = _run(installed, empty, "vase", "--version")
+    assert p.returncode == 0 and re.fullmatch(r"vase \S+ \(installed, .*\)\n", p.stdout), p.stdout + p.stderr
+    assert str(installed["package"].resolve()) in p.stdout  # the wheel's vase, not this checkout's
+    p = _run(installed, empty, "vase", "train", "--help")
+    groups = dict(re.findall(r"^(\w+): (.*)$", p.stdout, flags=re.M))
+    assert p.returncode == 0 and "demo" in groups["experiment"] and "tau" in groups["sweep"], p.stdout[-2000:]
+    p = _run(installed, empty, "vase-evaluate", "--help")
+    assert p.returncode == 0 and "  vqa " in p.stdout and "  score " in p.stdout
+    p = _run(installed, empty, "vase-train", "experiment=demo", env={"VASE_CHECK_CONFIG": "1"})
+    assert p.returncode == 0 and "config ok: experiment=demo" in p.stdout, p.stderr[-2000:]
+    p = _run(installed, empty, "vase", "nosuch")
+    assert p.returncode == 2 and p.stderr.startswith("vase: 'nosuch' is no command; choose one of train, evaluate")
+    assert _tree(installed["package"]) == before  # nothing written into the package
+
+
+def _project_files() -> dict[str, str]:
+    """docs/library.md's example project: each code block whose first line is ``# <path>``."""
+    page = (ROOT / "docs" / "library.md").read_text()
+    files = {}
+    for body in re.findall(r"```(?:python|yaml)\n(.*?)```", page, flags=re.S):
+        first, _, rest = body.partition("\n")
+        if re.fullmatch(r"# [\w./]+\.(py|yaml)", first):
+            files[first[2:]] = rest
+    return files
+
+
+def test_a_users_project_from_the_docs_runs_its_sweep_against_the_installed_wheel(installed: dict[str, Path],
+                                                                                  tmp_path: Path) -> None:
+    files = _project_files()
+    assert {"conf/sweep/my_lr.yaml", "mypkg/terms.py", "mypkg/__init__.py"} <= set(files)
+    project = tmp_path / "myproject"
+    for name, text in files.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(text)
+    before = _tree(installed["package"])
+    command = next(ln for ln in (ROOT / "docs" / "library.md").read_text().splitlines()
+                   if ln.startswith("vase train --config-dir conf -m sweep=my_lr"))
+    p = _run(installed, project, *command.split())
+    assert p.returncode == 0, p.stderr[-3000:]
+    verdict = next(ln for ln in p.stdout.splitlines() if ln.startswith("stage.module.optimizer.lr=0.001 against"))
+    assert "held-out amphora" in verdict  # the user's own term, measured and judged
+    (page,) = (project / "logs" / "train" / "multiruns").glob("*/question.md")
+    assert verdict.split(": ", 1)[1] in page.read_text()
+    assert (project / ".cache").is_dir() and not (project / "conf" / "logs").exists()
+    assert _tree(installed["package"]) == before  # runs, caches and renders: all under the project
+
+
+def test_the_users_file_wins_and_a_bad_project_is_one_line(installed: dict[str, Path], tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    (project / "conf" / "experiment").mkdir(parents=True)
+    (project / "conf" / "experiment" / "demo.yaml").write_text("# @package _global_\nseed: 77\n")
+    p = _run(installed, project, "vase", "train", "--config-dir", "conf", "experiment=demo", "--cfg", "job")
+    assert p.returncode == 0 and re.search(r"^seed: 77$", p.stdout, flags=re.M), p.stdout[-1500:] + p.stderr[-1500:]
+    assert f"note: {project / 'conf' / 'experiment' / 'demo.yaml'} (yours) is used in place of vase's experiment/demo" \
+        in p.stderr
+    p = _run(installed, project, "vase", "train", "experiment=demo", "--cfg", "job")
+    assert re.search(r"^seed: 42$", p.stdout, flags=re.M)  # without --config-dir: vase's own
+    p = _run(installed, project, "vase", "train", "--config-dir", "nowhere", "experiment=demo")
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == [
+        f"config error: --config-dir nowhere: no such folder ({project / 'nowhere'}); it is your project's conf/, "
+        f"with vase's group folders in it (experiment/, sweep/, callbacks/, ...)"]
+    (project / "conf" / "sweep").mkdir()
+    (project / "conf" / "sweep" / "typo.yaml").write_text(
+        "# @package _global_\nevaluate:\n  heldout: true\nreward:\n  terms:\n    mine:\n      _target_: mypkg.trems.X\n"
+        "      weight: 0.5\n")
+    p = _run(installed, project, "vase", "train", "--config-dir", "conf", "sweep=typo", "debug=fast", "logger=none",
+             env={"VASE_CHECK_CONFIG": "1"})
+    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].startswith(
+        "config error: reward.terms.mine._target_='mypkg.trems.X' cannot be imported: ModuleNotFoundError: No module "
+        "named 'mypkg'"), p.stderr[-1500:]
+
+
+def test_the_version_is_set_once_and_the_changelog_and_the_docs_follow_it() -> None:
+    import vase
+
+    sys.path.insert(0, str(ROOT / "docs"))
+    try:
+        from hooks import on_config, version
+    finally:
+        sys.path.remove(str(ROOT / "docs"))
+    assert version() == vase.__version__ and on_config({})["site_name"] == f"vase {vase.__version__}"
+    assert re.search(r"^version = attr: vase.__version__$", (ROOT / "setup.cfg").read_text(), flags=re.M)
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    sections = re.findall(r"^## \[([^\]]+)\]", changelog, flags=re.M)
+    assert sections[0] == "Unreleased"  # what has landed since the last release
+    # a release's version, or (before the first release) a day of landed work
+    assert all(re.fullmatch(r"\d+\.\d+\.\d+|\d{4}-\d\d-\d\d", s) for s in sections[1:]), sections
+    if vase.__version__ != "0.1.0":  # 0.1.0 is the version before the first release
+        assert vase.__version__ in sections, f"CHANGELOG.md has no section for {vase.__version__}"

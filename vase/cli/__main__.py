@@ -1,0 +1,7 @@
+"""``python -m vase.cli``: the ``vase`` command."""
+
+import sys
+
+from vase.cli import main
+
+sys.exit(main())

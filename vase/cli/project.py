@@ -1,0 +1,70 @@
+"""A user's own project: ``--config-dir DIR`` names its ``conf/`` (experiments, sweeps, callbacks, loggers... in vase's
+group folders), which comes before vase's own, so a file of the same name there is the one used (and said). The
+project's code is imported from the current folder (``_target_: mypkg.terms.MyTerm``), as ``python -m`` would."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from vase.config import CONF_DIR
+from vase.config.searchpath import register
+from vase.errors import ConfigError
+
+FLAGS = ("--config-dir", "-cd")
+
+
+def take_config_dir(argv: list[str]) -> tuple[list[str], Path | None]:
+    """``argv`` without ``--config-dir DIR`` (``-cd DIR``, ``--config-dir=DIR``), and that folder, resolved.
+
+    >>> take_config_dir(["experiment=demo"])
+    (['experiment=demo'], None)
+
+    Raises:
+        ConfigError: the flag without a folder, given twice, or naming something that is not a folder.
+    """
+    rest: list[str] = []
+    given: list[str] = []
+    it = iter(argv)
+    for a in it:
+        if a in FLAGS:
+            value = next(it, None)
+            if value is None or value.startswith("-"):
+                raise ConfigError(f"{a}: give your project's config folder (e.g. {a} conf)")
+            given.append(value)
+        elif a.startswith("--config-dir="):
+            given.append(a.split("=", 1)[1])
+        else:
+            rest.append(a)
+    if len(given) > 1:
+        raise ConfigError(f"--config-dir is given {len(given)} times ({', '.join(given)}); give one folder")
+    if not given:
+        return rest, None
+    folder = Path(given[0]).expanduser().resolve()
+    if not folder.is_dir():
+        raise ConfigError(f"--config-dir {given[0]}: no such folder ({folder}); it is your project's conf/, with "
+                          f"vase's group folders in it (experiment/, sweep/, callbacks/, ...)")
+    return rest, folder
+
+
+def shadowed(folder: Path) -> list[str]:
+    """The config files of ``folder`` that have the name of one of vase's own (``experiment/demo.yaml``): yours is
+    used in place of vase's."""
+    mine = {p.relative_to(folder).as_posix() for p in folder.rglob("*.yaml")}
+    return sorted(rel for rel in mine if (CONF_DIR / rel).is_file())
+
+
+def use_project(argv: list[str]) -> tuple[list[str], Path]:
+    """Where a command composes from: the user's ``--config-dir`` (taken out of ``argv``; the current folder put on
+    the import path for the project's code; a line on stderr for each of its files that replaces one of vase's) or
+    vase's own conf."""
+    register()  # vase's configs after the user's folder, its sweepers and launchers: found from any folder
+    rest, folder = take_config_dir(argv)
+    if folder is None:
+        return rest, CONF_DIR
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # the project's modules (_target_: mypkg...), as python -m finds them
+    for rel in shadowed(folder):
+        print(f"note: {folder / rel} (yours) is used in place of vase's {rel.removesuffix('.yaml')}", file=sys.stderr)
+    return rest, folder
