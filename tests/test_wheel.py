@@ -109,7 +109,8 @@ def _project_files() -> dict[str, str]:
 def test_a_users_project_from_the_docs_runs_its_sweep_against_the_installed_wheel(installed: dict[str, Path],
                                                                                   tmp_path: Path) -> None:
     files = _project_files()
-    assert {"conf/sweep/my_lr.yaml", "mypkg/terms.py", "mypkg/__init__.py"} <= set(files)
+    assert {"conf/sweep/my_lr.yaml", "conf/experiment/my_setup.yaml", "conf/callbacks/mine.yaml", "mypkg/terms.py",
+            "mypkg/callbacks.py", "mypkg/__init__.py"} <= set(files)
     project = tmp_path / "myproject"
     for name, text in files.items():
         (project / name).parent.mkdir(parents=True, exist_ok=True)
@@ -117,12 +118,15 @@ def test_a_users_project_from_the_docs_runs_its_sweep_against_the_installed_whee
     before = _tree(installed["package"])
     command = next(ln for ln in (ROOT / "docs" / "library.md").read_text().splitlines()
                    if ln.startswith("vase train --config-dir conf -m sweep=my_lr"))
+    command = command.split("#")[0]
     p = _run(installed, project, *command.split())
     assert p.returncode == 0, p.stderr[-3000:]
     verdict = next(ln for ln in p.stdout.splitlines() if ln.startswith("stage.module.optimizer.lr=0.001 against"))
     assert "held-out amphora" in verdict  # the user's own term, measured and judged
     (page,) = (project / "logs" / "train" / "multiruns").glob("*/question.md")
     assert verdict.split(": ", 1)[1] in page.read_text()
+    jobs = sorted(page.parent.glob("[0-9]"))
+    assert len(jobs) == 4 and all((j / "steps_seen.txt").read_text() == "2\n" for j in jobs)  # the user's callback
     assert (project / ".cache").is_dir() and not (project / "conf" / "logs").exists()
     assert _tree(installed["package"]) == before  # runs, caches and renders: all under the project
 
