@@ -215,7 +215,8 @@ def test_every_module_architecture_md_names_exists_and_every_package_is_named() 
 # modules that share a name across folders, each saying what the other is (a prompt task and its runner; a package's
 # base): any other shared name is two jobs that could be confused
 SHARED_NAMES = {"base.py": ("vase/prompt_tasks", "vase/reconstruct"), "invrender.py": ("vase/prompt_tasks", "vase/eval"),
-                "zoom.py": ("vase/prompt_tasks", "vase/eval")}
+                "zoom.py": ("vase/prompt_tasks", "vase/eval"), "train.py": ("vase/pipeline", "vase/cli"),
+                "evaluate.py": ("vase/pipeline", "vase/cli")}
 
 
 def test_no_two_modules_share_a_name_unless_each_names_the_other() -> None:

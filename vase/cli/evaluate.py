@@ -11,6 +11,8 @@
 an installed package registers under the entry-point group ``vase.eval_tasks``. generate writes results.json (the
 caption metrics: docs/glossary.md), a markdown table beside it, and the generations as resumable JSONL (a rerun
 skips what is done).
+
+What it runs: `vase.pipeline.evaluate`.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@
     python train.py --cfg job                    # print the composed config and stop
 
 A bad value fails before any model loads, with one line naming its key (e.g. `reward.tau=1.7 must lie in [0, 1]`).
+
+What it runs: `vase.pipeline.train`.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ wins. Where vase's folder is the primary one (``python train.py``) this adds not
 
 from __future__ import annotations
 
+import importlib
+
 from hydra.core.config_search_path import ConfigSearchPath
 from hydra.core.plugins import Plugins
 from hydra.plugins.search_path_plugin import SearchPathPlugin
@@ -24,8 +26,9 @@ def register() -> None:
     (a second call changes nothing): Hydra finds plugins by scanning ``hydra_plugins`` on ``sys.path``, which an
     editable install's import hook hides from a console command (``vase train`` from any folder)."""
     plugins = Plugins.instance()  # Hydra's scan first: it re-executes the modules it finds (its own sweepers too)
-    # lazy: vase's sweepers subclass Hydra's; imported after the scan, they subclass the classes Hydra uses
-    import hydra_plugins.vase_launchers as ours
+    # then vase's, by name, as Hydra's scan imports plugins: they subclass Hydra's sweepers, so imported before the
+    # scan they would subclass classes the scan replaces (super() then fails in Hydra's own __init__)
+    ours = importlib.import_module("hydra_plugins.vase_launchers")
 
     for name in ours.__all__:
         plugins.register(getattr(ours, name))

@@ -2,6 +2,8 @@
 (`vase.config.EVAL_TASKS`, which says what each needs checked first) to its module in `vase.pipeline.tasks` (one per
 task). Only ``evaluate.py`` imports this module; captioning a split and scoring it, which training also does, is
 `vase.eval.captions.evaluate_captions`.
+
+The command that runs it: `vase.cli.evaluate` (``vase evaluate``, ``python evaluate.py``).
 """
 
 from __future__ import annotations

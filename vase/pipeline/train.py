@@ -1,6 +1,9 @@
 """``run_training``: what ``python train.py`` runs, top to bottom: claim the run's folder, load the model (merging
 an SFT adapter first), build the data, then for each stage (``stage``, and ``followup`` if set) build, fit, evaluate;
-then report. Everything takes a plain DictConfig, so tests drive it with Hydra's compose API."""
+then report. Everything takes a plain DictConfig, so tests drive it with Hydra's compose API.
+
+The command that runs it: `vase.cli.train` (``vase train``, ``python train.py``).
+"""
 
 from __future__ import annotations
 
