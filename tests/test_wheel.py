@@ -109,8 +109,8 @@ def _project_files() -> dict[str, str]:
 def test_a_users_project_from_the_docs_runs_its_sweep_against_the_installed_wheel(installed: dict[str, Path],
                                                                                   tmp_path: Path) -> None:
     files = _project_files()
-    assert {"conf/sweep/my_lr.yaml", "conf/experiment/my_setup.yaml", "conf/callbacks/mine.yaml", "mypkg/terms.py",
-            "mypkg/callbacks.py", "mypkg/__init__.py"} <= set(files)
+    assert {"conf/sweep/my_lr.yaml", "conf/experiment/my_setup.yaml", "conf/callbacks/mine.yaml", "mylab/terms.py",
+            "mylab/callbacks.py", "mylab/__init__.py"} <= set(files)
     project = tmp_path / "myproject"
     for name, text in files.items():
         (project / name).parent.mkdir(parents=True, exist_ok=True)
