@@ -129,6 +129,11 @@ def test_a_users_project_from_the_docs_runs_its_sweep_against_the_installed_whee
     assert len(jobs) == 4 and all((j / "steps_seen.txt").read_text() == "2\n" for j in jobs)  # the user's callback
     assert (project / ".cache").is_dir() and not (project / "conf" / "logs").exists()
     assert _tree(installed["package"]) == before  # runs, caches and renders: all under the project
+    # the sweep's record gives back the command that made it: the installed one, with the project's folder
+    p = _run(installed, project, "vase", "runs", str(page.parent))
+    again = next(ln for ln in p.stdout.splitlines() if ln.strip().startswith("again:"))
+    assert again.split("again:", 1)[1].strip() == (f"vase train --config-dir {project / 'conf'} -m "
+                                                   + command.split(" -m ", 1)[1].strip()), p.stdout
 
 
 def test_the_users_file_wins_and_a_bad_project_is_one_line(installed: dict[str, Path], tmp_path: Path) -> None:

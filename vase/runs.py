@@ -522,21 +522,31 @@ def load_record(path: str | Path) -> dict[str, Any]:
     return record
 
 
-def _entry_and_overrides(path: Path, record: dict[str, Any]) -> tuple[str, list[str], bool]:
-    """The entry point, the overrides and whether it was a sweep (``-m``), from Hydra's own record of the run: a run's
-    ``.hydra/``, a sweep's ``multirun.yaml``."""
+PACKAGE_CONF = (Path(__file__).resolve().parent / "conf").resolve()
+"""vase's own configs (`vase.config.CONF_DIR`): a run composed from another primary folder ran a user's project."""
+
+
+def _entry_and_overrides(path: Path, record: dict[str, Any]) -> tuple[str, list[str], bool, str | None]:
+    """The entry point, the overrides, whether it was a sweep (``-m``) and the user's project folder it was composed
+    from (``--config-dir``; None for vase's own), from Hydra's own record of the run: a run's ``.hydra/``, a sweep's
+    ``multirun.yaml``."""
     sweep = (path / "multirun.yaml").is_file()
     hydra_file = path / ("multirun.yaml" if sweep else ".hydra/hydra.yaml")
     overrides = [str(o) for o in record.get("overrides") or []]
     entry = ""
+    project = None
     if hydra_file.is_file():
         saved = OmegaConf.load(hydra_file)
         entry = str(OmegaConf.select(saved, "hydra.job.name", default="") or "")
+        main = [str(src.get("path")) for src in OmegaConf.select(saved, "hydra.runtime.config_sources", default=None)
+                or [] if src.get("provider") == "main" and src.get("schema") == "file"]
+        if main and Path(main[0]).resolve() != PACKAGE_CONF:
+            project = main[0]
         if sweep:
             overrides = [str(o) for o in OmegaConf.select(saved, "hydra.overrides.task", default=None) or overrides]
     if not sweep and (path / ".hydra" / "overrides.yaml").is_file():
         overrides = [str(o) for o in OmegaConf.load(path / ".hydra" / "overrides.yaml")]
-    return entry, overrides, sweep
+    return entry, overrides, sweep, project
 
 
 def describe_run(path: str | Path) -> str:
@@ -546,7 +556,7 @@ def describe_run(path: str | Path) -> str:
     a folder whose entry point Hydra did not record."""
     path = Path(path)
     record = load_record(path)
-    entry, overrides, sweep = _entry_and_overrides(path, record)
+    entry, overrides, sweep, project = _entry_and_overrides(path, record)
     if not entry:
         raise ConfigError(f"{path}: Hydra's record of the run (.hydra/hydra.yaml, or multirun.yaml for a sweep) is "
                           f"missing, so its entry point is unknown; its overrides: {' '.join(overrides) or '(none)'}")
@@ -569,7 +579,10 @@ def describe_run(path: str | Path) -> str:
     if record.get("code_before"):
         lines.append(f"  resumed:   it started under other code, {code_label(record['code_before'])}")
     lines.append(f"  overrides: {' '.join(overrides) or '(none)'}")
-    command = f"python {script} {'-m ' if sweep else ''}{' '.join(_quoted(o) for o in overrides)}".rstrip()
+    # a user's project (--config-dir) or an installed wheel: the installed command, from the project's folder
+    program = (f"vase {entry} --config-dir {_quoted(project)}" if project else f"vase {entry}"
+               if code and not code.get("commit") and entry in ("train", "evaluate") else f"python {script}")
+    command = f"{program} {'-m ' if sweep else ''}{' '.join(_quoted(o) for o in overrides)}".rstrip()
     checkout = f"git checkout {code['commit'][:10]} && " if code and code.get("commit") else ""
     patch = path / str(code.get("patch")) if code and code.get("patch") else None
     apply = f"git apply {_quoted(str(patch.resolve()))} && " if patch is not None and patch.is_file() else ""
