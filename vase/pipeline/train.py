@@ -73,6 +73,19 @@ def _sweep_comparison(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     return comparison_at_job_end(hc.sweep.dir, out_dir, question_of(cfg), swept)
 
 
+def _refuse_before_loading(cfg: DictConfig) -> None:
+    """Each input a run would fail on later, refused in one line before any model loads."""
+    check_training_data(cfg, cfg.stage.name)  # nothing trains on nothing
+    check_accelerator(cfg.trainer)  # trainer=gpu on a machine without one
+    check_loggers(cfg)  # a tracking server that does not answer, a broken store
+    extra_metrics(cfg.metrics.get("extra"))  # a caption metric that is none, or does not import
+    check_model(cfg.model)  # a checkpoint folder missing a file or with a damaged shard, an unreachable hub id
+    if cfg.get("init_adapter"):
+        check_adapter(str(cfg.init_adapter))  # a run folder given for its adapter
+    if cfg.get("ckpt_path"):
+        check_ckpt_path(str(cfg.ckpt_path))  # a missing or unsafe checkpoint
+
+
 def run_training(cfg: DictConfig) -> dict[str, Any]:
     """Prepare data, build the model and stage module, fit, evaluate before/after, and write the report.
 
@@ -83,15 +96,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
         return _kept(Path(cfg.paths.output_dir))
     # the question's measures lead the dashboards' end columns; a question block that is not one: one line, now
     question_metrics = question_columns(question_of(cfg))
-    check_training_data(cfg, cfg.stage.name)  # nothing trains on nothing: refused before any model loads
-    check_accelerator(cfg.trainer)  # trainer=gpu on a machine without one: one line, before any model loads
-    check_loggers(cfg)  # a tracking server that does not answer, a broken store: one line, before any model loads
-    extra_metrics(cfg.metrics.get("extra"))  # a caption metric that is none, or does not import: the same
-    check_model(cfg.model)  # a checkpoint folder missing a file or with a damaged shard, an unreachable hub id: the same
-    if cfg.get("init_adapter"):
-        check_adapter(str(cfg.init_adapter))  # a run folder given for its adapter: one line, before the model loads
-    if cfg.get("ckpt_path"):
-        check_ckpt_path(str(cfg.ckpt_path))  # a missing or unsafe checkpoint: the same
+    _refuse_before_loading(cfg)
     slurm_master_address()  # a job over several SLURM nodes whose names do not resolve: the address from SLURM
     placement = slurm_task_line()
     if placement:
