@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.test_user_paths import tree_hash
 
 # a user's shell: no $VASE_LOG_DIR (the suite's own points runs elsewhere), so runs go where the user is
 ENV = {**{k: v for k, v in os.environ.items() if k != "VASE_LOG_DIR"}, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
@@ -58,9 +59,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"wheel": wheel, "bin": venv / "bin", "package": purelib / "vase"}
 
 
-def _tree(folder: Path) -> dict[str, float]:
-    return {str(p.relative_to(folder)): p.stat().st_mtime for p in folder.rglob("*")
-            if p.is_file() and "__pycache__" not in p.parts}
+def _tree(folder: Path) -> dict[str, str]:
+    """The package's files and their hashes (`tree_hash`), less Python's own bytecode cache."""
+    return {k: v for k, v in tree_hash(folder).items() if "__pycache__" not in Path(k).parts}
 
 
 def _run(installed: dict[str, Path], cwd: Path, *args: str, env: dict[str, str] | None = None,
