@@ -1,4 +1,4 @@
-"""Scoring speed against the real peer: the paper's own ``eval/compare.py`` and ``evaluate.py task=score``, side by
+"""Scoring speed against the real peer: the paper's own ``eval/compare.py`` and ``evaluate.py action=score``, side by
 side on the same files and the same encoders, each as a user runs it (a fresh process: imports, model loading,
 scoring, writing the result).
 
@@ -18,7 +18,7 @@ returns the pooled tensor (as transformers 4 did) and changes nothing else.
 Two measurements:
 1. one generated file against the references (vase's embedding cache empty: a cold start);
 2. ``--files`` generated files (different models' captions) against the same references: the paper's workflow
-   (compare.sh runs compare.py once per file) against one ``evaluate.py task=score generated=[...]`` that loads the
+   (compare.sh runs compare.py once per file) against one ``evaluate.py action=score generated=[...]`` that loads the
    encoders once and reuses the reference embeddings from its disk cache.
 Every metric must agree within 1e-4. Results go to benchmarks/RESULTS.md with the machine and date.
 """
@@ -141,7 +141,7 @@ def main() -> None:
 
         def ours(files: list[Path], out: Path, cache: Path) -> float:
             listed = str(files[0]) if len(files) == 1 else "[" + ",".join(str(f) for f in files) + "]"
-            return run([sys.executable, str(ROOT / "evaluate.py"), "task=score", f"generated={listed}",
+            return run([sys.executable, str(ROOT / "evaluate.py"), "action=score", f"generated={listed}",
                         f"ground_truth={gt}", f"output={out}", "logger=none", "metrics.clip.backend=hf",
                         f"metrics.clip.model={clip_dir}", "metrics.clip.build_tiny=false",
                         f"metrics.text_encoder.model={minilm}", f"metrics.embedding_cache={cache}",
@@ -173,7 +173,7 @@ def main() -> None:
     machine = (f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
                f"transformers {transformers.__version__}")
     table = (
-        f"### Caption scoring: `evaluate.py task=score` vs the paper's own eval/compare.py "
+        f"### Caption scoring: `evaluate.py action=score` vs the paper's own eval/compare.py "
         f"(cpu, {machine}, {time.strftime('%Y-%m-%d')})\n\n"
         f"{args.pairs} pairs per file; the same encoders for both (tiny random transformers CLIP, packaged "
         f"all-MiniLM-L6-v2 in the place of all-mpnet-base-v2); wall time of each command as a user runs it, "

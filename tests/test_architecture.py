@@ -73,10 +73,10 @@ def test_the_contracts_pass_and_an_upward_import_breaks_them(tmp_path: Path) -> 
 
 
 def test_every_data_task_is_built_by_registered_tasks() -> None:
-    """data.task's values (checked by the config) and the registry agree; each names tasks that have a builder."""
-    from vase.prompt_tasks import DATA_TASKS, SAMPLES
+    """data.mix's values (checked by the config) and the registry agree; each names tasks that have a builder."""
+    from vase.prompt_tasks import DATA_MIXES, SAMPLES
 
-    assert all(name in SAMPLES for names in DATA_TASKS.values() for name in names)
+    assert all(name in SAMPLES for names in DATA_MIXES.values() for name in names)
 
 
 def test_each_vqa_protocol_is_a_tasks_and_the_runner_only_dispatches(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -110,18 +110,18 @@ def test_each_vqa_protocol_is_a_tasks_and_the_runner_only_dispatches(monkeypatch
 
 
 def test_every_task_has_its_own_config_file() -> None:
-    """conf/task/<name>.yaml for each of evaluate.py's and the photo filter's tasks, each opening with its own entry
+    """conf/action/<name>.yaml for each of evaluate.py's and the photo filter's actions, each opening with its own entry
     point's command and naming itself; no name belongs to both."""
     from omegaconf import OmegaConf
 
-    from vase.config import EVAL_TASKS, FILTER_TASKS
+    from vase.config import EVAL_ACTIONS, FILTER_ACTIONS
 
-    files = {p.stem: p for p in (ROOT / "conf" / "task").glob("*.yaml")}
-    assert set(files) == set(EVAL_TASKS) | set(FILTER_TASKS) and not set(EVAL_TASKS) & set(FILTER_TASKS)
+    files = {p.stem: p for p in (ROOT / "conf" / "action").glob("*.yaml")}
+    assert set(files) == set(EVAL_ACTIONS) | set(FILTER_ACTIONS) and not set(EVAL_ACTIONS) & set(FILTER_ACTIONS)
     for name, path in files.items():
-        command = "python evaluate.py" if name in EVAL_TASKS else "python -m vase.filter"
+        command = "python evaluate.py" if name in EVAL_ACTIONS else "python -m vase.filter"
         assert command in path.read_text().split("\ntask:")[0], name  # its command, before its keys
-        assert OmegaConf.load(path).task == name
+        assert OmegaConf.load(path).action == name
 
 
 def test_imports_sit_at_the_top_except_heavy_libraries_which_say_so() -> None:
@@ -225,10 +225,10 @@ def test_no_two_modules_share_a_name_unless_each_names_the_other() -> None:
 
     where = defaultdict(list)
     for p in (ROOT / "vase").rglob("*.py"):
-        # a module of vase.pipeline.tasks is named by the task it runs (the registry finds it so), and says so first
-        if p.parent.name == "tasks" and p.parent.parent.name == "pipeline" and p.name not in ("common.py", "__init__.py"):
+        # a module of vase.pipeline.actions is named by the task it runs (the registry finds it so), and says so first
+        if p.parent.name == "actions" and p.parent.parent.name == "pipeline" and p.name not in ("common.py", "__init__.py"):
             doc = ast.get_docstring(ast.parse(p.read_text())) or ""
-            assert doc.startswith(f"``evaluate.py task={p.stem}``"), f"{p}: its docstring starts with its task"
+            assert doc.startswith(f"``evaluate.py action={p.stem}``"), f"{p}: its docstring starts with its action"
             continue
         if p.name not in ("__init__.py", "__main__.py") and "__pycache__" not in p.parts:
             where[p.name].append(p)

@@ -14,7 +14,7 @@ def test_six_head_baseline_beats_the_majority_class(tmp_path: Path, session_dirs
     from vase.pipeline.evaluate import run_evaluation
 
     out = tmp_path / "attributes.json"
-    cfg = compose_cfg("evaluate", ["task=attributes", "logger=none", "data.synthetic.num_vases=96",
+    cfg = compose_cfg("evaluate", ["action=attributes", "logger=none", "data.synthetic.num_vases=96",
                                    "render.resolution=64", f"output={out}"], tmp_path, session_dirs)
     run_evaluation(cfg)
     res = json.loads(out.read_text())

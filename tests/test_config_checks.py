@@ -47,15 +47,15 @@ def test_every_target_in_every_shipped_config_takes_its_keys(tmp_path: Path, ses
 
 
 @pytest.mark.parametrize("args", [
-    ["task=score", "generated=/nonexistent/g.json", "ground_truth=/nonexistent/t.json"],
-    ["task=vaseeval", "gt_dir=/nonexistent/gt", "methods={a: /nonexistent/a}"],
-    ["task=foo"],
+    ["action=score", "generated=/nonexistent/g.json", "ground_truth=/nonexistent/t.json"],
+    ["action=vaseeval", "gt_dir=/nonexistent/gt", "methods={a: /nonexistent/a}"],
+    ["action=foo"],
 ])
 def test_evaluate_refusals_are_one_line(args: list[str], tmp_path: Path, session_dirs: dict) -> None:
-    from vase.config import EVAL_TASKS
+    from vase.config import EVAL_ACTIONS
 
     line = one_line(run_cli(["evaluate.py", "logger=none", *args], tmp_path, session_dirs))
-    assert "/nonexistent/" in line or ("task='foo'" in line and all(f"'{t}'" in line for t in EVAL_TASKS))
+    assert "/nonexistent/" in line or ("action='foo'" in line and all(f"'{t}'" in line for t in EVAL_ACTIONS))
 
 
 @pytest.mark.parametrize(("overrides", "expected"), [
@@ -208,9 +208,9 @@ def test_a_gpu_trainer_without_a_gpu_is_one_line_before_the_model_loads(tmp_path
 
 
 def test_a_missing_adapter_is_one_line_before_the_model_loads(tmp_path: Path) -> None:
-    """`evaluate.py task=export adapter=<a folder that does not exist>` ended in a Python traceback after a load."""
+    """`evaluate.py action=export adapter=<a folder that does not exist>` ended in a Python traceback after a load."""
     for task in ("export", "generate"):
-        p = subprocess.run([sys.executable, "evaluate.py", f"task={task}", f"adapter={tmp_path / 'nope'}",
+        p = subprocess.run([sys.executable, "evaluate.py", f"action={task}", f"adapter={tmp_path / 'nope'}",
                             f"output={tmp_path / 'merged'}", "logger=none", f"paths.log_dir={tmp_path / 'logs'}"],
                            cwd=ROOT, capture_output=True, text=True, timeout=300)
         err = p.stderr.strip().splitlines()
@@ -220,18 +220,18 @@ def test_a_missing_adapter_is_one_line_before_the_model_loads(tmp_path: Path) ->
         assert "Traceback" not in p.stderr and not (tmp_path / "merged").exists()
 
 
-@pytest.mark.parametrize("argv", [["task_name=../../escaped"], ["-m", "seed=1,2", "task_name=../../escaped"],
-                                  ["-m", "sweep=seeds", "task_name=.."]])
-def test_a_task_name_that_leaves_the_log_folder_is_one_line_and_nothing_is_written_outside(argv: list[str],
+@pytest.mark.parametrize("argv", [["run_kind=../../escaped"], ["-m", "seed=1,2", "run_kind=../../escaped"],
+                                  ["-m", "sweep=seeds", "run_kind=.."]])
+def test_a_run_kind_that_leaves_the_log_folder_is_one_line_and_nothing_is_written_outside(argv: list[str],
                                                                                           tmp_path: Path) -> None:
-    """`task_name=../../../x` (a key sweep and experiment files set) put a whole sweep outside paths.log_dir without a
+    """`run_kind=../../../x` (a key sweep and experiment files set) put a whole sweep outside paths.log_dir without a
     word; a bad resume= was Hydra's 90-line traceback."""
     logs = tmp_path / "a" / "b" / "logs"
     p = subprocess.run([sys.executable, str(ROOT / "train.py"), *argv, "logger=none", f"paths.log_dir={logs}"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=300)
     err = p.stderr.strip().splitlines()
     name = argv[-1].split("=", 1)[1]
-    assert p.returncode == 2 and err[-1] == (f"config error: task_name={name!r} must be one folder name (letters, "
+    assert p.returncode == 2 and err[-1] == (f"config error: run_kind={name!r} must be one folder name (letters, "
                                              f"digits, '.', '_', '-'; not '.' or '..'): it names the folder under "
                                              f"paths.log_dir that runs go in"), p.stderr[-2000:]
     assert "Traceback" not in p.stderr

@@ -75,7 +75,7 @@ def test_every_key_has_a_doc_of_its_own_and_no_doc_serves_unrelated_keys() -> No
     by_doc: dict[str, set[str]] = {}
     for _, full, doc in all_documented():
         if doc and not doc.startswith(("follows `", "the class Hydra", "the values the sweep runs", "Hydra builds",
-                                       "MULTIRUN", "the task this file", "`")):  # what a key is by structure
+                                       "MULTIRUN", "the action this file", "`")):  # what a key is by structure
             by_doc.setdefault(doc, set()).add(full.rsplit(".", 1)[-1])
     assert not missing_docs(), missing_docs()  # the reference check (make docs) fails on any
     shared_by_unrelated = {d: names for d, names in by_doc.items() if len(names) > 1}
@@ -296,7 +296,7 @@ def test_fifty_random_keys_of_the_reference_have_the_type_and_default_a_composed
         if line.startswith("### ") or line.startswith("## "):
             heading = None
         m = re.match(r"^\| `([^`]+)` \| ([^|]+(?:\\\|[^|]+)*) \| `(.*)` \| ", line)
-        if heading and m and heading[0] not in ("experiment", "sweep", "debug", "hydra", "task", "cluster", "paths"):
+        if heading and m and heading[0] not in ("experiment", "sweep", "debug", "hydra", "action", "cluster", "paths"):
             rows.append((*heading, m.group(1), m.group(2).strip().replace("\\|", "|"), m.group(3).replace("\\|", "|")))
     assert len(rows) > 300, len(rows)
     checked = []

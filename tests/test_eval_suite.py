@@ -64,7 +64,7 @@ def test_score_task_on_paper_format_and_jsonl(tmp_path: Path, session_dirs: dict
     gen.write_text("".join(json.dumps({"id": i, "caption": c}) + "\n" for i, c in zip(ids[1:], GENS[1:]))
                    + json.dumps({"id": "ffffffff-0000-0000-0000-000000000000_9", "caption": "extra"}) + "\n")
     out = tmp_path / "out" / "OUT.json"
-    p = subprocess.run([sys.executable, "evaluate.py", "task=score", f"generated={gen}", f"ground_truth={gt}",
+    p = subprocess.run([sys.executable, "evaluate.py", "action=score", f"generated={gen}", f"ground_truth={gt}",
                         f"output={out}", "logger=none", f"paths.cache_dir={session_dirs['cache']}",
                         f"hydra.run.dir={tmp_path / 'run'}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -81,7 +81,7 @@ def test_score_task_on_paper_format_and_jsonl(tmp_path: Path, session_dirs: dict
 def test_a_model_that_fails_to_load_raises_naming_it(tmp_path: Path) -> None:
     gt = tmp_path / "gt.json"
     _write_paper_json(gt, CAPS[:2], ["abc_0", "abc_1"])
-    p = subprocess.run([sys.executable, "evaluate.py", "task=score", f"generated={gt}", f"ground_truth={gt}",
+    p = subprocess.run([sys.executable, "evaluate.py", "action=score", f"generated={gt}", f"ground_truth={gt}",
                         f"output={tmp_path / 'o.json'}", "logger=none", "metrics.clip.backend=hf",
                         "metrics.clip.build_tiny=false", "metrics.clip.model=/nowhere/clip",
                         f"hydra.run.dir={tmp_path / 'run'}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -178,7 +178,7 @@ def test_vqa_task_end_to_end(tmp_path: Path, session_dirs: dict, synthetic_root:
     from tests.conftest import compose_cfg
     from vase.pipeline.evaluate import run_evaluation
 
-    cfg = compose_cfg("evaluate", ["task=vqa", "logger=none", "data.synthetic.num_vases=8", "render.resolution=64",
+    cfg = compose_cfg("evaluate", ["action=vqa", "logger=none", "data.synthetic.num_vases=8", "render.resolution=64",
                                    "vqa.max_new_tokens=4", f"output={tmp_path / 'vqa.json'}"], tmp_path, session_dirs)
     out = run_evaluation(cfg)
     saved = json.loads((tmp_path / "vqa.json").read_text())
@@ -364,7 +364,7 @@ def test_score_several_files_in_one_run_equals_each_alone(tmp_path: Path, sessio
     for k in range(2):
         files.append(tmp_path / f"model{k}.json")
         _write_paper_json(files[-1], GENS[k:] + GENS[:k], ids)
-    common = ["task=score", "logger=none", "metrics=hf_tiny", "metrics.clip.build_tiny=false",
+    common = ["action=score", "logger=none", "metrics=hf_tiny", "metrics.clip.build_tiny=false",
               f"metrics.clip.model={tiny_clip_dir}", f"metrics.embedding_cache={tmp_path / 'emb'}",
               f"ground_truth={gt}"]
     alone = []

@@ -1,5 +1,5 @@
 """ARCHITECTURE.md's "where to add", followed as written for a prompt task, a sweep preset, a logger and a callback
-(the reward term's recipe: tests/test_reward_terms.py; the evaluation task's: tests/test_eval_tasks.py). What a
+(the reward term's recipe: tests/test_reward_terms.py; the evaluation action's: tests/test_eval_actions.py). What a
 recipe adds to conf/ lives here in a folder of the test's own on Hydra's search path, as a user's would: nothing is
 written into the checkout."""
 
@@ -27,9 +27,9 @@ def _docs_example() -> str:
 def test_a_prompt_task_is_one_module_one_samples_line_and_a_training_mix(tmp_path: Path, synthetic_root: Path,
                                                                         session_dirs: dict,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The docs' example module, its line in SAMPLES and a training mix in DATA_TASKS: the config check takes
-    data.task=ware and the training data holds each vase's caption and its new question, with its answer."""
-    from vase.choices import DATA_TASKS
+    """The docs' example module, its line in SAMPLES and a training mix in DATA_MIXES: the config check takes
+    data.mix=ware and the training data holds each vase's caption and its new question, with its answer."""
+    from vase.choices import DATA_MIXES
     from vase.config import validate
     from vase.data.datamodule import ChatDataset
     from vase.data.dataset import VaseDataset
@@ -41,9 +41,9 @@ def test_a_prompt_task_is_one_module_one_samples_line_and_a_training_mix(tmp_pat
     monkeypatch.syspath_prepend(str(pkg))
     module = __import__("ware_task_of_a_user")
     monkeypatch.setitem(SAMPLES, "ware", module.samples)
-    monkeypatch.setitem(DATA_TASKS, "ware", ("caption", "ware"))
+    monkeypatch.setitem(DATA_MIXES, "ware", ("caption", "ware"))
     try:
-        cfg = compose_cfg("train", ["model=tiny", "logger=none", "data.task=ware"], tmp_path, session_dirs)
+        cfg = compose_cfg("train", ["model=tiny", "logger=none", "data.mix=ware"], tmp_path, session_dirs)
         validate(cfg)
         base = VaseDataset(synthetic_root, "train")
         samples = [ChatDataset(base, "ware")[k] for k in range(len(ChatDataset(base, "ware")))]
@@ -57,8 +57,8 @@ def test_a_prompt_task_is_one_module_one_samples_line_and_a_training_mix(tmp_pat
     monkeypatch.undo()
     from vase.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="data.task"):  # without its line in DATA_TASKS the mix is refused
-        validate(compose_cfg("train", ["model=tiny", "logger=none", "data.task=ware"], tmp_path, session_dirs))
+    with pytest.raises(ConfigError, match="data.mix"):   # without its line in DATA_MIXES the mix is refused
+        validate(compose_cfg("train", ["model=tiny", "logger=none", "data.mix=ware"], tmp_path, session_dirs))
 
 
 def test_a_sweep_preset_of_ones_own_runs_from_a_folder_on_the_search_path(tmp_path: Path) -> None:

@@ -325,7 +325,7 @@ def test_imagenet_weights_load_from_a_local_file_and_misfits_are_named(tmp_path:
 @pytest.mark.slow
 def test_synthetic_task_runs_end_to_end_from_one_command(tmp_path: Path, session_dirs: dict) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "vase.filter", "task=synthetic", f"paths.cache_dir={tmp_path / 'c'}",
+    proc = subprocess.run([sys.executable, "-m", "vase.filter", "action=synthetic", f"paths.cache_dir={tmp_path / 'c'}",
                            f"hydra.run.dir={tmp_path / 'run'}", "synthetic.objects=6"], env=env,
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]

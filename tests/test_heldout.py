@@ -237,7 +237,7 @@ def test_a_grpo_run_scores_itself_and_its_start_on_held_out_vases(train_cfg, tmp
     out = Path(cfg.paths.output_dir)
     held = json.loads((out / "heldout_reward.json").read_text())
     start = json.loads((out / "heldout_reward_start.json").read_text())
-    assert held["task"] == "caption" and held["n"] == 2 and held["max_new_tokens"] == 6
+    assert held["mix"] == "caption" and held["n"] == 2 and held["max_new_tokens"] == 6
     assert held["items"].keys() == start["items"].keys()
     assert set(held["pass"]) == set(DIMENSIONS) and held["weights"]["shape"] == pytest.approx(0.15)
     # the values are the reward's own on the answers written beside them

@@ -209,7 +209,7 @@ def test_evaluation_outputs_stay_in_the_run_folder(hostile: Path, tmp_path: Path
     from vase.pipeline.evaluate import run_evaluation
 
     before, everything = tree_hash(hostile), _files(tmp_path)
-    cfg = compose_cfg("evaluate", [f"task={task}", "logger=none", "data=vasevqa3d", f"data.root={hostile}",
+    cfg = compose_cfg("evaluate", [f"action={task}", "logger=none", "data=vasevqa3d", f"data.root={hostile}",
                                    "data.num_workers=0", "render.resolution=32", "metrics=hf_tiny",
                                    "generation.max_new_tokens=4",
                                    *(["vqa.max_new_tokens=4", "vqa.protocol=open"] if task == "vqa" else [])],

@@ -151,8 +151,8 @@ def test_every_entry_point_runs_on_the_hub_checkpoint_and_leaves_it_untouched(
     data = ["data.synthetic.num_vases=8", "render.resolution=64", "data.limit_val=2", "logger=none"]
     runs = {
         "generate": [f"adapter={adapter}", "merge_adapter=true", "generation.max_new_tokens=4"],
-        "vqa": ["task=vqa", f"adapter={adapter}", "vqa.protocol=open+ll", "vqa.max_new_tokens=4"],
-        "export": ["task=export", f"adapter={adapter}", f"output={tmp_path / 'merged'}"],
+        "vqa": ["action=vqa", f"adapter={adapter}", "vqa.protocol=open+ll", "vqa.max_new_tokens=4"],
+        "export": ["action=export", f"adapter={adapter}", f"output={tmp_path / 'merged'}"],
     }
     for name, overrides in runs.items():
         cfg = compose_cfg("evaluate", [*model, *data, *overrides], tmp_path / name, session_dirs)

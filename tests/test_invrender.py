@@ -46,7 +46,7 @@ def test_model_answers_are_parsed_and_unparseable_ones_counted(tmp_path: Path, s
 
     out = tmp_path / "inv.json"
     data = [o for o in TINY_TRAIN if o.startswith(("data.", "render."))]
-    cfg = compose_cfg("evaluate", ["task=invrender", "logger=none", *data, f"output={out}", "data.limit_val=2",
+    cfg = compose_cfg("evaluate", ["action=invrender", "logger=none", *data, f"output={out}", "data.limit_val=2",
                                    "invrender.max_new_tokens=8", "invrender.resolution=64"], tmp_path, session_dirs)
     run_evaluation(cfg)
     res = json.loads(out.read_text())
@@ -85,7 +85,7 @@ def test_the_reward_scores_inverse_rendering_answers_by_silhouette(synthetic_roo
 def test_grpo_trains_on_inverse_rendering_prompts(train_cfg) -> None:
     from vase.pipeline import run_training
 
-    cfg = train_cfg(["stage=grpo", "data.task=invrender", "reward.terms.invrender.weight=1.0",
+    cfg = train_cfg(["stage=grpo", "data.mix=invrender", "reward.terms.invrender.weight=1.0",
                      "stage.module.max_completion_length=8", "stage.module.num_generations=2"])
     run_training(cfg)
     history = json.loads((Path(cfg.paths.output_dir) / "train_history.json").read_text())

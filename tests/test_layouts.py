@@ -233,7 +233,7 @@ def test_check_commands_exit_1_and_write_json_beside_the_text(synthetic_root: Pa
     p = subprocess.run([sys.executable, "-m", "vase.data.check", str(ds), "--report", str(ds / "r.json")],
                        capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 2 and "inside the dataset" in p.stderr and not (ds / "r.json").exists()
-    p = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "task=check", "data=vasevqa3d", f"data.root={ds}",
+    p = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "action=check", "data=vasevqa3d", f"data.root={ds}",
                         "logger=none", f"hydra.run.dir={tmp_path / 'run'}", f"paths.cache_dir={session_dirs['cache']}"],
                        capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 1, p.stderr[-1500:]

@@ -411,7 +411,7 @@ def test_a_tag_that_does_not_apply_is_left_out_not_sent_as_none(tmp_path: Path) 
     GlobalHydra.instance().clear()
     assert cfg.logger.mlflow.tags.sweep_group is None  # outside a multirun
     (lg,) = build_loggers(cfg)
-    assert "sweep_group" not in lg.tags and lg.tags["task_name"] == "train"
+    assert "sweep_group" not in lg.tags and lg.tags["run_kind"] == "train"
     assert all(isinstance(v, str) for v in lg.tags.values())
 
 

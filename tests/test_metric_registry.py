@@ -102,7 +102,7 @@ def test_every_caption_metric_of_the_registry_is_in_the_glossary_and_a_question_
 
 
 def test_evaluate_scores_rouge_l_from_its_conf_line(tmp_path, session_dirs: dict) -> None:
-    """The user's path: ``evaluate.py task=score metrics.extra=[rouge_l]`` on two caption files writes ROUGE-L (the
+    """The user's path: ``evaluate.py action=score metrics.extra=[rouge_l]`` on two caption files writes ROUGE-L (the
     mean of torchmetrics' per-pair F-measures) into results and its table, beside the paper's metrics unchanged."""
     import json
     import subprocess
@@ -117,7 +117,7 @@ def test_evaluate_scores_rouge_l_from_its_conf_line(tmp_path, session_dirs: dict
     results = {}
     for extra in ("[]", "[rouge_l]"):
         out = tmp_path / extra.strip("[]") / "OUT.json"
-        p = subprocess.run([sys.executable, "evaluate.py", "task=score", f"generated={gen}", f"ground_truth={gt}",
+        p = subprocess.run([sys.executable, "evaluate.py", "action=score", f"generated={gen}", f"ground_truth={gt}",
                             f"output={out}", "logger=none", f"metrics.extra={extra}",
                             f"paths.cache_dir={session_dirs['cache']}", f"hydra.run.dir={out.parent / 'run'}"],
                            cwd=ROOT, capture_output=True, text=True, timeout=300)

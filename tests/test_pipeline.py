@@ -193,7 +193,7 @@ def test_export_writes_a_merged_checkpoint_that_loads_without_peft(train_cfg, tm
     run_training(cfg)
     adapter = Path(cfg.paths.output_dir) / "adapter"
     out = tmp_path / "merged"
-    ecfg = compose_cfg("evaluate", ["task=export", f"adapter={adapter}", f"output={out}", "logger=none"],
+    ecfg = compose_cfg("evaluate", ["action=export", f"adapter={adapter}", f"output={out}", "logger=none"],
                        tmp_path / "e", session_dirs)
     run_evaluation(ecfg)
     from transformers import Qwen2_5_VLForConditionalGeneration

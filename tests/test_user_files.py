@@ -71,7 +71,7 @@ def test_score_never_replaces_a_users_file_beside_its_output(tmp_path: Path, ses
     caps = ["an amphora", "a black-figure hydria", "a kylix"]
     gt.write_text(json.dumps([{"images": [f"a_{i}_ac001001.jpg"], "caption": c} for i, c in enumerate(caps)]))
     gen.write_text(json.dumps([{"images": [f"a_{i}_ac001001.jpg"], "caption": "red " + c} for i, c in enumerate(caps)]))
-    common = ["task=score", "logger=none", "metrics=hf_tiny", "metrics.clip.build_tiny=false",
+    common = ["action=score", "logger=none", "metrics=hf_tiny", "metrics.clip.build_tiny=false",
               f"metrics.clip.model={tiny_clip_dir}", f"generated={gen}", f"ground_truth={gt}"]
     notes = tmp_path / "X.md"
     notes.write_text("my notes")

@@ -148,10 +148,10 @@ def test_a_checkpoint_path_with_the_tiny_model_is_a_config_error(tmp_path: Path,
 
 def test_an_encoder_path_with_a_tiny_clip_is_a_config_error(tmp_path: Path, session_dirs: dict) -> None:
     clip = _sentinel_dir(tmp_path / "models" / "clip")
-    msg = _error("evaluate", ["task=score", "metrics.clip.backend=hf", f"metrics.clip.model={clip}"], tmp_path,
+    msg = _error("evaluate", ["action=score", "metrics.clip.backend=hf", f"metrics.clip.model={clip}"], tmp_path,
                  session_dirs)
     assert msg.startswith("metrics.clip.model=") and "metrics.clip.build_tiny=false" in msg
-    msg = _error("evaluate", ["task=score", f"metrics.clip.pretrained={clip}/model.pt"], tmp_path, session_dirs)
+    msg = _error("evaluate", ["action=score", f"metrics.clip.pretrained={clip}/model.pt"], tmp_path, session_dirs)
     assert msg.startswith("metrics.clip.pretrained=") and "metrics.clip.build_tiny=false" in msg
 
 
@@ -342,11 +342,11 @@ def test_every_entry_point_leaves_every_user_path_untouched(user_world: dict, tm
                             "evaluate.after=true", "evaluate.max_new_tokens=4", "data.limit_val=2", "report=true"]),
         "generate": ("evaluate", ["logger=none", *model, *data, *metrics, f"adapter={w['adapter']}",
                                   "generation.max_new_tokens=4", "data.limit_val=2"]),
-        "vqa": ("evaluate", ["task=vqa", "logger=none", *model, *data, f"adapter={w['adapter']}",
+        "vqa": ("evaluate", ["action=vqa", "logger=none", *model, *data, f"adapter={w['adapter']}",
                              "vqa.max_new_tokens=4", "data.limit_val=1"]),
-        "score": ("evaluate", ["task=score", "logger=none", *metrics, f"generated={w['gen']}",
+        "score": ("evaluate", ["action=score", "logger=none", *metrics, f"generated={w['gen']}",
                                f"ground_truth={w['gt']}"]),
-        "leaderboard": ("evaluate", ["task=leaderboard", "logger=none",
+        "leaderboard": ("evaluate", ["action=leaderboard", "logger=none",
                                      f"runs=[{w['results']},{w['results'].parent}]"]),
     }
     for name, (config, overrides) in runs.items():

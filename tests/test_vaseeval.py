@@ -168,7 +168,7 @@ def test_evaluate_task_vaseeval_writes_json_table_and_sheet(world: dict[str, Pat
     caps = tmp_path / "captions.json"
     caps.write_text(json.dumps({p.stem: "an Athenian amphora" for p in world["gt"].glob("*.glb")}))
     out = tmp_path / "ve.json"
-    cfg = compose_cfg("evaluate", ["task=vaseeval", f"gt_dir={world['gt']}", "logger=none",
+    cfg = compose_cfg("evaluate", ["action=vaseeval", f"gt_dir={world['gt']}", "logger=none",
                                    f"methods={{exact: {world['exact']}, noisy: {world['noise_large']}}}",
                                    f"output={out}", "vaseeval.samples=500", "vaseeval.resolution=64",
                                    "vaseeval.views=[front]", f"vaseeval.captions={caps}"], tmp_path, session_dirs)
@@ -187,7 +187,7 @@ def test_vaseeval_refuses_to_write_into_the_meshes_it_reads(world: dict[str, Pat
     from vase.pipeline.evaluate import run_evaluation
 
     before = sorted(p.name for p in world["exact"].iterdir())
-    cfg = compose_cfg("evaluate", ["task=vaseeval", f"gt_dir={world['gt']}", "logger=none",
+    cfg = compose_cfg("evaluate", ["action=vaseeval", f"gt_dir={world['gt']}", "logger=none",
                                    f"methods={{exact: {world['exact']}}}", f"output={world['exact'] / 've.json'}"],
                       tmp_path, session_dirs)
     with pytest.raises(ConfigError, match="only reads"):

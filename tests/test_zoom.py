@@ -91,7 +91,7 @@ def test_sft_with_zoom_data_and_vqa_with_the_tool_run(train_cfg, tmp_path: Path,
     from vase.pipeline import run_training
     from vase.pipeline.evaluate import run_evaluation
 
-    cfg = train_cfg(["data.task=both", "data.zoom=true", "evaluate.heldout=true", "evaluate.heldout_task=qa",
+    cfg = train_cfg(["data.mix=both", "data.zoom=true", "evaluate.heldout=true", "evaluate.heldout_mix=qa",
                      "evaluate.heldout_zoom_calls=1", "evaluate.heldout_max_new_tokens=6", "data.limit_val=1"])
     run_training(cfg)
     adapter = Path(cfg.paths.output_dir) / "adapter"
@@ -102,7 +102,7 @@ def test_sft_with_zoom_data_and_vqa_with_the_tool_run(train_cfg, tmp_path: Path,
     assert set(held["items"]) == set(plain["items"]) and "zoom" not in plain
     data = [o for o in TINY_TRAIN if o.startswith(("data.", "render."))]
     out = tmp_path / "vqa.json"
-    ecfg = compose_cfg("evaluate", ["task=vqa", "logger=none", *data, f"adapter={adapter}", "vqa.protocol=open",
+    ecfg = compose_cfg("evaluate", ["action=vqa", "logger=none", *data, f"adapter={adapter}", "vqa.protocol=open",
                                     "vqa.zoom=true", "vqa.max_new_tokens=6", "data.limit_val=1", f"output={out}"],
                        tmp_path / "eval", session_dirs)
     run_evaluation(ecfg)

@@ -23,9 +23,9 @@ PROTOCOL_LABELS = {"open": "open-ended (sim ≥ τ)", "open+zoom": "open-ended w
 SIMILARITIES = ("embedding", "sequence", "vocabulary", "year_iou")
 TINY_OPEN_CLIP_NAME = "vase-tiny-clip"
 """The open_clip architecture name of vase's tiny test CLIP (registered with open_clip when it is built)."""
-DATA_TASKS = {"caption": ("caption",), "qa": ("qa",), "both": ("caption", "qa"), "all": ("caption", "qa", "mc"),
+DATA_MIXES = {"caption": ("caption",), "qa": ("qa",), "both": ("caption", "qa"), "all": ("caption", "qa", "mc"),
               "invrender": ("invrender",)}
-"""``data.task``, the training mix: each value and the prompt tasks (``vase.prompt_tasks.SAMPLES``) it trains on, in
+"""``data.mix``, the training mix: each value and the prompt tasks (``vase.prompt_tasks.SAMPLES``) it trains on, in
 order (``all`` adds multiple choice to teach its format). The one table the config check and the data module read."""
 LAYOUTS = ("vase", "release", "paper_eval", "swift")
 """The dataset layouts ``data.layout`` names (besides ``auto``); their readers are in ``vase.data.layouts``."""

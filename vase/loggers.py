@@ -136,7 +136,7 @@ def log_images(loggers: list[Any], key: str, paths: list[Any], step: int | None 
 
 
 IDENTITY = (("stage", "stage.name"), ("model", "model.label"), ("seed", "seed"), ("reward.tau", "reward.tau"),
-            ("data.task", "data.task"))
+            ("data.mix", "data.mix"))
 """Settings every run's parameters carry beside its overrides (name, config key)."""
 _NOT_PARAMS = ("hydra.", "paths.", "logger", "callbacks.", "resume")  # where files go, not what the run is
 _PARAM_UNSAFE = re.compile(r"[^A-Za-z0-9_\-.:/ ]")

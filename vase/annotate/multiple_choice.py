@@ -1,6 +1,6 @@
 """Multiple-choice questions about a vase: the answer and distractors drawn deterministically from each dimension's
 vocabulary (as CiQi-Bench does), and the prompt that lists them. Evaluation asks them (``vase.eval.vqa``) and SFT can
-teach the format (``data.task=all``); both build them here, so they can never disagree.
+teach the format (``data.mix=all``); both build them here, so they can never disagree.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """vase's commands, installed with the package (``pip install vase``, or ``pip install -e .`` in a checkout):
 
     vase train experiment=demo                 # = vase-train = python train.py in a checkout
-    vase evaluate task=vqa adapter=<run>/adapter
+    vase evaluate action=vqa adapter=<run>/adapter
     vase data-check /data/VaseVQA-3D           # any tool below: vase <command> --help
     vase --version
 
@@ -20,7 +20,7 @@ from vase.cli.version import version_line
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("vase.cli.train:main", "train, a sweep with -m (Hydra overrides: vase train --help lists the groups)"),
-    "evaluate": ("vase.cli.evaluate:main", "an evaluation task: generate, score, vqa, leaderboard, export, ..."),
+    "evaluate": ("vase.cli.evaluate:main", "an evaluation action: generate, score, vqa, leaderboard, export, ..."),
     "data-check": ("vase.data.check", "every problem of a dataset folder, before a long run"),
     "render": ("vase.render", "render a dataset's views (the cache, never the dataset's folder)"),
     "runs": ("vase.runs", "the runs and sweeps of a log folder: how each ended, what made it, how to rerun it"),

@@ -1,14 +1,14 @@
-"""``vase evaluate`` (``vase-evaluate``; ``python evaluate.py`` in a checkout runs this too): run one evaluation task (``task=``, default ``generate``) from the registry ``vase.config.EVAL_TASKS``.
+"""``vase evaluate`` (``vase-evaluate``; ``python evaluate.py`` in a checkout runs this too): run one evaluation action (``action=``, default ``generate``) from the registry ``vase.config.EVAL_ACTIONS``.
 
-    python evaluate.py --help                                  # every task, one line each
+    python evaluate.py --help                                  # every action, one line each
     python evaluate.py                                         # generate: tiny model, synthetic val split, scored
     python evaluate.py adapter=logs/train/runs/<time>/adapter  # a trained adapter
     python evaluate.py model=qwen2_5_vl_7b data=vasevqa3d data.root=/data/VaseVQA-3D metrics=paper
-    python evaluate.py task=vqa adapter=<run>/adapter          # per-dimension VQA accuracy
-    python evaluate.py task=score generated=G.json ground_truth=T.json output=OUT.json
+    python evaluate.py action=vqa adapter=<run>/adapter        # per-dimension VQA accuracy
+    python evaluate.py action=score generated=G.json ground_truth=T.json output=OUT.json
 
-`--help` lists the tasks (one module each in ``vase.pipeline.tasks`` and one ``conf/task/<name>.yaml``), with any
-an installed package registers under the entry-point group ``vase.eval_tasks``. generate writes results.json (the
+`--help` lists the actions (one module each in ``vase.pipeline.actions`` and one ``conf/action/<name>.yaml``), with any
+an installed package registers under the entry-point group ``vase.eval_actions``. generate writes results.json (the
 caption metrics: docs/glossary.md), a markdown table beside it, and the generations as resumable JSONL (a rerun
 skips what is done).
 
@@ -26,13 +26,14 @@ from vase.cli.project import use_project
 from vase.cli.version import version_line
 from vase.config import (
     CONF_DIR,
-    EVAL_TASKS,
-    load_eval_task_plugins,
+    EVAL_ACTIONS,
+    actions_help,
+    load_eval_action_plugins,
     or_exit,
     preflight_overrides,
+    renamed_overrides,
     run_entry,
     scratch_sweep_dir,
-    tasks_help,
     validated,
 )
 from vase.loggers import finish_wandb
@@ -46,21 +47,22 @@ def _run(cfg: DictConfig) -> None:
     try:
         out = run_entry(run_evaluation, cfg)  # a bad input is one line and exit 2; the run record says how it ended
         if "check" in out and not out["check"]["ok"]:
-            sys.exit(1)  # task=check: a dataset with problems fails the command, as python -m vase.data.check does
+            sys.exit(1)  # action=check: a dataset with problems fails the command, as python -m vase.data.check does
     finally:
         finish_wandb()
 
 
 def main() -> None:
-    """The command: installed packages' tasks loaded, its overrides checked before Hydra composes, then the task."""
+    """The command: installed packages' actions loaded, its overrides checked before Hydra composes, then the action."""
     if "--version" in sys.argv[1:]:
         print(version_line())
         return
-    or_exit(load_eval_task_plugins)  # installed packages' own evaluation tasks (entry points "vase.eval_tasks")
+    or_exit(load_eval_action_plugins)  # installed packages' own evaluation actions (entry points "vase.eval_actions")
     if "--help" in sys.argv or "-h" in sys.argv:
-        print(tasks_help())  # then Hydra's own help: the config groups and the composed config
+        print(actions_help())  # then Hydra's own help: the config groups and the composed config
     argv, conf = or_exit(use_project, sys.argv[1:])  # --config-dir: the user's project's conf/, before vase's
+    argv = renamed_overrides(argv)  # a name 0.2 changed (data.task=...): the new one, with a deprecation line
     sys.argv = [sys.argv[0], *argv]
-    or_exit(preflight_overrides, argv, CONF_DIR, "evaluate", EVAL_TASKS, [conf])
+    or_exit(preflight_overrides, argv, CONF_DIR, "evaluate", EVAL_ACTIONS, [conf])
     scratch_sweep_dir(sys.argv)  # VASE_CHECK_CONFIG=1 on a sweep: its folders in a scratch folder
     hydra.main(version_base="1.3", config_path=str(conf), config_name="evaluate")(_run)()

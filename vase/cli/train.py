@@ -20,7 +20,15 @@ from omegaconf import DictConfig
 
 from vase.cli.project import use_project
 from vase.cli.version import version_line
-from vase.config import CONF_DIR, or_exit, preflight_overrides, run_entry, scratch_sweep_dir, validated
+from vase.config import (
+    CONF_DIR,
+    or_exit,
+    preflight_overrides,
+    renamed_overrides,
+    run_entry,
+    scratch_sweep_dir,
+    validated,
+)
 from vase.loggers import finish_wandb
 from vase.pipeline.reach import reach_check
 from vase.sacct import quiet_sacct_warnings
@@ -52,6 +60,7 @@ def main() -> None:
         print(version_line())
         return
     argv, conf = or_exit(use_project, sys.argv[1:])  # --config-dir: the user's project's conf/, before vase's
+    argv = renamed_overrides(argv)  # a name 0.2 changed (data.task=...): the new one, with a deprecation line
     sys.argv = [sys.argv[0], *argv]
     or_exit(preflight_overrides, argv, CONF_DIR, "train", None, [conf])
     scratch_sweep_dir(sys.argv)  # VASE_CHECK_CONFIG=1 on a sweep: its folders in a scratch folder

@@ -13,7 +13,8 @@ One job per module (layers from top to bottom; `.importlinter` keeps them so):
 - `vase.config.naming`: run names, sweep groups, tags and hashes of overrides
 - `vase.config.cluster`: the SLURM checks (`check_slurm_signal`, `check_slurm_nodes`)
 - `vase.config.tracking`: W&B's offline mode and MLflow's store
-- `vase.config.entry_tasks`: each entry point's tasks (the registry of evaluation tasks `EVAL_TASKS`, `FILTER_TASKS`)
+- `vase.config.entry_actions`: each entry point's actions (the registry of evaluation actions `EVAL_ACTIONS`, `FILTER_ACTIONS`)
+- `vase.config.renames`: the names 0.2 changed, accepted for one release (`renamed_overrides`, `renamed_keys`)
 - `vase.config.options`: where ``conf/`` is, and one group option read as its file (`load_option`)
 """
 
@@ -31,13 +32,13 @@ from vase.config.cluster import (
 )
 from vase.config.decoding import Decoding
 from vase.config.entry import CHECK_ONLY_ENV, check_only, one_line, or_exit, run_entry, scratch_sweep_dir, validated
-from vase.config.entry_tasks import (
-    EVAL_TASKS,
-    FILTER_TASKS,
-    EvalTask,
-    load_eval_task_plugins,
-    register_eval_task,
-    tasks_help,
+from vase.config.entry_actions import (
+    EVAL_ACTIONS,
+    FILTER_ACTIONS,
+    EvalAction,
+    actions_help,
+    load_eval_action_plugins,
+    register_eval_action,
 )
 from vase.config.naming import (
     folder_name,
@@ -56,6 +57,7 @@ from vase.config.naming import (
 )
 from vase.config.options import CONF_DIR, load_option
 from vase.config.preflight import preflight_overrides
+from vase.config.renames import RENAMED, deprecation, old_name, renamed_keys, renamed_overrides
 from vase.config.resolvers import register_resolvers
 from vase.config.schemas import (
     SECTIONS,
@@ -80,9 +82,9 @@ from vase.config.validate import reward_keys, validate, validate_reward
 __all__ = [
     "CHECK_ONLY_ENV",
     "CONF_DIR",
-    "EVAL_TASKS",
-    "EvalTask",
-    "FILTER_TASKS",
+    "EVAL_ACTIONS",
+    "EvalAction",
+    "FILTER_ACTIONS",
     "SECTIONS",
     "SLURM_LIMIT_CHECK_S",
     "SLURM_STARTUP_S",
@@ -107,7 +109,7 @@ __all__ = [
     "folder_name",
     "launch_dir",
     "mlflow_artifacts",
-    "load_eval_task_plugins",
+    "load_eval_action_plugins",
     "load_option",
     "mlflow_uri",
     "name_from_overrides",
@@ -115,9 +117,13 @@ __all__ = [
     "or_exit",
     "overrides_hash",
     "preflight_overrides",
+    "RENAMED",
+    "renamed_keys",
+    "deprecation",
+    "renamed_overrides",
     "scratch_sweep_dir",
     "register_configs",
-    "register_eval_task",
+    "register_eval_action",
     "register_resolvers",
     "reward_keys",
     "run_entry",
@@ -132,7 +138,7 @@ __all__ = [
     "view_order",
     "sweep_values_of",
     "swept_keys",
-    "tasks_help",
+    "actions_help",
     "tiny_key",
     "validate",
     "validate_reward",
@@ -143,3 +149,7 @@ __all__ = [
 
 register_resolvers()
 register_configs()
+
+
+def __getattr__(name: str) -> object:  # the names 0.2 changed (EVAL_TASKS, ...), for one release
+    return old_name(__name__, globals(), name)

@@ -1,9 +1,9 @@
-"""The tasks each entry point takes: ``evaluate.py task=...`` (evaluation tasks, one registry: `EVAL_TASKS`) and
-``python -m vase.filter task=...`` (curation tasks, `FILTER_TASKS`), with their help.
+"""The actions each entry point takes: ``evaluate.py action=...`` (evaluation actions, one registry: `EVAL_ACTIONS`) and
+``python -m vase.filter action=...`` (curation actions, `FILTER_ACTIONS`), with their help.
 
-An evaluation task is one module of `vase.pipeline.tasks` (its `EvalTask`, ``TASK``: what the early checks need to
-know about it; and its ``run``) and its ``conf/task/<name>.yaml``. `vase.pipeline.evaluate.run_evaluation` dispatches
-from this registry only. The registry imports nothing heavy: the task modules import their libraries inside ``run``,
+An evaluation action is one module of `vase.pipeline.actions` (its `EvalAction`, ``ACTION``: what the early checks need to
+know about it; and its ``run``) and its ``conf/action/<name>.yaml``. `vase.pipeline.evaluate.run_evaluation` dispatches
+from this registry only. The registry imports nothing heavy: the action modules import their libraries inside ``run``,
 so ``--help`` and the config check stay fast.
 """
 
@@ -11,21 +11,23 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, replace
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from vase.config.renames import deprecation
 from vase.errors import ConfigError
 
 
 @dataclass(frozen=True)
-class EvalTask:
-    """One ``evaluate.py task=<name>``.
+class EvalAction:
+    """One ``evaluate.py action=<name>``.
 
     ``help``: its one line in ``python evaluate.py --help``. ``run``: ``"module:function"`` (a module of
-    `TASK_PACKAGE` leaves it out: its own ``run``), the function taking the composed config and returning a dict (``scores`` / ``rows`` / ``table`` go to the loggers). ``loads_model``:
+    `ACTION_PACKAGE` leaves it out: its own ``run``), the function taking the composed config and returning a dict (``scores`` / ``rows`` / ``table`` go to the loggers). ``loads_model``:
     the model (``cfg.model``) is checked before anything loads, always (True) or when the predicate on the config
     says so. ``reads_split``: it evaluates the examples of ``split``, so an empty split is refused before a load.
     ``logs``: a tracking server is checked first and the results go to the loggers. ``writes``: the files it writes
@@ -47,7 +49,7 @@ class EvalTask:
         module, _, name = target.partition(":")
         found = getattr(importlib.import_module(module), name, None)
         if not callable(found):
-            raise ImportError(f"{module} has no function {name} (EvalTask.{field}={target!r})")
+            raise ImportError(f"{module} has no function {name} (EvalAction.{field}={target!r})")
         return found
 
     def checks_model(self, cfg: Any) -> bool:
@@ -58,43 +60,43 @@ class EvalTask:
         return [out.parent / w.format(name=out.name, stem=out.stem) for w in self.writes]
 
 
-TASK_PACKAGE = "vase.pipeline.tasks"
-"""The package whose modules are vase's evaluation tasks: ``<task>.py`` with ``TASK`` and ``run`` (its docstring)."""
-FIRST_TASK = "generate"
-"""The default task, listed first; the others follow by name."""
+ACTION_PACKAGE = "vase.pipeline.actions"
+"""The package whose modules are vase's evaluation actions: ``<action>.py`` with ``ACTION`` and ``run`` (its docstring)."""
+FIRST_ACTION = "generate"
+"""The default action, listed first; the others follow by name."""
 
 
-class EvalTasks(MutableMapping[str, EvalTask]):
-    """``evaluate.py task=...``: the one registry of evaluation tasks. vase's own are the modules of `TASK_PACKAGE`,
+class EvalActions(MutableMapping[str, EvalAction]):
+    """``evaluate.py action=...``: the one registry of evaluation actions. vase's own are the modules of `ACTION_PACKAGE`,
     found by their names and imported when the registry is first read (each module's top imports nothing heavy); a
-    package's own are added by `register_eval_task`."""
+    package's own are added by `register_eval_action`."""
 
     def __init__(self, package: str) -> None:
         self.package = package
-        self._tasks: dict[str, EvalTask] | None = None
+        self._actions: dict[str, EvalAction] | None = None
 
-    def _found(self) -> dict[str, EvalTask]:
-        if self._tasks is None:
+    def _found(self) -> dict[str, EvalAction]:
+        if self._actions is None:
             pkg = importlib.import_module(self.package)
             names = sorted((m.name for m in pkgutil.iter_modules(pkg.__path__)
                             if not m.name.startswith("_") and m.name != "common"),
-                           key=lambda n: (n != FIRST_TASK, n))
-            found: dict[str, EvalTask] = {}
+                           key=lambda n: (n != FIRST_ACTION, n))
+            found: dict[str, EvalAction] = {}
             for name in names:
                 module = importlib.import_module(f"{self.package}.{name}")
-                task = getattr(module, "TASK", None)
-                if not isinstance(task, EvalTask):
-                    raise ImportError(f"{module.__name__} is in {self.package} but has no TASK (an EvalTask): "
-                                      f"every module there but common is an evaluation task")
-                found[name] = task if task.run else replace(task, run=f"{module.__name__}:run")
-            self._tasks = {**found, **(self._tasks or {})}
-        return self._tasks
+                action = getattr(module, "ACTION", None)
+                if not isinstance(action, EvalAction):
+                    raise ImportError(f"{module.__name__} is in {self.package} but has no ACTION (an EvalAction): "
+                                      f"every module there but common is an evaluation action")
+                found[name] = action if action.run else replace(action, run=f"{module.__name__}:run")
+            self._actions = {**found, **(self._actions or {})}
+        return self._actions
 
-    def __getitem__(self, name: str) -> EvalTask:
+    def __getitem__(self, name: str) -> EvalAction:
         return self._found()[name]
 
-    def __setitem__(self, name: str, task: EvalTask) -> None:
-        self._found()[name] = task
+    def __setitem__(self, name: str, action: EvalAction) -> None:
+        self._found()[name] = action
 
     def __delitem__(self, name: str) -> None:
         del self._found()[name]
@@ -106,53 +108,58 @@ class EvalTasks(MutableMapping[str, EvalTask]):
         return len(self._found())
 
 
-EVAL_TASKS = EvalTasks(TASK_PACKAGE)
-"""``evaluate.py task=...``: the one registry of evaluation tasks (``python evaluate.py --help`` lists them)."""
+EVAL_ACTIONS = EvalActions(ACTION_PACKAGE)
+"""``evaluate.py action=...``: the one registry of evaluation actions (``python evaluate.py --help`` lists them)."""
 
 
-PLUGIN_GROUP = "vase.eval_tasks"
-"""The entry-point group a package names its evaluation tasks' module in (``[project.entry-points."vase.eval_tasks"]``,
-``count = "mypkg.tasks"``): ``evaluate.py`` imports each such module before it reads its command line, and the module
-registers its tasks (`register_eval_task`)."""
+PLUGIN_GROUP = "vase.eval_actions"
+"""The entry-point group a package names its evaluation actions' module in (``[project.entry-points."vase.eval_actions"]``,
+``count = "mypkg.actions"``): ``evaluate.py`` imports each such module before it reads its command line, and the module
+registers its actions (`register_eval_action`)."""
+OLD_PLUGIN_GROUP = "vase.eval_tasks"
+"""The group's name before 0.2, still read for one release (with a deprecation line)."""
 
 
-def load_eval_task_plugins() -> list[str]:
+def load_eval_action_plugins() -> list[str]:
     """Import the modules installed packages name under `PLUGIN_GROUP`; returns their names. A module that fails to
     import is one line naming it and its package (ConfigError), not a traceback."""
     loaded = []
-    for ep in entry_points(group=PLUGIN_GROUP):
+    old = list(entry_points(group=OLD_PLUGIN_GROUP))
+    if old:
+        print(deprecation(f"entry-point group {OLD_PLUGIN_GROUP}", PLUGIN_GROUP), file=sys.stderr)
+    for ep in [*entry_points(group=PLUGIN_GROUP), *old]:
         try:
             ep.load()
         except Exception as e:  # noqa: BLE001 - another package's module: its failure is named, not raised raw
             package = ep.dist.name if ep.dist else "?"
-            raise ConfigError(f"evaluation-task plugin {ep.name} = {ep.value} (package {package}) failed to import: "
+            raise ConfigError(f"evaluation-action plugin {ep.name} = {ep.value} (package {package}) failed to import: "
                               f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
         loaded.append(ep.value)
     return loaded
 
 
-def register_eval_task(name: str, task: EvalTask, replace: bool = False) -> EvalTask:
-    """Add an evaluation task from any package (its ``conf/task/<name>.yaml`` on Hydra's search path). A name
+def register_eval_action(name: str, action: EvalAction, replace: bool = False) -> EvalAction:
+    """Add an evaluation action from any package (its ``conf/action/<name>.yaml`` on Hydra's search path). A name
     already taken is refused unless ``replace``."""
-    if name in EVAL_TASKS and not replace:
-        raise ValueError(f"evaluation task {name!r} exists already ({EVAL_TASKS[name].run}); pass replace=True")
-    if name in FILTER_TASKS:
-        raise ValueError(f"{name!r} is a curation task of python -m vase.filter; give the evaluation task another name")
-    EVAL_TASKS[name] = task
-    return task
+    if name in EVAL_ACTIONS and not replace:
+        raise ValueError(f"evaluation action {name!r} exists already ({EVAL_ACTIONS[name].run}); pass replace=True")
+    if name in FILTER_ACTIONS:
+        raise ValueError(f"{name!r} is a curation action of python -m vase.filter; give the evaluation action another name")
+    EVAL_ACTIONS[name] = action
+    return action
 
 
-FILTER_TASKS = {
+FILTER_ACTIONS = {
     "run": "filter a photo folder: quality classifier (if given), CLIP fragment filter, best view (the default)",
     "train_quality": "train the ResNet-50 good/bad classifier on a labelled folder (0/ bad, 1/ good)",
     "synthetic": "make synthetic museum photos, train the classifier on them, filter them",
 }
-"""``python -m vase.filter task=...``: the curation tasks. conf/task holds every entry point's task files; each entry
+"""``python -m vase.filter action=...``: the curation actions. conf/action holds every entry point's action files; each entry
 point takes only its own names (`vase.config.preflight.preflight_overrides`)."""
 
 
-def tasks_help(tasks: Mapping[str, EvalTask | str] = EVAL_TASKS, command: str = "python evaluate.py") -> str:
-    """An entry point's tasks, one line each."""
-    width = max(map(len, tasks))
-    lines = (f"  {name:<{width}}  {what.help if isinstance(what, EvalTask) else what}\n" for name, what in tasks.items())
-    return f"Tasks ({command} task=<name>):\n" + "".join(lines)
+def actions_help(actions: Mapping[str, EvalAction | str] = EVAL_ACTIONS, command: str = "python evaluate.py") -> str:
+    """An entry point's actions, one line each."""
+    width = max(map(len, actions))
+    lines = (f"  {name:<{width}}  {what.help if isinstance(what, EvalAction) else what}\n" for name, what in actions.items())
+    return f"Actions ({command} action=<name>):\n" + "".join(lines)

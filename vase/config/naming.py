@@ -64,7 +64,7 @@ def name_from_overrides(overrides: list[str], prefix: str = "") -> str:
     for o in overrides:
         key, _, value = o.partition("=")
         key = key.lstrip("+~")
-        if any(key.startswith(p) for p in _NOT_IN_NAMES) or key in ("stage", "task"):
+        if any(key.startswith(p) for p in _NOT_IN_NAMES) or key in ("stage", "action"):
             continue
         for long, short in _ABBREV:
             if key.startswith(long):
@@ -195,20 +195,20 @@ def swept_keys() -> list[str]:
 _UNSAFE = re.compile(r"[^A-Za-z0-9._,=+-]+")
 
 
-def task_dir(name: Any) -> str:
-    """``${vase.task_dir:${task_name}}``: ``task_name`` as the one folder under ``paths.log_dir`` that a run's folders go
+def kind_dir(name: Any) -> str:
+    """``${vase.kind_dir:${run_kind}}``: ``run_kind`` as the one folder under ``paths.log_dir`` that a run's folders go
     in, refused (ConfigError naming the key) where it is not one plain folder name: a sweep or experiment file sets
     it, and ``../../x`` put a whole sweep outside ``paths.log_dir`` without a word.
 
-    >>> task_dir("ablation_demo")
+    >>> kind_dir("ablation_demo")
     'ablation_demo'
-    >>> task_dir("../../x")
+    >>> kind_dir("../../x")
     Traceback (most recent call last):
-    vase.errors.ConfigError: task_name='../../x' must be one folder name (letters, digits, '.', '_', '-'; not '.' or '..'): it names the folder under paths.log_dir that runs go in
+    vase.errors.ConfigError: run_kind='../../x' must be one folder name (letters, digits, '.', '_', '-'; not '.' or '..'): it names the folder under paths.log_dir that runs go in
     """
     text = str(name)
     if not re.fullmatch(r"[\w.-]+", text) or set(text) <= {"."}:
-        raise ConfigError(f"task_name={text!r} must be one folder name (letters, digits, '.', '_', '-'; not '.' or "
+        raise ConfigError(f"run_kind={text!r} must be one folder name (letters, digits, '.', '_', '-'; not '.' or "
                           f"'..'): it names the folder under paths.log_dir that runs go in")
     return text
 

@@ -18,9 +18,9 @@ from vase.runs import check_given_dir, claim, log_root
 
 
 def preflight_overrides(argv: list[str], conf_dir: str | Path, config_name: str = "train",
-                        tasks: dict[str, str] | None = None, project: list[Path] | None = None) -> None:
-    """Check the overrides before Hydra composes: ``group=option`` against the files in ``conf_dir`` (``task=``
-    against this entry point's own ``tasks``), and ``a.b=value`` against the keys the config has.
+                        actions: dict[str, str] | None = None, project: list[Path] | None = None) -> None:
+    """Check the overrides before Hydra composes: ``group=option`` against the files in ``conf_dir`` (``action=``
+    against this entry point's own ``actions``), and ``a.b=value`` against the keys the config has.
 
     Hydra's own messages for an unknown option or key span many lines; this raises ConfigError with one line naming
     the group and the options there are, or the key and the nearest one (the same line ``+a.b=value`` gets).
@@ -47,8 +47,8 @@ def preflight_overrides(argv: list[str], conf_dir: str | Path, config_name: str 
         if not any((d / key).is_dir() for d in dirs) or value in ("null", "") or unknown:
             continue  # an option that only a package on the search path holds (pkg://...) is Hydra's to find
         options = sorted({p.stem for d in dirs for p in (d / key).glob("*.yaml")})
-        if key == "task" and tasks is not None:
-            options = [t for t in options if t in tasks]  # conf/task holds every entry point's tasks
+        if key == "action" and actions is not None:
+            options = [t for t in options if t in actions]  # conf/action holds every entry point's actions
         # a multirun sweep lists several (a,b); [a,b] selects several at once (logger=[wandb,mlflow])
         for v in value.strip("[]").split(","):
             v = v.strip()
@@ -61,7 +61,7 @@ def preflight_overrides(argv: list[str], conf_dir: str | Path, config_name: str 
 
 
 def search_path_dirs(argv: list[str]) -> tuple[list[Path], bool]:
-    """The folders ``hydra.searchpath=[file:///a,...]`` adds to ``conf/`` (a user's own presets, loggers, tasks), and
+    """The folders ``hydra.searchpath=[file:///a,...]`` adds to ``conf/`` (a user's own presets, loggers, actions), and
     whether it names a place that is not a folder (``pkg://...``), whose options this check cannot list."""
     given = next((a.split("=", 1)[1] for a in argv if a.lstrip("+").startswith("hydra.searchpath=")), None)
     if not given:

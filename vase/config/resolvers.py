@@ -10,12 +10,12 @@ from omegaconf import OmegaConf
 from vase.config.cluster import slurm_gpus, slurm_tasks
 from vase.config.naming import (
     folder_name,
+    kind_dir,
     launch_dir,
     overrides_hash,
     run_name,
     run_tags,
     sweep_group,
-    task_dir,
     tiny_key,
 )
 from vase.config.tracking import mlflow_artifacts, mlflow_uri, wandb_offline
@@ -40,12 +40,13 @@ RESOLVERS = {
     "vase.tiny_key": tiny_key,
     "vase.config_digest": root_digest,  # not cached: it reads the config it is resolved in
     "vase.run_dir": run_dir,
-    "vase.task_dir": task_dir,
+    "vase.kind_dir": kind_dir,
+    "vase.task_dir": kind_dir,  # its name before 0.2: run folders made then still resolve their saved configs
 }
 """Each ``${name:...}`` the configs use and the function that resolves it."""
 # cached in the config too, so a sweep's jobs (and a requeued SLURM job's pickled config) keep one folder
 CACHED = ("vase.run_dir",)
-AT_SETUP = ("vase.run_dir", "vase.task_dir")
+AT_SETUP = ("vase.run_dir", "vase.kind_dir")
 """Resolved while Hydra sets up a run's folder, where an error came out as Hydra's traceback: one line and exit 2."""
 
 

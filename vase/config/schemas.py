@@ -16,7 +16,7 @@ from omegaconf import MISSING
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import (
     AGGREGATIONS,
-    DATA_TASKS,
+    DATA_MIXES,
     DTYPES,
     LAYOUTS,
     LOSS_TYPES,
@@ -202,7 +202,7 @@ class DataSchema:
     eval_batch_size: int = 8
     num_workers: int = 0
     modality: str = "views"
-    task: str = "caption"
+    mix: str = "caption"
     max_length: int = 4096
     synthetic: SyntheticSchema | None = None
     render: dict | None = None
@@ -226,7 +226,7 @@ class DataSchema:
             list(self.views),
             f"must be a non-empty subset of {list(VIEWS)}",
         )
-        check_value(self.task in DATA_TASKS, "data.task", self.task,
+        check_value(self.mix in DATA_MIXES, "data.mix", self.mix,
                "must be caption, qa, both, all (both plus multiple-choice questions) or invrender")
         check_value(self.modality in ("views", "orbit"), "data.modality", self.modality, "must be views or orbit")
         frames = int((self.render or {}).get("orbit_frames", 0) or 0)

@@ -18,7 +18,7 @@ from vase.annotate.vocab import DIMENSIONS
 from vase.choices import CPU_KERNELS, MIN_EVAL_VASES, TINY_OPEN_CLIP_NAME, VQA_PROTOCOLS
 from vase.config.cluster import check_cluster
 from vase.config.decoding import Decoding
-from vase.config.entry_tasks import EVAL_TASKS, FILTER_TASKS
+from vase.config.entry_actions import EVAL_ACTIONS, FILTER_ACTIONS
 from vase.config.options import CONF_DIR
 from vase.config.schemas import (
     SECTIONS,
@@ -65,11 +65,11 @@ def _resolved(cfg: DictConfig, key: str) -> DictConfig:
 
 def validate(cfg: DictConfig) -> None:
     """Check every section present in ``cfg``; raise ConfigError naming the first bad key."""
-    if cfg.get("task_name") == "filter" and cfg.get("task") not in FILTER_TASKS:
-        raise ConfigError(f"task={cfg.get('task')!r} is not a curation task; choose one of {', '.join(FILTER_TASKS)} "
+    if cfg.get("run_kind") == "filter" and cfg.get("action") not in FILTER_ACTIONS:
+        raise ConfigError(f"action={cfg.get('action')!r} is not a curation action; choose one of {', '.join(FILTER_ACTIONS)} "
                           f"(python -m vase.filter --help says what each does)")
-    if cfg.get("task_name") == "evaluate" and cfg.get("task") not in EVAL_TASKS:
-        raise ConfigError(f"task={cfg.get('task')!r} is not an evaluation task; choose one of {', '.join(EVAL_TASKS)} "
+    if cfg.get("run_kind") == "evaluate" and cfg.get("action") not in EVAL_ACTIONS:
+        raise ConfigError(f"action={cfg.get('action')!r} is not an evaluation action; choose one of {', '.join(EVAL_ACTIONS)} "
                           f"(python evaluate.py --help says what each does)")
     if isinstance(cfg.get("cluster"), DictConfig):
         check_cluster(cfg.cluster)  # before the interpolations that read it (trainer.num_nodes, the launcher's)
@@ -213,8 +213,8 @@ def _validate_limits(cfg: DictConfig) -> None:
     of at least 2): refused where evaluation is asked for; ``sft.limit_train`` (the shared SFT's own limit) is at
     least 1 like ``data.limit_train``."""
     ev = cfg.get("evaluate") or {}
-    evaluating = cfg.get("task_name") == "evaluate"
-    captions = (evaluating and cfg.get("task", "generate") == "generate") or any(ev.get(k) for k in ("before", "after"))
+    evaluating = cfg.get("run_kind") == "evaluate"
+    captions = (evaluating and cfg.get("action", "generate") == "generate") or any(ev.get(k) for k in ("before", "after"))
     limit = OmegaConf.select(cfg, "data.limit_val", default=None)
     check_value(limit != 0 or not (evaluating or captions), "data.limit_val", limit,
                 "leaves no vase to evaluate; give at least 1, or null for no limit")
@@ -242,7 +242,7 @@ def _validate_reward_use(cfg: DictConfig) -> None:
     """A reward setting on a run whose only stage is SFT changes nothing: a reward sweep must train GRPO. Run before
     the sections' checks, so that a reward value's range is never the first of two errors on the default stage."""
     stage = cfg.get("stage")
-    if stage is None or cfg.get("task_name") != "train" or stage.get("name") != "sft" or cfg.get("followup"):
+    if stage is None or cfg.get("run_kind") != "train" or stage.get("name") != "sft" or cfg.get("followup"):
         return
     keys = [o.split("=", 1)[0].lstrip("+~") for o in job_overrides()]
     reward_keys = [k for k in keys if k.startswith("reward.")]  # values, not the group's option (reward=vase6d)

@@ -2,7 +2,7 @@
 
     python -m vase.data.check /data/VaseVQA-3D                 # any layout vase reads (vase.data.layouts)
     python -m vase.data.check /data/train.jsonl --report r.json
-    python evaluate.py task=check data=vasevqa3d data.root=/data/VaseVQA-3D
+    python evaluate.py action=check data=vasevqa3d data.root=/data/VaseVQA-3D
 
 Finds: unreadable annotation files or lines, duplicate ids, records without a model (layouts that carry models) or
 without one of the six dimensions (layouts that carry them), dates it cannot parse, missing or unreadable views and

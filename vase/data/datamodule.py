@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from vase.config import check_retrieval, check_zoom
+from vase.config import check_retrieval, check_zoom, deprecation
 from vase.data.dataset import VIEWS, VaseDataset, VaseExample, VideoFrames, models_to_render
 from vase.data.layouts import detect_layout, load_split, no_such_dataset, read_records
 from vase.data.loader import ResumableLoader, ResumableSampler
@@ -19,7 +20,7 @@ from vase.data.synthetic import SHAPE_SPECS, generate
 from vase.errors import DataError
 from vase.io import atomic_write_json, file_lock, own_output_dir, read_json
 from vase.metrics.features import view_encoder
-from vase.prompt_tasks import DATA_TASKS, SAMPLES
+from vase.prompt_tasks import DATA_MIXES, SAMPLES
 from vase.prompt_tasks import zoom as zoom_task
 from vase.prompt_tasks.base import ChatSample
 from vase.render import RenderSettings, render_dataset, rendered_settings
@@ -32,18 +33,18 @@ FAILURES_FILE = "render_failures.json"
 IGNORE_INDEX = -100
 
 
-def samples_for(example: VaseExample, task: str, zoom: bool = False,
+def samples_for(example: VaseExample, mix: str, zoom: bool = False,
                 views: tuple[str, ...] | list[str] = VIEWS, zoom_width: float = 1.0,
                 zoom_direct: int = 5) -> list[ChatSample]:
-    """The chat samples of one vase for ``data.task`` (``vase.prompt_tasks.DATA_TASKS``: its caption, its QA pairs, both,
+    """The chat samples of one vase for ``data.mix`` (``vase.prompt_tasks.DATA_MIXES``: its caption, its QA pairs, both,
     both plus multiple choice, or its generator parameters), each built by its task's module; ``zoom`` adds the
     zoom-in tool's samples after the QA pairs: the call on ``zoom_width`` of the frieze's width, and ``zoom_direct``
     of the other questions answered directly with the tool offered."""
-    if task not in DATA_TASKS:
-        raise ValueError(f"data.task={task!r} must be one of {list(DATA_TASKS)}")
+    if mix not in DATA_MIXES:
+        raise ValueError(f"data.mix={mix!r} must be one of {list(DATA_MIXES)}")
     ctx = example.context  # retrieved neighbours' metadata (retrieval.k), the same in training and evaluation
     out: list[ChatSample] = []
-    for name in DATA_TASKS[task]:
+    for name in DATA_MIXES[mix]:
         out += SAMPLES[name](example, ctx)
         if name == "qa" and zoom:
             out += zoom_task.samples(example, ctx, views, frieze_band, views_are_images=isinstance(
@@ -98,15 +99,15 @@ def encode_prompts(processor: Any, prompts: list[str], visuals: list[Any], paddi
 class ChatDataset(Dataset):
     """Flattens a VaseDataset into chat samples (several per vase for QA)."""
 
-    def __init__(self, base: VaseDataset, task: str, zoom: bool = False, zoom_width: float = 1.0,
+    def __init__(self, base: VaseDataset, mix: str, zoom: bool = False, zoom_width: float = 1.0,
                  zoom_direct: int = 5) -> None:
         self.base = base
-        self.task = task
+        self.mix = mix
         self.zoom = zoom
         self.zoom_width = zoom_width
         self.zoom_direct = zoom_direct
         self.index = [(i, j) for i, rec in enumerate(base.records)
-                      for j in range(len(samples_for(VaseExample(rec, []), task, zoom, base.views,
+                      for j in range(len(samples_for(VaseExample(rec, []), mix, zoom, base.views,
                                                      zoom_direct=zoom_direct)))]
 
     def __len__(self) -> int:
@@ -114,7 +115,7 @@ class ChatDataset(Dataset):
 
     def __getitem__(self, k: int) -> ChatSample:
         i, j = self.index[k]
-        return samples_for(self.base[i], self.task, self.zoom, self.base.views, self.zoom_width, self.zoom_direct)[j]
+        return samples_for(self.base[i], self.mix, self.zoom, self.base.views, self.zoom_width, self.zoom_direct)[j]
 
 
 class SFTCollator:
@@ -185,13 +186,16 @@ class VaseDataModule(pl.LightningDataModule):
     """Data for one run: generate the synthetic set if configured, render views, then serve chat batches."""
 
     def __init__(self, root: str, views: list[str] | tuple[str, ...] = VIEWS, batch_size: int = 1,
-                 eval_batch_size: int = 8, num_workers: int = 0, task: str = "caption", max_length: int = 4096,
+                 eval_batch_size: int = 8, num_workers: int = 0, mix: str = "caption", max_length: int = 4096,
                  synthetic: dict | None = None, render: dict | None = None, limit_train: int | None = None,
                  limit_val: int | None = None, processor: Any = None, stage: str = "sft",
                  modality: str = "views", seed: int | None = None, layout: str = "auto",
                  split: dict | None = None, max_video_frames: int = 16, retrieval: dict | None = None,
-                 zoom: bool = False, zoom_width: float = 1.0, zoom_direct: int = 5) -> None:
+                 zoom: bool = False, zoom_width: float = 1.0, zoom_direct: int = 5, task: str | None = None) -> None:
         super().__init__()
+        if task is not None:  # the keyword before 0.2, for one release
+            warnings.warn(deprecation("VaseDataModule(task=...)", "VaseDataModule(mix=...)"), FutureWarning, stacklevel=2)
+            mix = task
         self.zoom = zoom  # teach the zoom-in tool on the decoration question (vase.eval.zoom)
         check_zoom(zoom_width, zoom_direct)  # the config check's own rule (library use skips the config)
         self.zoom_width = float(zoom_width)
@@ -207,7 +211,7 @@ class VaseDataModule(pl.LightningDataModule):
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
         self.num_workers = num_workers
-        self.task = task
+        self.mix = mix
         self.max_length = max_length
         self.synthetic = dict(synthetic) if synthetic else None
         self.render = dict(render) if render else {"enabled": False}
@@ -344,17 +348,17 @@ class VaseDataModule(pl.LightningDataModule):
         return self.layout
 
     def check_trainable(self, train_set: VaseDataset | None = None) -> int:
-        """The number of training samples (``data.task``'s samples of the train split); a DataError naming the data
+        """The number of training samples (``data.mix``'s samples of the train split); a DataError naming the data
         when there are none, so that nothing trains on nothing and ends "finished" without an adapter. Cheap: no
         view is read, no model is needed (train.py calls it before loading one)."""
         train = train_set if train_set is not None else self.dataset("train", self.limit_train, set(self.left_out()))
         self._require_dimensions(train)
-        n = len(ChatDataset(train, self.task, self.zoom, self.zoom_width, self.zoom_direct))
+        n = len(ChatDataset(train, self.mix, self.zoom, self.zoom_width, self.zoom_direct))
         if n == 0:
             what = f"{len(train.records)} vases" if train.records else "no vases"
             limit = f", data.limit_train={self.limit_train}" if self.limit_train is not None else ""
             raise DataError(f"{self.root} ({self.layout_name} layout): its train split has {what} and no "
-                            f"{self.task} sample to train on{limit}; nothing would train (python -m vase.data.check "
+                            f"{self.mix} sample to train on{limit}; nothing would train (python -m vase.data.check "
                             f"{self.root} lists what it read)")
         return n
 
@@ -433,7 +437,7 @@ class VaseDataModule(pl.LightningDataModule):
 
         collate = (PromptCollator(self.processor) if self.stage == "grpo"
                    else SFTCollator(self.processor, self.max_length))
-        data = ChatDataset(self.train_set, self.task, self.zoom, self.zoom_width, self.zoom_direct)
+        data = ChatDataset(self.train_set, self.mix, self.zoom, self.zoom_width, self.zoom_direct)
         seed = self.seed if self.seed is not None else torch.initial_seed()
         # each rank its own shard of every epoch's order (the trainer leaves sharding to vase: Lightning's wrapper
         # cannot shard a resumed, shortened epoch)

@@ -157,7 +157,7 @@ def _type_of(section: str | None, key: str, v: Any, elsewhere: str | None = None
 
 def _cell(text: str, html: bool = False) -> str:
     """A table cell's text: pipes escaped; with ``html``, a comment's path with a ``<placeholder>`` in it
-    (``logs/<task_name>/...``) shown as code, other angle brackets escaped."""
+    (``logs/<run_kind>/...``) shown as code, other angle brackets escaped."""
     text = text.replace("|", "\\|").replace("\n", " ")
     if not html:
         return text
@@ -218,8 +218,8 @@ def _fallback(full: str, v: Any, shared: dict[str, str]) -> str:
         return "Hydra builds a partial: the module calls it with the parameters it optimises"
     if full == "hydra.mode":
         return "MULTIRUN: this file runs as a sweep (as with -m)"
-    if full == "task":
-        return "the task this file configures (chosen with task=<name>)"
+    if full == "action":
+        return "the action this file configures (chosen with action=<name>)"
     value = v._value() if hasattr(v, "_value") else v
     if isinstance(value, str) and _single_interpolation(value):
         return f"follows `{value[2:-1]}` unless set"
@@ -432,7 +432,7 @@ GROUPS_END = "<!-- end of groups -->"
 GROUP_EXAMPLES = {
     "model": "`model=qwen2_5_vl_3b model.processor.max_pixels=401408`",
     "stage": "`stage.module.lora.r=16 stage.epochs=3`",
-    "data": "`data.synthetic.num_vases=200 data.task=qa`; `data.modality=orbit render.orbit_frames=16` (the 360° orbit "
+    "data": "`data.synthetic.num_vases=200 data.mix=qa`; `data.modality=orbit render.orbit_frames=16` (the 360° orbit "
             "as one video, as the paper trained)",
     "reward": "`reward.tau=0.6 reward.weights.dating=0.3`",
     "trainer": "`trainer=ddp trainer.accelerator=cpu trainer.devices=2`",

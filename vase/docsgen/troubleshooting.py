@@ -69,11 +69,11 @@ def _text(node: ast.AST, env: dict[str, ast.AST] | None = None) -> str | None:
 
 
 def _name(node: ast.AST) -> str:
-    """A short name for what fills a placeholder: ``cfg.get('task')`` -> task, ``', '.join(FILTER_TASKS)`` ->
-    FILTER_TASKS, ``path.parent`` -> parent, ``type(e).__name__`` -> __name__ (the error's type).
+    """A short name for what fills a placeholder: ``cfg.get('action')`` -> action, ``', '.join(FILTER_ACTIONS)`` ->
+    FILTER_ACTIONS, ``path.parent`` -> parent, ``type(e).__name__`` -> __name__ (the error's type).
 
-    >>> _name(ast.parse("cfg.get('task')").body[0].value), _name(ast.parse("', '.join(FILTER_TASKS)").body[0].value)
-    ('task', 'FILTER_TASKS')
+    >>> _name(ast.parse("cfg.get('action')").body[0].value), _name(ast.parse("', '.join(FILTER_ACTIONS)").body[0].value)
+    ('action', 'FILTER_ACTIONS')
     """
     if isinstance(node, ast.Name):
         return node.id

@@ -1,4 +1,4 @@
-"""Caption a split with a model and score the captions: the one routine behind ``evaluate.py task=generate`` and the
+"""Caption a split with a model and score the captions: the one routine behind ``evaluate.py action=generate`` and the
 training pipeline's before/after rows."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Held-out reward: what the reward asks, measured on vases the model never saw.
 
-After a stage, the model answers the prompts of the task it trained (``data.task``: captions, QA pairs, or both;
+After a stage, the model answers the prompts of the task it trained (``data.mix``: captions, QA pairs, or both;
 the same prompts, targets and ids as training, from ``vase.prompt_tasks``) for every held-out vase, greedily, and the run's
 own reward terms score the answers: each term's mean value, the share of answers that get each dimension right
 (its similarity reaches tau: the term's ``<name>_pass``), the weighted total, each with a bootstrap 95 % interval,
@@ -25,7 +25,7 @@ from vase.eval.stats import bootstrap_ci, format_heldout
 from vase.eval.zoom import zoom_rows
 from vase.io import atomic_write_json, atomic_write_text
 from vase.models.loading import pixel_bounds
-from vase.prompt_tasks import DATA_TASKS, SAMPLES
+from vase.prompt_tasks import DATA_MIXES, SAMPLES
 from vase.rewards.extract import find_term
 from vase.rewards.terms import Similarity
 
@@ -60,20 +60,20 @@ def split_vases(ids: list[str], which: str, salt: str = "vase") -> set[str]:
     return set(ranked[:half] if which == "search" else ranked[half:])
 
 
-def heldout_items(dataset: Any, data_task: str, vases: set[str] | None = None
+def heldout_items(dataset: Any, data_mix: str, vases: set[str] | None = None
                   ) -> tuple[list[GenerationItem], dict[str, dict[str, Any]]]:
-    """The prompts of ``data_task`` for every held-out vase (of ``vases``, when given) that states its six dimensions,
+    """The prompts of ``data_mix`` for every held-out vase (of ``vases``, when given) that states its six dimensions,
     and each prompt's reward target by id; samples whose target expects no dimension (a letter, generator parameters)
     are left out."""
-    if data_task not in DATA_TASKS:
-        raise DataError(f"data.task={data_task!r} must be one of {list(DATA_TASKS)}")
+    if data_mix not in DATA_MIXES:
+        raise DataError(f"data.mix={data_mix!r} must be one of {list(DATA_MIXES)}")
     items, targets = [], {}
     for i, rec in enumerate(dataset.records):
         if not rec.has_dimensions or (vases is not None and rec.id not in vases):
             continue
         ctx = prompt_context(dataset, i)
         asked = dataset.asked_of(i) if hasattr(dataset, "asked_of") else {}
-        for name in DATA_TASKS[data_task]:
+        for name in DATA_MIXES[data_mix]:
             # the task's own samples (prompt, target, id), built without reading the views: they are loaded when
             # the item is answered
             for s in SAMPLES[name](SimpleNamespace(record=rec, images=None, context=ctx, asked=asked), ctx):
@@ -163,12 +163,12 @@ def answers_file(out: str | Path) -> Path:
     return old if old.is_file() and not new.is_file() else new
 
 
-def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_task: str, out: str | Path,
+def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_mix: str, out: str | Path,
                    label: str, batch_size: int = 8, max_new_tokens: int = 64,
                    answers: str | Path | None = None, progress: bool = True, zoom_calls: int = 0,
                    decoding: Decoding | None = None, extra: dict[str, Any] | None = None,
                    split: str = "all", split_salt: str = "vase") -> dict[str, Any]:
-    """Answer ``data_task``'s prompts for every vase of ``dataset`` (decoded by ``decoding``, default greedy; resumable through ``answers``, default
+    """Answer ``data_mix``'s prompts for every vase of ``dataset`` (decoded by ``decoding``, default greedy; resumable through ``answers``, default
     ``heldout_<out stem>.jsonl`` beside ``out``), score them with ``reward``'s terms and write ``out`` (JSON) with a
     markdown table beside it; returns the result. ``zoom_calls`` > 0: every prompt is asked with the zoom-in tool
     offered, up to that many calls (`vase.eval.zoom.zoom_rows`); the result counts the calls per dimension. ``split``
@@ -181,9 +181,9 @@ def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_t
         raise DataError(f"evaluate.heldout_split={split} leaves {len(vases)} of the {len(dataset.records)} held-out "
                         f"vases: a paired comparison needs at least 2 in each half; hold out more vases "
                         f"(data.limit_val, data.synthetic.val_fraction) or evaluate.heldout_split=all")
-    items, targets = heldout_items(dataset, data_task, vases)
+    items, targets = heldout_items(dataset, data_mix, vases)
     if not items:
-        raise DataError(f"no held-out vase states its six dimensions (data.task={data_task}): the held-out reward "
+        raise DataError(f"no held-out vase states its six dimensions (data.mix={data_mix}): the held-out reward "
                         f"has nothing to score (evaluate.heldout=false turns it off)")
     answers = Path(answers) if answers is not None else answers_file(out)
     zoom = None
@@ -198,7 +198,7 @@ def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_t
     scored = score_answers(rows, targets, reward, {it.id: it.images for it in items}
                            if any(_reads_images(t) for t in reward.terms.values()) else None)
     named = named_values(rows, targets)
-    result = {"label": label, "task": data_task, "n": len(scored), "vases": len(vases),
+    result = {"label": label, "mix": data_mix, "n": len(scored), "vases": len(vases),
               "split": {"name": split, "salt": split_salt, "of": len(dataset.records)},
               "vase_ids": sorted(r.id for r in dataset.records if r.id in vases and r.has_dimensions),
               "max_new_tokens": max_new_tokens, "decoding": decoding.record(), "pixels": pixel_bounds(processor),

@@ -3,9 +3,9 @@ views and answers with the parameters of vase's procedural generator as JSON; va
 the same cameras and scores it against the original. This is the runner; the prompt task itself (prompt, answer,
 parsing) is ``vase.prompt_tasks.invrender``.
 
-    python evaluate.py task=invrender predictor=oracle     # the true parameters: silhouette IoU 1.0
-    python evaluate.py task=invrender predictor=random     # seeded random parameters: the floor
-    python evaluate.py task=invrender adapter=<run>/adapter   # predictor=model (default): the VLM answers
+    python evaluate.py action=invrender predictor=oracle   # the true parameters: silhouette IoU 1.0
+    python evaluate.py action=invrender predictor=random   # seeded random parameters: the floor
+    python evaluate.py action=invrender adapter=<run>/adapter   # predictor=model (default): the VLM answers
 
 Parameters (`VaseParams`): ``shape`` (a shape family of the generator), ``height``, ``body``, ``neck`` and
 ``foot`` (multipliers of the family's proportions, 0.5-1.5), ``handles`` (true/false) and ``technique`` (which sets

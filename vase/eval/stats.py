@@ -125,3 +125,12 @@ def dashboard_columns(metrics: dict[str, float], first: list[str] | tuple[str, .
     ends = ["hp/overall_score", "hp/lexical_similarity", "hp/clip_score", "hp/r_at_5", "hp/fid_score",
             "hp/train_reward_last20", "hp/train_loss_last20"]
     return list(dict.fromkeys(k for k in held + ends if k in metrics))
+
+
+def mix_of(result: dict[str, Any]) -> str:
+    """The training mix a held-out result answered (``mix``; ``task`` in files written before 0.2).
+
+    >>> mix_of({"mix": "both"}), mix_of({"task": "caption"})
+    ('both', 'caption')
+    """
+    return str(result.get("mix", result.get("task")))

@@ -1,6 +1,6 @@
 """VaseEval: how close generated 3D vases come to ground-truth ones (the paper's generator comparison).
 
-    python evaluate.py task=vaseeval gt_dir=/data/vaseeval/gt \
+    python evaluate.py action=vaseeval gt_dir=/data/vaseeval/gt \
         'methods={triposg: /out/triposg, hunyuan3d: /out/hunyuan3d}' output=vaseeval.json
 
 Predictions are matched to ground truth by file stem (``<stem>.glb``, or ``<stem>_<anything>.glb`` as generators

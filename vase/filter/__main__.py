@@ -2,8 +2,8 @@
 
     python -m vase.filter filter.input=/data/photos                                   # CLIP filter + best view
     python -m vase.filter filter.input=/data/photos filter.quality.checkpoint=Q.pt    # + the quality classifier
-    python -m vase.filter task=train_quality filter.quality.train_dir=/data/labelled  # train Q.pt (0/ bad, 1/ good)
-    python -m vase.filter task=synthetic                   # synthetic photos -> train the classifier -> filter them
+    python -m vase.filter action=train_quality filter.quality.train_dir=/data/labelled  # train Q.pt (0/ bad, 1/ good)
+    python -m vase.filter action=synthetic                   # synthetic photos -> train the classifier -> filter them
 
 A killed run resumes when the same command is run again; changing only thresholds or best-view settings re-decides
 from the manifest without re-encoding.
@@ -20,29 +20,30 @@ from omegaconf import DictConfig, open_dict
 
 from vase.config import (
     CONF_DIR,
-    FILTER_TASKS,
+    FILTER_ACTIONS,
+    actions_help,
     or_exit,
     preflight_overrides,
+    renamed_overrides,
     run_entry,
     scratch_sweep_dir,
-    tasks_help,
     validated,
 )
 from vase.filter.synthetic_photos import generate_photos
 
 
 def run(cfg: DictConfig) -> dict:
-    """Run ``cfg.task``; returns the retention report (run, synthetic) or the classifier's metrics."""
+    """Run ``cfg.action``; returns the retention report (run, synthetic) or the classifier's metrics."""
     # lazy: torch, pytorch_lightning
     from vase.filter.quality import train_quality
     from vase.filter.runner import run_filter
 
     out_dir = Path(HydraConfig.get().runtime.output_dir)
-    if cfg.task == "train_quality":
+    if cfg.action == "train_quality":
         path = train_quality(cfg.filter.quality, out_dir)
         print(f"quality classifier: {path}")
         return {"checkpoint": str(path)}
-    if cfg.task == "synthetic":
+    if cfg.action == "synthetic":
         s = cfg.synthetic
         root = Path(s.root)
         generate_photos(root, int(s.objects), int(s.photos_per_object), int(s.seed),
@@ -72,7 +73,8 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     if "--help" in sys.argv or "-h" in sys.argv:
-        print(tasks_help(FILTER_TASKS, "python -m vase.filter"))  # then Hydra's own help
-    or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "curate", FILTER_TASKS)
+        print(actions_help(FILTER_ACTIONS, "python -m vase.filter"))  # then Hydra's own help
+    sys.argv[1:] = renamed_overrides(sys.argv[1:])  # a name 0.2 changed: the new one, with a deprecation line
+    or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "curate", FILTER_ACTIONS)
     scratch_sweep_dir(sys.argv)  # VASE_CHECK_CONFIG=1 on a sweep: its folders in a scratch folder
     main()

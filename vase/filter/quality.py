@@ -1,6 +1,6 @@
 """The photo quality classifier: a torchvision ResNet-50 trained with Lightning on ``0/`` bad, ``1/`` good folders.
 
-    python -m vase.filter task=train_quality filter.quality.train_dir=/data/labelled     # writes quality_classifier.pt
+    python -m vase.filter action=train_quality filter.quality.train_dir=/data/labelled   # writes quality_classifier.pt
     python -m vase.filter filter.input=/data/photos filter.quality.checkpoint=<run>/quality_classifier.pt
 
 ImageNet weights come from a local file (``filter.quality.imagenet_weights=/models/resnet50-11ad3fa6.pth``, the
@@ -201,7 +201,7 @@ class QualityScorer:
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"filter.quality.checkpoint={path}: no such file; train one with "
-                              f"python -m vase.filter task=train_quality")
+                              f"python -m vase.filter action=train_quality")
         try:
             blob = torch.load(path, map_location="cpu", weights_only=True)
             spec = blob["spec"]

@@ -2,8 +2,8 @@
 (CLIP image embeddings, or the weight-free view descriptor: ``attributes.features``, as the retrieval index chooses),
 a small shared trunk, one classification head per dimension, trained with Lightning.
 
-    python evaluate.py task=attributes                         # train on the train split, score the val split
-    python evaluate.py task=attributes data=vasevqa3d data.root=/data/VaseVQA-3D metrics=paper
+    python evaluate.py action=attributes                       # train on the train split, score the val split
+    python evaluate.py action=attributes data=vasevqa3d data.root=/data/VaseVQA-3D metrics=paper
 
 Classes are the values seen in training (dating: the (start, end) intervals seen); a value never seen in training
 cannot be predicted and counts as wrong. Its predictions are answered as text and scored by the same open-ended VQA
@@ -213,7 +213,7 @@ class AttributePredictor:
     def __init__(self, path: Any) -> None:
         path = Path(path)
         if not path.is_file():
-            raise ConfigError(f"reward.terms.learned.checkpoint={path}: no such file (python evaluate.py task=attributes "
+            raise ConfigError(f"reward.terms.learned.checkpoint={path}: no such file (python evaluate.py action=attributes "
                               f"writes one beside its output; checkpoint=train trains one on the run's training vases)")
         blob = load_tensors(path, "reward.terms.learned.checkpoint")
         self.model = AttributeHeads(**blob["hparams"])

@@ -5,7 +5,7 @@ across a sweep's jobs (``sft_cache``), evaluates after training and writes the r
 package imports it. ``tasks`` holds ``evaluate.py``'s tasks, one module each.
 
 The names below load ``vase.pipeline.train`` (and Lightning, seconds) on first use, so that the registry of
-evaluation tasks reads ``vase.pipeline.tasks`` without it."""
+evaluation actions reads ``vase.pipeline.actions`` without it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What ``evaluate.py`` runs: `run_evaluation` dispatches ``task`` from the registry of evaluation tasks
-(`vase.config.EVAL_TASKS`, which says what each needs checked first) to its module in `vase.pipeline.tasks` (one per
+"""What ``evaluate.py`` runs: `run_evaluation` dispatches ``action`` from the registry of evaluation actions
+(`vase.config.EVAL_ACTIONS`, which says what each needs checked first) to its module in `vase.pipeline.actions` (one per
 task). Only ``evaluate.py`` imports this module; captioning a split and scoring it, which training also does, is
 `vase.eval.captions.evaluate_captions`.
 
@@ -18,42 +18,42 @@ from omegaconf import DictConfig
 
 import vase.config  # noqa: F401  (registers the config resolvers)
 from vase.choices import MIN_EVAL_VASES
-from vase.config import EVAL_TASKS
+from vase.config import EVAL_ACTIONS
 from vase.errors import ConfigError
 from vase.io import is_within
 from vase.loggers import build_loggers, check_loggers, log_config, log_eval_rows, log_results_table, say_unsent
 from vase.metrics.registry import extra_metrics
 from vase.models.checkpoint import check_adapter
 from vase.models.loading import check_model
-from vase.pipeline.tasks.common import datamodule_of, split_limit
+from vase.pipeline.actions.common import datamodule_of, split_limit
 
 log = logging.getLogger("vase")
 
 
 def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
-    """Run ``cfg.task``, an evaluation task of the registry (`vase.config.EVAL_TASKS`): its own precheck, outputs
+    """Run ``cfg.action``, an evaluation action of the registry (`vase.config.EVAL_ACTIONS`): its own precheck, outputs
     that are not a user's, the tracking server, the model and the split checked first (as the entry says), then
     its function; its scores, rows and table go to the loggers."""
     _seed(int(cfg.seed))
-    task = EVAL_TASKS.get(str(cfg.task))
-    if task is None:  # validate() refuses such a task first
-        raise ConfigError(f"task={cfg.task!r} is not an evaluation task; choose one of {', '.join(EVAL_TASKS)}")
-    if task.precheck:
-        task.function("precheck")(cfg)  # a task's own, more telling refusal of its inputs
+    action = EVAL_ACTIONS.get(str(cfg.action))
+    if action is None:  # validate() refuses such an action first
+        raise ConfigError(f"action={cfg.action!r} is not an evaluation action; choose one of {', '.join(EVAL_ACTIONS)}")
+    if action.precheck:
+        action.function("precheck")(cfg)  # an action's own, more telling refusal of its inputs
     refuse_foreign_outputs(written_files(cfg), cfg.paths.output_dir)
     if cfg.get("metrics"):
         extra_metrics(cfg.metrics.get("extra"))  # a caption metric that is none, or does not import: one line, now
-    if task.logs:
+    if action.logs:
         check_loggers(cfg)  # a tracking server that does not answer: one line now, not after the evaluation
-    if task.checks_model(cfg):
+    if action.checks_model(cfg):
         check_model(cfg.model)  # a broken checkpoint or an unreachable hub id: one line, before anything loads
     if cfg.get("adapter"):
         check_adapter(str(cfg.adapter), "adapter")  # a folder that is not an adapter, or one of its lineage gone: the same
-    if task.reads_split:  # nothing evaluates on nothing: said before a load
+    if action.reads_split:  # nothing evaluates on nothing: said before a load
         datamodule_of(cfg).check_evaluable(str(cfg.split), split_limit(cfg),
-                                           MIN_EVAL_VASES if str(cfg.task) == "generate" else 1)
-    out = task.function()(cfg)
-    if not task.logs:
+                                           MIN_EVAL_VASES if str(cfg.action) == "generate" else 1)
+    out = action.function()(cfg)
+    if not action.logs:
         return out
     loggers = build_loggers(cfg)
     log_config(loggers, cfg, Path(str(cfg.paths.output_dir)) / ".hydra" / "config.yaml")
@@ -69,10 +69,10 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
 
 
 def written_files(cfg: DictConfig) -> list[Path]:
-    """The result files a task writes beside ``output`` (its registry entry's ``writes``). Resumable generation logs
+    """The result files an action writes beside ``output`` (its registry entry's ``writes``). Resumable generation logs
     (``*.jsonl``) are not listed: a rerun continues them."""
-    task = EVAL_TASKS[str(cfg.task)]
-    return task.written(cfg.output) if task.writes else []
+    action = EVAL_ACTIONS[str(cfg.action)]
+    return action.written(cfg.output) if action.writes else []
 
 
 def refuse_foreign_outputs(files: list[Path], run_dir: str | Path) -> None:
@@ -85,7 +85,7 @@ def refuse_foreign_outputs(files: list[Path], run_dir: str | Path) -> None:
 
 
 def _seed(seed: int) -> None:
-    """Seed python, numpy and torch without importing Lightning (task=score should start fast)."""
+    """Seed python, numpy and torch without importing Lightning (action=score should start fast)."""
     # lazy: torch
     import torch
 

@@ -32,7 +32,7 @@ def write_run_report(cfg: DictConfig, out_dir: Path, results: dict[str, Any], hi
     aggregations = {str(st.name): str(st.module.get("multi_objective_aggregation", "sum_then_normalize"))
                     for st in (cfg.stage, cfg.get("followup")) if st is not None and st.get("name") == "grpo"}
     report = write_report(out_dir, results, histories, _sheet_items(dataset, generations),
-                          title=f"vase: {cfg.task_name}", notes=_notes(cfg, module), extra=paired,
+                          title=f"vase: {cfg.run_kind}", notes=_notes(cfg, module), extra=paired,
                           aggregations=aggregations)
     log.info("report: %s", report)
     print("\n" + markdown_table(results))

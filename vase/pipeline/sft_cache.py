@@ -114,8 +114,8 @@ def shared_sft_adapter(cfg: DictConfig, train: Callable[[DictConfig], Any]) -> P
                 # (its held-out reward is each GRPO job's start, on the job's task: answered once, cached beside it)
                 sub.evaluate = {**OmegaConf.to_container(cfg.evaluate), "before": False, "after": False, "heldout": False}
                 sub.paths.output_dir = str(tmp)
-                if cfg.sft.get("data_task"):  # e.g. SFT on captions and QA, GRPO on captions
-                    sub.data.task = cfg.sft.data_task
+                if cfg.sft.get("data_mix"):   # e.g. SFT on captions and QA, GRPO on captions
+                    sub.data.mix = cfg.sft.data_mix
                 if "limit_train" in cfg.sft:  # e.g. SFT on every training vase, GRPO on a few
                     sub.data.limit_train = cfg.sft.limit_train
                 # the GRPO run's step cap is its own: the SFT stage runs its epochs (or the sft node's max_steps)

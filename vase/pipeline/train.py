@@ -270,7 +270,7 @@ class _Evaluation:
 
     def heldout_after(self, module: Any, datamodule: Any, stage: DictConfig, suffix: str, merged: bool,
                       shared_sft: Path | None) -> None:
-        """``evaluate.heldout``: the stage's own task (or ``evaluate.heldout_task``) answered for every validation vase
+        """``evaluate.heldout``: the stage's own mix of tasks (or ``evaluate.heldout_mix``) answered for every validation vase
         and scored by the run's reward terms (``heldout_reward<suffix>.json``), and, for a stage trained on top of
         merged adapters, the same for its starting point (``heldout_reward_start<suffix>.json``): the paired baseline
         of every comparison."""
@@ -278,7 +278,7 @@ class _Evaluation:
             return
         ev = self.ev
         reward = instantiate(self.cfg.reward, _convert_="partial")
-        task = str(ev.get("heldout_task") or datamodule.task)
+        mix = str(ev.get("heldout_mix") or datamodule.mix)
         tokens = int(ev.get("heldout_max_new_tokens") or stage.module.get("max_completion_length")
                      or ev.max_new_tokens)
         # a model trained with zoom data (data.zoom) answers with the tool offered, and again without it
@@ -286,20 +286,20 @@ class _Evaluation:
         # one half of the held-out vases (a search scores on one, its confirmation on the other), or all of them
         split = {"split": str(ev.get("heldout_split") or "all"), "split_salt": str(ev.get("heldout_split_salt", "vase"))}
         self.heldout[str(stage.name)] = heldout_reward(
-            module.model, self.processor, datamodule.val_set, reward, task, self.out_dir / f"heldout_reward{suffix}.json",
+            module.model, self.processor, datamodule.val_set, reward, mix, self.out_dir / f"heldout_reward{suffix}.json",
             f"{self.label} ({stage.name})", int(ev.batch_size), tokens, zoom_calls=zoom, decoding=self.decoding,
             extra={"trained": self.trained}, **split)
         if zoom:  # the same adapter answering without the tool: the paired baseline of what the tool itself adds
-            heldout_reward(module.model, self.processor, datamodule.val_set, reward, task,
+            heldout_reward(module.model, self.processor, datamodule.val_set, reward, mix,
                            self.out_dir / f"heldout_without_tool{suffix}.json", f"{self.label} ({stage.name}, no tool)",
                            int(ev.batch_size), tokens, decoding=self.decoding, extra={"trained": self.trained}, **split)
         if merged and hasattr(module.model, "disable_adapter"):
             answers = None
             if shared_sft is not None:  # every job of a sweep starts from this SFT: its answers are made once
-                answers = shared_sft.parent / f"heldout_start_{task}_t{tokens}{self.decoding.tag()}.jsonl"
+                answers = shared_sft.parent / f"heldout_start_{mix}_t{tokens}{self.decoding.tag()}.jsonl"
             with file_lock(answers.with_suffix(".lock")) if answers else contextlib.nullcontext(), \
                     module.model.disable_adapter():
-                start = heldout_reward(module.model, self.processor, datamodule.val_set, reward, task,
+                start = heldout_reward(module.model, self.processor, datamodule.val_set, reward, mix,
                                        self.out_dir / f"heldout_reward_start{suffix}.json", f"{self.label} (start)",
                                        int(ev.batch_size), tokens, answers=answers, decoding=self.decoding, **split)
             self.heldout_start[str(stage.name)] = start

@@ -1,5 +1,5 @@
 """The inverse-rendering task: a model sees a vase's views and answers with the parameters of vase's procedural
-generator as JSON (``data.task=invrender`` trains it, ``python evaluate.py task=invrender`` scores it and the
+generator as JSON (``data.mix=invrender`` trains it, ``python evaluate.py action=invrender`` scores it and the
 ``InvRender`` reward term rewards it). What is specific to the task lives here: its prompt, its answer
 (`VaseParams`), how an answer is parsed, and how two silhouettes are compared. Building the answered vase is
 the generator's (``vase.data.synthetic.build_from_params``); building, rendering and scoring answers is its runner's

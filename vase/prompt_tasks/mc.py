@@ -1,5 +1,5 @@
 """The multiple-choice task: each question with four options (the answer and three distractors drawn from the
-dimension's vocabulary, the same every run), answered with the option's letter (``data.task=all`` teaches it).
+dimension's vocabulary, the same every run), answered with the option's letter (``data.mix=all`` teaches it).
 
 Evaluation asks it two ways: `LETTER` (the model writes the letter) and `LIKELIHOOD` (the open question;
 each option scored by its likelihood as the answer, so no generation and no answer-format luck)."""

@@ -15,7 +15,15 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from vase.config import CONF_DIR, or_exit, preflight_overrides, run_entry, scratch_sweep_dir, validated
+from vase.config import (
+    CONF_DIR,
+    or_exit,
+    preflight_overrides,
+    renamed_overrides,
+    run_entry,
+    scratch_sweep_dir,
+    validated,
+)
 from vase.reconstruct.base import reconstruct_folder
 
 
@@ -35,6 +43,7 @@ def _reconstruct(cfg: DictConfig) -> dict:
 
 
 if __name__ == "__main__":
+    sys.argv[1:] = renamed_overrides(sys.argv[1:])  # a name 0.2 changed: the new one, with a deprecation line
     or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "generate3d")
     scratch_sweep_dir(sys.argv)  # VASE_CHECK_CONFIG=1 on a sweep: its folders in a scratch folder
     main()

@@ -25,7 +25,7 @@ from typing import Any
 from vase import markdown as md
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import DRAW_KEY, PAPER_TAU, PAPER_WEIGHT
-from vase.eval.stats import heldout_difference
+from vase.eval.stats import heldout_difference, mix_of
 from vase.io import atomic_write_json, write_markdown
 from vase.metrics.paired import held as paired_held
 from vase.metrics.registry import is_percent
@@ -333,7 +333,7 @@ def _tau_verdict(verdict: dict[str, Any], xs: list[float], groups: dict[str, dic
     any_h = next(iter(held.values()))[0]
     dims = [d for d in DIMENSIONS if d in any_h["pass"]]
     changes: dict[str, dict[str, dict[str, float]]] = {}
-    lines = ["", f"## Held-out {any_h['task']}s: each dimension's change from the start, points", "",
+    lines = ["", f"## Held-out {mix_of(any_h)}s: each dimension's change from the start, points", "",
              f"{any_h['n']} answers on {any_h['vases']} held-out vases, greedy. Tau is part of the scorer (a dimension "
              f"is right when its similarity reaches tau), so each job is set against its own start (the SFT, its "
              f"adapter off) scored at the same tau: read a row against 0, not rows against each other. Paired 95 % "
@@ -474,7 +474,7 @@ def _heldout_verdict(verdict: dict[str, Any], dim: str, xs: list[float], groups:
         if not members:
             continue
         title = "" if len(draws) == 1 else f", data draw {draw}"
-        lines += ["", f"## Held-out {any_h['task']}s, each dimension right (similarity >= tau), %{title}", "",
+        lines += ["", f"## Held-out {mix_of(any_h)}s, each dimension right (similarity >= tau), %{title}", "",
                   f"{any_h['n']} answers on {any_h['vases']} held-out vases, greedy, scored by each run's own "
                   f"terms; the start is the SFT (each job's adapter off), on the same vases.", "",
                   *md.table(["run", *(d.capitalize() for d in dims), "reward"])]
@@ -490,7 +490,7 @@ def _heldout_verdict(verdict: dict[str, Any], dim: str, xs: list[float], groups:
         lines.append(f"\n**Target (i)** needs two values of the swept weight; this sweep ran {dim} weight {hi_w:g} "
                      f"only: not decided.")
     else:
-        lines.append(f"\n**Target (i)**, held-out {any_h['task']}s: {dim} right at weight {hi_w:g} above weight {lo_w:g} "
+        lines.append(f"\n**Target (i)**, held-out {mix_of(any_h)}s: {dim} right at weight {hi_w:g} above weight {lo_w:g} "
                      f"and above SFT on every draw and seed, decided on {verdict['i_rule']}: "
                      f"**{'held' if verdict['i'] else 'not held'}** ("
                      + "; ".join(f"{who(g)}: {percent_points(v['at_max'])} vs {percent_points(v['at_0'])} and SFT {percent_points(v['sft'])}"

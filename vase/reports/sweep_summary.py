@@ -4,7 +4,7 @@ ends (a Hydra callback, registered in ``conf/hydra/default.yaml``), and logged a
 
     python train.py -m sweep=reward_weights          # logs/train/multiruns/<time>/summary.md
     python -m vase.reports.sweep_summary logs/train/multiruns/<time>    # (re)write it by hand, e.g. after a crash
-    python evaluate.py task=leaderboard runs=[logs/train/multiruns/<time>]
+    python evaluate.py action=leaderboard runs=[logs/train/multiruns/<time>]
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from vase.config import (
     wandb_offline,
 )
 from vase.errors import ConfigError, config_exit
-from vase.eval.stats import dashboard_columns, format_heldout, heldout_difference, wilson_interval
+from vase.eval.stats import dashboard_columns, format_heldout, heldout_difference, mix_of, wilson_interval
 from vase.io import atomic_write_json, atomic_write_text, inert_markdown, read_json, save_figure, write_markdown
 from vase.loggers import (
     dashboard_key,
@@ -106,7 +106,7 @@ def heldout_section(sweep_dir: Path, rows: list[dict[str, Any]]) -> list[str]:
         return []
     any_held = next(v for k, v in results.items() if not k.startswith("start"))
     lines = ["", f"## Held-out reward ({any_held['n']} answers on {any_held['vases']} held-out vases, task "
-                 f"{any_held['task']}, scored by each run's own terms; 95 % bootstrap intervals)", "",
+                 f"{mix_of(any_held)}, scored by each run's own terms; 95 % bootstrap intervals)", "",
              format_heldout(results).rstrip()]
     if changes:
         dims = [d for d in DIMENSIONS if d in any_held["pass"]]

@@ -16,7 +16,15 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 
-from vase.config import CONF_DIR, or_exit, preflight_overrides, run_entry, scratch_sweep_dir, validated
+from vase.config import (
+    CONF_DIR,
+    or_exit,
+    preflight_overrides,
+    renamed_overrides,
+    run_entry,
+    scratch_sweep_dir,
+    validated,
+)
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="train")
@@ -42,6 +50,7 @@ def _index(cfg: DictConfig) -> tuple:
 
 
 if __name__ == "__main__":
+    sys.argv[1:] = renamed_overrides(sys.argv[1:])  # a name 0.2 changed: the new one, with a deprecation line
     or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "train")
     scratch_sweep_dir(sys.argv)  # VASE_CHECK_CONFIG=1 on a sweep: its folders in a scratch folder
     main()

@@ -174,7 +174,7 @@ class Keyword(RewardTerm):
 
 
 class InvRender(RewardTerm):
-    """Inverse rendering (``data.task=invrender``): the silhouette IoU (mean over ``views``) of the vase built from
+    """Inverse rendering (``data.mix=invrender``): the silhouette IoU (mean over ``views``) of the vase built from
     the parameters a completion answers against the true vase; 0 for an answer that parses to no valid parameters.
     Its targets are the true generator parameters of each prompt."""
 
@@ -222,7 +222,7 @@ class InvRender(RewardTerm):
 
 class Learned(RewardTerm):
     """Agreement with the six-head classifier (``attribute_heads.pt``, written by ``python evaluate.py
-    task=attributes``) that predicts the dimensions from the vase's views: per completion, the mean over dimensions
+    action=attributes``) that predicts the dimensions from the vase's views: per completion, the mean over dimensions
     of its similarity to the prediction (0 where it states a dimension not at all). A verifier that needs no
     targets; predictions are cached per vase id."""
 

@@ -1,4 +1,4 @@
-"""``evaluate.py task=attributes``: the six-head attribute baseline on frozen CLIP view features."""
+"""``evaluate.py action=attributes``: the six-head attribute baseline on frozen CLIP view features."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from vase.config import EvalTask
+from vase.config import EvalAction
 from vase.io import atomic_write_json
-from vase.pipeline.tasks.common import datamodule_of, write_table
+from vase.pipeline.actions.common import datamodule_of, write_table
 
-TASK = EvalTask("the six-head attribute baseline on frozen CLIP view features", reads_split=True,
+ACTION = EvalAction("the six-head attribute baseline on frozen CLIP view features", reads_split=True,
                 writes=("{name}", "{stem}.md", "attribute_heads.pt"))
 
 

@@ -1,4 +1,4 @@
-"""``evaluate.py task=check``: every problem of a dataset, listed before a long run."""
+"""``evaluate.py action=check``: every problem of a dataset, listed before a long run."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from vase.config import EvalTask
+from vase.config import EvalAction
 from vase.data.check import check_dataset, format_report
 from vase.io import atomic_write_json, atomic_write_text
 
-TASK = EvalTask("list every problem of a dataset before a long run: data.root=...", logs=False,
+ACTION = EvalAction("list every problem of a dataset before a long run: data.root=...", logs=False,
                 writes=())  # writes into its run directory only
 
 

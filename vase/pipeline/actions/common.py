@@ -1,4 +1,4 @@
-"""What several evaluation tasks share: the split they evaluate (with ``data.limit_val`` on the val split), the model
+"""What several evaluation actions share: the split they evaluate (with ``data.limit_val`` on the val split), the model
 with its adapter, how an adapter trained (for results files), and a Markdown table written beside the output and shown."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``evaluate.py task=export``: an adapter merged into its base, saved as a Hugging Face checkpoint."""
+"""``evaluate.py action=export``: an adapter merged into its base, saved as a Hugging Face checkpoint."""
 
 from __future__ import annotations
 
@@ -8,25 +8,25 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from vase.config import Decoding, EvalTask
+from vase.config import Decoding, EvalAction
 from vase.errors import DataError
 from vase.io import atomic_directory, atomic_write_json
 from vase.models.checkpoint import LINEAGE_FILE
 from vase.models.loading import load_model_and_processor, pixel_bounds, resolve_model_path
-from vase.pipeline.tasks.common import adapter_trained
+from vase.pipeline.actions.common import adapter_trained
 
-TASK = EvalTask("merge an adapter into its base and save a Hugging Face checkpoint: adapter=... output=<new dir>",
+ACTION = EvalAction("merge an adapter into its base and save a Hugging Face checkpoint: adapter=... output=<new dir>",
                 loads_model=True, writes=())  # refuses any existing output itself
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
     """A standalone merged Hugging Face checkpoint (base + the adapter and every adapter under it, with the processor)
-    that transformers loads without peft: ``python evaluate.py task=export adapter=<run>/adapter output=<new dir>``."""
+    that transformers loads without peft: ``python evaluate.py action=export adapter=<run>/adapter output=<new dir>``."""
     if not cfg.get("adapter"):
-        raise DataError("task=export needs adapter=<run>/adapter (the adapter to merge into the base model)")
+        raise DataError("action=export needs adapter=<run>/adapter (the adapter to merge into the base model)")
     out = Path(str(cfg.output))
     if out.suffix == ".json":
-        raise DataError(f"task=export writes a checkpoint directory: pass output=<new directory>, not {out}")
+        raise DataError(f"action=export writes a checkpoint directory: pass output=<new directory>, not {out}")
     if out.exists():
         raise DataError(f"{out}: already exists; export writes a new directory and never replaces one")
     base = resolve_model_path(cfg.model)

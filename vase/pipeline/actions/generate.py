@@ -1,4 +1,4 @@
-"""``evaluate.py task=generate`` (the default): caption a split with a model (and adapter) and score the captions:
+"""``evaluate.py action=generate`` (the default): caption a split with a model (and adapter) and score the captions:
 results.json and its table, the generations as resumable JSONL (a rerun skips what is done)."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from vase.config import Decoding, EvalTask
+from vase.config import Decoding, EvalAction
 from vase.eval.captions import evaluate_captions
 from vase.models.loading import pixel_bounds
-from vase.pipeline.tasks.common import adapter_trained, dataset_and_model
+from vase.pipeline.actions.common import adapter_trained, dataset_and_model
 
-TASK = EvalTask("caption a split with a model (and adapter) and score the captions (the default)", loads_model=True,
+ACTION = EvalAction("caption a split with a model (and adapter) and score the captions (the default)", loads_model=True,
                 reads_split=True)
 
 

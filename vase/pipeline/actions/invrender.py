@@ -1,4 +1,4 @@
-"""``evaluate.py task=invrender``: inverse rendering; a predictor answers generator parameters, vase renders and
+"""``evaluate.py action=invrender``: inverse rendering; a predictor answers generator parameters, vase renders and
 scores them."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from typing import Any
 from omegaconf import DictConfig
 
 from vase import markdown as md
-from vase.config import Decoding, EvalTask
+from vase.config import Decoding, EvalAction
 from vase.eval.invrender import run_invrender
 from vase.io import atomic_write_json
-from vase.pipeline.tasks.common import dataset_and_model, eval_split, write_table
+from vase.pipeline.actions.common import dataset_and_model, eval_split, write_table
 from vase.prompt_tasks.invrender import PROMPT, VaseParams
 
-TASK = EvalTask("inverse rendering: predictor=model|oracle|random answers generator parameters, rendered and "
+ACTION = EvalAction("inverse rendering: predictor=model|oracle|random answers generator parameters, rendered and "
                 "scored", loads_model=lambda cfg: cfg.get("predictor") == "model", reads_split=True)
 
 

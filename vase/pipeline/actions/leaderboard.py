@@ -1,4 +1,4 @@
-"""``evaluate.py task=leaderboard``: runs and results files gathered into one table and plot, with the paper's rows."""
+"""``evaluate.py action=leaderboard``: runs and results files gathered into one table and plot, with the paper's rows."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from vase.config import EvalTask
+from vase.config import EvalAction
 
-TASK = EvalTask("gather runs and results files into one table and plot: runs=[dir,file,...]",
+ACTION = EvalAction("gather runs and results files into one table and plot: runs=[dir,file,...]",
                 writes=("leaderboard.md", "leaderboard.json", "leaderboard.png"))
 
 

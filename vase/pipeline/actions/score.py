@@ -1,4 +1,4 @@
-"""``evaluate.py task=score``: score caption files (the paper's JSON or our JSONL) against a ground-truth file,
+"""``evaluate.py action=score``: score caption files (the paper's JSON or our JSONL) against a ground-truth file,
 matched as the paper's scorer matches them, with counts of what did not match."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig
 
-from vase.config import EvalTask
+from vase.config import EvalAction
 from vase.errors import DataError
 from vase.io import atomic_write_json
-from vase.pipeline.tasks.common import write_table
+from vase.pipeline.actions.common import write_table
 
-TASK = EvalTask("score caption files: generated=G.json ground_truth=T.json output=OUT.json",
-                precheck="vase.pipeline.tasks.score:score_inputs")
+ACTION = EvalAction("score caption files: generated=G.json ground_truth=T.json output=OUT.json",
+                precheck="vase.pipeline.actions.score:score_inputs")
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -64,10 +64,10 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
 
 def score_inputs(cfg: DictConfig) -> list[str]:
-    """task=score's generated files; without them, or with an output that would overwrite one of its inputs, it is
+    """action=score's generated files; without them, or with an output that would overwrite one of its inputs, it is
     refused (DataError) before anything loads."""
     if not cfg.get("generated") or not cfg.get("ground_truth"):
-        raise DataError("task=score needs generated=<file> (or generated=[a,b,...]) and ground_truth=<file>")
+        raise DataError("action=score needs generated=<file> (or generated=[a,b,...]) and ground_truth=<file>")
     files = [str(f) for f in cfg.generated] if isinstance(cfg.generated, (list, ListConfig)) else [str(cfg.generated)]
     inputs = {Path(f).resolve() for f in [*files, str(cfg.ground_truth)]}
     if Path(cfg.output).resolve() in inputs or Path(cfg.output).with_suffix(".md").resolve() in inputs:

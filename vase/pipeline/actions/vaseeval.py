@@ -1,4 +1,4 @@
-"""``evaluate.py task=vaseeval``: 3D reconstructions scored against ground-truth GLBs (VaseEval)."""
+"""``evaluate.py action=vaseeval``: 3D reconstructions scored against ground-truth GLBs (VaseEval)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from vase.config import EvalTask
+from vase.config import EvalAction
 from vase.data.layouts import read_keyed
 from vase.errors import ConfigError
 from vase.io import atomic_write_json, is_within
-from vase.pipeline.tasks.common import write_table
+from vase.pipeline.actions.common import write_table
 
-TASK = EvalTask("score 3D reconstructions against ground-truth GLBs: gt_dir=... 'methods={name: dir}'", logs=False,
+ACTION = EvalAction("score 3D reconstructions against ground-truth GLBs: gt_dir=... 'methods={name: dir}'", logs=False,
                 writes=("{name}", "{stem}.md", "{stem}_sheet.png"))
 
 
@@ -25,7 +25,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
     v = cfg.vaseeval
     if not cfg.get("gt_dir"):
-        raise ConfigError("gt_dir is not set: the folder of ground-truth GLBs (task=vaseeval)")
+        raise ConfigError("gt_dir is not set: the folder of ground-truth GLBs (action=vaseeval)")
     settings = Settings(samples=int(v.samples), seed=int(v.seed), chamfer=str(v.chamfer), align=str(v.align),
                         f_threshold=float(v.f_threshold), normals=str(v.normals), views=tuple(v.views),
                         resolution=int(v.resolution), lpips_weights=v.lpips.weights, lpips_net=str(v.lpips.net),

@@ -1,4 +1,4 @@
-"""``evaluate.py task=vqa``: per-dimension VQA accuracy, open-ended and/or multiple choice."""
+"""``evaluate.py action=vqa``: per-dimension VQA accuracy, open-ended and/or multiple choice."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from vase.config import Decoding, EvalTask
-from vase.pipeline.tasks.common import adapter_trained, dataset_and_model
+from vase.config import Decoding, EvalAction
+from vase.pipeline.actions.common import adapter_trained, dataset_and_model
 
-TASK = EvalTask("per-dimension VQA accuracy, open-ended and/or multiple choice by letter or by option likelihood "
+ACTION = EvalAction("per-dimension VQA accuracy, open-ended and/or multiple choice by letter or by option likelihood "
                 "(vqa.protocol=open|mc|ll|both|open+ll)", loads_model=True, reads_split=True)
 
 

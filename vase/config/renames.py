@@ -1,0 +1,96 @@
+"""Names vase 0.2 changed, accepted for one release with a one-line deprecation note: on the command line
+(`renamed_overrides`, before Hydra composes) and in a config file written for the old names (`renamed_keys`, a user's
+experiment with ``data: {task: qa}``, before validation). The words: docs/glossary.md#words.
+
+>>> renamed_overrides(["data.task=qa", "+sft.data_task=both", "seed=1"], say=lambda line: None)
+['data.mix=qa', '+sft.data_mix=both', 'seed=1']
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import warnings
+from collections.abc import Callable
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+UNTIL = "0.3"
+"""The release that drops the old names."""
+
+RENAMED = {
+    "task": "action",  # evaluate.py's and python -m vase.filter's config group: what the entry point does
+    "data.task": "data.mix",  # which prompt tasks a run trains on
+    "sft.data_task": "sft.data_mix",
+    "evaluate.heldout_task": "evaluate.heldout_mix",
+    "task_name": "run_kind",  # which entry point made a run: its log folder and W&B job type
+}
+"""Old key or group -> new one. "task" now means only what a model is asked (``vase.prompt_tasks``)."""
+
+_OVERRIDE = re.compile(r"^([+~]*)([A-Za-z_][\w.]*)(=.*)?$")
+_ABSENT = object()
+
+
+def deprecation(old: str, new: str) -> str:
+    """The one line a deprecated name gets.
+
+    >>> deprecation("data.task", "data.mix")
+    'deprecated: data.task is now data.mix (the old name is accepted until vase 0.3)'
+    """
+    return f"deprecated: {old} is now {new} (the old name is accepted until vase {UNTIL})"
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def renamed_overrides(argv: list[str], say: Callable[[str], None] = _stderr) -> list[str]:
+    """``argv`` with each override of an old name (``data.task=qa``, ``task=vqa``, ``+sft.data_task=both``) given its
+    new name, one deprecation line said for each; everything else as it was."""
+    out = []
+    for arg in argv:
+        m = _OVERRIDE.match(arg)
+        if m and m.group(2) in RENAMED and not arg.startswith("-"):
+            new = RENAMED[m.group(2)]
+            say(deprecation(m.group(2), new))
+            arg = f"{m.group(1)}{new}{m.group(3) or ''}"
+        out.append(arg)
+    return out
+
+
+def renamed_keys(cfg: DictConfig, say: Callable[[str], None] = _stderr) -> list[str]:
+    """Move each old key a composed config holds (a config file written for the old names) to its new name, the old
+    value winning over the new key's default (only a file written for the old names sets the old key); says one
+    deprecation line each and returns the old keys it moved."""
+    moved = []
+    for old, new in RENAMED.items():
+        value = OmegaConf.select(cfg, old, default=_ABSENT, throw_on_missing=False)
+        if value is _ABSENT:
+            continue
+        parent, _, leaf = old.rpartition(".")
+        node = OmegaConf.select(cfg, parent) if parent else cfg
+        with open_dict(cfg):
+            OmegaConf.update(cfg, new, value, merge=False, force_add=True)
+            node.pop(leaf)
+        say(deprecation(old, new))
+        moved.append(old)
+    return moved
+
+
+RENAMED_API = {
+    "vase.config": {"EVAL_TASKS": "EVAL_ACTIONS", "FILTER_TASKS": "FILTER_ACTIONS", "EvalTask": "EvalAction",
+                    "register_eval_task": "register_eval_action", "load_eval_task_plugins": "load_eval_action_plugins",
+                    "tasks_help": "actions_help"},
+    "vase.prompt_tasks": {"DATA_TASKS": "DATA_MIXES"},
+}
+"""Python names 0.2 changed, per module: the old name still imports for one release, with a FutureWarning."""
+
+
+def old_name(module: str, namespace: dict, name: str) -> object:
+    """A module's ``__getattr__``: an old name of `RENAMED_API` gives the new object with a FutureWarning (shown by
+    default: one line naming both), any other unknown name the usual AttributeError."""
+    new = RENAMED_API.get(module, {}).get(name)
+    if new is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    warnings.warn(deprecation(f"{module}.{name}", f"{module}.{new}"), FutureWarning, stacklevel=3)
+    return namespace[new]
