@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.wheel import ENV, install_wheel, package_tree
 
 
 def assert_the_demo_learns(run: Path) -> None:
@@ -45,11 +46,13 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 """For runs side by side on the 2 cores: a thread each, so two runs take about the time one takes with both cores."""
 
 
-def run_side_by_side(cmds: list[list[str]], envs: list[dict[str, str]] | None = None, timeout: int = 1800) -> list[str]:
-    """Run commands at once (from vase's folder, a thread each; ``envs``: each one's environment, default this
-    process's); their outputs, after asserting each exited 0."""
-    procs = [subprocess.Popen(c, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              env={**(envs[k] if envs else os.environ), **ONE_THREAD}) for k, c in enumerate(cmds)]
+def run_side_by_side(cmds: list[list[str]], envs: list[dict[str, str]] | None = None, timeout: int = 1800,
+                     cwds: list[Path] | None = None) -> list[str]:
+    """Run commands at once (from vase's folder, or each from its ``cwds``; a thread each; ``envs``: each one's
+    environment, default this process's); their outputs, after asserting each exited 0."""
+    procs = [subprocess.Popen(c, cwd=cwds[k] if cwds else ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, env={**(envs[k] if envs else os.environ), **ONE_THREAD})
+             for k, c in enumerate(cmds)]
     outs = [p.communicate(timeout=timeout)[0] for p in procs]
     for c, p, out in zip(cmds, procs, outs):
         assert p.returncode == 0, (" ".join(c[1:]), out[-3000:])
@@ -57,16 +60,30 @@ def run_side_by_side(cmds: list[list[str]], envs: list[dict[str, str]] | None = 
 
 
 @pytest.mark.slow
-def test_the_demo_learns_on_two_more_seeds(tmp_path: Path, session_dirs: dict) -> None:
+def test_the_demo_learns_on_two_more_seeds_one_of_them_from_the_installed_wheel(tmp_path: Path,
+                                                                                session_dirs: dict) -> None:
     """The README's demo on seeds 1 and 2, side by side (`assert_the_demo_learns`); seed 42, the README's, is
-    tests/test_cpu_kernels.py's first demo run."""
-    runs = {seed: tmp_path / f"seed{seed}" for seed in (1, 2)}
-    run_side_by_side([[sys.executable, "train.py", "experiment=demo", "logger=none", f"seed={seed}",
-                       f"hydra.run.dir={run}", f"paths.cache_dir={session_dirs['cache']}",
-                       f"paths.data_dir={session_dirs['data']}", f"paths.log_dir={tmp_path / 'logs'}"]
-                      for seed, run in runs.items()])
-    for run in runs.values():
-        assert_the_demo_learns(run)
+    tests/test_cpu_kernels.py's first demo run. Seed 2 runs as a user who ran ``pip install <wheel>`` does: the wheel
+    installed into a fresh environment (`tests.wheel`), ``vase-train experiment=demo`` from an empty folder with no
+    path given, so its data, tiny models, renders, shared caches and run are made from nothing under that folder, and
+    nothing is written into the installed package."""
+    installed = install_wheel(tmp_path / "wheel")
+    before = package_tree(installed["package"])
+    user = tmp_path / "user"
+    user.mkdir()
+    seed1 = tmp_path / "seed1"
+    run_side_by_side([[sys.executable, "train.py", "experiment=demo", "logger=none", "seed=1", f"hydra.run.dir={seed1}",
+                       f"paths.cache_dir={session_dirs['cache']}", f"paths.data_dir={session_dirs['data']}",
+                       f"paths.log_dir={tmp_path / 'logs'}"],
+                      [str(installed["bin"] / "vase-train"), "experiment=demo", "logger=none", "seed=2"]],
+                     envs=[dict(os.environ), ENV], cwds=[ROOT, user])
+    assert_the_demo_learns(seed1)
+    (run,) = (user / "logs" / "demo" / "runs").iterdir()  # the demo's run kind names its folder
+    assert_the_demo_learns(run)
+    assert {p.name for p in (user / ".cache").iterdir()} >= {"models", "data"}  # made from nothing, here
+    record = json.loads((run / ".vase-run.json").read_text())
+    assert record["status"] == "finished" and not record["code"].get("commit"), record  # the wheel's code, no checkout
+    assert package_tree(installed["package"]) == before  # nothing written into the package
 
 
 def _train(args: list[str], tmp_path: Path, session_dirs: dict, timeout: int = 600) -> subprocess.CompletedProcess:

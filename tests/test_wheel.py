@@ -4,64 +4,23 @@ docs/library.md, as written there) with the user's file winning over vase's, and
 
 from __future__ import annotations
 
-import os
+import json
 import re
-import shutil
 import subprocess
 import sys
-import sysconfig
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT
-from tests.test_user_paths import tree_hash
-
-# a user's shell: no $VASE_LOG_DIR (the suite's own points runs elsewhere), so runs go where the user is
-ENV = {**{k: v for k, v in os.environ.items() if k != "VASE_LOG_DIR"}, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
-
-
-def _source_copy(dest: Path) -> Path:
-    """The checkout's files (tracked, and new ones git does not ignore), links kept as links: the wheel is built
-    there, so the build leaves nothing in the checkout."""
-    names = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT, check=True,
-                           capture_output=True, text=True).stdout.splitlines()
-    for name in names:
-        src, dst = ROOT / name, dest / name
-        if not (src.exists() or src.is_symlink()):
-            continue  # deleted in the work tree, not yet in git
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_symlink():
-            dst.symlink_to(os.readlink(src))
-        else:
-            shutil.copy2(src, dst)
-    return dest
+from tests.wheel import ENV, install_wheel, package_tree
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The wheel, and a virtual environment holding it (its dependencies are this environment's, named by a .pth
-    line; vase itself only from the wheel)."""
-    work = tmp_path_factory.mktemp("wheel")
-    src = _source_copy(work / "src")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
-                    str(work / "dist"), str(src)], check=True, capture_output=True, timeout=600)
-    (wheel,) = (work / "dist").glob("vase-*.whl")
-    venv = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    purelib = Path(subprocess.run([str(venv / "bin" / "python"), "-c",
-                                   "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                  check=True, capture_output=True, text=True).stdout.strip())
-    (purelib / "vase-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
-                    "--no-deps", str(wheel)], check=True, capture_output=True, timeout=600)
-    return {"wheel": wheel, "bin": venv / "bin", "package": purelib / "vase"}
-
-
-def _tree(folder: Path) -> dict[str, str]:
-    """The package's files and their hashes (`tree_hash`), less Python's own bytecode cache."""
-    return {k: v for k, v in tree_hash(folder).items() if "__pycache__" not in Path(k).parts}
+    """The wheel, and a virtual environment holding it (`tests.wheel.install_wheel`)."""
+    return install_wheel(tmp_path_factory.mktemp("wheel"))
 
 
 def _run(installed: dict[str, Path], cwd: Path, *args: str, env: dict[str, str] | None = None,
@@ -78,7 +37,7 @@ def test_the_wheel_carries_every_config_and_its_commands_run_from_an_empty_folde
               for p in (ROOT / d).glob("*.yaml")}
     assert configs | linked <= names and len(linked) > 20, sorted((configs | linked) - names)[:5]
     assert "hydra_plugins/vase_launchers/__init__.py" in names
-    before = _tree(installed["package"])
+    before = package_tree(installed["package"])
     empty = tmp_path / "empty"
     empty.mkdir()
     p = _run(installed, empty, "vase", "--version")
@@ -93,7 +52,24 @@ def test_the_wheel_carries_every_config_and_its_commands_run_from_an_empty_folde
     assert p.returncode == 0 and "config ok: experiment=demo" in p.stdout, p.stderr[-2000:]
     p = _run(installed, empty, "vase", "nosuch")
     assert p.returncode == 2 and p.stderr.startswith("vase: 'nosuch' is no command; choose one of train, evaluate")
-    assert _tree(installed["package"]) == before  # nothing written into the package
+    assert package_tree(installed["package"]) == before  # nothing written into the package
+
+
+def test_the_wheel_s_requirements_resolve_from_the_package_index_alone(installed: dict[str, Path],
+                                                                       tmp_path: Path) -> None:
+    """What ``pip install <wheel>`` on a clean machine would install, resolved from the package index with nothing
+    installed counted (a dry run: the environment the other tests run in names this one's packages instead of
+    copying gigabytes): every requirement is found, torch and torchvision at their pins among them."""
+    import vase
+
+    p = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "-q", "--report",
+                        str(tmp_path / "report.json"), str(installed["wheel"])], capture_output=True, text=True,
+                       timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = {i["metadata"]["name"].lower(): i["metadata"]["version"]
+           for i in json.loads((tmp_path / "report.json").read_text())["install"]}
+    assert got["vase"] == vase.__version__ and got["torch"] == "2.14.1" and got["torchvision"] == "0.29.1", got
+    assert {"hydra-core", "pytorch-lightning", "peft", "torchmetrics", "transformers", "wandb"} <= set(got)
 
 
 def _project_files() -> dict[str, str]:
@@ -116,7 +92,7 @@ def test_a_users_project_from_the_docs_runs_its_sweep_against_the_installed_whee
     for name, text in files.items():
         (project / name).parent.mkdir(parents=True, exist_ok=True)
         (project / name).write_text(text)
-    before = _tree(installed["package"])
+    before = package_tree(installed["package"])
     command = next(ln for ln in (ROOT / "docs" / "library.md").read_text().splitlines()
                    if ln.startswith("vase train --config-dir conf -m sweep=my_lr"))
     command = command.split("#")[0]
@@ -129,7 +105,7 @@ def test_a_users_project_from_the_docs_runs_its_sweep_against_the_installed_whee
     jobs = sorted(page.parent.glob("[0-9]"))
     assert len(jobs) == 4 and all((j / "steps_seen.txt").read_text() == "2\n" for j in jobs)  # the user's callback
     assert (project / ".cache").is_dir() and not (project / "conf" / "logs").exists()
-    assert _tree(installed["package"]) == before  # runs, caches and renders: all under the project
+    assert package_tree(installed["package"]) == before  # runs, caches and renders: all under the project
     # the sweep's record gives back the command that made it: the installed one, with the project's folder
     p = _run(installed, project, "vase", "runs", str(page.parent))
     again = next(ln for ln in p.stdout.splitlines() if ln.strip().startswith("again:"))
