@@ -11,7 +11,7 @@ SLURMDEPS := slurm-wlm munge
 BROWSERDEPS := chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: dist setup sysdeps slurm-deps browser-deps docs docs-serve docs-check dashboards-check demo ablation-quick ablation-demo beyond-demo grpo-sanity readme-tables stack-check cluster-check test test-slow lint format clean clean-runs
+.PHONY: dist setup sysdeps slurm-deps browser-deps docs docs-version docs-serve docs-check dashboards-check demo ablation-quick ablation-demo beyond-demo grpo-sanity readme-tables stack-check cluster-check test test-slow lint format clean clean-runs
 
 setup: sysdeps $(STAMP)
 
@@ -101,6 +101,14 @@ docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	@echo "site built: site/index.html"
 
+# This version's pages on the gh-pages branch under X.Y/ (mike), "latest" pointing at them and the selector listing
+# every version published: a user on X.Y reads X.Y's pages. Publish with git push origin gh-pages (docs/development.md).
+DOCS_VERSION ?= $(shell sed -n 's/^__version__ = "\([0-9]*\.[0-9]*\).*"/\1/p' vase/__init__.py)
+docs-version: setup
+	PATH="$(abspath $(BIN)):$$PATH" NO_MKDOCS_2_WARNING=1 $(BIN)/mike deploy --update-aliases $(DOCS_VERSION) latest  # mike runs mkdocs
+	$(BIN)/mike set-default latest
+	@echo "docs of $(DOCS_VERSION) on the gh-pages branch: git push origin gh-pages publishes them"
+
 # Debian's Chromium for the headless screenshots of docs-check and dashboards-check; installed only when missing
 browser-deps:
 	@if ! command -v chromium >/dev/null 2>&1; then \
@@ -129,7 +137,7 @@ test: setup
 	$(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 test-slow: setup
-	$(BIN)/python -m pytest -m slow -n $(TEST_WORKERS) --dist loadfile --durations=40
+	$(BIN)/python -m pytest -m slow -n $(TEST_WORKERS) --dist loadgroup --durations=40  # split by SLOW_SECONDS (tests/conftest.py)
 
 # style (ruff) and the layer contracts of ARCHITECTURE.md (import-linter, .importlinter)
 lint: setup

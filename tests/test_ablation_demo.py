@@ -16,14 +16,14 @@ from tests.conftest import ROOT
 
 @pytest.mark.slow
 def test_the_ablation_demo_twice_gives_byte_identical_results(tmp_path: Path) -> None:
-    """The README's ablation table is written from these files: the same sweep twice (shortened: 48 vases, 12 GRPO
+    """The README's ablation table is written from these files: the same sweep twice (shortened: 32 vases, 6 GRPO
     steps, one seed, one draw, two weights) must give the same histories, the same held-out answers (multiple choice
     and captions) and the same verdict. The second sweep reuses the first's cached SFT (its determinism is the kernel
     test's: two whole demo runs from empty caches); what is compared is GRPO's and the held-out scoring's."""
     def sweep(k: int) -> Path:
         logs = tmp_path / f"logs{k}"
         p = subprocess.run([sys.executable, "train.py", "-m", "experiment=ablation_demo", "logger=none",
-                            "data.synthetic.num_vases=48", "sft.epochs=1", "trainer.max_steps=12",
+                            "data.synthetic.num_vases=32", "sft.epochs=1", "trainer.max_steps=6",
                             "seed=1", "reward.weights.shape=0.0,0.6", "data.synthetic.seed=0",  # replace the config's
                             f"paths.log_dir={logs}", f"paths.cache_dir={tmp_path / 'cache'}"],
                            cwd=ROOT, capture_output=True, text=True, timeout=1800)

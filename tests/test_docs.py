@@ -443,3 +443,38 @@ def test_the_groups_table_lists_every_option_of_conf_and_a_new_group_needs_an_ex
     monkeypatch.delitem(ref.GROUP_EXAMPLES, "sweep")
     with pytest.raises(SystemExit, match="conf/sweep: a group of conf/train.yaml without an example"):
         ref.groups_table()
+
+
+def test_each_release_s_pages_go_to_their_own_folder_and_latest_points_at_the_newest(tmp_path: Path) -> None:
+    """make docs-version as a release runs it, on a copy of this checkout: at 0.1, then with the copy's version
+    raised to 0.2. The gh-pages branch then holds 0.1/ and 0.2/, each naming its own version on its pages; the
+    selector's versions.json lists both, latest on 0.2; the site's root sends a reader to latest. A user on 0.1
+    still reads 0.1's pages."""
+    from tests.wheel import source_copy
+
+    src = source_copy(tmp_path / "src")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "vase", "GIT_AUTHOR_EMAIL": "vase@localhost", "GIT_COMMITTER_NAME": "vase",
+           "GIT_COMMITTER_EMAIL": "vase@localhost"}
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=src, env=env, check=True, capture_output=True, text=True).stdout
+
+    def release() -> None:
+        git("add", "-A")
+        git("commit", "-q", "-m", "release")
+        # -o setup: the venv is this checkout's (make's setup would build one in the copy)
+        p = subprocess.run(["make", "--no-print-directory", "-o", "setup", "docs-version", f"VENV={ROOT / '.venv'}"],
+                           cwd=src, env=env, capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+
+    git("init", "-q", "-b", "main")
+    release()
+    init = src / "vase" / "__init__.py"
+    init.write_text(re.sub(r'^__version__ = ".*"$', '__version__ = "0.2.0"', init.read_text(), flags=re.M))
+    release()
+    for version in ("0.1", "0.2"):
+        page = git("show", f"gh-pages:{version}/index.html")
+        assert f"vase {version}.0" in page and f"vase {'0.2' if version == '0.1' else '0.1'}.0" not in page, version
+    versions = json.loads(git("show", "gh-pages:versions.json"))
+    assert [(v["version"], v["aliases"]) for v in versions] == [("0.2", ["latest"]), ("0.1", [])], versions
+    assert 'url=latest/' in git("show", "gh-pages:index.html")
