@@ -137,7 +137,7 @@ test: setup
 	$(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 test-slow: setup
-	$(BIN)/python -m pytest -m slow -n $(TEST_WORKERS) --dist loadgroup --durations=40  # split by SLOW_SECONDS (tests/conftest.py)
+	$(BIN)/python -m pytest -m slow -n $(TEST_WORKERS) --dist loadfile --durations=40
 
 # style (ruff) and the layer contracts of ARCHITECTURE.md (import-linter, .importlinter)
 lint: setup

@@ -52,57 +52,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config._vase_checkout = _checkout_state()
 
 
-SLOW_SECONDS: dict[str, float] = {  # measured 2026-12-02 (make test-slow, this machine, 2 workers)
-    "tests/test_loggers.py::test_make_dashboards_check_passes_against_real_mlflow_and_tensorboard_servers": 1164,
-    "tests/test_sweeps.py::test_the_cluster_check_passes_on_a_real_slurm_cluster_its_time_limit_part_on_a_loaded_machine": 540,
-    "tests/test_reward_terms.py::test_grpo_sanity_passes_and_fails_when_the_learner_is_broken": 537,
-    "tests/test_search_confirm.py::test_the_documented_command_searches_confirms_and_resumes_after_a_kill": 486,
-    "tests/test_ablation_demo.py::test_the_ablation_demo_twice_gives_byte_identical_results": 200,
-    "tests/test_cpu_kernels.py::test_the_demo_prints_the_same_table_under_two_kernel_settings": 352,
-    "tests/test_end_to_end.py::test_the_demo_learns_on_two_more_seeds_one_of_them_from_the_installed_wheel": 300,
-    "tests/test_stack.py::test_make_stack_check_passes_with_the_real_ms_swift_and_trl": 248,
-    "tests/test_cpu_kernels.py::test_the_kernel_probe_finds_no_difference_under_the_pins_and_names_the_op_where_settings_part": 156,
-    "tests/test_docs.py::test_make_docs_check_reads_and_screenshots_every_rendered_page": 91,
-    "tests/test_readme_commands.py::test_every_readme_command_composes_and_validates": 85,
-    "tests/test_sweeps.py::test_reward_weights_sweep_as_the_readme_shows_it": 63,
-    "tests/test_sweeps.py::test_a_killed_submitit_job_fails_alone_and_the_same_command_completes_the_sweep": 61,
-    "tests/test_resume.py::test_sigterm_then_sigkill_then_the_same_command_gives_the_uninterrupted_curve": 51,
-    "tests/test_sweeps.py::test_tau_sweep_runs_grpo_jobs_from_one_shared_sft_adapter": 48,
-    "tests/test_filter.py::test_synthetic_task_runs_end_to_end_from_one_command": 34,
-    "tests/test_sweeps.py::test_a_killed_sweep_resumes_by_rerunning_it": 33,
-    "tests/test_rollout.py::test_engines_decode_the_eager_tokens_batch_after_batch[compiled]": 24,
-    "tests/test_render.py::test_two_runs_at_two_resolutions_at_once_each_train_on_their_own_views": 24,
-    "tests/test_filter.py::test_killed_run_resumes_to_the_same_final_manifest": 23,
-    "tests/test_readme_commands.py::test_every_recipe_runs_as_written_in_a_fresh_shell": 23,
-    "tests/test_sweeps.py::test_the_slurm_facing_tests_pass_on_a_machine_without_slurm": 22,
-    "tests/test_end_to_end.py::test_ddp_over_gloo_runs_two_processes": 21,
-    "tests/test_resume.py::test_continuing_a_finished_run_with_more_steps_trains_them": 19,
-    "tests/test_resume.py::test_two_runs_started_together_keep_their_own_folders": 15,
-    "tests/test_sweeps.py::test_a_reward_sweep_says_at_its_start_whether_an_ablation_report_will_come[args0-expect0]": 15,
-}
-"""The slow suite's longest tests and their seconds in one `make test-slow` on this 2-core machine. `make test-slow`
-(``--dist loadgroup``) splits the slow tests between its workers by these, longest first, each to the worker with
-the fewest seconds so far, so that both end together: xdist's own order follows each file's number of tests, not how
-long they take. A test not listed (all are shorter) counts `DEFAULT_SLOW_SECONDS`."""
-DEFAULT_SLOW_SECONDS = 10.0
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the tests' ids
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under ``--dist loadgroup``, each slow test's worker (`SLOW_SECONDS`): the same split on every worker, computed
-    from the table alone."""
-    if config.getoption("dist", "no") != "loadgroup":
-        return
-    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
-    slow = [item for item in items if item.get_closest_marker("slow")]
-    seconds = {item.nodeid: SLOW_SECONDS.get(item.nodeid, DEFAULT_SLOW_SECONDS) for item in slow}
-    load = [0.0] * workers
-    for item in sorted(slow, key=lambda i: (-seconds[i.nodeid], i.nodeid)):
-        k = load.index(min(load))
-        load[k] += seconds[item.nodeid]
-        item.add_marker(pytest.mark.xdist_group(f"worker{k}"))
-
-
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run when it left anything new in the checkout (besides the venv and caches), naming it."""
     before = getattr(session.config, "_vase_checkout", None)
