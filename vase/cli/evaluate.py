@@ -31,7 +31,6 @@ from vase.config import (
     load_eval_action_plugins,
     or_exit,
     preflight_overrides,
-    renamed_overrides,
     run_entry,
     scratch_sweep_dir,
     validated,
@@ -61,8 +60,7 @@ def main() -> None:
     if "--help" in sys.argv or "-h" in sys.argv:
         print(actions_help())  # then Hydra's own help: the config groups and the composed config
     argv, conf = or_exit(use_project, sys.argv[1:])  # --config-dir: the user's project's conf/, before vase's
-    argv = renamed_overrides(argv)  # a name 0.2 changed (data.task=...): the new one, with a deprecation line
+    argv = or_exit(preflight_overrides, argv, CONF_DIR, "evaluate", EVAL_ACTIONS, [conf])  # a name 0.2 changed: the new one
     sys.argv = [sys.argv[0], *argv]
-    or_exit(preflight_overrides, argv, CONF_DIR, "evaluate", EVAL_ACTIONS, [conf])
     scratch_sweep_dir(sys.argv)  # VASE_CHECK_CONFIG=1 on a sweep: its folders in a scratch folder
     hydra.main(version_base="1.3", config_path=str(conf), config_name="evaluate")(_run)()

@@ -24,7 +24,6 @@ from vase.config import (
     CONF_DIR,
     or_exit,
     preflight_overrides,
-    renamed_overrides,
     run_entry,
     scratch_sweep_dir,
     validated,
@@ -60,9 +59,8 @@ def main() -> None:
         print(version_line())
         return
     argv, conf = or_exit(use_project, sys.argv[1:])  # --config-dir: the user's project's conf/, before vase's
-    argv = renamed_overrides(argv)  # a name 0.2 changed (data.task=...): the new one, with a deprecation line
+    argv = or_exit(preflight_overrides, argv, CONF_DIR, "train", None, [conf])  # a name 0.2 changed: the new one
     sys.argv = [sys.argv[0], *argv]
-    or_exit(preflight_overrides, argv, CONF_DIR, "train", None, [conf])
     scratch_sweep_dir(sys.argv)  # VASE_CHECK_CONFIG=1 on a sweep: its folders in a scratch folder
     quiet_sacct_warnings()  # a sweep on a cluster without accounting: submitit's warning once, not every poll
     hydra.main(version_base="1.3", config_path=str(conf), config_name="train")(_run)()

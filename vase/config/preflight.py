@@ -11,6 +11,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from vase.config.renames import renamed_overrides
 from vase.config.targets import nearest
 from vase.config.validate import OPEN_NODES, unknown_key
 from vase.errors import ConfigError, DataError, storage_problem
@@ -18,14 +19,16 @@ from vase.runs import check_given_dir, claim, log_root
 
 
 def preflight_overrides(argv: list[str], conf_dir: str | Path, config_name: str = "train",
-                        actions: dict[str, str] | None = None, project: list[Path] | None = None) -> None:
+                        actions: dict[str, str] | None = None, project: list[Path] | None = None) -> list[str]:
     """Check the overrides before Hydra composes: ``group=option`` against the files in ``conf_dir`` (``action=``
     against this entry point's own ``actions``), and ``a.b=value`` against the keys the config has.
 
     Hydra's own messages for an unknown option or key span many lines; this raises ConfigError with one line naming
     the group and the options there are, or the key and the nearest one (the same line ``+a.b=value`` gets).
-    ``project``: the user's own conf folder (``--config-dir``), whose options count too.
+    ``project``: the user's own conf folder (``--config-dir``), whose options count too. Returns ``argv`` with the
+    names 0.2 changed given their new ones (`renamed_overrides`, a deprecation line each): what Hydra is to compose.
     """
+    argv = renamed_overrides(argv)
     conf_dir = Path(conf_dir)
     resume = next((a.split("=", 1)[1] for a in argv if a.lstrip("+").startswith("resume=")), None)
     extra, unknown = search_path_dirs(argv)
@@ -58,6 +61,7 @@ def preflight_overrides(argv: list[str], conf_dir: str | Path, config_name: str 
     _check_override_keys(argv, conf_dir, config_name, dirs)
     if not {"--help", "-h", "--cfg", "-c", "--info", "--hydra-help"} & set(argv):  # those write nothing
         check_writable(log_dir_of(argv), "paths.log_dir")
+    return argv
 
 
 def search_path_dirs(argv: list[str]) -> tuple[list[Path], bool]:

@@ -29,7 +29,7 @@ from omegaconf import DictConfig
 from sklearn.linear_model import LogisticRegression
 
 from vase import markdown as md
-from vase.config import CONF_DIR, or_exit, preflight_overrides, renamed_overrides, scratch_sweep_dir, validated
+from vase.config import CONF_DIR, or_exit, preflight_overrides, scratch_sweep_dir, validated
 from vase.data.synthetic import SUBJECT_GLYPHS
 from vase.errors import DataError, VaseError
 from vase.eval.stats import bootstrap_ci
@@ -143,8 +143,7 @@ def _main() -> None:
         print(format_probe(result))
         print(f"written: {out}")
 
-    sys.argv[1:] = renamed_overrides(sys.argv[1:])  # a name 0.2 changed: the new one, with a deprecation line
-    or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "train")
+    sys.argv[1:] = or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "train")  # old names renamed
 
     scratch_sweep_dir(sys.argv)  # VASE_CHECK_CONFIG=1 on a sweep: its folders in a scratch folder
     if not any(a in ("-m", "--multirun") or a.startswith("hydra.mode=") for a in sys.argv[1:]):

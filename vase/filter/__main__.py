@@ -24,7 +24,6 @@ from vase.config import (
     actions_help,
     or_exit,
     preflight_overrides,
-    renamed_overrides,
     run_entry,
     scratch_sweep_dir,
     validated,
@@ -74,7 +73,6 @@ def main(cfg: DictConfig) -> None:
 if __name__ == "__main__":
     if "--help" in sys.argv or "-h" in sys.argv:
         print(actions_help(FILTER_ACTIONS, "python -m vase.filter"))  # then Hydra's own help
-    sys.argv[1:] = renamed_overrides(sys.argv[1:])  # a name 0.2 changed: the new one, with a deprecation line
-    or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "curate", FILTER_ACTIONS)
+    sys.argv[1:] = or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "curate", FILTER_ACTIONS)  # old names renamed
     scratch_sweep_dir(sys.argv)  # VASE_CHECK_CONFIG=1 on a sweep: its folders in a scratch folder
     main()

@@ -20,7 +20,6 @@ from vase.config import (
     CONF_DIR,
     or_exit,
     preflight_overrides,
-    renamed_overrides,
     run_entry,
     scratch_sweep_dir,
     validated,
@@ -50,7 +49,6 @@ def _index(cfg: DictConfig) -> tuple:
 
 
 if __name__ == "__main__":
-    sys.argv[1:] = renamed_overrides(sys.argv[1:])  # a name 0.2 changed: the new one, with a deprecation line
-    or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "train")
+    sys.argv[1:] = or_exit(preflight_overrides, sys.argv[1:], CONF_DIR, "train")  # old names renamed
     scratch_sweep_dir(sys.argv)  # VASE_CHECK_CONFIG=1 on a sweep: its folders in a scratch folder
     main()
