@@ -11,7 +11,7 @@ SLURMDEPS := slurm-wlm munge
 BROWSERDEPS := chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: dist setup sysdeps slurm-deps browser-deps docs docs-version docs-serve docs-check dashboards-check demo ablation-quick ablation-demo beyond-demo grpo-sanity readme-tables stack-check cluster-check test test-slow lint format clean clean-runs
+.PHONY: dist wheel-check setup sysdeps slurm-deps browser-deps docs docs-version docs-serve docs-check dashboards-check demo ablation-quick ablation-demo beyond-demo grpo-sanity readme-tables stack-check cluster-check test test-slow lint format clean clean-runs
 
 setup: sysdeps $(STAMP)
 
@@ -127,17 +127,26 @@ docs-check: setup browser-deps
 dashboards-check: setup browser-deps
 	$(BIN)/python -m vase.checks.dashboards_check
 
+# The wheel as a user installs it: pip install <wheel> into a new environment with every dependency from the package
+# index (nothing borrowed from .venv), vase --version, then the README's demo from an empty folder (logs/wheel_check/)
+wheel-check: setup
+	$(BIN)/python -m vase.checks.wheel_check
+
 docs-serve: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
 # both suites on TEST_WORKERS processes (pytest-xdist; each file's tests on one, which shares its fixtures): a test
-# that waits (a server, a SLURM queue, a browser) leaves its core to the other's
+# that waits (a server, a SLURM queue, a browser) leaves its core to the other's. Their torch jobs run side by side,
+# so OpenMP's idle threads sleep instead of spinning on the other job's core (OMP_WAIT_POLICY=PASSIVE; no arithmetic
+# changes): two of the dashboards check's sweeps side by side took 149 s so, and over 15 minutes spinning (GRPO at
+# 12.5 s/step against 0.37 alone; docs/development.md)
 TEST_WORKERS ?= 2
+SUITE_ENV := OMP_WAIT_POLICY=PASSIVE
 test: setup
-	$(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile --durations=15
+	$(SUITE_ENV) $(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 test-slow: setup
-	$(BIN)/python -m pytest -m slow -n $(TEST_WORKERS) --dist loadfile --durations=40
+	$(SUITE_ENV) $(BIN)/python -m pytest -m slow -n $(TEST_WORKERS) --dist loadfile --durations=40
 
 # style (ruff) and the layer contracts of ARCHITECTURE.md (import-linter, .importlinter)
 lint: setup

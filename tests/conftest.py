@@ -23,6 +23,10 @@ import vase.config  # noqa: F401  (registers the resolvers the configs use, as t
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 
+# the suite's torch jobs share the cores (two xdist workers, and tests that start several processes): idle OpenMP
+# threads sleep rather than spin on the other's core (make test sets it before torch loads; here for a bare pytest's
+# subprocesses). Measured: two sweeps side by side 149 s so, over 15 minutes spinning (docs/development.md)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

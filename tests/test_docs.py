@@ -450,7 +450,7 @@ def test_each_release_s_pages_go_to_their_own_folder_and_latest_points_at_the_ne
     raised to 0.2. The gh-pages branch then holds 0.1/ and 0.2/, each naming its own version on its pages; the
     selector's versions.json lists both, latest on 0.2; the site's root sends a reader to latest. A user on 0.1
     still reads 0.1's pages."""
-    from tests.wheel import source_copy
+    from vase.checks.wheel_check import source_copy
 
     src = source_copy(tmp_path / "src")
     env = {**os.environ, "GIT_AUTHOR_NAME": "vase", "GIT_AUTHOR_EMAIL": "vase@localhost", "GIT_COMMITTER_NAME": "vase",

@@ -155,3 +155,85 @@ def test_the_version_is_set_once_and_the_changelog_and_the_docs_follow_it() -> N
     assert all(re.fullmatch(r"\d+\.\d+\.\d+|\d{4}-\d\d-\d\d", s) for s in sections[1:]), sections
     if vase.__version__ != "0.1.0":  # 0.1.0 is the version before the first release
         assert vase.__version__ in sections, f"CHANGELOG.md has no section for {vase.__version__}"
+
+
+OUTSIDE_REQUIREMENTS = {
+    "datasets": ("vase/integrations/trl.py",),  # TRL's, with the bench extra (pip install vase[bench])
+    "deepspeed": ("vase/training/callbacks.py",),  # trainer=deepspeed_zero2|3, with the deepspeed extra
+    "griffe": ("vase/docsgen/docstrings.py",),  # the docs' generators, with the dev extra
+    "hy3dgen": ("vase/reconstruct/hunyuan3d_driver.py",),  # runs in Hunyuan3D's own environment
+    "swift": ("vase/integrations/swift_plugin.py",),  # loaded by ms-swift, in its environment
+}
+"""The third-party imports the wheel's own requirements need not provide, and the only files that may make them."""
+
+
+def _requirement_closure() -> set[str]:
+    """The distributions ``pip install <wheel>`` brings: setup.cfg's install_requires and what they require, read
+    from this environment's metadata (their extras' requirements left out, as pip leaves them)."""
+    import configparser
+    from importlib.metadata import PackageNotFoundError, requires
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    todo = [Requirement(line.strip()).name for line in cfg["options"]["install_requires"].splitlines()
+            if line.strip() and not line.strip().startswith("#")]
+    seen: set[str] = set()
+    while todo:
+        name = canonicalize_name(todo.pop())
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            reqs = requires(name) or []
+        except PackageNotFoundError:
+            continue
+        todo += [r.name for r in map(Requirement, reqs) if r.marker is None or r.marker.evaluate({"extra": ""})]
+    return seen
+
+
+def test_every_package_vase_imports_comes_with_the_wheel_s_requirements() -> None:
+    """Each third-party module imported anywhere in vase/ (at the top or inside a function) belongs to a distribution
+    that ``pip install <wheel>`` installs: setup.cfg's install_requires or what they require. The wheel once
+    required too little: vase's sweepers subclass hydra-optuna-sweeper's, which only the dev extra brought, so a
+    wheel installed from the package index could not train (make wheel-check found it; the wheel test beside this
+    one borrows the checkout's environment, which has the dev extra). `OUTSIDE_REQUIREMENTS` names the exceptions."""
+    import ast
+    import importlib.util
+    from importlib.metadata import distributions
+
+    from packaging.utils import canonicalize_name
+
+    brought = _requirement_closure()
+    owner = {str(Path(d.locate_file(f)).resolve()): canonicalize_name(d.metadata["Name"])
+             for d in distributions() for f in (d.files or [])}
+    wrong: dict[str, set[str]] = {}
+    found: dict[str, str | None] = {}  # a module's distribution, looked up once
+    for py in sorted((ROOT / "vase").rglob("*.py")):
+        where = py.relative_to(ROOT).as_posix()
+        for node in ast.walk(ast.parse(py.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top in ("vase", "hydra_plugins.vase_launchers") or top in sys.stdlib_module_names:
+                    continue
+                if where in OUTSIDE_REQUIREMENTS.get(top, ()):
+                    continue
+                if name not in found:
+                    try:
+                        spec = importlib.util.find_spec(name)
+                    except (ImportError, ValueError):
+                        spec = None
+                    origin = spec.origin if spec is not None and spec.origin not in (None, "built-in", "frozen") else None
+                    found[name] = owner.get(str(Path(origin).resolve())) if origin else None
+                dist = found[name]
+                if dist not in brought and dist != "vase":
+                    wrong.setdefault(f"{name} ({dist or 'no installed distribution'})", set()).add(where)
+    assert not wrong, {k: sorted(v)[:3] for k, v in wrong.items()}

@@ -118,8 +118,9 @@ SWEEP = ["experiment=ablation_quick", "trainer.max_steps=100", "evaluate.vqa=nul
          "question.moves=[heldout/shape_right,heldout/fabric_right]", "logger=[mlflow,tensorboard]"]
 """A sweep with a real effect, small enough for a check: experiment=ablation_quick (one SFT on 240 vases, GRPO at
 shape weight 0 and 0.6, the held-out verdict on 240 vases) with 100 GRPO steps instead of 300, where the shape weight
-moves held-out shape up with an interval that excludes 0 (measured here: +19.6 [+14.2, +25.0] points, 4 min 35 s
-from an empty cache on 2 cores, 2026-12-02), so the screenshots show an answer, not ``+0 [+0, +0]``. (On 160 vases
+moves held-out shape up with an interval that excludes 0 (measured: +19.6 [+14.2, +25.0] points on AMD EPYC, 4 min
+35 s from an empty cache on 2 cores; +12.1 [+6.2, +17.9] on an Intel Xeon, where the whole check took 316 s from
+empty caches and 165 s warm, alone; 2026-12-02), so the screenshots show an answer, not ``+0 [+0, +0]``. (On 160 vases
 the SFT collapsed onto one shape and GRPO moved nothing: +0.0.)"""
 SWEPT = "sweep/reward.weights.shape"
 DETERMINED = {f"weights/{d}" for d in ("fabric", "technique", "shape", "dating", "decoration", "attribution")}
@@ -445,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     venv = tool_venv(tools_dir() / "mlflow-venv", [f"mlflow=={mlflow_version()}"],
                      work / "venv.log", "MLflow's server")
     results: dict[str, dict[str, Any]] = {}
+    seconds = {"mlflow-venv": round(time.time() - started)}  # where the check's time goes, part by part
     ml_port, tb_port = free_port(), free_port()
     ml_url, tb_url = f"http://127.0.0.1:{ml_port}", f"http://127.0.0.1:{tb_port}"
     store = work / "server"  # the server's own folder: its database and its artifact store
@@ -453,35 +455,43 @@ def main(argv: list[str] | None = None) -> int:
               "--backend-store-uri", f"sqlite:///{store / 'mlflow.db'}", "--artifacts-destination",
               str(store / "artifacts"), "--workers", "1"]
     with server(ml_cmd, work / "mlflow_server.log", ml_url, "/health"):
+        t = time.time()
         rc, sweep = run_sweep(work, ml_url, Path(a.cache_dir))
+        seconds["sweep"] = round(time.time() - t)
         results["sweep"] = {"passed": rc == 0 and sweep is not None, "rc": rc, "sweep": str(sweep)}
         results["real-effect"] = sweep_effect(sweep) if sweep is not None else {"passed": False}
         for name, part in (("mlflow", lambda: check_mlflow(ml_url, work, store / "artifacts")),
                            ("mlflow-single-run", lambda: check_single_run(ml_url, work, Path(a.cache_dir),
                                                                           store / "artifacts")),
                            ("mlflow-server-dies", lambda: check_server_dies(venv, work, Path(a.cache_dir)))):
+            t = time.time()
             try:
                 results[name] = part()
             except Exception as e:  # noqa: BLE001 - a part that breaks is a FAIL with its reason
                 results[name] = {"passed": False, "error": f"{type(e).__name__}: {e}"}
+            seconds[name] = round(time.time() - t)
     said = re.findall(r"TensorBoard: the jobs side by side, named by their swept values: (.+)",
                       (work / "sweep.log").read_text(errors="replace"))
     if sweep is not None and said:  # the command the sweep printed, as a user runs it, where the sweep ran
         tb_cmd = [sys.executable, "-m", "tensorboard.main", *shlex.split(said[-1].partition(", then ")[0])[1:],
                   "--host", "127.0.0.1", "--port", str(tb_port)]
+        t = time.time()
         try:
             with server(tb_cmd, work / "client" / "tensorboard_server.log", tb_url, "/data/runs"):
                 time.sleep(5)  # TensorBoard loads the event files in the background
                 results["tensorboard"] = check_tensorboard(tb_url, work)
         except Exception as e:  # noqa: BLE001
             results["tensorboard"] = {"passed": False, "error": f"{type(e).__name__}: {e}"}
+        seconds["tensorboard"] = round(time.time() - t)
     for name, r in results.items():
         print(f"{'PASS' if r['passed'] else 'FAIL'}  {name}  " + json.dumps({k: v for k, v in r.items() if k != 'passed'},
                                                                           default=str)[:600])
     if sweep is not None and not said:
         results["tensorboard"] = {"passed": False, "error": "the sweep printed no tensorboard command"}
     ok = all(r["passed"] for r in results.values()) and "tensorboard" in results
-    atomic_write_json(work / "dashboards_check.json", {"machine": machine_stamp(), "results": results})
+    print("seconds per part: " + ", ".join(f"{k} {v}" for k, v in seconds.items()))
+    atomic_write_json(work / "dashboards_check.json", {"machine": machine_stamp(), "results": results,
+                                                       "seconds": seconds})
     atomic_write_text(work / "dashboards_check.md", "# Dashboards check\n\n" + md.table_text(
         ["part", "result"], [[n, "PASS" if r["passed"] else "FAIL"] for n, r in results.items()])
         + "\n![MLflow: the sweep's jobs, from the printed link](mlflow_runs.png)\n\n"
