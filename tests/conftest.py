@@ -106,8 +106,8 @@ TINY_TRAIN = [
     "stage.grad_accum=1",
     "stage.epochs=1",
     "trainer.max_steps=2",
-    "evaluate.before=false",
-    "evaluate.after=false",
+    "val.before=false",
+    "val.after=false",
     "report=false",
 ]
 

@@ -80,7 +80,7 @@ def test_every_data_task_is_built_by_registered_tasks() -> None:
 
 
 def test_each_vqa_protocol_is_a_tasks_and_the_runner_only_dispatches(monkeypatch: pytest.MonkeyPatch) -> None:
-    """evaluate.vqa's protocols (checked by the config) are the tasks' protocols; the runner holds no task code: a
+    """val.vqa's protocols (checked by the config) are the tasks' protocols; the runner holds no task code: a
     protocol swapped in the registry is what it asks and how it judges."""
     from types import SimpleNamespace
 

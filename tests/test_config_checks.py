@@ -60,9 +60,9 @@ def test_evaluate_refusals_are_one_line(args: list[str], tmp_path: Path, session
 
 @pytest.mark.parametrize(("overrides", "expected"), [
     (["data.limit_train=0"], "data.limit_train=0 must be at least 1, or null for no limit"),
-    (["data.limit_val=0", "evaluate.after=true"], "data.limit_val=0 leaves no vase to evaluate"),
+    (["data.limit_val=0", "val.after=true"], "data.limit_val=0 leaves no vase to evaluate"),
     # the troubleshooting page's old fix, "at least 1": FID failed on it after the run had trained
-    (["data.limit_val=1", "evaluate.after=true"], "data.limit_val=1 leaves 1 vase to evaluate (evaluate.before/after "
+    (["data.limit_val=1", "val.after=true"], "data.limit_val=1 leaves 1 vase to evaluate (val.before/after "
                                                   "are on; FID needs at least 2); give at least 2"),
     (["stage.module.optimizer.lrr=1"],  # the same line as the + form (test_trust)
      "stage.module.optimizer.lrr: AdamW takes no argument 'lrr', so nothing would read it; did you mean 'lr'?"),
@@ -242,11 +242,11 @@ def test_a_run_kind_that_leaves_the_log_folder_is_one_line_and_nothing_is_writte
 
 
 def test_a_key_only_the_other_entry_point_reads_is_one_line(tmp_path: Path, session_dirs: dict) -> None:
-    """`debug=fast` under evaluate.py set `evaluate.max_new_tokens` and `trainer.max_steps`, keys only train.py reads,
+    """`debug=fast` under evaluate.py set `val.max_new_tokens` and `trainer.max_steps`, keys only train.py reads,
     and evaluate.py ran its full length without a word; a train.py key given by hand is refused the same way, and
     train.py keeps its own."""
     p = run_cli(["evaluate.py", "debug=fast"], tmp_path, session_dirs)
-    assert one_line(p) == ("config error: evaluate, stage, trainer: train.py's keys, which evaluate.py never reads (set "
+    assert one_line(p) == ("config error: stage, trainer, val: train.py's keys, which evaluate.py never reads (set "
                            "by debug=fast); for a short evaluation: data.limit_val=2 generation.max_new_tokens=8")
     p = run_cli(["evaluate.py", "+trainer.max_steps=2"], tmp_path, session_dirs)
     assert one_line(p).startswith("config error: trainer: train.py's key, which evaluate.py never reads")

@@ -164,11 +164,11 @@ def test_every_experiment_runs_one_step_on_the_tiny_model(name: str, tmp_path: P
         assert run_evaluation(cfg)["scores"]["n_pairs"] == 2
         return
     cfg = compose_cfg("train", [f"experiment={name}", *tiny, "trainer=cpu", "trainer.max_steps=1",
-                                "stage.grad_accum=1", "stage.module.max_completion_length=4", "evaluate.before=false",
-                                "evaluate.after=false", "report=false", "render.orbit_frames=4"]
+                                "stage.grad_accum=1", "stage.module.max_completion_length=4", "val.before=false",
+                                "val.after=false", "report=false", "render.orbit_frames=4"]
                       if "_rl" in name else
                       [f"experiment={name}", *tiny, "trainer=cpu", "trainer.max_steps=1", "stage.grad_accum=1",
-                       "evaluate.before=false", "evaluate.after=false", "report=false", "render.orbit_frames=4"],
+                       "val.before=false", "val.after=false", "report=false", "render.orbit_frames=4"],
                       tmp_path, session_dirs)
     validate(cfg)
     out = run_training(cfg)
@@ -199,4 +199,4 @@ def test_grpo_from_a_shared_sft_is_one_config_that_sweeps_and_experiments_compos
         text = p.read_text()
         assert "/stage@sft: sft" not in text and "override /stage: grpo" not in text and "\nsft_init: true" not in text, p
     cfg = compose_cfg("train", ["sweep=tau"], tmp_path, session_dirs)
-    assert cfg.sft_init is True and cfg.evaluate.heldout is True and cfg.stage.name == "grpo" and cfg.sft.name == "sft"
+    assert cfg.sft_init is True and cfg.val.heldout is True and cfg.stage.name == "grpo" and cfg.sft.name == "sft"

@@ -89,7 +89,7 @@ def test_the_demo_learns_on_two_more_seeds_one_of_them_from_the_installed_wheel(
 def _train(args: list[str], tmp_path: Path, session_dirs: dict, timeout: int = 600) -> subprocess.CompletedProcess:
     common = [f"paths.cache_dir={session_dirs['cache']}", f"paths.data_dir={session_dirs['data']}",
               f"paths.log_dir={tmp_path / 'logs'}", "logger=none", "render.resolution=64", "debug=fast",
-              "evaluate.after=false"]
+              "val.after=false"]
     return subprocess.run([sys.executable, "train.py", *args, *common], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout)
 

@@ -243,7 +243,7 @@ def test_sft_then_grpo_followup_and_adapter_lineage(train_cfg, tiny_model_dir) -
     cfg = train_cfg(["+stage@followup=grpo", "followup.epochs=1", "followup.batch_size=2",
                      "followup.module.max_completion_length=6", "followup.grad_accum=1",
                      "followup.module.optimizer.lr=1e-2", "stage.module.optimizer.lr=5e-2",
-                     "stage.module.lora.modules_to_save=[lm_head]", "evaluate.after=true", "evaluate.max_new_tokens=6"])
+                     "stage.module.lora.modules_to_save=[lm_head]", "val.after=true", "val.max_new_tokens=6"])
     out = run_training(cfg)
     d = Path(cfg.paths.output_dir)
     assert list(out["results"]) == ["tiny-qwen2.5-vl (sft)", "tiny-qwen2.5-vl (grpo)"]

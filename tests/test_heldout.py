@@ -231,7 +231,7 @@ def test_a_grpo_run_scores_itself_and_its_start_on_held_out_vases(train_cfg, tmp
 
     common = ["stage=grpo", "sft_init=true", "+stage@sft=sft", "+sft.max_steps=1", "stage.batch_size=2",
               "stage.grad_accum=1", "trainer.max_steps=1", "stage.module.max_completion_length=6",
-              "data.limit_val=2", "evaluate.heldout=true"]
+              "data.limit_val=2", "val.heldout=true"]
     cfg = train_cfg(common)
     run_training(cfg)
     out = Path(cfg.paths.output_dir)

@@ -124,9 +124,9 @@ def test_every_entry_point_runs_on_the_hub_checkpoint_and_leaves_it_untouched(
     model = ["model=qwen2_5_vl_3b", f"model.name_or_path={hub_checkpoint}"]
     small = ["logger=none", "data.synthetic.num_vases=8", "render.resolution=64", "data.limit_val=2",
              "stage.batch_size=2", "stage.grad_accum=1", "stage.epochs=1", "report=false"]
-    sft = compose_cfg("train", [*model, *small, "trainer.max_steps=2", "evaluate.after=true",
-                                "evaluate.max_new_tokens=4", "evaluate.heldout=true", "evaluate.vqa=open+ll",
-                                "evaluate.vqa_max_new_tokens=4", "evaluate.heldout_max_new_tokens=4"],
+    sft = compose_cfg("train", [*model, *small, "trainer.max_steps=2", "val.after=true",
+                                "val.max_new_tokens=4", "val.heldout=true", "val.vqa=open+ll",
+                                "val.vqa_max_new_tokens=4", "val.heldout_max_new_tokens=4"],
                       tmp_path / "sft", session_dirs)
     validate(sft)
     run_training(sft)
@@ -142,7 +142,7 @@ def test_every_entry_point_runs_on_the_hub_checkpoint_and_leaves_it_untouched(
 
     grpo = compose_cfg("train", [*model, *small, "stage=grpo", f"init_adapter={adapter}", "trainer.max_steps=2",
                                  "stage.module.num_generations=2", "stage.module.max_completion_length=8",
-                                 "evaluate.after=false"], tmp_path / "grpo", session_dirs)
+                                 "val.after=false"], tmp_path / "grpo", session_dirs)
     validate(grpo)
     out = run_training(grpo)
     assert out["history"] and (tmp_path / "grpo" / "adapter" / "adapter_config.json").is_file()
@@ -182,13 +182,13 @@ def test_every_entry_point_runs_on_the_hub_checkpoint_and_leaves_it_untouched(
 
 
 @pytest.mark.parametrize("key,value", [("generation.temperature", "0"), ("generation.top_p", "1.5"),
-                                       ("generation.temperature", "abc"), ("evaluate.repetition_penalty", "x"),
+                                       ("generation.temperature", "abc"), ("val.repetition_penalty", "x"),
                                        ("generation.top_k", "-1"), ("generation.do_sample", "maybe")])
 def test_a_bad_decoding_value_is_refused_naming_the_key(key: str, value: str, tmp_path: Path,
                                                         session_dirs: dict) -> None:
     from vase.errors import ConfigError
 
-    config = "train" if key.startswith("evaluate.") else "evaluate"  # train.py's decoding keys sit under evaluate.*
+    config = "train" if key.startswith("val.") else "evaluate"  # train.py's decoding keys sit under val.*
     cfg = compose_cfg(config, [f"{key}={value}"], tmp_path, session_dirs)
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         validate(cfg)

@@ -169,7 +169,7 @@ def test_training_reads_swift_jsonl_and_release_unchanged(layouts: dict[str, Pat
                                     "model.dtype=float32", "model.processor.max_pixels=12544", "data=vasevqa3d",
                                     f"data.root={layouts[layout]}", "data.num_workers=0", "render.resolution=64",
                                     "trainer.max_steps=1", "stage.batch_size=2", "stage.grad_accum=1",
-                                    "evaluate.after=false", "report=false"], tmp_path / layout, session_dirs)
+                                    "val.after=false", "report=false"], tmp_path / layout, session_dirs)
         run_training(cfg)
         assert (tmp_path / layout / "adapter" / "adapter_model.safetensors").is_file()
         assert _digest(layouts[layout]) == before

@@ -18,9 +18,9 @@ import pytest
 from tests.conftest import ROOT
 
 SWEEP = ["-m", "debug=fast", "stage=grpo", "sft_init=true", "+stage@sft=sft", "+sft.max_steps=2",
-         "reward.weights.shape=0,0.6", "reward.normalize_weights=[shape]", "evaluate.heldout=true",
+         "reward.weights.shape=0,0.6", "reward.normalize_weights=[shape]", "val.heldout=true",
          "+question.compare=reward.weights.shape", "+question.baseline=0", "+question.report=ablation",
-         "logger=[mlflow,tensorboard,wandb]", "stage.module.log_completions_every=1", "evaluate.after=true"]
+         "logger=[mlflow,tensorboard,wandb]", "stage.module.log_completions_every=1", "val.after=true"]
 """The ablation loop at debug size: a two-job reward-weight sweep from one shared SFT, its question named on the command
 line, held-out verdict on, logged to the three dashboards at once."""
 
@@ -216,7 +216,7 @@ def test_runs_started_together_on_a_fresh_mlflow_store_both_land_and_the_store_s
     from mlflow.tracking import MlflowClient
 
     logs = tmp_path / "logs"
-    cmd = [sys.executable, "train.py", "logger=mlflow", "debug=fast", "trainer.max_steps=1", "evaluate.after=false",
+    cmd = [sys.executable, "train.py", "logger=mlflow", "debug=fast", "trainer.max_steps=1", "val.after=false",
            "report=false", f"paths.log_dir={logs}"]
     env = {**os.environ, "WANDB_MODE": "disabled", "MLFLOW_TRACKING_URI": ""}
     procs = [subprocess.Popen([*cmd, f"seed={i}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

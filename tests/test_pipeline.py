@@ -20,9 +20,9 @@ def test_train_evaluates_and_reports(train_cfg) -> None:
 
     cfg = train_cfg(
         [
-            "evaluate.before=true",
-            "evaluate.after=true",
-            "evaluate.max_new_tokens=6",
+            "val.before=true",
+            "val.after=true",
+            "val.max_new_tokens=6",
             "report=true",
             "logger=wandb",
             "trainer.max_steps=3",
@@ -128,7 +128,7 @@ def test_orbit_video_through_sft_grpo_and_evaluation(train_cfg, tmp_path: Path) 
 
     cfg = train_cfg(["data.modality=orbit", "render.orbit_frames=8", "+stage@followup=grpo", "followup.epochs=1",
                      "followup.batch_size=2", "followup.grad_accum=1", "followup.module.max_completion_length=6",
-                     "evaluate.after=true", "evaluate.max_new_tokens=6"])
+                     "val.after=true", "val.max_new_tokens=6"])
     with open_dict(cfg):
         cfg.paths.data_dir = str(tmp_path / "data")  # its own renders: orbit frames as well as views
         cfg.data.root = str(tmp_path / "data" / "synthetic-n8-s0")

@@ -147,7 +147,7 @@ def test_a_users_own_sweep_file_with_a_question_ends_with_its_verdict_in_the_log
     conf = tmp_path / "conf" / "sweep"
     conf.mkdir(parents=True)
     (conf / "my_lr.yaml").write_text(
-        "# @package _global_\nevaluate:\n  heldout: true\nquestion:\n  compare: stage.module.optimizer.lr\n"
+        "# @package _global_\nval:\n  heldout: true\nquestion:\n  compare: stage.module.optimizer.lr\n"
         "  baseline: 1e-4\n  moves: [loss, heldout/total]\n  report: question\nhydra:\n  mode: MULTIRUN\n  sweeper:\n    params:\n"
         "      stage.module.optimizer.lr: 1e-4,1e-3\n      seed: 1,2\n")
     p = subprocess.run([sys.executable, "train.py", "-m", "sweep=my_lr", f"hydra.searchpath=[file://{tmp_path / 'conf'}]",

@@ -22,12 +22,16 @@ def test_old_overrides_get_their_new_names_and_one_line_each() -> None:
 
     said: list[str] = []
     argv = ["task=vqa", "data.task=qa", "+sft.data_task=both", "evaluate.heldout_task=qa", "task_name=mine", "seed=1",
-            "data.mix=both", "--cfg", "hydra.overrides.task=[a]", "~task"]
+            "data.mix=both", "--cfg", "hydra.overrides.task=[a]", "~task", "evaluate.vqa=mc", "+evaluate.after=false",
+            "evaluation.x=1"]
     assert renamed_overrides(argv, said.append) == [
-        "action=vqa", "data.mix=qa", "+sft.data_mix=both", "evaluate.heldout_mix=qa", "run_kind=mine", "seed=1",
-        "data.mix=both", "--cfg", "hydra.overrides.task=[a]", "~action"]
+        "action=vqa", "data.mix=qa", "+sft.data_mix=both", "val.heldout_mix=qa", "run_kind=mine", "seed=1",
+        "data.mix=both", "--cfg", "hydra.overrides.task=[a]", "~action", "val.vqa=mc", "+val.after=false",
+        "evaluation.x=1"]
     assert said[1] == "deprecated: data.task is now data.mix (the old name is accepted until vase 0.3)"
-    assert len(said) == 6 and set(RENAMED) == {"task", "data.task", "sft.data_task", "evaluate.heldout_task", "task_name"}
+    assert said[-1] == "deprecated: evaluate.after is now val.after (the old name is accepted until vase 0.3)"
+    assert len(said) == 8 and set(RENAMED) == {"task", "data.task", "sft.data_task", "evaluate.heldout_task", "task_name",
+                                               "evaluate"}
 
 
 def test_a_config_file_written_for_the_old_names_has_its_values_moved(train_cfg) -> None:
@@ -38,15 +42,16 @@ def test_a_config_file_written_for_the_old_names_has_its_values_moved(train_cfg)
     cfg = train_cfg()
     with open_dict(cfg):  # what a user's experiment file written before 0.2 adds to the composed config
         cfg.data.task = "qa"
-        cfg.evaluate.heldout_task = "both"
+        cfg.evaluate = {"heldout_task": "both", "vqa": "mc"}  # train.py's section under its old name, in part
     said: list[str] = []
-    assert renamed_keys(cfg, said.append) == ["data.task", "evaluate.heldout_task"]
-    assert cfg.data.mix == "qa" and cfg.evaluate.heldout_mix == "both" and "task" not in cfg.data
-    assert "heldout_task" not in cfg.evaluate
+    assert renamed_keys(cfg, said.append) == ["data.task", "evaluate.heldout_task", "evaluate"]
+    assert cfg.data.mix == "qa" and cfg.val.heldout_mix == "both" and "task" not in cfg.data
+    assert cfg.val.vqa == "mc" and cfg.val.heldout_split == "all" and "evaluate" not in cfg  # merged: the rest kept its defaults
     assert said == ["deprecated: data.task is now data.mix (the old name is accepted until vase 0.3)",
-                    "deprecated: evaluate.heldout_task is now evaluate.heldout_mix (the old name is accepted until vase 0.3)"]
+                    "deprecated: evaluate.heldout_task is now val.heldout_mix (the old name is accepted until vase 0.3)",
+                    "deprecated: evaluate is now val (the old name is accepted until vase 0.3)"]
     validate(cfg)
-    assert renamed_keys(cfg, said.append) == [] and len(said) == 2  # nothing old left: nothing said
+    assert renamed_keys(cfg, said.append) == [] and len(said) == 3  # nothing old left: nothing said
 
 
 def test_old_python_names_import_with_a_warning_and_are_the_new_objects() -> None:
@@ -72,13 +77,14 @@ def test_a_user_s_old_command_and_config_file_still_run_and_say_the_new_names(tm
     config check passes with the old value under the new key (a bad old value is refused under its new name)."""
     conf = tmp_path / "conf"
     (conf / "experiment").mkdir(parents=True)
-    (conf / "experiment" / "old.yaml").write_text("# @package _global_\ndata:\n  task: qa\n")
+    (conf / "experiment" / "old.yaml").write_text("# @package _global_\ndata:\n  task: qa\nevaluate:\n  vqa: mc\n")
     (conf / "experiment" / "bad.yaml").write_text("# @package _global_\ndata:\n  task: everything\n")
     logs = f"paths.log_dir={tmp_path / 'logs'}"
     p = subprocess.run([sys.executable, "train.py", "--config-dir", str(conf), "experiment=old", logs], cwd=ROOT,
                        capture_output=True, text=True, timeout=300, env=CHECK)
     assert p.returncode == 0 and "config ok" in p.stdout, p.stderr[-2000:]
     assert "deprecated: data.task is now data.mix (the old name is accepted until vase 0.3)" in p.stderr.splitlines()
+    assert "deprecated: evaluate is now val (the old name is accepted until vase 0.3)" in p.stderr.splitlines()
     p = subprocess.run([sys.executable, "train.py", "--config-dir", str(conf), "experiment=bad", logs], cwd=ROOT,
                        capture_output=True, text=True, timeout=300, env=CHECK)
     assert p.returncode == 2 and "data.mix='everything' must be" in p.stderr, p.stderr[-2000:]

@@ -149,7 +149,7 @@ def test_two_runs_at_two_resolutions_at_once_each_train_on_their_own_views(tmp_p
     from PIL import Image
 
     cache, logs = tmp_path / "cache", tmp_path / "logs"
-    common = ["train.py", "logger=none", "debug=fast", "trainer.max_steps=1", "evaluate.after=false", "report=false",
+    common = ["train.py", "logger=none", "debug=fast", "trainer.max_steps=1", "val.after=false", "report=false",
               "data.synthetic.num_vases=8", f"paths.cache_dir={cache}", f"paths.log_dir={logs}"]
     env = {**os.environ, "WANDB_MODE": "disabled"}
     procs = [subprocess.Popen([sys.executable, *common, f"render.resolution={r}"], cwd=ROOT, env=env,

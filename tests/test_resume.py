@@ -17,7 +17,7 @@ from tests.conftest import ROOT
 
 ARGS = ["logger=none", "data.synthetic.num_vases=16", "render.resolution=64", "stage.batch_size=2",
         "stage.grad_accum=1", "stage.epochs=3", "stage.module.lora.dropout=0.1", "stage.module.optimizer.lr=5e-3",
-        "evaluate.after=false", "report=false"]
+        "val.after=false", "report=false"]
 
 
 def _train(log_dir: Path, cache: Path, extra: list[str], signal_at: str = "") -> subprocess.Popen:

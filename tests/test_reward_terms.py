@@ -147,20 +147,20 @@ def test_a_cached_sft_without_its_vqa_is_evaluated_once_when_a_sweep_needs_the_b
 
     common = ["stage=grpo", "sft_init=true", "+stage@sft=sft", "+sft.max_steps=1", "stage.batch_size=2",
               "stage.grad_accum=1", "trainer.max_steps=1", "stage.module.max_completion_length=4",
-              "evaluate.vqa_max_new_tokens=4", "data.limit_val=1"]
+              "val.vqa_max_new_tokens=4", "data.limit_val=1"]
     from vase.pipeline.sft_cache import sft_key
 
     cfg = train_cfg(common)
     run_training(cfg)
     ours = Path(cfg.paths.cache_dir) / "sft" / sft_key(cfg)[0]  # the cache holds other tests' SFTs too
     (ours / "vqa_sft.json").unlink(missing_ok=True)  # another test may have shared this SFT with VQA: start without
-    out = run_training(train_cfg([*common, "evaluate.vqa=open"]))
+    out = run_training(train_cfg([*common, "val.vqa=open"]))
     baseline = json.loads((ours / "vqa_sft.json").read_text())
     assert "open" in baseline["vqa"] and out["vqa"]["grpo"]["open"]["accuracy"].keys() == \
         baseline["vqa"]["open"]["accuracy"].keys()
     # a cached baseline without a protocol the sweep now asks for gets it added; the open answers are reused
     answers = (ours / "answers_vqa_sft.jsonl").read_bytes()
-    run_training(train_cfg([*common, "evaluate.vqa=open+ll"]))
+    run_training(train_cfg([*common, "val.vqa=open+ll"]))
     baseline = json.loads((ours / "vqa_sft.json").read_text())
     assert set(baseline["vqa"]) == {"open", "ll"} and baseline["vqa"]["ll"]["n"] == 6
     assert (ours / "answers_vqa_sft.jsonl").read_bytes() == answers

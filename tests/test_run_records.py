@@ -124,7 +124,7 @@ def test_ctrl_c_after_a_sweep_job_trained_stops_the_sweep_in_one_line(tmp_path: 
     # the output goes to files, not pipes: a pipe nobody reads while we wait fills and stalls the sweep
     with open(tmp_path / "out.txt", "w") as out, open(tmp_path / "err.txt", "w") as err_file:
         p = subprocess.Popen([sys.executable, "train.py", "-m", "seed=1,2", "debug=fast", "logger=csv",
-                              "evaluate.max_new_tokens=256", "data.limit_val=8", f"paths.log_dir={logs}",
+                              "val.max_new_tokens=256", "data.limit_val=8", f"paths.log_dir={logs}",
                               f"paths.cache_dir={tmp_path / 'cache'}"],
                              cwd=ROOT, stdout=out, stderr=err_file, text=True, start_new_session=True,
                              env={**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"},

@@ -79,7 +79,7 @@ class NoiseLauncher:
             (job / ".hydra").mkdir(parents=True, exist_ok=True)
             (job / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
             (job / ".hydra" / "config.yaml").write_text(f"data:\n  synthetic:\n    seed: {draw}\n")
-            ids = sorted(split_vases([f"d{draw}-v{i}" for i in range(120)], ov["evaluate.heldout_split"]))
+            ids = sorted(split_vases([f"d{draw}-v{i}" for i in range(120)], ov["val.heldout_split"]))
             rng = np.random.default_rng(int(hashlib.sha256(f"{ov['knob']}|{ov['seed']}|{draw}".encode()).hexdigest()[:8],
                                             16))
             comp = {}
@@ -89,7 +89,7 @@ class NoiseLauncher:
                 comp[m] = {"diff": float(d.mean()), "lo": float(d.mean() - half), "hi": float(d.mean() + half),
                            "n": len(ids)}
             (job / "heldout_reward.json").write_text(json.dumps(
-                {"n": len(ids), "split": {"name": ov["evaluate.heldout_split"], "salt": "vase"}, "vase_ids": ids,
+                {"n": len(ids), "split": {"name": ov["val.heldout_split"], "salt": "vase"}, "vase_ids": ids,
                  "captions_vs_start": comp}))
             out.append(JobReturn(overrides=overrides, status=JobStatus.COMPLETED, _return_value=None))
         return out

@@ -31,7 +31,7 @@ def test_tau_sweep_runs_grpo_jobs_from_one_shared_sft_adapter(tmp_path: Path) ->
     # a grid without the preset's baseline (0.7) names one of its own: a baseline not in the grid is refused at the start
     p = subprocess.run([sys.executable, "train.py", "-m", "sweep=tau", "reward.tau=0.5,0.9", "question.baseline=0.5",
                         "debug=fast",
-                        "logger=wandb", "evaluate.vqa=open", "evaluate.max_new_tokens=4", "render.resolution=64",
+                        "logger=wandb", "val.vqa=open", "val.max_new_tokens=4", "render.resolution=64",
                         f"paths.log_dir={tmp_path / 'logs'}", f"paths.cache_dir={cache}"],
                        cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -159,7 +159,7 @@ def test_ablation_report_states_whether_the_targets_held(tmp_path: Path) -> None
 
 def _sweep_cmd(logs: Path, cache: Path, *extra: str) -> list[str]:
     return [sys.executable, "train.py", "-m", *extra, "stage.module.lora.r=4,8", "debug=fast", "logger=none",
-            "evaluate.after=false", "render.resolution=64", "trainer.max_steps=3",
+            "val.after=false", "render.resolution=64", "trainer.max_steps=3",
             "callbacks.checkpoint.every_n_train_steps=1", f"paths.log_dir={logs}", f"paths.cache_dir={cache}"]
 
 
@@ -577,7 +577,7 @@ def test_a_resumed_ddp_epoch_continues_each_ranks_own_shard() -> None:
                                "heldout/fabric_right, heldout/technique_right, heldout/dating_right, "
                                "heldout/decoration_right, heldout/attribution_right (replicates: seed); at its end "
                                "ablation.md/json/png"),
-    (["sweep=tau", "evaluate.heldout=false"], "question: this sweep compares reward.tau against 0.7 on heldout/total "
+    (["sweep=tau", "val.heldout=false"], "question: this sweep compares reward.tau against 0.7 on heldout/total "
                                               "(replicates: seed); at its end ablation.md"),
     (["stage=grpo", "reward.terms.bonus.weight=0.1,0.3"], "report: this sweep varies reward.terms.bonus.weight and has "
                                                           "no question, so its end writes summary.md only"),
@@ -594,7 +594,7 @@ def test_a_reward_sweep_says_at_its_start_whether_an_ablation_report_will_come(t
     assert p.returncode == 0, p.stderr[-2000:]
     lines = [line for line in p.stdout.splitlines() if line.startswith(("question:", "report:", "ablation:"))]
     assert len(lines) == 1 and lines[0].startswith(expect), lines
-    assert ("but evaluate.heldout is off" in lines[0]) is ("evaluate.heldout=false" in args)
+    assert ("but val.heldout is off" in lines[0]) is ("val.heldout=false" in args)
     assert ("question.report=ablation" in lines[0]) is ("reward.terms.bonus.weight=0.1,0.3" in args)
     # only checked: no summary, and no folder (someone globbing for the last sweep finds none of a check's)
     assert not list(tmp_path.rglob("multiruns")) and "is not complete" not in p.stderr
@@ -657,8 +657,8 @@ def test_a_killed_sweep_resumes_by_rerunning_it(tmp_path: Path, session_dirs: di
     byte for byte and not retrained, the killed one resumed from its checkpoint, the summary over both."""
     logs = tmp_path / "logs"
     cmd = [sys.executable, "train.py", "-m", "stage.module.lora.r=4,8", "debug=fast", "trainer.max_steps=4",
-           "callbacks.checkpoint.every_n_train_steps=2", "logger=none", "evaluate.before=false",
-           "evaluate.after=false", "report=false", "render.resolution=64", "+callbacks.signal._target_=tests.signals.SignalAt",
+           "callbacks.checkpoint.every_n_train_steps=2", "logger=none", "val.before=false",
+           "val.after=false", "report=false", "render.resolution=64", "+callbacks.signal._target_=tests.signals.SignalAt",
            f"paths.log_dir={logs}", f"paths.cache_dir={session_dirs['cache']}"]
     env = {**os.environ, "WANDB_MODE": "disabled"}
     first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,

@@ -130,7 +130,7 @@ CASES: dict[str, Case] = {
     "value-temperature": Case(["generation.temperature=0"], ["generation.do_sample=false"], config="evaluate"),
     "value-reward-target": Case(["stage=grpo", "+reward.terms.mine._target_=my_rewards.Shape",
                                  "+reward.terms.mine.weight=1"]),
-    "value-limit": Case(["data.limit_val=1", "evaluate.after=true"], ["data.limit_val=2", "evaluate.after=true"]),
+    "value-limit": Case(["data.limit_val=1", "val.after=true"], ["data.limit_val=2", "val.after=true"]),
     "data-missing": Case(["data=vasevqa3d", "data.root={tmp}/VaseVQA-3D"], ["data=vasevqa3d",
                          "data.root={tmp}/VaseVQA-3D"], setup=None),
     "data-no-layout": Case(["data=vasevqa3d", "data.root={tmp}/VaseVQA-3D"], setup=_folder("VaseVQA-3D"),

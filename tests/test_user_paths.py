@@ -307,7 +307,7 @@ def user_world(tmp_path: Path, session_dirs: dict, synthetic_root: Path, tiny_mo
     _user_dataset(synthetic_root, world["data"], views=True)
     cfg = compose_cfg("train", ["logger=none", "data.synthetic.num_vases=8", "render.resolution=64",
                                 "trainer.max_steps=1", "stage.batch_size=2", "stage.grad_accum=1",
-                                "evaluate.after=false", "report=false"], tmp_path / "setup", session_dirs)
+                                "val.after=false", "report=false"], tmp_path / "setup", session_dirs)
     run_training(cfg)
     world["adapter"] = user / "adapter"
     shutil.copytree(Path(cfg.paths.output_dir) / "adapter", world["adapter"], ignore=shutil.ignore_patterns(".vase-built"))
@@ -339,7 +339,7 @@ def test_every_entry_point_leaves_every_user_path_untouched(user_world: dict, tm
     runs = {
         "train": ("train", ["logger=none", *model, *data, *metrics, f"init_adapter={w['adapter']}",
                             "trainer.max_steps=1", "stage.batch_size=2", "stage.grad_accum=1", "stage.epochs=1",
-                            "evaluate.after=true", "evaluate.max_new_tokens=4", "data.limit_val=2", "report=true"]),
+                            "val.after=true", "val.max_new_tokens=4", "data.limit_val=2", "report=true"]),
         "generate": ("evaluate", ["logger=none", *model, *data, *metrics, f"adapter={w['adapter']}",
                                   "generation.max_new_tokens=4", "data.limit_val=2"]),
         "vqa": ("evaluate", ["action=vqa", "logger=none", *model, *data, f"adapter={w['adapter']}",

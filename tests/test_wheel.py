@@ -129,7 +129,7 @@ def test_the_users_file_wins_and_a_bad_project_is_one_line(installed: dict[str, 
         f"with vase's group folders in it (experiment/, sweep/, callbacks/, ...)"]
     (project / "conf" / "sweep").mkdir()
     (project / "conf" / "sweep" / "typo.yaml").write_text(
-        "# @package _global_\nevaluate:\n  heldout: true\nreward:\n  terms:\n    mine:\n      _target_: mypkg.trems.X\n"
+        "# @package _global_\nval:\n  heldout: true\nreward:\n  terms:\n    mine:\n      _target_: mypkg.trems.X\n"
         "      weight: 0.5\n")
     p = _run(installed, project, "vase", "train", "--config-dir", "conf", "sweep=typo", "debug=fast", "logger=none",
              env={"VASE_CHECK_CONFIG": "1"})

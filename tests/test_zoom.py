@@ -91,8 +91,8 @@ def test_sft_with_zoom_data_and_vqa_with_the_tool_run(train_cfg, tmp_path: Path,
     from vase.pipeline import run_training
     from vase.pipeline.evaluate import run_evaluation
 
-    cfg = train_cfg(["data.mix=both", "data.zoom=true", "evaluate.heldout=true", "evaluate.heldout_mix=qa",
-                     "evaluate.heldout_zoom_calls=1", "evaluate.heldout_max_new_tokens=6", "data.limit_val=1"])
+    cfg = train_cfg(["data.mix=both", "data.zoom=true", "val.heldout=true", "val.heldout_mix=qa",
+                     "val.heldout_zoom_calls=1", "val.heldout_max_new_tokens=6", "data.limit_val=1"])
     run_training(cfg)
     adapter = Path(cfg.paths.output_dir) / "adapter"
     # held out: the six questions with the tool offered, and the same adapter again without it

@@ -7,7 +7,7 @@ So the search and the report never share a vase:
 
 - **search**: ``n_trials`` settings proposed by a seeded TPE sampler over ``params`` (Optuna's sweep syntax:
   ``interval``, ``tag(log, interval(...))``, ``choice``), each a training job on the search draw
-  (``<draw_key>=<search_draw>``) scored on the ``search`` half of its held-out vases (``evaluate.heldout_split``):
+  (``<draw_key>=<search_draw>``) scored on the ``search`` half of its held-out vases (``val.heldout_split``):
   the objective is the claim's weaker member, ``min`` over the targets of (difference / standard error) of the
   paired difference against the job's own start;
 - **confirm**: the ``top_k`` best settings re-run with a fresh training seed (``confirm_seed``) on the ``confirm``
@@ -45,7 +45,7 @@ from vase.reports.search_confirm import STATE, TARGETS, claim_score
 
 log = logging.getLogger("vase")
 
-FIXED = ("seed", "evaluate.heldout_split")  # set by the sweeper for each job: never searched or given
+FIXED = ("seed", "val.heldout_split")  # set by the sweeper for each job: never searched or given
 
 
 def targets_of(config: Any) -> list[str]:
@@ -185,7 +185,7 @@ class SearchConfirmSweeper(Sweeper):
     def _job(self, fixed: list[str], params: dict[str, Any], draw: Any, split: str, seed: int) -> list[str]:
         """One job's overrides: the command line's, the setting's, the draw, the held-out split and the seed."""
         return [*fixed, *(f"{k}={_value(v)}" for k, v in params.items()), f"{self.draw_key}={draw}",
-                f"evaluate.heldout_split={split}", f"seed={seed}"]
+                f"val.heldout_split={split}", f"seed={seed}"]
 
     def _state(self, sweep_dir: Path, space: dict[str, Any], fixed: list[str], seed: int) -> dict[str, Any]:
         """``search.json``, read back when the sweep is taken up again, with this run's settings written in; a trial
@@ -201,7 +201,7 @@ class SearchConfirmSweeper(Sweeper):
             "confirm": {"draws": [self.search_draw, *self.confirm_draws], "seed": self.confirm_seed,
                         "top_k": self.top_k,
                         "splits": {str(self.search_draw): "confirm", **{str(d): "all" for d in self.confirm_draws}}},
-            "salt": str(OmegaConf.select(self.config, "evaluate.heldout_split_salt", default="vase")),
+            "salt": str(OmegaConf.select(self.config, "val.heldout_split_salt", default="vase")),
         })
         state.setdefault("trials", [])
         state.setdefault("confirmations", [])

@@ -56,7 +56,7 @@ from vase.runs import log_root, machine_stamp, run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ["cluster=slurm", "cluster.partition=debug", "cluster.gpus_per_node=0", "cluster.cpus_per_task=1",
-           "cluster.mem_gb=3", "logger=none", "evaluate.after=false", "render.resolution=64"]
+           "cluster.mem_gb=3", "logger=none", "val.after=false", "render.resolution=64"]
 # long enough to be signalled mid-run on 2 cores (240 SFT steps), checkpoints every 20 steps
 LONG = ["data.synthetic.num_vases=16", "stage.batch_size=2", "stage.grad_accum=1", "stage.epochs=40",
         "stage.module.lora.dropout=0.1", "stage.module.optimizer.lr=5e-3", "report=false",
@@ -158,7 +158,7 @@ def _job_id(slurm: LocalSlurm, sweep: Path | None) -> str | None:
 def _reference(work: Path, cache: Path, extra: list[str]) -> list[dict[str, Any]]:
     """The same training run uninterrupted, without SLURM: the history a resumed job must reproduce."""
     logs = work / "reference"
-    rc = _wait(_train([*LONG, *extra, "logger=none", "evaluate.after=false", "render.resolution=64"], logs, cache,
+    rc = _wait(_train([*LONG, *extra, "logger=none", "val.after=false", "render.resolution=64"], logs, cache,
                       {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}))
     runs = sorted((logs / "train" / "runs").glob("*/")) if rc == 0 else []
     return _history(runs[-1]) if runs else []
@@ -254,7 +254,7 @@ def _ddp(work: Path, cache: Path, env: dict[str, str], name: str, extra: list[st
          layout: list[str] = ONE_NODE_TWO_TASKS) -> dict[str, Any]:
     logs = work / name
     rc = _wait(_train(["-m", *CLUSTER, *layout, "cluster.cpus_per_task=1", "trainer=ddp", "trainer.accelerator=cpu",
-                       "debug=fast", "trainer.max_steps=4", "evaluate.after=true", *extra], logs, cache, env))
+                       "debug=fast", "trainer.max_steps=4", "val.after=true", *extra], logs, cache, env))
     sweep = _sweep_dir(logs)
     text = _job_logs(sweep)
     job = sweep / "0" if sweep else Path("/nonexistent")

@@ -114,7 +114,7 @@ def _api(url: str, path: str, body: dict[str, Any] | None = None) -> dict[str, A
         return json.loads(r.read() or b"{}")
 
 
-SWEEP = ["experiment=ablation_quick", "trainer.max_steps=100", "evaluate.vqa=null",
+SWEEP = ["experiment=ablation_quick", "trainer.max_steps=100", "val.vqa=null",
          "question.moves=[heldout/shape_right,heldout/fabric_right]", "logger=[mlflow,tensorboard]"]
 """A sweep with a real effect, small enough for a check: experiment=ablation_quick (one SFT on 240 vases, GRPO at
 shape weight 0 and 0.6, the held-out verdict on 240 vases) with 100 GRPO steps instead of 300, where the shape weight
@@ -317,7 +317,7 @@ def check_single_run(url: str, work: Path, cache: Path, artifacts: Path) -> dict
     finishes, its run is on the server with every tag a value (a None tag once failed every single run against a
     server after the model loaded), and its config file is in the server's artifact store."""
     client = work / "client"
-    cmd = [sys.executable, str(ROOT / "train.py"), "debug=fast", "logger=mlflow", "evaluate.after=false",
+    cmd = [sys.executable, str(ROOT / "train.py"), "debug=fast", "logger=mlflow", "val.after=false",
            f"paths.log_dir={client / 'single'}", f"paths.cache_dir={cache}"]
     with open(work / "single_run.log", "w") as f:
         rc = subprocess.run(cmd, cwd=client, stdout=f, stderr=subprocess.STDOUT, timeout=1200,
@@ -365,7 +365,7 @@ def check_server_dies(venv: Path, work: Path, cache: Path) -> dict[str, Any]:
     cmd = [str(venv / "bin" / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--backend-store-uri",
            f"sqlite:///{store / 'mlflow.db'}", "--artifacts-destination", str(store / "artifacts"), "--workers", "1"]
     logs = client / "dies"
-    train = [sys.executable, str(ROOT / "train.py"), "debug=fast", "logger=mlflow", "evaluate.after=false",
+    train = [sys.executable, str(ROOT / "train.py"), "debug=fast", "logger=mlflow", "val.after=false",
              "trainer.max_steps=40", "trainer.log_every_n_steps=1", f"paths.log_dir={logs}",
              f"paths.cache_dir={cache}"]
     killed_at: list[int] = []

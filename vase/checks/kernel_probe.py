@@ -59,7 +59,7 @@ SETTINGS: dict[str, tuple[list[str], dict[str, str]]] = {
                                                             "MKL_CBWR": "AVX2"}),
 }
 """Each default setting: overrides added to the probe's command, environment added to a clean one."""
-PROBE_OVERRIDES = ["experiment=demo", "trainer.max_steps=1", "evaluate.before=false", "evaluate.after=false",
+PROBE_OVERRIDES = ["experiment=demo", "trainer.max_steps=1", "val.before=false", "val.after=false",
                    "logger=none", "callbacks.checkpoint.every_n_train_steps=0", "resume=never"]
 
 

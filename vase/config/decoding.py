@@ -30,7 +30,7 @@ class Decoding:
 
     @classmethod
     def of(cls, node: Any, key: str = "generation") -> Decoding:
-        """The decoding that a config node (``generation`` or ``evaluate``) asks for; missing keys take the
+        """The decoding that a config node (``generation`` or ``val``) asks for; missing keys take the
         defaults; a bad value raises ConfigError naming ``<key>.<field>``."""
         get = node.get if hasattr(node, "get") else (lambda k, d=None: getattr(node, k, d))
         d = cls(**{f: get(f, default) for f, default in asdict(cls()).items() if get(f, None) is not None})

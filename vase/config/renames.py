@@ -2,8 +2,8 @@
 (`renamed_overrides`, before Hydra composes) and in a config file written for the old names (`renamed_keys`, a user's
 experiment with ``data: {task: qa}``, before validation). The words: docs/glossary.md#words.
 
->>> renamed_overrides(["data.task=qa", "+sft.data_task=both", "seed=1"], say=lambda line: None)
-['data.mix=qa', '+sft.data_mix=both', 'seed=1']
+>>> renamed_overrides(["data.task=qa", "+sft.data_task=both", "evaluate.vqa=mc", "seed=1"], say=lambda line: None)
+['data.mix=qa', '+sft.data_mix=both', 'val.vqa=mc', 'seed=1']
 """
 
 from __future__ import annotations
@@ -22,10 +22,12 @@ RENAMED = {
     "task": "action",  # evaluate.py's and python -m vase.filter's config group: what the entry point does
     "data.task": "data.mix",  # which prompt tasks a run trains on
     "sft.data_task": "sft.data_mix",
-    "evaluate.heldout_task": "evaluate.heldout_mix",
+    "evaluate.heldout_task": "val.heldout_mix",
     "task_name": "run_kind",  # which entry point made a run: its log folder and W&B job type
+    "evaluate": "val",  # train.py's section: what is measured on the val split before and after each stage
 }
-"""Old key or group -> new one. "task" now means only what a model is asked (``vase.prompt_tasks``)."""
+"""Old key or group -> new one; an old section renames every key under it (``evaluate.vqa`` -> ``val.vqa``). "task"
+now means only what a model is asked (``vase.prompt_tasks``); "evaluate" only the entry point ``evaluate.py``."""
 
 _OVERRIDE = re.compile(r"^([+~]*)([A-Za-z_][\w.]*)(=.*)?$")
 _ABSENT = object()
@@ -50,12 +52,25 @@ def renamed_overrides(argv: list[str], say: Callable[[str], None] = _stderr) -> 
     out = []
     for arg in argv:
         m = _OVERRIDE.match(arg)
-        if m and m.group(2) in RENAMED and not arg.startswith("-"):
-            new = RENAMED[m.group(2)]
+        new = renamed(m.group(2)) if m and not arg.startswith("-") else None
+        if new is not None:
             say(deprecation(m.group(2), new))
             arg = f"{m.group(1)}{new}{m.group(3) or ''}"
         out.append(arg)
     return out
+
+
+def renamed(key: str) -> str | None:
+    """``key``'s new name: its own entry of `RENAMED`, else its section's (the longest old prefix) with the rest kept;
+    None when nothing in it was renamed.
+
+    >>> renamed("evaluate.vqa"), renamed("evaluate.heldout_task"), renamed("evaluation.x"), renamed("seed")
+    ('val.vqa', 'val.heldout_mix', None, None)
+    """
+    if key in RENAMED:
+        return RENAMED[key]
+    old = max((k for k in RENAMED if key.startswith(k + ".")), key=len, default=None)
+    return None if old is None else RENAMED[old] + key[len(old):]
 
 
 def renamed_keys(cfg: DictConfig, say: Callable[[str], None] = _stderr) -> list[str]:
@@ -70,7 +85,8 @@ def renamed_keys(cfg: DictConfig, say: Callable[[str], None] = _stderr) -> list[
         parent, _, leaf = old.rpartition(".")
         node = OmegaConf.select(cfg, parent) if parent else cfg
         with open_dict(cfg):
-            OmegaConf.update(cfg, new, value, merge=False, force_add=True)
+            # a section (a user's file with evaluate: {vqa: mc}) merges into the new one's defaults
+            OmegaConf.update(cfg, new, value, merge=isinstance(value, DictConfig), force_add=True)
             node.pop(leaf)
         say(deprecation(old, new))
         moved.append(old)

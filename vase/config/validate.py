@@ -94,19 +94,19 @@ def validate(cfg: DictConfig) -> None:
             _validate_stage(key, _resolved(cfg, key))
     if cfg.get("trainer") is not None:
         _validate_trainer(_resolved(cfg, "trainer"))
-    for key in ("evaluate.vqa", "vqa.protocol"):  # e.g. open+ll; checked here, before any model loads
+    for key in ("val.vqa", "vqa.protocol"):  # e.g. open+ll; checked here, before any model loads
         v = OmegaConf.select(cfg, key, default=None)
         if v:
             parts = ["open", "mc"] if v == "both" else str(v).split("+")
             check_value(all(p in VQA_PROTOCOLS for p in parts), key, v,
                    "must be open, mc, ll, both, or several joined by '+' (open+ll)")
-    split = OmegaConf.select(cfg, "evaluate.heldout_split", default=None)
+    split = OmegaConf.select(cfg, "val.heldout_split", default=None)
     if split is not None:
-        check_value(split in ("all", "search", "confirm"), "evaluate.heldout_split", split,
+        check_value(split in ("all", "search", "confirm"), "val.heldout_split", split,
                     "must be all, search or confirm (the two disjoint halves of the held-out vases)")
     if isinstance(cfg.get("retrieval"), DictConfig):
         check_retrieval(_resolved(cfg, "retrieval"))
-    for key in ("generation", "evaluate"):  # the decoding of evaluate.py and of train.py's evaluation
+    for key in ("generation", "val"):  # the decoding of evaluate.py and of train.py's evaluation
         if isinstance(cfg.get(key), DictConfig):
             Decoding.of(_resolved(cfg, key), key)
     if cfg.get("cpu_kernels") is not None:
@@ -136,7 +136,7 @@ def entry_keys(name: str) -> set[str]:
 
 def _validate_entry_keys(cfg: DictConfig) -> None:
     """Under evaluate.py, a key only train.py reads is refused in one line: ``debug=fast`` set
-    ``evaluate.max_new_tokens`` (train.py's evaluation) and ``trainer.max_steps``, and evaluate.py ran its full
+    ``val.max_new_tokens`` (train.py's evaluation) and ``trainer.max_steps``, and evaluate.py ran its full
     length without a word. (train.py is not checked the other way: it composes the zero-shot experiments, which name
     their row for evaluate.py.)"""
     try:
@@ -212,14 +212,14 @@ def _validate_limits(cfg: DictConfig) -> None:
     """``data.limit_val`` below `MIN_EVAL_VASES` leaves too little to score (FID compares two sets of captions, each
     of at least 2): refused where evaluation is asked for; ``sft.limit_train`` (the shared SFT's own limit) is at
     least 1 like ``data.limit_train``."""
-    ev = cfg.get("evaluate") or {}
+    ev = cfg.get("val") or {}
     evaluating = cfg.get("run_kind") == "evaluate"
     captions = (evaluating and cfg.get("action", "generate") == "generate") or any(ev.get(k) for k in ("before", "after"))
     limit = OmegaConf.select(cfg, "data.limit_val", default=None)
     check_value(limit != 0 or not (evaluating or captions), "data.limit_val", limit,
                 "leaves no vase to evaluate; give at least 1, or null for no limit")
     check_value(limit is None or limit >= MIN_EVAL_VASES or not captions, "data.limit_val", limit,
-                f"leaves {'no vase' if limit == 0 else f'{limit} vase'} to evaluate (evaluate.before/after are on; "
+                f"leaves {'no vase' if limit == 0 else f'{limit} vase'} to evaluate (val.before/after are on; "
                 f"FID needs at least {MIN_EVAL_VASES}); give at least {MIN_EVAL_VASES}, or null for no limit")
     sft_limit = OmegaConf.select(cfg, "sft.limit_train", default=None)
     check_value(sft_limit is None or sft_limit >= 1, "sft.limit_train", sft_limit, "must be at least 1, or null for no limit")

@@ -85,11 +85,11 @@ SYMPTOMS: tuple[Symptom, ...] = (
         'add that folder to PYTHONPATH'),
     Symptom(
         'value-limit', 'Keys and values', 'No vase left to evaluate',
-        'config error: data.limit_val=1 leaves 1 vase to evaluate (evaluate.before/after are on; FID needs at '
+        'config error: data.limit_val=1 leaves 1 vase to evaluate (val.before/after are on; FID needs at '
         'least 2); give at least 2, or null for no limit',
         '`data.limit_val` keeps fewer than 2 validation vases, and evaluation after training is on: FID compares two '
         'sets of caption embeddings, and a set of one has no spread.',
-        'Give `data.limit_val` at least 2 (or null for all), or switch evaluation off: `evaluate.after=false`.',
+        'Give `data.limit_val` at least 2 (or null for all), or switch evaluation off: `val.after=false`.',
         'give at least 2, or null for no limit'),
     Symptom(
         'data-missing', 'Datasets', 'The dataset folder does not exist',

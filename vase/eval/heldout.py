@@ -35,7 +35,7 @@ COLLAPSED = 2.0   # a value named this many times more often than the commonest 
 log = logging.getLogger("vase")
 
 SPLITS = ("all", "search", "confirm")
-"""``evaluate.heldout_split``: every held-out vase, or one of two disjoint halves of them (`split_vases`)."""
+"""``val.heldout_split``: every held-out vase, or one of two disjoint halves of them (`split_vases`)."""
 
 
 def split_vases(ids: list[str], which: str, salt: str = "vase") -> set[str]:
@@ -51,7 +51,7 @@ def split_vases(ids: list[str], which: str, salt: str = "vase") -> set[str]:
     (True, False)
     """
     if which not in SPLITS:
-        raise DataError(f"evaluate.heldout_split={which!r} must be one of {list(SPLITS)}")
+        raise DataError(f"val.heldout_split={which!r} must be one of {list(SPLITS)}")
     unique = sorted(set(ids))
     if which == "all":
         return set(unique)
@@ -178,13 +178,13 @@ def heldout_reward(model: Any, processor: Any, dataset: Any, reward: Any, data_m
     decoding = decoding or Decoding()
     vases = split_vases([r.id for r in dataset.records], split, split_salt)
     if split != "all" and len(vases) < 2:
-        raise DataError(f"evaluate.heldout_split={split} leaves {len(vases)} of the {len(dataset.records)} held-out "
+        raise DataError(f"val.heldout_split={split} leaves {len(vases)} of the {len(dataset.records)} held-out "
                         f"vases: a paired comparison needs at least 2 in each half; hold out more vases "
-                        f"(data.limit_val, data.synthetic.val_fraction) or evaluate.heldout_split=all")
+                        f"(data.limit_val, data.synthetic.val_fraction) or val.heldout_split=all")
     items, targets = heldout_items(dataset, data_mix, vases)
     if not items:
         raise DataError(f"no held-out vase states its six dimensions (data.mix={data_mix}): the held-out reward "
-                        f"has nothing to score (evaluate.heldout=false turns it off)")
+                        f"has nothing to score (val.heldout=false turns it off)")
     answers = Path(answers) if answers is not None else answers_file(out)
     zoom = None
     if zoom_calls > 0:

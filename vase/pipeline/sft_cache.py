@@ -112,7 +112,7 @@ def shared_sft_adapter(cfg: DictConfig, train: Callable[[DictConfig], Any]) -> P
                 sub.logger = None
                 # no caption scoring, but VQA if the run asks for it: a sweep's report compares with SFT's accuracy
                 # (its held-out reward is each GRPO job's start, on the job's task: answered once, cached beside it)
-                sub.evaluate = {**OmegaConf.to_container(cfg.evaluate), "before": False, "after": False, "heldout": False}
+                sub.val = {**OmegaConf.to_container(cfg.val), "before": False, "after": False, "heldout": False}
                 sub.paths.output_dir = str(tmp)
                 if cfg.sft.get("data_mix"):   # e.g. SFT on captions and QA, GRPO on captions
                     sub.data.mix = cfg.sft.data_mix
@@ -135,10 +135,10 @@ def _baseline_vqa(cfg: DictConfig, adapter: Path, lock: Path | None = None) -> N
     """A run that asks for VQA compares with the shared SFT's: where the cached adapter was trained without it, the
     SFT adapter is evaluated now, once, and ``vqa_sft.json`` is cached beside it (a sweep's report never lacks its
     baseline)."""
-    protocol = (cfg.get("evaluate") or {}).get("vqa")
+    protocol = (cfg.get("val") or {}).get("vqa")
     target = adapter.parent / "vqa_sft.json"
 
-    decoding = Decoding.of(cfg.get("evaluate") or {}, "evaluate")
+    decoding = Decoding.of(cfg.get("val") or {}, "val")
 
     def have() -> bool:  # cached with every protocol this run asks for, decoded as this run decodes
         if not target.is_file():
@@ -157,7 +157,7 @@ def _baseline_vqa(cfg: DictConfig, adapter: Path, lock: Path | None = None) -> N
         data = instantiate(cfg.data, processor=processor, stage="sft", _convert_="partial")
         data.prepare_data()
         data.setup("fit")
-        ev = cfg.evaluate
+        ev = cfg.val
         evaluate_vqa(model, processor, data.val_set, instantiate(cfg.reward, _convert_="partial"),
                      float(cfg.reward.tau), target, f"{cfg.model.get('label', 'model')} (sft)", str(protocol),
                      int(ev.get("vqa_choices", 4)), int(ev.batch_size), int(ev.get("vqa_max_new_tokens", 24)),

@@ -235,13 +235,13 @@ def _start(cfg: DictConfig) -> tuple[Path, str | None]:
 
 
 class _Evaluation:
-    """The evaluations a run asks for (``evaluate.*``) and what they found, stage by stage."""
+    """The evaluations a run asks for (``val.*``) and what they found, stage by stage."""
 
     def __init__(self, cfg: DictConfig, processor: Any, out_dir: Path, loggers: list[Any]) -> None:
         self.cfg, self.processor, self.out_dir, self.loggers = cfg, processor, out_dir, loggers
-        self.ev = cfg.get("evaluate", {}) or {}
+        self.ev = cfg.get("val", {}) or {}
         self.label = cfg.model.get("label", "model")
-        self.decoding = Decoding.of(self.ev, "evaluate")  # every answer's decoding: the config's, not the checkpoint's
+        self.decoding = Decoding.of(self.ev, "val")  # every answer's decoding: the config's, not the checkpoint's
         self.results: dict[str, dict[str, Any]] = {}
         self.generations: dict[str, list[dict[str, Any]]] = {}
         self.histories: dict[str, list[dict[str, float]]] = {}
@@ -257,7 +257,7 @@ class _Evaluation:
                 self.scorer = build_scorer(cfg.metrics)
 
     def captions(self, module: Any, datamodule: Any, tag: str, before: bool) -> None:
-        """Caption the validation set and score it (``evaluate.before`` / ``evaluate.after``)."""
+        """Caption the validation set and score it (``val.before`` / ``val.after``)."""
         if not self.ev.get("before" if before else "after"):
             return
         ev = self.ev
@@ -270,7 +270,7 @@ class _Evaluation:
 
     def heldout_after(self, module: Any, datamodule: Any, stage: DictConfig, suffix: str, merged: bool,
                       shared_sft: Path | None) -> None:
-        """``evaluate.heldout``: the stage's own mix of tasks (or ``evaluate.heldout_mix``) answered for every validation vase
+        """``val.heldout``: the stage's own mix of tasks (or ``val.heldout_mix``) answered for every validation vase
         and scored by the run's reward terms (``heldout_reward<suffix>.json``), and, for a stage trained on top of
         merged adapters, the same for its starting point (``heldout_reward_start<suffix>.json``): the paired baseline
         of every comparison."""
@@ -331,7 +331,7 @@ class _Evaluation:
             lg.log_metrics({f"val/heldout_captions/{m}_diff": c["diff"] for m, c in comp.items()})
 
     def vqa_after(self, module: Any, datamodule: Any, stage: str) -> None:
-        """Per-dimension VQA on the validation set (``evaluate.vqa``), written to ``vqa_<stage>.json``."""
+        """Per-dimension VQA on the validation set (``val.vqa``), written to ``vqa_<stage>.json``."""
         if not self.ev.get("vqa"):
             return
         ev, cfg = self.ev, self.cfg
@@ -365,5 +365,5 @@ def objective(out: dict[str, Any], key: str) -> float:
         row = list(out["results"].values())[-1]
         if key in row:
             return float(row[key])
-    raise ConfigError(f"optimized_metric={key!r}: this run has no such value (a caption metric needs evaluate.after=true, "
-                      f"vqa/... needs evaluate.vqa, train/reward needs stage=grpo)")
+    raise ConfigError(f"optimized_metric={key!r}: this run has no such value (a caption metric needs val.after=true, "
+                      f"vqa/... needs val.vqa, train/reward needs stage=grpo)")

@@ -5,7 +5,7 @@ how an answer is parsed and compared), below data, rewards and evaluation, which
 `vase.config.EVAL_ACTIONS`), which tasks a run trains on is its mix (``data.mix``, `vase.choices.DATA_MIXES`) and which
 entry point made a run is its kind (``run_kind``: its log folder). Each prompt task is one module here with a
 ``samples(example, ctx)`` function, listed once in `SAMPLES`; a training mix that includes it is a line in
-`DATA_MIXES`. `VQA` names the ways evaluation asks and judges held-out questions (``evaluate.vqa``), each a prompt
+`DATA_MIXES`. `VQA` names the ways evaluation asks and judges held-out questions (``val.vqa``), each a prompt
 task's `EvalProtocol`.
 """
 
@@ -22,7 +22,7 @@ SAMPLES = {"caption": caption.samples, "qa": qa.samples, "mc": mc.samples, "invr
 ``vase.prompt_tasks.zoom.samples``)."""
 
 VQA = {"open": qa.OPEN, "mc": mc.LETTER, "ll": mc.LIKELIHOOD}
-"""``evaluate.vqa``'s protocols: how each asks a question about a dimension and judges the answer."""
+"""``val.vqa``'s protocols: how each asks a question about a dimension and judges the answer."""
 
 
 def __getattr__(name: str) -> object:  # DATA_TASKS, the name 0.2 changed, for one release

@@ -1,7 +1,7 @@
 """A reward-weight ablation's verdict: does a weight move what it rewards, on vases the model never saw?
 
 For a sweep over one ``reward.weights.<dim>`` (and seeds, and data draws ``data.synthetic.seed``), ``ablation.md``,
-``ablation.json`` and ``ablation.png``, decided on each job's **held-out reward** (``evaluate.heldout``: the task the
+``ablation.json`` and ``ablation.png``, decided on each job's **held-out reward** (``val.heldout``: the task the
 stage trained, answered on the held-out vases and scored by the run's own terms) against its starting point (the
 same model with its adapter off, on the same answers' ids):
 
@@ -10,7 +10,7 @@ same model with its adapter off, on the same answers' ids):
 (ii) at the paper's weights (``<dim>`` 0.15), no dimension's held-out rate lies below the start beyond its paired
      interval.
 
-Multiple choice by option likelihood (``evaluate.vqa=ll``), where the jobs ran it, is reported beside it as
+Multiple choice by option likelihood (``val.vqa=ll``), where the jobs ran it, is reported beside it as
 **transfer to QA**, with its own intervals: never the verdict. A sweep without held-out reward (older runs) is
 decided on its VQA as before, and says so. The dose-response on the training prompts (the dimension's own training
 reward over the last steps, largest weight against weight 0) is reported per draw and seed.
@@ -155,7 +155,7 @@ def _decide(key: str, jobs: list[Path], ov: dict[Path, dict[str, str]], replicat
         got = vqa_verdict(dim, xs, groups, jobs, ov, others, targets=True)
         if got is None:
             return None
-        verdict["basis"] = "held-out VQA (no held-out reward in these jobs: evaluate.heldout=true adds it)"
+        verdict["basis"] = "held-out VQA (no held-out reward in these jobs: val.heldout=true adds it)"
         verdict.update(got["verdict"])
         lines += got["lines"]
     captions = _caption_verdict(xs, groups, held, PAPER_WEIGHT, "weight")

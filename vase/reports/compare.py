@@ -1,7 +1,7 @@
 """A beyond-the-paper idea against the same pipeline without it, on held-out vases: the verdict of a sweep over one
 switch (``retrieval.k=0,3``, ...) across data draws and seeds.
 
-Each job scored its held-out answers with its own reward terms (``evaluate.heldout=true``: ``heldout_reward.json``,
+Each job scored its held-out answers with its own reward terms (``val.heldout=true``: ``heldout_reward.json``,
 each answer's values by id). Within one draw and seed, the job with the idea and the job without it answered the same
 held-out questions, so their difference on each target dimension is paired by answer id, with a 95 % bootstrap
 interval (`vase.eval.stats.heldout_difference`). The idea helps a dimension when that interval lies above 0 on

@@ -160,7 +160,7 @@ def job_row(job: Path) -> dict[str, Any]:
 
 
 def heldout_of(job: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The held-out reward of a job's last stage and of where that stage started (``evaluate.heldout``)."""
+    """The held-out reward of a job's last stage and of where that stage started (``val.heldout``)."""
     def last(prefix: str) -> dict[str, Any] | None:
         files = sorted(job.glob(f"{prefix}*.json"), key=lambda f: (f.stem != prefix, f.stem))
         if prefix == "heldout_reward":

@@ -44,7 +44,7 @@ def paired_results(path: str | Path) -> dict[str, dict[str, Any]]:
             out[f"{label} ({f.name})"] = _checked(f, comp)
     if not out:
         raise DataError(f"{path}: no paired caption comparison found (a heldout_reward.json with captions_vs_start, "
-                        f"or a paired_captions.json: runs with evaluate.heldout=true and a start, or SFT then GRPO)")
+                        f"or a paired_captions.json: runs with val.heldout=true and a start, or SFT then GRPO)")
     return out
 
 

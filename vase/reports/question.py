@@ -11,7 +11,7 @@ and pooled over replicates, with paired 95 % intervals.
 
 How the numbers are made:
 
-- a held-out measure (``heldout/...``, each job's ``heldout_reward.json``: ``evaluate.heldout=true``) is paired over
+- a held-out measure (``heldout/...``, each job's ``heldout_reward.json``: ``val.heldout=true``) is paired over
   the same held-out vases: a job at a compared value against the job at the baseline with the same replicate values;
   pooled over replicates, every vase's difference of every replicate is resampled within its replicate (a stratified
   bootstrap over vases, 2,000 draws), so a seed is one more draw of the same comparison and never a setting;
@@ -265,8 +265,8 @@ def notice(q: dict[str, Any], heldout: bool = True, replicates: int | None = Non
                  f"heldout/ measure (paired over the held-out vases) or give {', '.join(q['replicates'])} "
                  f"{MIN_REPLICATES} values")
     if not heldout and (kind != "question" or any(m.startswith("heldout/") for m in q["moves"])):
-        line += (" - but evaluate.heldout is off, so no held-out measure will be there to decide on: add "
-                 "evaluate.heldout=true (each job answers the validation vases; about 13 s a job on the tiny model)")
+        line += (" - but val.heldout is off, so no held-out measure will be there to decide on: add "
+                 "val.heldout=true (each job answers the validation vases; about 13 s a job on the tiny model)")
     return line
 
 

@@ -207,7 +207,7 @@ def report_lines(v: dict[str, Any]) -> list[str]:
                      + f" | {'–' if t.get('score') is None else format(t['score'], '+.2f')} |")
     lines += ["", "## Splits, seeds and how to rerun a row", "",
               f"- search: draw {sd} ({v['draw_key']}), the `search` half of its held-out vases "
-              f"(`evaluate.heldout_split=search`, salt `{v['salt']}`), training seed {v['search']['seed']}, "
+              f"(`val.heldout_split=search`, salt `{v['salt']}`), training seed {v['search']['seed']}, "
               f"{v['search']['n_trials']} trials;",
               f"- confirmation: the `confirm` half of draw {sd} and every held-out vase of draws "
               f"{', '.join(d for d in draws if d != sd)}, training seed {v['confirm']['seed']}; the two halves share no "

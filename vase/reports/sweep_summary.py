@@ -546,7 +546,7 @@ def report_notices(config: DictConfig) -> list[str]:
     except ConfigError as e:
         config_exit(e)
     if q is not None:
-        ev = config.get("evaluate") or {}
+        ev = config.get("val") or config.get("evaluate") or {}  # "evaluate": before 0.2
         listed = [values[k] if k in values else ["one"] for k in q["replicates"]]  # a key not swept: one value
         replicates = math.prod(len(v) for v in listed) if all(v is not None for v in listed) else None
         return [notice(q, heldout=bool(ev.get("heldout")), replicates=replicates)]
