@@ -194,3 +194,21 @@ def test_the_kernel_probe_finds_no_difference_under_the_pins_and_names_the_op_wh
     c = subprocess.run([sys.executable, "-m", "vase.checks.kernel_probe", "--compare", str(tmp_path / "probe" / "portable"),
                         str(tmp_path / "probe" / "native")], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert c.returncode == 0 and c.stdout.splitlines()[-1].startswith("A vs B: " if not native["same"] else "A = B"), c.stdout
+
+
+_WAIT = "import os, sys\nfrom vase.kernels import pin_cpu_kernels\npin_cpu_kernels(sys.argv[1])\n" \
+        "print(os.environ.get('OMP_WAIT_POLICY', 'unset'))"
+
+
+@pytest.mark.parametrize("mode,threads,want", [("portable", "1", "PASSIVE"), ("portable", None, "unset"),
+                                               ("native", "1", "unset")])
+def test_portable_on_fewer_threads_lets_openmp_sleep(mode: str, threads: str | None, want: str) -> None:
+    """``cpu_kernels=portable`` under ``OMP_NUM_THREADS=1`` (jobs side by side) sets ``OMP_WAIT_POLICY=PASSIVE``
+    before torch loads, so its two threads sleep instead of spinning on the other job's core; alone (no thread count
+    asked) and under ``native`` it leaves the policy to OpenMP. Run without the suites' own PASSIVE (Makefile)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = threads
+    p = subprocess.run([sys.executable, "-c", _WAIT, mode], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env=env)
+    assert p.returncode == 0 and p.stdout.split()[-1] == want, p.stdout + p.stderr[-2000:]
