@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.wheel import ENV, install_wheel, package_tree
+from tests.wheel import ENV, install_wheel
+from vase.checks.wheel_check import tree_digest
 
 
 def assert_the_demo_learns(run: Path) -> None:
@@ -68,7 +69,7 @@ def test_the_demo_learns_on_two_more_seeds_one_of_them_from_the_installed_wheel(
     path given, so its data, tiny models, renders, shared caches and run are made from nothing under that folder, and
     nothing is written into the installed package."""
     installed = install_wheel(tmp_path / "wheel")
-    before = package_tree(installed["package"])
+    before = tree_digest(installed["package"])
     user = tmp_path / "user"
     user.mkdir()
     seed1 = tmp_path / "seed1"
@@ -83,7 +84,7 @@ def test_the_demo_learns_on_two_more_seeds_one_of_them_from_the_installed_wheel(
     assert {p.name for p in (user / ".cache").iterdir()} >= {"models", "data"}  # made from nothing, here
     record = json.loads((run / ".vase-run.json").read_text())
     assert record["status"] == "finished" and not record["code"].get("commit"), record  # the wheel's code, no checkout
-    assert package_tree(installed["package"]) == before  # nothing written into the package
+    assert tree_digest(installed["package"]) == before  # nothing written into the package
 
 
 def _train(args: list[str], tmp_path: Path, session_dirs: dict, timeout: int = 600) -> subprocess.CompletedProcess:

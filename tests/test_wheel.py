@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.wheel import ENV, install_wheel, package_tree
+from tests.wheel import ENV, install_wheel
+from vase.checks.wheel_check import tree_digest
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,7 @@ def test_the_wheel_carries_every_config_and_its_commands_run_from_an_empty_folde
               for p in (ROOT / d).glob("*.yaml")}
     assert configs | linked <= names and len(linked) > 20, sorted((configs | linked) - names)[:5]
     assert "hydra_plugins/vase_launchers/__init__.py" in names
-    before = package_tree(installed["package"])
+    before = tree_digest(installed["package"])
     empty = tmp_path / "empty"
     empty.mkdir()
     p = _run(installed, empty, "vase", "--version")
@@ -52,7 +53,7 @@ def test_the_wheel_carries_every_config_and_its_commands_run_from_an_empty_folde
     assert p.returncode == 0 and "config ok: experiment=demo" in p.stdout, p.stderr[-2000:]
     p = _run(installed, empty, "vase", "nosuch")
     assert p.returncode == 2 and p.stderr.startswith("vase: 'nosuch' is no command; choose one of train, evaluate")
-    assert package_tree(installed["package"]) == before  # nothing written into the package
+    assert tree_digest(installed["package"]) == before  # nothing written into the package
 
 
 def test_the_wheel_s_requirements_resolve_from_the_package_index_alone(installed: dict[str, Path],
@@ -92,7 +93,7 @@ def test_a_users_project_from_the_docs_runs_its_sweep_against_the_installed_whee
     for name, text in files.items():
         (project / name).parent.mkdir(parents=True, exist_ok=True)
         (project / name).write_text(text)
-    before = package_tree(installed["package"])
+    before = tree_digest(installed["package"])
     command = next(ln for ln in (ROOT / "docs" / "library.md").read_text().splitlines()
                    if ln.startswith("vase train --config-dir conf -m sweep=my_lr"))
     command = command.split("#")[0]
@@ -105,7 +106,7 @@ def test_a_users_project_from_the_docs_runs_its_sweep_against_the_installed_whee
     jobs = sorted(page.parent.glob("[0-9]"))
     assert len(jobs) == 4 and all((j / "steps_seen.txt").read_text() == "2\n" for j in jobs)  # the user's callback
     assert (project / ".cache").is_dir() and not (project / "conf" / "logs").exists()
-    assert package_tree(installed["package"]) == before  # runs, caches and renders: all under the project
+    assert tree_digest(installed["package"]) == before  # runs, caches and renders: all under the project
     # the sweep's record gives back the command that made it: the installed one, with the project's folder
     p = _run(installed, project, "vase", "runs", str(page.parent))
     again = next(ln for ln in p.stdout.splitlines() if ln.strip().startswith("again:"))

@@ -9,7 +9,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from vase.checks.wheel_check import build_wheel, tree_digest
+from vase.checks.wheel_check import build_wheel
 
 ENV = {**{k: v for k, v in os.environ.items() if k != "VASE_LOG_DIR"}, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
 """A user's shell: no $VASE_LOG_DIR (the suite's own points runs elsewhere), so runs go where the user is."""
@@ -30,7 +30,3 @@ def install_wheel(work: Path) -> dict[str, Path]:
                     "--no-deps", str(wheel)], check=True, capture_output=True, timeout=600)
     return {"wheel": wheel, "bin": venv / "bin", "package": purelib / "vase"}
 
-
-def package_tree(folder: Path) -> dict[str, str]:
-    """The package's files and their hashes, less Python's own bytecode cache (`tree_digest`)."""
-    return tree_digest(folder)
