@@ -31,8 +31,11 @@ import shutil
 import subprocess
 import sys
 import time
+from importlib.metadata import requires
 from pathlib import Path
 from typing import Any
+
+from packaging.requirements import Requirement
 
 from vase import __version__
 from vase import markdown as md
@@ -45,10 +48,6 @@ ROOT = Path(__file__).resolve().parents[2]
 def pins() -> dict[str, str]:
     """What vase's requirements pin with ``==`` (setup.cfg's torch and torchvision), read from the package's metadata:
     checked in the new environment."""
-    from importlib.metadata import requires
-
-    from packaging.requirements import Requirement
-
     found = {}
     for req in map(Requirement, requires("vase") or []):
         exact = [s.version for s in req.specifier if s.operator == "=="]
