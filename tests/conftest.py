@@ -186,13 +186,13 @@ def one_line(p: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-def shipped_question(path: str) -> dict:
-    """The ``question:`` block of a shipped sweep or experiment file (``sweeps/tau.yaml``), as its sweep's end reads
-    it: a report's test asks the question the shipped file asks."""
+def shipped_hypothesis(path: str) -> dict:
+    """The ``hypothesis:`` block of a shipped sweep or experiment file (``sweeps/tau.yaml``), as its sweep's end reads
+    it: a report's test asks the hypothesis the shipped file asks."""
     from omegaconf import OmegaConf
 
-    from vase.reports.question import question_of
+    from vase.reports.verdict import hypothesis_of
 
-    q = question_of(OmegaConf.load(ROOT / path))
-    assert q is not None, f"{path} has no question: block"
+    q = hypothesis_of(OmegaConf.load(ROOT / path))
+    assert q is not None, f"{path} has no hypothesis: block"
     return q

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, shipped_question
+from tests.conftest import ROOT, shipped_hypothesis
 from vase.annotate.vocab import DIMENSIONS
 from vase.eval.heldout import score_answers, summarize
 from vase.eval.stats import heldout_difference
@@ -137,7 +137,7 @@ def test_the_ablation_verdict_is_decided_on_the_heldout_reward(tmp_path: Path, c
             _job(sweep, n, [f"reward.weights.shape={w}", "seed=1", f"data.synthetic.seed={draw}"],
                  _result({"shape": shape, **others}), start, _ll(20 if w == 0.0 else 6))
             n += 1
-    v = write_ablation_report(sweep, shipped_question('experiments/ablation_demo.yaml'))
+    v = write_ablation_report(sweep, shipped_hypothesis('experiments/ablation_demo.yaml'))
     assert v["basis"] == "held-out reward" and v["groups"] == ["draw 0, seed 1", "draw 5, seed 1"]
     assert v["i"] is (case in ("clear", "paper_weights_hurt")), v["i_per_seed"]
     assert v["ii"] is (case != "paper_weights_hurt") and ("fabric" in v["ii_fell"]) is (case == "paper_weights_hurt")
@@ -173,7 +173,7 @@ def test_a_sweep_over_any_key_gets_the_heldout_table(tmp_path: Path) -> None:
     assert paths["png"].stat().st_size > 1000
     from vase.reports.ablation import write_ablation_report
 
-    v = write_ablation_report(sweep, shipped_question('sweeps/tau.yaml'))
+    v = write_ablation_report(sweep, shipped_hypothesis('sweeps/tau.yaml'))
     assert v["swept"] == "reward.tau" and v["basis"].startswith("held-out reward")
     assert v["moved"] == {"0.5 (seed 1)": [], "0.7 (seed 1)": ["shape"], "0.9 (seed 1)": ["shape"]}
     assert v["changes"]["0.9 (seed 1)"]["shape"]["diff"] == pytest.approx(0.5) and v["ii"] is True
@@ -194,7 +194,7 @@ def test_a_tau_sweep_reports_what_each_tau_moved_against_its_own_start(tmp_path:
                    0.9: {"shape": 21, "fabric": 20}}[tau]
             _job(sweep, n, [f"reward.tau={tau}", f"seed={seed}"], _result(run), start)
             n += 1
-    v = write_ablation_report(sweep, shipped_question('sweeps/tau.yaml'))
+    v = write_ablation_report(sweep, shipped_hypothesis('sweeps/tau.yaml'))
     assert v["weights"] == [0.5, 0.7, 0.9] and v["groups"] == ["1", "2"]
     assert v["moved"]["0.5 (seed 1)"] == ["shape"] and v["moved"]["0.9 (seed 2)"] == []
     assert v["ii"] is False and v["ii_fell"] == ["fabric (seed 2)"] and v["nothing_learned"] is False
@@ -204,7 +204,7 @@ def test_a_tau_sweep_reports_what_each_tau_moved_against_its_own_start(tmp_path:
     assert "**Target (ii)**, at the paper's tau (0.7)" in md and "not held** (below: fabric (seed 2))" in md
     assert (sweep / "ablation.png").stat().st_size > 5000
     (sweep / "5" / "heldout_reward_start.json").unlink()
-    assert write_ablation_report(sweep, shipped_question('sweeps/tau.yaml')) is None
+    assert write_ablation_report(sweep, shipped_hypothesis('sweeps/tau.yaml')) is None
 
 
 def test_a_sweep_where_nothing_was_learned_says_so_instead_of_a_bare_not_held(tmp_path: Path) -> None:
@@ -216,12 +216,12 @@ def test_a_sweep_where_nothing_was_learned_says_so_instead_of_a_bare_not_held(tm
     sweep = tmp_path / "sweep"
     for n, w in enumerate((0.0, 0.6)):
         _job(sweep, n, [f"reward.weights.shape={w}", "seed=1"], zero, zero)
-    v = write_ablation_report(sweep, shipped_question('sweeps/reward_weights.yaml'))
+    v = write_ablation_report(sweep, shipped_hypothesis('sweeps/reward_weights.yaml'))
     assert v["nothing_learned"] is True and v["i"] is False
     md = (sweep / "ablation.md").read_text().splitlines()
     assert md[2].startswith("**Nothing to decide on**") and "experiment=ablation_demo" in md[2]
     _job(sweep, 2, ["reward.weights.shape=0.3", "seed=1"], _result({"shape": 1}), zero)
-    assert write_ablation_report(sweep, shipped_question('sweeps/reward_weights.yaml'))["nothing_learned"] is False
+    assert write_ablation_report(sweep, shipped_hypothesis('sweeps/reward_weights.yaml'))["nothing_learned"] is False
 
 
 def test_a_grpo_run_scores_itself_and_its_start_on_held_out_vases(train_cfg, tmp_path: Path) -> None:
@@ -321,7 +321,7 @@ def test_an_idea_is_judged_on_paired_held_out_answers_on_every_draw_and_seed(tmp
         return root
 
     groups = [(0, 1), (0, 2), (5, 1), (5, 2)]
-    good = write_comparison(sweep("good", {g: {"attribution": 150, "dating": 120} for g in groups}), shipped_question('experiments/beyond_retrieval.yaml'))
+    good = write_comparison(sweep("good", {g: {"attribution": 150, "dating": 120} for g in groups}), shipped_hypothesis('experiments/beyond_retrieval.yaml'))
     assert good["held"] is True and good["groups"] == ["draw 0, seed 1", "draw 0, seed 2", "draw 5, seed 1",
                                                        "draw 5, seed 2"]
     s = good["dimensions"]["attribution"]["groups"]["draw 5, seed 2"]
@@ -332,7 +332,7 @@ def test_an_idea_is_judged_on_paired_held_out_answers_on_every_draw_and_seed(tmp
     assert "Verdict on the targets (attribution, dating; " in md and "**held**." in md
     mixed = {g: {"attribution": 150, "dating": 120} for g in groups}
     mixed[(5, 2)] = {"attribution": 60, "dating": 20}  # one seed on one draw: no gain, and dating worse
-    v = write_comparison(sweep("mixed", mixed), shipped_question('experiments/beyond_retrieval.yaml'))
+    v = write_comparison(sweep("mixed", mixed), shipped_hypothesis('experiments/beyond_retrieval.yaml'))
     assert v["held"] is False and not v["dimensions"]["attribution"]["helped"]
     assert not v["dimensions"]["attribution"]["hurt"] and v["dimensions"]["dating"]["hurt"]
     assert "- attribution (target): **not shown to help**" in (tmp_path / "mixed" / "compare.md").read_text()
@@ -341,7 +341,7 @@ def test_an_idea_is_judged_on_paired_held_out_answers_on_every_draw_and_seed(tmp
     for n, (k, right) in enumerate((("0", 60), ("1", 90), ("3", 150))):
         _job(probe, n, ["data.synthetic.seed=0", f"retrieval.k={k}", "seed=1"],
              _result({"attribution": right, "dating": right}, n=240), _result({}, n=240))
-    v = write_comparison(probe, shipped_question('experiments/beyond_retrieval.yaml'))
+    v = write_comparison(probe, shipped_hypothesis('experiments/beyond_retrieval.yaml'))
     assert v["on"] == "3" and v["held"] and v["probes"]["1"]["dimensions"]["attribution"]["groups"]["draw 0, seed 1"][
         "on"] == 0.375
     assert "`retrieval.k=1` against `retrieval.k=0`" in (probe / "compare.md").read_text()
@@ -349,7 +349,7 @@ def test_an_idea_is_judged_on_paired_held_out_answers_on_every_draw_and_seed(tmp
     other = tmp_path / "other"
     for n, w in enumerate(("0", "0.6")):
         _job(other, n, [f"reward.weights.shape={w}"], _result({}, n=24), _result({}, n=24))
-    assert write_comparison(other, shipped_question('experiments/beyond_retrieval.yaml')) is None and not (other / "compare.md").exists()
+    assert write_comparison(other, shipped_hypothesis('experiments/beyond_retrieval.yaml')) is None and not (other / "compare.md").exists()
 
 
 def test_the_learned_term_is_judged_on_the_mean_over_dimensions_per_held_out_vase(tmp_path: Path) -> None:
@@ -366,14 +366,14 @@ def test_the_learned_term_is_judged_on_the_mean_over_dimensions_per_held_out_vas
                  _result(with_term if w == "0.5" else base, n=240), _result({}, n=240))
         return root
 
-    v = write_comparison(sweep("up", {d: 150 for d in DIMENSIONS}), shipped_question('experiments/beyond_learned.yaml'))
+    v = write_comparison(sweep("up", {d: 150 for d in DIMENSIONS}), shipped_hypothesis('experiments/beyond_learned.yaml'))
     assert v["targets"] == [MEAN] and v["held"] is True and v["key"] == "reward.terms.learned.weight"
     g = v["dimensions"][MEAN]["groups"]["draw 5, seed 2"]
     assert (g["off"], g["on"]) == (0.5, 0.625) and g["diff"] == pytest.approx(0.125) and g["lo"] > 0
     md = (tmp_path / "up" / "compare.md").read_text()
     assert "| **mean** (target) | draw 0, seed 1 | 50.0 % | 62.5 % | +12.5 [" in md and "**held**." in md
     traded = {**base, "shape": 240, "fabric": 0}  # shape up by what fabric lost: the mean does not move
-    v = write_comparison(sweep("traded", traded), shipped_question('experiments/beyond_learned.yaml'))
+    v = write_comparison(sweep("traded", traded), shipped_hypothesis('experiments/beyond_learned.yaml'))
     assert v["held"] is False and v["dimensions"]["shape"]["helped"] and v["dimensions"]["fabric"]["hurt"]
     assert v["dimensions"][MEAN]["groups"]["draw 0, seed 1"]["diff"] == pytest.approx(0.0)
     # questions (one dimension each) of one vase are averaged into that vase's mean
@@ -400,7 +400,7 @@ def test_the_zoom_tool_is_judged_on_decoration_and_its_own_part_beside(tmp_path:
                         _result({"decoration": 130 if seed == 1 else 40}, n=240), _result({}, n=240))
             (tool / "heldout_without_tool.json").write_text(json.dumps(_result({"decoration": 40}, n=240)))
             n += 2
-    v = write_comparison(root, shipped_question('experiments/beyond_zoom.yaml'))
+    v = write_comparison(root, shipped_hypothesis('experiments/beyond_zoom.yaml'))
     assert v["key"] == "data.zoom" and v["targets"] == ["decoration"] and v["on"] == "true"
     assert v["held"] is False and not v["dimensions"]["decoration"]["hurt"]  # seed 2 gains nothing
     g = v["dimensions"]["decoration"]["groups"]["draw 5, seed 1"]
@@ -430,7 +430,7 @@ def test_grpo_with_the_inverse_rendering_term_is_judged_against_its_own_start(tm
     for n, (draw, seed) in enumerate((d, s) for d in (0, 5) for s in (1, 2)):
         _job(root, n, [f"data.synthetic.seed={draw}", f"seed={seed}", "reward.terms.invrender.weight=1.0"],
              result(0.8 if seed == 1 else 0.6, 150 if seed == 1 else 120), result(0.6, 120))
-    v = write_comparison(root, shipped_question('experiments/beyond_invrender.yaml'))
+    v = write_comparison(root, shipped_hypothesis('experiments/beyond_invrender.yaml'))
     assert v["key"] == "reward.terms.invrender.weight" and v["off"] is None and v["held"] is False
     iou = v["dimensions"]["invrender"]["groups"]
     assert iou["draw 0, seed 1"]["diff"] == pytest.approx(0.15) and iou["draw 0, seed 1"]["lo"] > 0
@@ -462,7 +462,7 @@ def test_the_ablation_reports_the_papers_caption_claim_at_the_papers_weight(tmp_
                 held["captions_vs_start"] = comp(-0.01 if case != "held" and draw == "5" else 0.01)
             _job(sweep, n, [f"reward.weights.shape={w}", "seed=1", f"data.synthetic.seed={draw}"], held, start)
             n += 1
-    v = write_ablation_report(sweep, shipped_question('experiments/ablation_demo.yaml'))
+    v = write_ablation_report(sweep, shipped_hypothesis('experiments/ablation_demo.yaml'))
     assert v["captions"]["held"] is (case == "held")
     assert v["captions"]["per_group"] == {"draw 0, seed 1": True, "draw 5, seed 1": case == "held"}
     md = (sweep / "ablation.md").read_text()
@@ -490,7 +490,7 @@ def test_a_sweep_over_another_setting_at_one_weight_keeps_its_jobs_apart_and_dec
             _job(sweep, n, ["reward.weights.shape=0.15", "seed=1", f"data.synthetic.seed={draw}",
                             f"reward.terms.bonus.weight={bonus}"], held, start)
             n += 1
-    v = write_ablation_report(sweep, shipped_question('experiments/ablation_demo.yaml'))
+    v = write_ablation_report(sweep, shipped_hypothesis('experiments/ablation_demo.yaml'))
     assert v["groups"] == [f"draw {d}, seed 1, reward.terms.bonus.weight={b}" for d in ("0", "5") for b in ("0.3", "0.6")]
     assert v["i"] is None and "dose_response" not in v
     assert v["captions"]["per_group"] == {g: "0.3" in g for g in v["groups"]} and v["captions"]["held"] is False
@@ -520,7 +520,7 @@ def test_a_sweep_under_both_aggregations_decides_every_target_per_aggregation(tm
                                 f"stage.module.multi_objective_aggregation={agg}"], held, start,
                      vqa=_ll(20 if (w == 0.6 and agg == "normalize_then_sum") else 12))
                 n += 1
-    v = write_ablation_report(sweep, shipped_question('experiments/ablation_demo.yaml'))
+    v = write_ablation_report(sweep, shipped_hypothesis('experiments/ablation_demo.yaml'))
     key = "stage.module.multi_objective_aggregation"
     assert v["apart"] == [key] and v["i"] is False  # pooled: one aggregation did not hold it
     assert {name: s["i"] for name, s in v["settings"].items()} == {f"{key}=normalize_then_sum": True,
@@ -569,7 +569,7 @@ def test_the_ablation_plot_draws_each_draws_own_start_and_says_which_marker_is_w
             _job(sweep, n, [f"reward.weights.shape={w}", "seed=1", f"data.synthetic.seed={draw}"],
                  _result({"shape": shape}), _result({"shape": start_shape}))
             n += 1
-    ablation.write_ablation_report(sweep, shipped_question('experiments/ablation_demo.yaml'))
+    ablation.write_ablation_report(sweep, shipped_hypothesis('experiments/ablation_demo.yaml'))
     ax = figures[-1].axes[0]
     starts = sorted(round(line.get_ydata()[0], 1) for line in ax.get_lines()  # shape is the third colour, C2
                     if line.get_linestyle() in ("--", ":") and line.get_color() == "C2")
@@ -579,12 +579,12 @@ def test_the_ablation_plot_draws_each_draws_own_start_and_says_which_marker_is_w
             "draw 5, seed 1: its start (SFT)", "shape"} <= set(labels)
 
 
-def test_a_reward_weight_sweep_is_answered_through_its_question_per_seed_and_pooled(tmp_path: Path) -> None:
-    """The shipped reward-weight sweep's question (report: ablation) is the one path to its answer: question.md pools
+def test_a_reward_weight_sweep_is_answered_through_its_hypothesis_per_seed_and_pooled(tmp_path: Path) -> None:
+    """The shipped reward-weight sweep's hypothesis (report: ablation) is the one path to its answer: verdict.md pools
     the weight's held-out effect over both seeds (each seed paired with its own weight-0 job), ablation.md opens with
     that pooled verdict and decides its targets per seed, and target (ii) says why it is not decided (the paper's
     weight is not in the grid)."""
-    from vase.reports.question import answer_sweep
+    from vase.reports.verdict import answer_sweep
 
     sweep = tmp_path / "sweep"
     config = (ROOT / "sweeps" / "reward_weights.yaml").read_text()
@@ -597,8 +597,8 @@ def test_a_reward_weight_sweep_is_answered_through_its_question_per_seed_and_poo
             (job / ".hydra" / "config.yaml").write_text(config)
             n += 1
     answer = answer_sweep(sweep)
-    assert answer["report"] == "ablation" and answer["files"] == [sweep / "question.md", sweep / "ablation.md"]
-    pooled = json.loads((sweep / "question.json").read_text())["blocks"]["all"]["reward.weights.shape=0.6"]
+    assert answer["report"] == "ablation" and answer["files"] == [sweep / "verdict.md", sweep / "ablation.md"]
+    pooled = json.loads((sweep / "verdict.json").read_text())["blocks"]["all"]["reward.weights.shape=0.6"]
     shape = pooled["heldout/shape_right"]
     assert set(shape["per_replicate"]) == {"seed=1", "seed=2"}  # seed against seed, never seed 1 against seed 2
     assert shape["pooled"]["diff"] == pytest.approx((20 + 14) / 2 / 40) and shape["pooled"]["lo"] > 0
@@ -612,25 +612,25 @@ def test_a_reward_weight_sweep_is_answered_through_its_question_per_seed_and_poo
            "reward.weights.shape=0,0.15,0.6" in md
 
 
-def test_a_report_kind_is_one_registry_entry_and_a_question_it_cannot_answer_is_refused(tmp_path: Path) -> None:
-    """A package adds its own report kind by one register_report_kind; answer_sweep calls it with the question; the
+def test_a_report_kind_is_one_registry_entry_and_a_hypothesis_it_cannot_answer_is_refused(tmp_path: Path) -> None:
+    """A package adds its own report kind by one register_report_kind; answer_sweep calls it with the hypothesis; the
     ablation kind refuses a key it cannot decide, naming the key."""
     from vase.errors import ConfigError
-    from vase.reports import question as qmod
+    from vase.reports import verdict as qmod
 
     qmod.register_report_kind("echo", qmod.ReportKind("echo.md", "tests.test_heldout:_echo_report"))
     try:
         sweep = tmp_path / "sweep"
         job = _job(sweep, 0, ["reward.weights.shape=0.6", "seed=1"], _result({}), _result({}))
-        (job / ".hydra" / "config.yaml").write_text("question:\n  compare: reward.weights.shape\n  report: echo\n")
+        (job / ".hydra" / "config.yaml").write_text("hypothesis:\n  compare: reward.weights.shape\n  report: echo\n")
         assert qmod.answer_sweep(sweep) == {"report": "echo", "lines": ["reward.weights.shape echo"], "files": []}
     finally:
         del qmod.REPORT_KINDS["echo"]
-    with pytest.raises(ConfigError, match=r"question.report: ablation decides one reward weight .* this question "
+    with pytest.raises(ConfigError, match=r"hypothesis.report: ablation decides one reward weight .* this hypothesis "
                                           r"compares stage.module.beta"):
-        qmod.question(compare="stage.module.beta", report="ablation")
-    with pytest.raises(ConfigError, match=r"question.report: 'nope' is no report kind; choose from question, "):
-        qmod.question(compare="seed", report="nope")
+        qmod.hypothesis(compare="stage.module.beta", report="ablation")
+    with pytest.raises(ConfigError, match=r"hypothesis.report: 'nope' is no report kind; choose from verdict, "):
+        qmod.hypothesis(compare="seed", report="nope")
 
 
 def _echo_report(sweep_dir: Path, q: dict) -> dict:

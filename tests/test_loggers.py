@@ -19,9 +19,9 @@ from tests.conftest import ROOT
 
 SWEEP = ["-m", "debug=fast", "stage=grpo", "sft_init=true", "+stage@sft=sft", "+sft.max_steps=2",
          "reward.weights.shape=0,0.6", "reward.normalize_weights=[shape]", "val.heldout=true",
-         "+question.compare=reward.weights.shape", "+question.baseline=0", "+question.report=ablation",
+         "+hypothesis.compare=reward.weights.shape", "+hypothesis.baseline=0", "+hypothesis.report=ablation",
          "logger=[mlflow,tensorboard,wandb]", "stage.module.log_completions_every=1", "val.after=true"]
-"""The ablation loop at debug size: a two-job reward-weight sweep from one shared SFT, its question named on the command
+"""The ablation loop at debug size: a two-job reward-weight sweep from one shared SFT, its hypothesis named on the command
 line, held-out verdict on, logged to the three dashboards at once."""
 
 
@@ -35,10 +35,10 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert p.returncode == 0, p.stderr[-3000:]
     assert "MLflow: the sweep is run" in p.stdout and "mlflow ui --backend-store-uri sqlite:///" in p.stdout
     # the link to the jobs opens the view saved on the experiment (the test below reads it), not MLflow's default page
-    assert "MLflow: the sweep's jobs, with the swept values and the question's measures: " in p.stdout
+    assert "MLflow: the sweep's jobs, with the swept values and the hypothesis's measures: " in p.stdout
     assert "/#/experiments/1/runs?viewStateShareKey=vase-multirun-" in p.stdout
     (logs / "sweep_stdout.txt").write_text(p.stdout)
-    assert "question: this sweep compares reward.weights.shape against 0 on heldout/total (replicates: seed); at " \
+    assert "hypothesis: this sweep compares reward.weights.shape against 0 on heldout/total (replicates: seed); at " \
            "its end ablation.md" in p.stdout
     return logs
 
@@ -77,7 +77,7 @@ def test_a_sweep_is_an_mlflow_parent_run_with_every_job_a_child_that_shows_what_
                 "hp/heldout_captions/overall_score_start"} <= set(metrics)
         curve = client.get_metric_history(r.info.run_id, "train/reward")
         assert len(curve) >= 2  # a curve, not a single point
-        # MLflow's comparison page plots the first metric a run logged: the question's held-out change, 0 at the
+        # MLflow's comparison page plots the first metric a run logged: the hypothesis's held-out change, 0 at the
         # job's start (the start against itself, before the first step), its measured value after the last (the
         # latest of the same step is the one MLflow shows)
         assert list(metrics)[0] == "hp/heldout/shape_vs_start"
@@ -96,32 +96,32 @@ def test_a_sweep_is_an_mlflow_parent_run_with_every_job_a_child_that_shows_what_
     exp = client.get_experiment(exp.experiment_id)  # opened on its runs in MLflow 3's UI, not the GenAI overview
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
     # the answer on the parent: its name says it, its description has the verdict line, its metrics the numbers
-    question = json.loads((next((sweep / "train" / "multiruns").iterdir()) / "question.json").read_text())
-    pooled = question["blocks"]["all"]["reward.weights.shape=0.6"]["heldout/total"]["pooled"]
+    found = json.loads((next((sweep / "train" / "multiruns").iterdir()) / "verdict.json").read_text())
+    pooled = found["blocks"]["all"]["reward.weights.shape=0.6"]["heldout/total"]["pooled"]
     assert parent.info.run_name.startswith("multirun-") and parent.info.run_name.endswith(
         f"-summary: reward.weights.shape=0.6 vs 0: held-out total reward {pooled['diff']:+.3g} "
         f"[{pooled['lo']:+.3g}, {pooled['hi']:+.3g}] {pooled['direction']}")
     note = parent.data.tags["mlflow.note.content"]
-    assert note.startswith(question["lines"][0].replace("**", ""))  # the verdict first, not a machine's path
+    assert note.startswith(found["lines"][0].replace("**", ""))  # the verdict first, not a machine's path
     assert "| against reward.weights.shape=0 | measure | change [95 % interval] | verdict |" in note
     assert f"| reward.weights.shape=0.6 | held-out total reward | {pooled['diff']:+.3g} " in note
     got = parent.data.metrics
-    assert got["answer/reward.weights.shape_0.6/heldout/total/effect"] == float(f"{pooled['diff']:.3g}")
-    assert got["answer/reward.weights.shape_0.6/heldout/total/low"] == float(f"{pooled['lo']:.3g}")
-    assert got["answer/reward.weights.shape_0.6/heldout/total/high"] == float(f"{pooled['hi']:.3g}")
-    # the jobs' view: the jobs alone (their parent not among them), by the question's measure, its columns shown
+    assert got["verdict/reward.weights.shape_0.6/heldout/total/effect"] == float(f"{pooled['diff']:.3g}")
+    assert got["verdict/reward.weights.shape_0.6/heldout/total/low"] == float(f"{pooled['lo']:.3g}")
+    assert got["verdict/reward.weights.shape_0.6/heldout/total/high"] == float(f"{pooled['hi']:.3g}")
+    # the jobs' view: the jobs alone (their parent not among them), by the hypothesis's measure, its columns shown
     view = json.loads(next(v for k, v in exp.tags.items() if k.startswith("mlflow.sharedViewState.vase-multirun-")))
     shown = client.search_runs([exp.experiment_id], filter_string=view["searchFilter"])
     assert sorted(r.info.run_name for r in shown) == ["grpo-w_shape=0", "grpo-w_shape=0.6"]
-    # sorted by, and showing, each job against the baseline on the question's first measure with its interval
+    # sorted by, and showing, each job against the baseline on the hypothesis's first measure with its interval
     assert view["orderByKey"] == "metrics.`vs_baseline/heldout/total`"
     assert view["selectedColumns"] == ["params.`sweep/reward.weights.shape`", "metrics.`vs_baseline/heldout/total`",
                                        "metrics.`vs_baseline/heldout/total_low`",
                                        "metrics.`vs_baseline/heldout/total_high`"]
-    # each job's own run carries the question's comparison: its setting against the baseline job of its seed, in the
+    # each job's own run carries the hypothesis's comparison: its setting against the baseline job of its seed, in the
     # title's units, with its interval's bounds
-    rep = question["jobs"]["1"]["replicate"]
-    mine = question["blocks"]["all"]["reward.weights.shape=0.6"]["heldout/total"]["per_replicate"][rep]
+    rep = found["jobs"]["1"]["replicate"]
+    mine = found["blocks"]["all"]["reward.weights.shape=0.6"]["heldout/total"]["per_replicate"][rep]
     child = next(r for r in children if r.info.run_name == "grpo-w_shape=0.6")
     # to 3 significant digits, as people read them (MLflow shows every digit it holds)
     assert child.data.metrics["vs_baseline/heldout/total"] == float(f"{mine['diff']:.3g}")
@@ -163,9 +163,9 @@ def test_tensorboard_gets_one_folder_per_job_named_by_its_overrides_with_the_swe
         # the config panel and the other dashboards), so the metric columns stay in view beside it
         assert set(hp) == {SWEPT} and hp[SWEPT].number_value in (0.0, pytest.approx(0.6))
         assert columns == [(False, SWEPT)]
-        # its metric columns: what the question asks about first (the swept weight's own dimension), then the
+        # its metric columns: what the hypothesis asks about first (the swept weight's own dimension), then the
         # held-out change per dimension and the end scores
-        # (written by the sweep's end into every job's run: the question's comparison with the baseline first)
+        # (written by the sweep's end into every job's run: the hypothesis's comparison with the baseline first)
         assert metrics[:6] == ["vs_baseline/heldout/total", "vs_baseline/heldout/total_low",
                                "vs_baseline/heldout/total_high", "hp/heldout/shape_vs_start", "hp/heldout/shape_right",
                                "hp/heldout/reward"]
@@ -191,10 +191,10 @@ def test_wandb_s_record_shows_the_same_keys_and_metrics_and_groups_the_sweep(swe
                <= j["history"] for j in jobs)
     assert all("vase_config.yaml" in j["files"] for j in jobs)
     # the weight-0.6 job's own run holds its comparison with the baseline job (which ran before it), the numbers the
-    # sweep's end puts in question.json; the baseline's holds none
-    question = json.loads((sweep_dir / "question.json").read_text())
-    rep = question["jobs"]["1"]["replicate"]
-    mine = question["blocks"]["all"]["reward.weights.shape=0.6"]["heldout/total"]["per_replicate"][rep]
+    # sweep's end puts in verdict.json; the baseline's holds none
+    found = json.loads((sweep_dir / "verdict.json").read_text())
+    rep = found["jobs"]["1"]["replicate"]
+    mine = found["blocks"]["all"]["reward.weights.shape=0.6"]["heldout/total"]["per_replicate"][rep]
     assert jobs[1]["summary"]["vs_baseline/heldout/total"] == float(f"{mine['diff']:.3g}")
     assert jobs[1]["summary"]["vs_baseline/heldout/total_high"] == float(f"{mine['hi']:.3g}")
     assert not any(k.startswith("vs_baseline/") for k in jobs[0]["summary"])
@@ -202,11 +202,11 @@ def test_wandb_s_record_shows_the_same_keys_and_metrics_and_groups_the_sweep(swe
     assert summary["group"] == group and summary["config"][SWEPT] == "0,0.6"
     assert {"sweep/summary", "sweep/ablation_verdict", "sweep/ablation", "sweep/vs_baseline"} <= summary["history"]
     # the verdict in the summary run's summary (the runs table's columns): its line and its numbers
-    pooled = question["blocks"]["all"]["reward.weights.shape=0.6"]["heldout/total"]["pooled"]
+    pooled = found["blocks"]["all"]["reward.weights.shape=0.6"]["heldout/total"]["pooled"]
     assert summary["summary"]["verdict"].startswith(
         f"reward.weights.shape=0.6 vs 0: held-out total reward {pooled['diff']:+.3g} [{pooled['lo']:+.3g}, "
         f"{pooled['hi']:+.3g}] {pooled['direction']}")
-    assert summary["summary"]["answer/reward.weights.shape_0.6/heldout/total/low"] == float(f"{pooled['lo']:.3g}")
+    assert summary["summary"]["verdict/reward.weights.shape_0.6/heldout/total/low"] == float(f"{pooled['lo']:.3g}")
     assert "ablation.md" in summary["files"]
 
 

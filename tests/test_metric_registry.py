@@ -1,5 +1,5 @@
 """The caption-metric registry (vase.metrics.registry): one entry makes a metric scored, paired per vase, shown in the
-results table and the loggers' table, accepted as a question move, and listed in the glossary; ROUGE-L is the worked
+results table and the loggers' table, accepted as a hypothesis move, and listed in the glossary; ROUGE-L is the worked
 example, a metric from a user's own module the other."""
 
 from __future__ import annotations
@@ -91,8 +91,8 @@ def test_a_bad_extra_metric_is_refused_before_the_model_loads(tmp_path) -> None:
     assert "loading model" not in p.stderr
 
 
-def test_every_caption_metric_of_the_registry_is_in_the_glossary_and_a_question_move() -> None:
-    from vase.reports.question import measured_moves
+def test_every_caption_metric_of_the_registry_is_in_the_glossary_and_a_hypothesis_move() -> None:
+    from vase.reports.verdict import measured_moves
 
     glossary = (ROOT / "docs" / "glossary.md").read_text()
     moves = measured_moves({})

@@ -4,6 +4,7 @@ and in a package's entry-point group."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -23,15 +24,15 @@ def test_old_overrides_get_their_new_names_and_one_line_each() -> None:
     said: list[str] = []
     argv = ["task=vqa", "data.task=qa", "+sft.data_task=both", "evaluate.heldout_task=qa", "task_name=mine", "seed=1",
             "data.mix=both", "--cfg", "hydra.overrides.task=[a]", "~task", "evaluate.vqa=mc", "+evaluate.after=false",
-            "evaluation.x=1"]
+            "evaluation.x=1", "+question.compare=seed"]
     assert renamed_overrides(argv, said.append) == [
         "action=vqa", "data.mix=qa", "+sft.data_mix=both", "val.heldout_mix=qa", "run_kind=mine", "seed=1",
         "data.mix=both", "--cfg", "hydra.overrides.task=[a]", "~action", "val.vqa=mc", "+val.after=false",
-        "evaluation.x=1"]
+        "evaluation.x=1", "+hypothesis.compare=seed"]
     assert said[1] == "deprecated: data.task is now data.mix (the old name is accepted until vase 0.3)"
-    assert said[-1] == "deprecated: evaluate.after is now val.after (the old name is accepted until vase 0.3)"
-    assert len(said) == 8 and set(RENAMED) == {"task", "data.task", "sft.data_task", "evaluate.heldout_task", "task_name",
-                                               "evaluate"}
+    assert said[-2] == "deprecated: evaluate.after is now val.after (the old name is accepted until vase 0.3)"
+    assert len(said) == 9 and set(RENAMED) == {"task", "data.task", "sft.data_task", "evaluate.heldout_task", "task_name",
+                                               "evaluate", "question"}
 
 
 def test_a_config_file_written_for_the_old_names_has_its_values_moved(train_cfg) -> None:
@@ -122,3 +123,65 @@ def test_a_plugin_written_for_the_old_names_runs_with_task_equals(tmp_path: Path
     for old in ("entry-point group vase.eval_tasks is now vase.eval_actions", "vase.config.EvalTask is now",
                 "vase.config.register_eval_task is now", "deprecated: task is now action"):
         assert any(old in line for line in said), (old, said)
+
+
+def _old_job(sweep: Path, num: int, beta: str, total: float) -> None:
+    """A job of a sweep made before 0.2: its saved config holds the block under its old name, question:."""
+    job = sweep / str(num)
+    (job / ".hydra").mkdir(parents=True)
+    (job / ".hydra" / "overrides.yaml").write_text(f"- stage.module.beta={beta}\n- seed=1\n")
+    (job / ".hydra" / "config.yaml").write_text("question:\n  compare: stage.module.beta\n  baseline: 0.001\n"
+                                                "  moves: [heldout/total]\n  report: question\n")
+    (job / "heldout_reward.json").write_text(json.dumps({"items": {v: {"total": total + 0.01 * k}
+                                                                   for k, v in enumerate("abcd")}}))
+
+
+def test_a_sweep_from_before_0_2_still_gets_its_verdict_under_the_old_names(tmp_path: Path) -> None:
+    """The sweep's question: block is its hypothesis: since 0.2, question.md is verdict.md, `vase question` is `vase
+    verdict`, report kind question is verdict and vase.reports.question is vase.reports.verdict: each old name still
+    works, with one line naming the new one."""
+    sweep = tmp_path / "old_sweep"
+    _old_job(sweep, 0, "0.001", 0.1)
+    _old_job(sweep, 1, "0.04", 0.5)
+    p = subprocess.run([sys.executable, "-m", "vase.cli", "question", str(sweep)], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300, env=CHECK)
+    assert p.returncode == 0, p.stderr[-2000:]
+    said = [ln for ln in p.stderr.splitlines() if ln.startswith("deprecated: ")]
+    assert said == ["deprecated: vase question is now vase verdict (the old name is accepted until vase 0.3)",
+                    "deprecated: hypothesis.report: question is now hypothesis.report: verdict (the old name is "
+                    "accepted until vase 0.3)"]
+    page = (sweep / "verdict.md").read_text()
+    assert "stage.module.beta=0.04 against stage.module.beta=0.001" in page and not (sweep / "question.md").exists()
+    from vase.reports.verdict import read_verdict
+
+    found = read_verdict(sweep)
+    assert found["hypothesis"]["compare"] == ["stage.module.beta"] and found["hypothesis"]["report"] == "verdict"
+    old = tmp_path / "older_sweep"  # its end wrote question.json, the block under "question"
+    old.mkdir()
+    (old / "question.json").write_text(json.dumps({"question": {"moves": ["kl"]}, "lines": ["**x**: y"]}))
+    assert read_verdict(old) == {"hypothesis": {"moves": ["kl"]}, "lines": ["**x**: y"]}
+    assert read_verdict(tmp_path) == {}
+    # the old module: the same objects, one warning per old name
+    p = subprocess.run([sys.executable, "-c", "import vase.reports.question as q, vase.reports.verdict as v; "
+                        "assert q.question_of is v.hypothesis_of and q.REPORT_KINDS is v.REPORT_KINDS"],
+                       capture_output=True, text=True, timeout=300, env=CHECK, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "FutureWarning: deprecated: vase.reports.question is now vase.reports.verdict" in p.stderr
+    assert "deprecated: vase.reports.question.question_of is now vase.reports.verdict.hypothesis_of" in p.stderr
+
+
+def test_a_sweep_file_or_command_line_with_the_old_question_block_is_checked_at_its_start(tmp_path: Path) -> None:
+    """A user's sweep file written with question: and +question.compare= on the command line: the sweep says its
+    hypothesis at its start, as with the new name; the command line's old key gets its one line."""
+    conf = tmp_path / "conf" / "sweep"
+    conf.mkdir(parents=True)
+    (conf / "mine.yaml").write_text("# @package _global_\nquestion:\n  compare: seed\n  moves: [loss]\nhydra:\n"
+                                    "  mode: MULTIRUN\n  sweeper:\n    params:\n      seed: 1,2\n")
+    for args in (["sweep=mine", f"hydra.searchpath=[file://{tmp_path / 'conf'}]"],
+                 ["seed=1,2", "+question.compare=seed", "+question.moves=[loss]"]):
+        p = subprocess.run([sys.executable, "train.py", "-m", "debug=fast", *args, f"paths.log_dir={tmp_path}"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300, env=CHECK)
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert "hypothesis: this sweep compares seed against its first value on loss" in p.stdout, p.stdout[-2000:]
+    assert "deprecated: question.compare is now hypothesis.compare (the old name is accepted until vase 0.3)" \
+        in p.stderr.splitlines()

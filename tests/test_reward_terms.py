@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import ROOT, shipped_question
+from tests.conftest import ROOT, shipped_hypothesis
 from tests.test_end_to_end import ONE_THREAD
 from vase.rewards import reward_from_config
 
@@ -176,7 +176,7 @@ def test_an_ablation_over_one_weight_compares_no_weight_with_itself_in_its_qa_tr
     for n, bonus in enumerate(("0.3", "0.6")):
         _job(sweep, n, ["reward.weights.shape=0.15", "seed=1", f"reward.terms.bonus.weight={bonus}"],
              _result({"shape": 16}), _result({"shape": 12}), _ll(14))
-    v = write_ablation_report(sweep, shipped_question('sweeps/reward_weights.yaml'))
+    v = write_ablation_report(sweep, shipped_hypothesis('sweeps/reward_weights.yaml'))
     md = (sweep / "ablation.md").read_text()
     assert v["i"] is None and v["transfer"]["i"] is None
     # bonus 0.6 against 0.3 job by job is a comparison of its own (the same results here: +0.0); outside it, no

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, shipped_question
+from tests.conftest import ROOT, shipped_hypothesis
 from tests.test_user_paths import tree_hash
 
 
@@ -29,7 +29,7 @@ def _wandb_record(job: Path) -> bytes:
 def test_tau_sweep_runs_grpo_jobs_from_one_shared_sft_adapter(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     # a grid without the preset's baseline (0.7) names one of its own: a baseline not in the grid is refused at the start
-    p = subprocess.run([sys.executable, "train.py", "-m", "sweep=tau", "reward.tau=0.5,0.9", "question.baseline=0.5",
+    p = subprocess.run([sys.executable, "train.py", "-m", "sweep=tau", "reward.tau=0.5,0.9", "hypothesis.baseline=0.5",
                         "debug=fast",
                         "logger=wandb", "val.vqa=open", "val.max_new_tokens=4", "render.resolution=64",
                         f"paths.log_dir={tmp_path / 'logs'}", f"paths.cache_dir={cache}"],
@@ -135,7 +135,7 @@ def test_ablation_report_states_whether_the_targets_held(tmp_path: Path) -> None
     for n, (w, seed, shape) in enumerate([(0.0, 1, 0.4), (0.15, 1, 0.5), (0.6, 1, 0.7), (0.0, 2, 0.45),
                                           (0.15, 2, 0.5), (0.6, 2, 0.6)]):
         _fake_job(good, n, w, seed, shape, 0.5 - 1 / 24, sft)  # others one item below SFT: allowed
-    v = write_ablation_report(good, shipped_question('sweeps/reward_weights.yaml'))
+    v = write_ablation_report(good, shipped_hypothesis('sweeps/reward_weights.yaml'))
     assert v["i"] is True and v["ii"] is True
     # the fake jobs' training shape reward equals their weight: 0.6 > 0 on both seeds
     assert v["dose_response"] is True and v["dose_response_per_seed"]["1"] == {"at_max": 0.6, "at_0": 0.0}
@@ -149,7 +149,7 @@ def test_ablation_report_states_whether_the_targets_held(tmp_path: Path) -> None
         _fake_job(bad, n, w, seed, shape, 0.5 - 2 / 24, sft)  # seed 1 below SFT; others two items below
     (bad / "2" / "train_history.json").write_text(json.dumps([{"step": 1.0, "reward": 0.3, "reward/shape": 0.0}]))
     (bad / "0" / "train_history.json").write_text(json.dumps([{"step": 1.0, "reward": 0.3, "reward/shape": 0.1}]))
-    v = write_ablation_report(bad, shipped_question('sweeps/reward_weights.yaml'))
+    v = write_ablation_report(bad, shipped_hypothesis('sweeps/reward_weights.yaml'))
     assert v["i"] is False and v["ii"] is False
     assert v["dose_response"] is False  # seed 1: shape reward 0.0 at weight 0.6 against 0.1 at weight 0
     assert "**not held**" in (bad / "ablation.md").read_text()
@@ -367,7 +367,7 @@ def test_the_ablation_targets_are_decided_on_paired_intervals_when_answers_are_k
         for n, (w, seed, right) in enumerate([(0.0, 1, low), (0.6, 1, high), (0.0, 2, low), (0.6, 2, high)]):
             _fake_job(sweep, n, w, seed, right / 24, 0.5, sft)
             (sweep / str(n) / "vqa_grpo.json").write_text(json.dumps({"vqa": vqa(right)}))
-        v = write_ablation_report(sweep, shipped_question('sweeps/reward_weights.yaml'))
+        v = write_ablation_report(sweep, shipped_hypothesis('sweeps/reward_weights.yaml'))
         assert v["i_rule"].startswith("paired") and v["protocol"] == protocol
         assert "\n## " not in v["table"] and "**Target (i)**" in v["table"] and v["machine"]["cpus"]
         d = v["i_per_seed"]["1"]["max_minus_0"]
@@ -573,29 +573,29 @@ def test_a_resumed_ddp_epoch_continues_each_ranks_own_shard() -> None:
 
 @pytest.mark.slow  # heavy (whole runs in subprocesses, or a 30 s fixture): make test-slow keeps the default suite short
 @pytest.mark.parametrize(("args", "expect"), [
-    (["sweep=reward_weights"], "question: this sweep compares reward.weights.shape against 0.0 on heldout/shape_right, "
+    (["sweep=reward_weights"], "hypothesis: this sweep compares reward.weights.shape against 0.0 on heldout/shape_right, "
                                "heldout/fabric_right, heldout/technique_right, heldout/dating_right, "
                                "heldout/decoration_right, heldout/attribution_right (replicates: seed); at its end "
                                "ablation.md/json/png"),
-    (["sweep=tau", "val.heldout=false"], "question: this sweep compares reward.tau against 0.7 on heldout/total "
+    (["sweep=tau", "val.heldout=false"], "hypothesis: this sweep compares reward.tau against 0.7 on heldout/total "
                                               "(replicates: seed); at its end ablation.md"),
     (["stage=grpo", "reward.terms.bonus.weight=0.1,0.3"], "report: this sweep varies reward.terms.bonus.weight and has "
-                                                          "no question, so its end writes summary.md only"),
-    (["stage=grpo", "stage.module.beta=0.0,0.04"], "report: this sweep varies stage.module.beta and has no question"),
+                                                          "no hypothesis, so its end writes summary.md only"),
+    (["stage=grpo", "stage.module.beta=0.0,0.04"], "report: this sweep varies stage.module.beta and has no hypothesis"),
 ])
 def test_a_reward_sweep_says_at_its_start_whether_an_ablation_report_will_come(tmp_path: Path, args: list[str],
                                                                              expect: str) -> None:
     """The first sweep the docs show wrote summary.md and silently no ablation.md (held-out scoring was off): now its
-    sweep file turns it on and names its question, and any sweep says in one line at its start what its end will
+    sweep file turns it on and names its hypothesis, and any sweep says in one line at its start what its end will
     bring (with held-out scoring off: that there will be nothing held-out to decide on)."""
     p = subprocess.run([sys.executable, "train.py", "-m", *args, f"paths.log_dir={tmp_path}"], cwd=ROOT,
                        capture_output=True, text=True, timeout=300,
                        env={**os.environ, "VASE_CHECK_CONFIG": "1", "WANDB_MODE": "disabled"})
     assert p.returncode == 0, p.stderr[-2000:]
-    lines = [line for line in p.stdout.splitlines() if line.startswith(("question:", "report:", "ablation:"))]
+    lines = [line for line in p.stdout.splitlines() if line.startswith(("hypothesis:", "report:", "ablation:"))]
     assert len(lines) == 1 and lines[0].startswith(expect), lines
     assert ("but val.heldout is off" in lines[0]) is ("val.heldout=false" in args)
-    assert ("question.report=ablation" in lines[0]) is ("reward.terms.bonus.weight=0.1,0.3" in args)
+    assert ("hypothesis.report=ablation" in lines[0]) is ("reward.terms.bonus.weight=0.1,0.3" in args)
     # only checked: no summary, and no folder (someone globbing for the last sweep finds none of a check's)
     assert not list(tmp_path.rglob("multiruns")) and "is not complete" not in p.stderr
     assert "config ok: the sweep's" in p.stdout

@@ -101,7 +101,7 @@ def test_a_users_project_from_the_docs_runs_its_sweep_against_the_installed_whee
     assert p.returncode == 0, p.stderr[-3000:]
     verdict = next(ln for ln in p.stdout.splitlines() if ln.startswith("stage.module.optimizer.lr=0.001 against"))
     assert "held-out amphora" in verdict  # the user's own term, measured and judged
-    (page,) = (project / "logs" / "train" / "multiruns").glob("*/question.md")
+    (page,) = (project / "logs" / "train" / "multiruns").glob("*/verdict.md")
     assert verdict.split(": ", 1)[1] in page.read_text()
     jobs = sorted(page.parent.glob("[0-9]"))
     assert len(jobs) == 4 and all((j / "steps_seen.txt").read_text() == "2\n" for j in jobs)  # the user's callback

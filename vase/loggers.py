@@ -184,7 +184,7 @@ def run_params(cfg: DictConfig, overrides: list[str] | None = None, swept: list[
         key = key.lstrip("+~")
         if not key.startswith(_NOT_PARAMS):
             given[key] = param_value(value)
-    swept = view_order([k for k in swept if k in given], OmegaConf.select(cfg, "question", default=None))
+    swept = view_order([k for k in swept if k in given], OmegaConf.select(cfg, "hypothesis", default=None))
     # a name every dashboard takes (MLflow allows letters, digits and _ - . : / and space): stage@sft -> stage:sft
     given = {dashboard_key(k): v for k, v in given.items()}
     swept = [dashboard_key(k) for k in swept]
@@ -227,10 +227,10 @@ def log_config(loggers: list[Any], cfg: DictConfig, config_file: str | Path | No
             lg.experiment.add_text("config", "    " + path.read_text().replace("\n", "\n    "), global_step=0)
 
 
-def log_question_start(loggers: list[Any], keys: list[str]) -> None:
+def log_hypothesis_start(loggers: list[Any], keys: list[str]) -> None:
     """MLflow's comparison page plots the first metric a run logged (its store keeps a run's metrics in the order they
     came, and the page draws the first): when a job starts, before anything is measured, each held-out change the
-    sweep's question asks about (``hp/heldout/<dim>_vs_start``, ``keys`` in the question's order) is logged as 0, the
+    sweep's hypothesis asks about (``hp/heldout/<dim>_vs_start``, ``keys`` in the hypothesis's order) is logged as 0, the
     start against itself. Its value at the job's end replaces it, so that page plots the swept key against what the
     sweep asks about. A measure with no value before training (a reward, a loss, KL) is not logged early. Only MLflow:
     TensorBoard and W&B take their columns from the hparams record and the run config."""
@@ -285,7 +285,7 @@ def _tensorboard_hparams(lg: Any, params: dict[str, Any], metrics: dict[str, flo
     """TensorBoard's hparams records for this run: the session (this run's values) and, for a single run, the
     experiment (its columns, every parameter of `run_params`). A job of a sweep writes no experiment: TensorBoard keeps
     the first one a run holds, and the sweep's end writes it for every job at once (`tensorboard_sweep_columns`), with
-    the question's comparison as its first metrics and the swept keys alone as its columns."""
+    the hypothesis's comparison as its first metrics and the swept keys alone as its columns."""
     # lazy: torch's TensorBoard summaries (torch): only runs with logger=tensorboard need them
     from torch.utils.tensorboard.summary import hparams
 
@@ -312,10 +312,10 @@ def tensorboard_tags(runs: list[Path], prefix: str = "hp/") -> list[str]:
 def tensorboard_sweep_columns(runs: list[Path], params: list[dict[str, Any]], compared: list[str],
                               metrics: list[str], comparisons: list[dict[str, float]]) -> None:
     """A sweep's TensorBoard hparams view, written at its end into each job's run (``runs``, with its swept values
-    ``params``: ``sweep/<key>`` -> value): the swept keys as the columns, those the question compares first (ticked;
+    ``params``: ``sweep/<key>`` -> value): the swept keys as the columns, those the hypothesis compares first (ticked;
     its replicates, a seed, after them); each job's comparison with the baseline (``comparisons``:
     ``vs_baseline/<move>``, ``_low``, ``_high``) logged in its run and shown as the first metrics, then ``metrics``
-    (the end metrics the jobs logged, the question's first)."""
+    (the end metrics the jobs logged, the hypothesis's first)."""
     # lazy: torch's TensorBoard writer (torch): only sweeps that logged to TensorBoard need it
     from torch.utils.tensorboard import SummaryWriter
 

@@ -48,7 +48,7 @@ from vase.metrics.paired import held as paired_held
 from vase.reports.ablation import caption_cell
 from vase.reports.compare import SHOWN, probe_against
 from vase.reports.jobs import job_dirs
-from vase.reports.question import question_of
+from vase.reports.verdict import hypothesis_of
 from vase.runs import code_label, log_root, read_status
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -327,7 +327,7 @@ def results_table(log_dir: Path) -> str | None:
 
 
 def beyond_table(log_dir: Path) -> str | None:
-    """Per beyond-the-paper experiment (``experiments/beyond_<idea>.yaml``, its question of the ``idea`` kind), the
+    """Per beyond-the-paper experiment (``experiments/beyond_<idea>.yaml``, its hypothesis of the ``idea`` kind), the
     newest ``compare.json`` of ``make beyond-demo`` as it ships (``experiment=beyond_<idea>``, no other override):
     its table and verdicts."""
     parts = []
@@ -337,7 +337,7 @@ def beyond_table(log_dir: Path) -> str | None:
         if path is None:
             continue
         v = read_json(path)
-        label = str(v.get("idea") or (question_of(OmegaConf.load(ROOT / "experiments" / f"beyond_{name}.yaml")) or
+        label = str(v.get("idea") or (hypothesis_of(OmegaConf.load(ROOT / "experiments" / f"beyond_{name}.yaml")) or
                                       {}).get("label") or name)
         parts.append(f"**{label[0].upper() + label[1:]}** (`python train.py -m experiment=beyond_{name}`)\n\n"
                      f"{v['table']}\n\n"
@@ -356,7 +356,7 @@ def _probe_results(log_dir: Path, name: str) -> list[tuple[list[str], Path, dict
     shipped = _newest_each([(k, p) for k, p in sweeps if not k and (p.parent / "compare.json").is_file()]).get(())
     if shipped is None:
         return []
-    q = question_of(OmegaConf.load(ROOT / "experiments" / f"beyond_{name}.yaml")) or {}
+    q = hypothesis_of(OmegaConf.load(ROOT / "experiments" / f"beyond_{name}.yaml")) or {}
     found = []
     for key, path in sweeps:
         if (path.parent / "compare.json").is_file():

@@ -12,7 +12,7 @@ So the search and the report never share a vase:
   paired difference against the job's own start;
 - **confirm**: the ``top_k`` best settings re-run with a fresh training seed (``confirm_seed``) on the ``confirm``
   half of the search draw and on every vase held out of each ``confirm_draws`` draw (draws the search never used);
-- **report** (``vase.reports.search_confirm``, the question's ``report: search_confirm``): the search's estimate and
+- **report** (``vase.reports.search_confirm``, the hypothesis's ``report: search_confirm``): the search's estimate and
   the confirmed ones side by side, with the gap, and a first line that says whether any setting held the claim on
   every confirmation draw.
 
@@ -49,9 +49,9 @@ FIXED = ("seed", "val.heldout_split")  # set by the sweeper for each job: never 
 
 
 def targets_of(config: Any) -> list[str]:
-    """The caption metrics the claim is judged on: the question's moves (``heldout/<metric>``) under ``report:
+    """The caption metrics the claim is judged on: the hypothesis's moves (``heldout/<metric>``) under ``report:
     search_confirm``, else `TARGETS`."""
-    q = OmegaConf.select(config, "question", default=None) if isinstance(config, DictConfig) else None
+    q = OmegaConf.select(config, "hypothesis", default=None) if isinstance(config, DictConfig) else None
     moves = [str(m) for m in q.get("moves") or []] if q is not None and q.get("report") == "search_confirm" else []
     return [m.split("/", 1)[1] for m in moves] or list(TARGETS)
 

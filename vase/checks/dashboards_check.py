@@ -15,7 +15,7 @@ would; starts TensorBoard on the sweep; then:
 1. ``mlflow``, through MLflow's REST API: one parent run for the sweep holding its summary and the ablation's verdict
    table, two child runs whose parameters differ in exactly the swept key and the weights it determines, the weight
    0.6 job holding its comparison with the baseline (``vs_baseline/...``); the parent holds the answer as
-   ``answer/...`` metrics and in its name. Every file went to the server's artifact store. Through the rendered
+   ``verdict/...`` metrics and in its name. Every file went to the server's artifact store. Through the rendered
    pages (headless Chromium, shadow DOM included), reading only what is on the first screen at 1,400 x 900
    (`IN_VIEW_TEXT`): the jobs link vase printed shows both jobs, the swept key as the first parameter column and
    each job against the baseline; the answer link shows the verdict (``... up``); the run comparison's first plot
@@ -115,7 +115,7 @@ def _api(url: str, path: str, body: dict[str, Any] | None = None) -> dict[str, A
 
 
 SWEEP = ["experiment=ablation_quick", "trainer.max_steps=100", "val.vqa=null",
-         "question.moves=[heldout/shape_right,heldout/fabric_right]", "logger=[mlflow,tensorboard]"]
+         "hypothesis.moves=[heldout/shape_right,heldout/fabric_right]", "logger=[mlflow,tensorboard]"]
 """A sweep with a real effect, small enough for a check: experiment=ablation_quick (one SFT on 240 vases, GRPO at
 shape weight 0 and 0.6, the held-out verdict on 240 vases) with 100 GRPO steps instead of 300, where the shape weight
 moves held-out shape up with an interval that excludes 0 (measured: +19.6 [+14.2, +25.0] points on AMD EPYC, 4 min
@@ -127,7 +127,7 @@ DETERMINED = {f"weights/{d}" for d in ("fabric", "technique", "shape", "dating",
 HELDOUT = "hp/heldout/shape_vs_start"
 """What MLflow's comparison page plots against the swept key: the first metric each job logged."""
 MEASURE = "vs_baseline/heldout/shape_right"
-"""The question's comparison of a job with the baseline, the runs tables' first metric."""
+"""The hypothesis's comparison of a job with the baseline, the runs tables' first metric."""
 VERDICT = "reward.weights.shape=0.6 vs 0.0: held-out shape right"
 JOBS = ("grpo-w_shape=0.0", "grpo-w_shape=0.6")
 BOARD_RUNS = ("w_shape=0.0", "w_shape=0.6")
@@ -264,7 +264,7 @@ def check_mlflow(url: str, work: Path, artifacts: Path) -> dict[str, Any]:
                          until=lambda t: "Parameters:" in t and "Metrics:" in t and SWEPT in t)
     axes, metric = plotted_axes(compare["text"])
     log = (work / "sweep.log").read_text(errors="replace")
-    printed = re.findall(r"MLflow: the sweep's jobs, with the swept values and the question's measures: (\S+)", log)
+    printed = re.findall(r"MLflow: the sweep's jobs, with the swept values and the hypothesis's measures: (\S+)", log)
     answer_link = re.findall(r"MLflow: the sweep is run \S+, its answer: (\S+)", log)
     # the first screen of the page the printed link opens: each job by its swept value, the swept key before any
     # other parameter (a replicate never first), and each job against the baseline
@@ -303,9 +303,9 @@ def check_mlflow(url: str, work: Path, artifacts: Path) -> dict[str, Any]:
 
 
 def sweep_effect(sweep: Path) -> dict[str, Any]:
-    """The check's sweep has a real effect: its question's first measure for the setting against the baseline, pooled,
+    """The check's sweep has a real effect: its hypothesis's first measure for the setting against the baseline, pooled,
     is ``up`` with an interval above 0 (else its screenshots would show no answer)."""
-    q = json.loads((sweep / "question.json").read_text()) if (sweep / "question.json").is_file() else {}
+    q = json.loads((sweep / "verdict.json").read_text()) if (sweep / "verdict.json").is_file() else {}
     found = (((q.get("blocks") or {}).get("all") or {}).get("reward.weights.shape=0.6") or {}).get(
         "heldout/shape_right", {}).get("pooled") or {}
     return {"passed": found.get("direction") == "up" and (found.get("lo") or 0) > 0,

@@ -17,6 +17,7 @@ import runpy
 import sys
 
 from vase.cli.version import version_line
+from vase.config.renames import deprecation
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("vase.cli.train:main", "train, a sweep with -m (Hydra overrides: vase train --help lists the groups)"),
@@ -24,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "data-check": ("vase.data.check", "every problem of a dataset folder, before a long run"),
     "render": ("vase.render", "render a dataset's views (the cache, never the dataset's folder)"),
     "runs": ("vase.runs", "the runs and sweeps of a log folder: how each ended, what made it, how to rerun it"),
-    "question": ("vase.reports.question", "a sweep's answer again, from its folder"),
+    "verdict": ("vase.reports.verdict", "a sweep's verdict again, from its folder (its hypothesis: block)"),
     "power": ("vase.reports.power", "the smallest difference a held-out set can detect"),
     "sanity": ("vase.sanity", "the GRPO learning check"),
     "filter": ("vase.filter", "curate museum photos: quality, fragments, best view"),
@@ -33,6 +34,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "config-reference": ("vase.docsgen.config_reference", "write the configuration reference"),
 }
 """``vase <command>``: what it runs (``module:function``, or a module run as ``python -m`` runs it) and its line."""
+
+RENAMED_COMMANDS = {"question": "verdict"}
+"""Old command -> new one, accepted until vase 0.3 with one deprecation line (`vase.config.renames.deprecation`)."""
 
 
 def usage() -> str:
@@ -52,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     if args[0] == "--version":
         print(version_line())
         return 0
+    if args[0] in RENAMED_COMMANDS:
+        print(deprecation(f"vase {args[0]}", f"vase {RENAMED_COMMANDS[args[0]]}"), file=sys.stderr)
+        args[0] = RENAMED_COMMANDS[args[0]]
     if args[0] not in COMMANDS:
         print(f"vase: {args[0]!r} is no command; choose one of {', '.join(COMMANDS)} (vase --help)", file=sys.stderr)
         return 2

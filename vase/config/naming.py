@@ -163,15 +163,15 @@ def _sweeps(given: list[str]) -> Iterator[tuple[str, Override]]:
             yield parsed.get_key_element().lstrip("+~"), parsed
 
 
-def view_order(keys: Iterable[str], question: Any = None) -> list[str]:
-    """Swept ``keys`` in the order a runs table shows them: those the sweep's ``question`` compares, the others, its
+def view_order(keys: Iterable[str], hypothesis: Any = None) -> list[str]:
+    """Swept ``keys`` in the order a runs table shows them: those the sweep's ``hypothesis`` compares, the others, its
     replicates (a seed, a data draw) last; the given order within each.
 
     >>> view_order(["seed", "stage.module.beta"], {"compare": "stage.module.beta", "replicates": ["seed"]})
     ['stage.module.beta', 'seed']
     """
     def listed(name: str) -> list[str]:
-        v = (question or {}).get(name)
+        v = (hypothesis or {}).get(name)
         return [str(v)] if isinstance(v, str) else [str(x) for x in (v or [])]
 
     compared, replicates = listed("compare"), listed("replicates")

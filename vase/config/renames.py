@@ -25,9 +25,11 @@ RENAMED = {
     "evaluate.heldout_task": "val.heldout_mix",
     "task_name": "run_kind",  # which entry point made a run: its log folder and W&B job type
     "evaluate": "val",  # train.py's section: what is measured on the val split before and after each stage
+    "question": "hypothesis",  # a sweep's block: what it compares, against what, on which measures (verdict.md)
 }
 """Old key or group -> new one; an old section renames every key under it (``evaluate.vqa`` -> ``val.vqa``). "task"
-now means only what a model is asked (``vase.prompt_tasks``); "evaluate" only the entry point ``evaluate.py``."""
+now means only what a model is asked (``vase.prompt_tasks``); "evaluate" only the entry point ``evaluate.py``;
+"question" only what a model is asked about a vase (a VQA question)."""
 
 _OVERRIDE = re.compile(r"^([+~]*)([A-Za-z_][\w.]*)(=.*)?$")
 _ABSENT = object()

@@ -251,7 +251,7 @@ def documented(path: Path, section: str | None, shared: dict[str, str]) -> list[
 
 @functools.cache
 def _override_docs() -> dict[str, str]:
-    """Keys no group or primary config defines (an experiment's ``question`` block, ``model.tiny``): the first
+    """Keys no group or primary config defines (an experiment's ``hypothesis`` block, ``model.tiny``): the first
     comment on the key's own line in any experiment or sweep file."""
     out: dict[str, str] = {}
     for path in sorted(CONF.glob("*/*.yaml")):

@@ -34,7 +34,7 @@ from vase.loggers import (
     log_config,
     log_end_metrics,
     log_eval_rows,
-    log_question_start,
+    log_hypothesis_start,
     say_unsent,
 )
 from vase.metrics.paired import compare_captions, format_comparison
@@ -56,7 +56,7 @@ from vase.pipeline.build import (
 from vase.pipeline.finish import write_run_report
 from vase.pipeline.learned import learned_heads
 from vase.pipeline.sft_cache import shared_sft_adapter
-from vase.reports.question import comparison_at_job_end, question_columns, question_of
+from vase.reports.verdict import comparison_at_job_end, hypothesis_columns, hypothesis_of
 from vase.rewards.reward import effective_weights
 
 log = logging.getLogger("vase")
@@ -70,7 +70,7 @@ def _sweep_comparison(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
     job_dir = OmegaConf.select(hc, "runtime.output_dir", default=None) if hc is not None else None
     if not job_dir or Path(str(job_dir)).resolve() != Path(out_dir).resolve():
         return {}
-    return comparison_at_job_end(hc.sweep.dir, out_dir, question_of(cfg), swept)
+    return comparison_at_job_end(hc.sweep.dir, out_dir, hypothesis_of(cfg), swept)
 
 
 def _refuse_before_loading(cfg: DictConfig) -> None:
@@ -94,8 +94,8 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     """
     if runs.finished_sweep_job(cfg.paths.output_dir, str(cfg.get("resume") or "never")):
         return _kept(Path(cfg.paths.output_dir))
-    # the question's measures lead the dashboards' end columns; a question block that is not one: one line, now
-    question_metrics = question_columns(question_of(cfg))
+    # the hypothesis's measures lead the dashboards' end columns; a hypothesis block that is not one: one line, now
+    hypothesis_metrics = hypothesis_columns(hypothesis_of(cfg))
     _refuse_before_loading(cfg)
     slurm_master_address()  # a job over several SLURM nodes whose names do not resolve: the address from SLURM
     placement = slurm_task_line()
@@ -111,7 +111,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
     datamodule = build_datamodule(cfg, processor, cfg.stage.name)
     loggers = build_loggers(cfg)
     log_config(loggers, cfg, out_dir / "config.yaml")
-    log_question_start(loggers, question_metrics)  # MLflow's comparison plots the first metric a run logs
+    log_hypothesis_start(loggers, hypothesis_metrics)  # MLflow's comparison plots the first metric a run logs
     ev = _Evaluation(cfg, processor, out_dir, loggers)
 
     stages = [(cfg.stage, out_dir)]
@@ -152,7 +152,7 @@ def run_training(cfg: DictConfig) -> dict[str, Any]:
         if last in ev.heldout:  # the held-out verdict per dimension against the start, and the captions' metrics
             metrics.update(heldout_metrics(ev.heldout[last], ev.heldout_start.get(last)))
         metrics.update(_sweep_comparison(cfg, out_dir))
-        log_end_metrics(loggers, cfg, metrics, shown=dashboard_columns(metrics, question_metrics))
+        log_end_metrics(loggers, cfg, metrics, shown=dashboard_columns(metrics, hypothesis_metrics))
     if trainer is not None and trainer.is_global_zero and ev.results:
         write_run_report(cfg, out_dir, ev.results, ev.histories, ev.generations, datamodule.val_set, module, loggers,
                          ev.scorer)

@@ -43,17 +43,17 @@ from vase.reports.jobs import (
     pass_field,
     rate_right,
 )
-from vase.reports.question import joined_answer, write_question_report
+from vase.reports.verdict import joined_answer, write_verdict_report
 from vase.runs import machine_stamp
 
 TAU_KEY = "reward.tau"
 
 
 def write_ablation_answer(sweep_dir: Path, q: dict[str, Any]) -> dict[str, Any] | None:
-    """The ``ablation`` report kind (`vase.reports.question.REPORT_KINDS`): question.md pools the weight's effect over
+    """The ``ablation`` report kind (`vase.reports.verdict.REPORT_KINDS`): verdict.md pools the weight's effect over
     the replicates (a weight; tau is part of the scorer, so its jobs are only set against their own starts), and
     ablation.md/json/png decide the targets per draw and seed, the pooled verdict at their top."""
-    pooled = write_question_report(sweep_dir, q) if q["compare"][0] != TAU_KEY else None
+    pooled = write_verdict_report(sweep_dir, q) if q["compare"][0] != TAU_KEY else None
     verdict = write_ablation_report(sweep_dir, q, pooled=(pooled or {}).get("lines"))
     if verdict is None:
         return joined_answer(sweep_dir, pooled)
@@ -64,8 +64,8 @@ def write_ablation_answer(sweep_dir: Path, q: dict[str, Any]) -> dict[str, Any] 
 def write_ablation_report(sweep_dir: str | Path, q: dict[str, Any],
                           pooled: list[str] | None = None) -> dict[str, Any] | None:
     """Write ``ablation.md``, ``ablation.json`` and ``ablation.png`` for a sweep over one reward weight or tau (the
-    question ``q`` of the ``ablation`` kind) and return the verdicts; None when the sweep's jobs do not vary its key
-    (or have nothing held-out to decide on). ``pooled``: question.md's verdict lines, set at the report's top.
+    hypothesis ``q`` of the ``ablation`` kind) and return the verdicts; None when the sweep's jobs do not vary its key
+    (or have nothing held-out to decide on). ``pooled``: verdict.md's verdict lines, set at the report's top.
     A sweep that also varies another setting (``stage.module.multi_objective_aggregation``,
     ``reward.terms.bonus.weight``) keeps its jobs apart and decides every target once per setting too
     (``verdict["settings"]``), side by side at the top."""
@@ -97,7 +97,7 @@ def write_ablation_report(sweep_dir: str | Path, q: dict[str, Any],
         if key != TAU_KEY:
             plot = _plot_settings(key, jobs, ov, others)
     if pooled:
-        lines[1:1] = ["", "**Pooled over the replicates** (question.md: every held-out vase of every "
+        lines[1:1] = ["", "**Pooled over the replicates** (verdict.md: every held-out vase of every "
                           f"{' and '.join(replicates)}, paired within each; the sections below are per draw and seed):",
                       "", *(f"- {line}" for line in pooled)]
     return _write(sweep_dir, verdict, lines, plot)

@@ -22,7 +22,7 @@ from vase.eval.stats import heldout_difference, paired_difference
 from vase.io import atomic_write_json, read_json, write_markdown
 from vase.reports.ablation_vqa import percent_points
 from vase.reports.jobs import code_lines, code_of_jobs, heldout_of, job_dirs, machines_of_jobs, overrides_of
-from vase.reports.question import START, joined_answer, write_question_report
+from vase.reports.verdict import START, joined_answer, write_verdict_report
 from vase.runs import machine_stamp
 
 MEAN = "mean"  # the target "the mean over dimensions", per held-out vase
@@ -53,7 +53,7 @@ def vase_means(result: dict[str, Any]) -> dict[str, float]:
 
 
 def idea_of(q: dict[str, Any]) -> Idea:
-    """The idea a question of the ``idea`` kind names (`vase.reports.question`): its switch (``compare``), the value
+    """The idea a hypothesis of the ``idea`` kind names (`vase.reports.verdict`): its switch (``compare``), the value
     without it (``baseline``; ``start``: each job's own start), the target dimensions (``moves``:
     ``heldout/<dim>_right``, ``heldout/mean_right`` for the mean over dimensions per held-out vase, ``heldout/<x>``
     for an answer's own value such as an IoU), its ``label`` and ``within`` result. Its ``on`` value is chosen from
@@ -69,8 +69,8 @@ def idea_of(q: dict[str, Any]) -> Idea:
 
 def write_idea_answer(sweep_dir: Path, q: dict[str, Any]) -> dict[str, Any] | None:
     """The ``idea`` report kind: compare.md (per draw and seed, the idea helps where it helps on every one) and
-    question.md (its targets pooled over the replicates, where its baseline is a swept value)."""
-    pooled = write_question_report(sweep_dir, q)
+    verdict.md (its targets pooled over the replicates, where its baseline is a swept value)."""
+    pooled = write_verdict_report(sweep_dir, q)
     verdict = write_comparison(sweep_dir, q)
     if verdict is None:
         return joined_answer(sweep_dir, pooled)
@@ -224,7 +224,7 @@ def probe_against(shipped: Path, probe: Path, q: dict[str, Any]) -> dict[str, An
 
 
 def write_comparison(sweep_dir: str | Path, q: dict[str, Any]) -> dict[str, Any] | None:
-    """``compare.md`` / ``compare.json`` for a sweep over one idea's switch (the question ``q`` of the ``idea`` kind):
+    """``compare.md`` / ``compare.json`` for a sweep over one idea's switch (the hypothesis ``q`` of the ``idea`` kind):
     each value other than the baseline against it; the largest is the verdict, the others are probes. None when the
     sweep's jobs do not vary its switch (or have no held-out results)."""
     sweep_dir = Path(sweep_dir)

@@ -1,4 +1,4 @@
-"""The report of a search-then-confirm sweep (``question.report: search_confirm``; `vase.search`): the search's
+"""The report of a search-then-confirm sweep (``hypothesis.report: search_confirm``; `vase.search`): the search's
 estimate of its best settings beside the confirmed ones, the gap between them, and a first line that says whether any
 setting held the claim on every confirmation draw.
 

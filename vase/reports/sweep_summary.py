@@ -62,15 +62,16 @@ from vase.reports.jobs import (
     overrides_of,
     unfinished,
 )
-from vase.reports.question import (
+from vase.reports.verdict import (
     answer_metrics,
     answer_sweep,
     answer_text,
-    check_question,
+    check_hypothesis,
+    hypothesis_columns,
+    hypothesis_of,
     job_comparison,
     notice,
-    question_columns,
-    question_of,
+    read_verdict,
     short_answer,
     verdict_table,
 )
@@ -293,7 +294,7 @@ def _log_to_wandb(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]
         verdict = _verdict(sweep_dir)
         if verdict:
             run.log({"sweep/ablation_verdict": wandb.Table(columns=list(VERDICT_COLUMNS), data=verdict)})
-        answer = read_json(sweep_dir / "question.json") if (sweep_dir / "question.json").is_file() else {}
+        answer = read_verdict(sweep_dir)
         if answer:  # the verdict in the summary run's summary (the runs table's columns), each job's comparison a table
             run.summary.update({"verdict": short_answer(answer) or "no measure decided",
                                 **{dashboard_key(k): v for k, v in answer_metrics(answer).items()}})
@@ -385,8 +386,8 @@ def _log_to_tensorboard(config: DictConfig, sweep_dir: Path) -> str | None:
     runs = board_runs(sweep_dir)
     if not runs:
         return None
-    verdict = read_json(sweep_dir / "question.json") if (sweep_dir / "question.json").is_file() else {}
-    q = verdict.get("question") or question_of(config) or {}
+    verdict = read_verdict(sweep_dir)
+    q = verdict.get("hypothesis") or hypothesis_of(config) or {}
     swept = sweep_keys_of(config.hydra.overrides.task, config.hydra.sweeper.get("params"))
     params, comparisons = [], []
     for _, run in runs:
@@ -396,7 +397,7 @@ def _log_to_tensorboard(config: DictConfig, sweep_dir: Path) -> str | None:
     folders = [r for _, r in runs]
     logged = dict.fromkeys(tensorboard_tags(folders), 0.0)
     tensorboard_sweep_columns(folders, params, [f"sweep/{dashboard_key(k)}" for k in q.get("compare") or []],
-                              dashboard_columns(logged, question_columns(q)), comparisons)
+                              dashboard_columns(logged, hypothesis_columns(q)), comparisons)
     return tensorboard_command(sweep_dir)
 
 
@@ -430,13 +431,13 @@ def _group(config: DictConfig, sweep_dir: Path) -> str:
 
 
 SWEEP_FILES = ("summary.md", "summary.json", "summary.csv", "sweep.png", "ablation.md", "ablation.json",
-               "ablation.png", "compare.md", "compare.json", "question.md", "question.json")
+               "ablation.png", "compare.md", "compare.json", "verdict.md", "verdict.json")
 
 
 def _log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]],
                    columns: list[str]) -> dict[str, str] | None:
     """The sweep as an MLflow parent run (its summary table, the ablation's verdict table, sweep.png and the reports
-    attached, the swept keys as its parameters; the question's answer as its metrics ``answer/...``, in its
+    attached, the swept keys as its parameters; the hypothesis's answer as its metrics ``verdict/...``, in its
     description and, shortened, in its name), with every job's run (tagged with the sweep's group) made its child,
     and a view of the jobs saved on the experiment (`jobs_view`). Returns the links to print (``jobs``: the view,
     ``answer``: the parent run), or None without logger=mlflow."""
@@ -447,7 +448,7 @@ def _log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any
     from mlflow.tracking import MlflowClient
 
     group = _group(config, sweep_dir)
-    verdict = read_json(sweep_dir / "question.json") if (sweep_dir / "question.json").is_file() else {}
+    verdict = read_verdict(sweep_dir)
     short = short_answer(verdict) if verdict else ""
     said = [line.replace("**", "") for line in verdict.get("lines") or []]
     prepare_mlflow(str(node.tracking_uri), str(node.experiment_name), node.get("artifact_location"))
@@ -455,7 +456,7 @@ def _log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any
     exp_id = client.get_experiment_by_name(str(node.experiment_name)).experiment_id
     table = verdict_table(verdict) if verdict else []
     note = "\n\n".join([*said, *(["\n".join(table)] if table else []),
-                         f"**sweep {group}**: {len(rows)} jobs. The files: sweep/question.md, sweep/summary.md (and the "
+                         f"**sweep {group}**: {len(rows)} jobs. The files: sweep/verdict.md, sweep/summary.md (and the "
                          f"report kind's own) in Artifacts; on the machine that ran it, {sweep_dir}."])
     name = f"{group}-summary" + (f": {short}" if short else "")
     parent = client.create_run(exp_id, run_name=name[:250], tags={"sweep_group": group, "job_type": "sweep",
@@ -480,10 +481,10 @@ def _log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any
                 job = Path(str(run.data.tags.get("vase.run_dir", ""))).name
                 for key, value in job_comparison(verdict, job).items():  # its setting against the baseline's job
                     client.log_metric(run.info.run_id, dashboard_key(key), value)
-        q = verdict.get("question") or question_of(config) or {}
+        q = verdict.get("hypothesis") or hypothesis_of(config) or {}
         swept = sweep_keys_of(config.hydra.overrides.task, config.hydra.sweeper.get("params"))
         key = jobs_view(client, exp_id, group, [f"sweep/{dashboard_key(k)}" for k in view_order(swept, q)],
-                        view_metrics(q, verdict) or question_columns(q))
+                        view_metrics(q, verdict) or hypothesis_columns(q))
     finally:
         client.set_terminated(parent)
     uri = str(node.tracking_uri)
@@ -496,8 +497,8 @@ SHARED_VIEW_TAG = "mlflow.sharedViewState."
 
 
 def view_metrics(q: dict[str, Any], verdict: dict[str, Any]) -> list[str]:
-    """The metric columns a runs table shows for a question's answer (`job_comparison`'s names): each job against the
-    baseline on the question's first measure with its interval's bounds, then on its next measures (four columns in
+    """The metric columns a runs table shows for a hypothesis's answer (`job_comparison`'s names): each job against the
+    baseline on the hypothesis's first measure with its interval's bounds, then on its next measures (four columns in
     all, what a laptop's first screen holds beside the run names and the swept keys); [] before a verdict.
 
     >>> view_metrics({"moves": ["heldout/total", "kl"]}, {"jobs": {"1": {}}})
@@ -513,7 +514,7 @@ def view_metrics(q: dict[str, Any], verdict: dict[str, Any]) -> list[str]:
 def jobs_view(client: Any, exp_id: str, group: str, params: list[str], metrics: list[str]) -> str:
     """A view of a sweep's jobs saved on its experiment, as MLflow's UI shares views: the jobs alone (not collapsed
     under their parent run), sorted by the first of ``metrics``, with its columns (the swept keys, then ``metrics``:
-    the question's comparison) shown. Returns its key. MLflow's runs page shows no parameter or metric column by
+    the hypothesis's comparison) shown. Returns its key. MLflow's runs page shows no parameter or metric column by
     default, and a client cannot change that default: the link vase prints opens this view."""
     def col(kind: str, name: str) -> str:
         return f"{kind}.`{name}`"
@@ -530,18 +531,18 @@ def jobs_view(client: Any, exp_id: str, group: str, params: list[str], metrics: 
 
 
 def report_notices(config: DictConfig) -> list[str]:
-    """What a sweep says when it starts about the report its end will write: its question's (``question:``, with its
-    report kind), or why it gets summary.md alone. A question that cannot be answered (a key the sweep does not vary,
+    """What a sweep says when it starts about the report its end will write: its hypothesis's (``hypothesis:``, with its
+    report kind), or why it gets summary.md alone. A hypothesis that cannot be answered (a key the sweep does not vary,
     a report kind that cannot decide it) stops the sweep here, in one line (exit 2)."""
     params = config.hydra.sweeper.get("params")
     swept = sweep_keys_of(config.hydra.overrides.task, params)
     named = [str(o).split("=", 1)[0].lstrip("+~") for o in config.hydra.overrides.task] + list(params or {})
     values = sweep_values_of(config.hydra.overrides.task, params)
     try:
-        q = question_of(config)
+        q = hypothesis_of(config)
         if q is not None:
             terms = OmegaConf.select(config, "reward.terms", default=None)
-            check_question(q, swept, named, values,
+            check_hypothesis(q, swept, named, values,
                            OmegaConf.to_container(terms, resolve=False) if isinstance(terms, DictConfig) else None)
     except ConfigError as e:
         config_exit(e)
@@ -551,10 +552,10 @@ def report_notices(config: DictConfig) -> list[str]:
         replicates = math.prod(len(v) for v in listed) if all(v is not None for v in listed) else None
         return [notice(q, heldout=bool(ev.get("heldout")), replicates=replicates)]
     reward = [k for k in swept if k.startswith("reward.")]
-    hint = (" (a reward weight or tau: question.report=ablation adds ablation.md's targets)" if reward else "")
-    return [f"report: this sweep varies {', '.join(swept) or 'nothing'} and has no question, so its end writes "
-            f"summary.md only; for a verdict, name what it compares: +question.compare=<key> "
-            f"+question.baseline=<value> (and +question.moves=[...]){hint}, here or as a question: block in the sweep "
+    hint = (" (a reward weight or tau: hypothesis.report=ablation adds ablation.md's targets)" if reward else "")
+    return [f"report: this sweep varies {', '.join(swept) or 'nothing'} and has no hypothesis, so its end writes "
+            f"summary.md only; for a verdict, name what it compares: +hypothesis.compare=<key> "
+            f"+hypothesis.baseline=<value> (and +hypothesis.moves=[...]){hint}, here or as a hypothesis: block in the sweep "
             f"file"]
 
 
@@ -601,7 +602,7 @@ class SweepSummary(Callback):
             with contextlib.suppress(OSError):
                 set_status(sweep_dir, "interrupted", "stopped by Ctrl-C while its reports were written")
             print(f"interrupted (Ctrl-C) while the sweep's reports were written; its jobs are kept: python -m "
-                  f"vase.reports.question {sweep_dir} writes its answer again", file=sys.stderr, flush=True)
+                  f"vase.reports.verdict {sweep_dir} writes its answer again", file=sys.stderr, flush=True)
             raise SystemExit(130) from None
 
     def _end(self, config: DictConfig, sweep_dir: Path) -> None:
@@ -635,7 +636,7 @@ class SweepSummary(Callback):
         try:
             links = _log_to_mlflow(config, sweep_dir, data["jobs"], data["columns"])
             if links:
-                print(f"MLflow: the sweep's jobs, with the swept values and the question's measures: {links['jobs']}")
+                print(f"MLflow: the sweep's jobs, with the swept values and the hypothesis's measures: {links['jobs']}")
                 print(f"MLflow: the sweep is run {links['parent']}, its answer: {links['answer']}")
         except Exception as e:  # noqa: BLE001 - the summary files are written; MLflow is a copy of them
             log.warning("the sweep summary was written to %s but could not be logged to MLflow: %s", paths["md"], e)

@@ -1,6 +1,6 @@
-"""Any sweep answers its question (vase.reports.question): a question: block names the compared key, its baseline,
+"""Any sweep answers its hypothesis (vase.reports.verdict): a hypothesis: block names the compared key, its baseline,
 what it should move and which swept keys are replicates; the sweep says at its start which report it will write, and
-its end writes question.md with the verdict first, per replicate and pooled, never pooling different settings."""
+its end writes verdict.md with the verdict first, per replicate and pooled, never pooling different settings."""
 
 from __future__ import annotations
 
@@ -18,17 +18,17 @@ ENV = {**os.environ, "WANDB_MODE": "disabled"}
 
 
 def _job(sweep: Path, num: int, overrides: dict[str, str], items: dict[str, float], kl: float,
-         question: str) -> None:
+         hypothesis: str) -> None:
     job = sweep / str(num)
     (job / ".hydra").mkdir(parents=True)
     (job / ".hydra" / "overrides.yaml").write_text("".join(f"- {k}={v}\n" for k, v in overrides.items()))
-    (job / ".hydra" / "config.yaml").write_text(question)
+    (job / ".hydra" / "config.yaml").write_text(hypothesis)
     (job / "heldout_reward.json").write_text(json.dumps(
         {"items": {i: {"total": v, "shape_pass": float(v > 0.5)} for i, v in items.items()}}))
     (job / "train_history.json").write_text(json.dumps([{"step": float(s), "kl": kl} for s in range(5)]))
 
 
-QUESTION = ("question:\n  compare: stage.module.beta\n  baseline: 0.001\n  moves: [kl, heldout/total, "
+HYPOTHESIS = ("hypothesis:\n  compare: stage.module.beta\n  baseline: 0.001\n  moves: [kl, heldout/total, "
             "heldout/shape_right]\n  replicates: [seed]\n")
 
 
@@ -36,7 +36,7 @@ def test_seeds_are_replicates_pooled_by_vase_and_another_swept_key_stays_apart(t
     """Two betas x two seeds x two aggregations on the same four held-out vases: each beta 0.04 job is paired with
     the beta 0.001 job of its own seed and aggregation; the pooled difference is the mean over every vase of both
     seeds; each aggregation gets its own verdict."""
-    from vase.reports.question import write_question_report
+    from vase.reports.verdict import write_verdict_report
 
     sweep = tmp_path / "sweep"
     vases = ["a", "b", "c", "d"]
@@ -46,9 +46,9 @@ def test_seeds_are_replicates_pooled_by_vase_and_another_swept_key_stays_apart(t
             for beta, add in (("0.001", 0.0), ("0.04", lift)):
                 items = {v: base + add + 0.01 * k for k, v in enumerate(vases)}
                 _job(sweep, n, {"stage.module.beta": beta, "seed": seed,
-                                "stage.module.multi_objective_aggregation": agg}, items, 0.5 - float(beta), QUESTION)
+                                "stage.module.multi_objective_aggregation": agg}, items, 0.5 - float(beta), HYPOTHESIS)
                 n += 1
-    verdict = write_question_report(sweep)
+    verdict = write_verdict_report(sweep)
     assert verdict is not None and verdict["apart"] == ["stage.module.multi_objective_aggregation"]
     blocks = verdict["blocks"]
     assert set(blocks) == {"stage.module.multi_objective_aggregation=sum_then_normalize",
@@ -63,39 +63,39 @@ def test_seeds_are_replicates_pooled_by_vase_and_another_swept_key_stays_apart(t
     assert flat["heldout/total"]["pooled"]["direction"] == "no clear change"
     assert lifted["kl"]["pooled"]["diff"] == pytest.approx(-0.039) and "no interval" in \
         lifted["kl"]["pooled"]["direction"]
-    md = (sweep / "question.md").read_text().splitlines()
+    md = (sweep / "verdict.md").read_text().splitlines()
     assert md[0].startswith("# Does `stage.module.beta` move KL")
     assert md[2].startswith("**stage.module.beta=0.04 (stage.module.multi_objective_aggregation=normalize_then_sum) "
                             "against stage.module.beta=0.001**: KL")  # the verdicts come first, one per setting
     assert "Kept apart (never pooled): stage.module.multi_objective_aggregation." in md
 
 
-def test_a_question_without_its_baseline_says_so_instead_of_a_verdict(tmp_path: Path) -> None:
-    from vase.reports.question import write_question_report
+def test_a_hypothesis_without_its_baseline_says_so_instead_of_a_verdict(tmp_path: Path) -> None:
+    from vase.reports.verdict import write_verdict_report
 
     sweep = tmp_path / "sweep"
     for n, beta in enumerate(("0.01", "0.04")):
-        _job(sweep, n, {"stage.module.beta": beta, "seed": "1"}, {"a": 0.1}, 0.1, QUESTION)
-    verdict = write_question_report(sweep)
+        _job(sweep, n, {"stage.module.beta": beta, "seed": "1"}, {"a": 0.1}, 0.1, HYPOTHESIS)
+    verdict = write_verdict_report(sweep)
     assert verdict["blocks"] == {} and verdict["lines"][0].startswith("**No verdict**: no job ran the baseline "
                                                                       "stage.module.beta=0.001")
 
 
 @pytest.mark.parametrize("bad, says", [
-    ("+question.compare=stage.module.optimizer.lr", "question.compare: stage.module.optimizer.lr is not swept by this "
+    ("+hypothesis.compare=stage.module.optimizer.lr", "hypothesis.compare: stage.module.optimizer.lr is not swept by this "
                                                     "sweep (it varies seed)"),
-    ("+question.moves=[speed]", "question.moves: 'speed' is not something vase measures"),
+    ("+hypothesis.moves=[speed]", "hypothesis.moves: 'speed' is not something vase measures"),
     # known at the start, said only at the end before: a baseline outside the grid, a held-out name nothing measures,
     # and moves: [] (silently heldout/total)
-    ("+question.baseline=5", "question.baseline: 5 is not among the values this sweep gives seed (1, 2), so no job "
+    ("+hypothesis.baseline=5", "hypothesis.baseline: 5 is not among the values this sweep gives seed (1, 2), so no job "
                              "would run it"),
-    ("+question.moves=[heldout/colour_right]", "question.moves: 'heldout/colour_right' is nothing this run measures; "
+    ("+hypothesis.moves=[heldout/colour_right]", "hypothesis.moves: 'heldout/colour_right' is nothing this run measures; "
                                                "choose from heldout/total, heldout/mean_right, heldout/<dim>_right ("),
-    ("+question.moves=[]", "question.moves: [] names nothing to decide on"),
+    ("+hypothesis.moves=[]", "hypothesis.moves: [] names nothing to decide on"),
 ])
-def test_a_question_that_cannot_be_answered_is_one_line_at_the_sweep_s_start(bad: str, says: str,
+def test_a_hypothesis_that_cannot_be_answered_is_one_line_at_the_sweep_s_start(bad: str, says: str,
                                                                             tmp_path: Path) -> None:
-    extra = [] if "compare" in bad else ["+question.compare=seed"]
+    extra = [] if "compare" in bad else ["+hypothesis.compare=seed"]
     p = subprocess.run([sys.executable, "train.py", "-m", "debug=fast", "seed=1,2", *extra, bad,
                         f"paths.log_dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env={**ENV, "VASE_CHECK_CONFIG": "1"})
@@ -117,114 +117,114 @@ def test_every_preset_says_at_its_start_which_report_it_writes(preset: str, comp
     p = subprocess.run([sys.executable, "train.py", "-m", f"sweep={preset}", "debug=fast", f"paths.log_dir={tmp_path}"],
                        cwd=ROOT, capture_output=True, text=True, timeout=300, env={**ENV, "VASE_CHECK_CONFIG": "1"})
     assert p.returncode == 0, p.stderr[-2000:]
-    said = [ln for ln in p.stdout.splitlines() if ln.startswith(("question:", "ablation:", "report:"))]
+    said = [ln for ln in p.stdout.splitlines() if ln.startswith(("hypothesis:", "ablation:", "report:"))]
     assert said, p.stdout[-2000:]
-    assert said[0].startswith(f"question: this sweep compares {compares}")
+    assert said[0].startswith(f"hypothesis: this sweep compares {compares}")
     assert "gets no interval" not in said[0]  # every preset leads with a measure its seeds can decide
 
 
-def test_a_question_led_by_a_measure_that_cannot_have_an_interval_says_so_at_the_start(tmp_path: Path) -> None:
+def test_a_hypothesis_led_by_a_measure_that_cannot_have_an_interval_says_so_at_the_start(tmp_path: Path) -> None:
     """`sweep=kl` led with KL, one number a job, on two seeds: its title said "no interval: 2 replicates, 3 needed"
     only when the sweep ended."""
-    p = subprocess.run([sys.executable, "train.py", "-m", "sweep=kl", "question.moves=[kl,heldout/total]",
+    p = subprocess.run([sys.executable, "train.py", "-m", "sweep=kl", "hypothesis.moves=[kl,heldout/total]",
                         f"paths.log_dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env={**ENV, "VASE_CHECK_CONFIG": "1"})
     assert p.returncode == 0, p.stderr[-2000:]
-    said = next(ln for ln in p.stdout.splitlines() if ln.startswith("question:"))
+    said = next(ln for ln in p.stdout.splitlines() if ln.startswith("hypothesis:"))
     assert said.endswith("- but its first measure, kl, is one number a job: on 2 replicate(s) it gets no interval (3 "
-                         "needed), so its verdict cannot be decided; lead question.moves with a heldout/ measure "
+                         "needed), so its verdict cannot be decided; lead hypothesis.moves with a heldout/ measure "
                          "(paired over the held-out vases) or give seed 3 values"), said
-    p = subprocess.run([sys.executable, "train.py", "-m", "sweep=kl", "question.moves=[kl,heldout/total]",
+    p = subprocess.run([sys.executable, "train.py", "-m", "sweep=kl", "hypothesis.moves=[kl,heldout/total]",
                         "seed=1,2,3", f"paths.log_dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True,
                        timeout=300, env={**ENV, "VASE_CHECK_CONFIG": "1"})
     assert "gets no interval" not in p.stdout, p.stdout[-2000:]
 
 
-def test_a_users_own_sweep_file_with_a_question_ends_with_its_verdict_in_the_log_and_on_the_page(
+def test_a_users_own_sweep_file_with_a_hypothesis_ends_with_its_verdict_in_the_log_and_on_the_page(
         tmp_path: Path) -> None:
-    """A sweep file of the user's own (on Hydra's search path) with a question: block: two learning rates on two
-    seeds, SFT for a few steps; the log ends with the verdict line and question.md opens with it."""
+    """A sweep file of the user's own (on Hydra's search path) with a hypothesis: block: two learning rates on two
+    seeds, SFT for a few steps; the log ends with the verdict line and verdict.md opens with it."""
     conf = tmp_path / "conf" / "sweep"
     conf.mkdir(parents=True)
     (conf / "my_lr.yaml").write_text(
-        "# @package _global_\nval:\n  heldout: true\nquestion:\n  compare: stage.module.optimizer.lr\n"
-        "  baseline: 1e-4\n  moves: [loss, heldout/total]\n  report: question\nhydra:\n  mode: MULTIRUN\n  sweeper:\n    params:\n"
+        "# @package _global_\nval:\n  heldout: true\nhypothesis:\n  compare: stage.module.optimizer.lr\n"
+        "  baseline: 1e-4\n  moves: [loss, heldout/total]\n  report: verdict\nhydra:\n  mode: MULTIRUN\n  sweeper:\n    params:\n"
         "      stage.module.optimizer.lr: 1e-4,1e-3\n      seed: 1,2\n")
     p = subprocess.run([sys.executable, "train.py", "-m", "sweep=my_lr", f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
                         "debug=fast", "logger=none", f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT,
                        capture_output=True, text=True, timeout=900, env=ENV)
     assert p.returncode == 0, p.stderr[-3000:]
     out = p.stdout.splitlines()
-    assert out[0].startswith("question: this sweep compares stage.module.optimizer.lr against 0.0001")
+    assert out[0].startswith("hypothesis: this sweep compares stage.module.optimizer.lr against 0.0001")
     verdict = next(ln for ln in out if ln.startswith("stage.module.optimizer.lr=0.001 against"))
     assert "training loss (last 20 steps)" in verdict and "held-out total reward" in verdict
-    (page,) = (tmp_path / "logs" / "train" / "multiruns").glob("*/question.md")
+    (page,) = (tmp_path / "logs" / "train" / "multiruns").glob("*/verdict.md")
     lines = page.read_text().splitlines()
     assert lines[2] == f"**{verdict.split(': ', 1)[0]}**: {verdict.split(': ', 1)[1]}"
     assert "| seed=1 |" in page.read_text() and "| **pooled over 2 replicate(s)** |" in page.read_text()
 
 
-def _question_files() -> list[Path]:
-    """The shipped experiment and sweep files with a question whose keys are a grid in ``hydra.sweeper.params`` (the
+def _hypothesis_files() -> list[Path]:
+    """The shipped experiment and sweep files with a hypothesis whose keys are a grid in ``hydra.sweeper.params`` (the
     search's keys come from its search space: `test_search_confirm.py` starts it)."""
     from omegaconf import OmegaConf
 
     return sorted(p for d in ("experiments", "sweeps") for p in (ROOT / d).glob("*.yaml")
-                  if "question:" in p.read_text() and OmegaConf.select(OmegaConf.load(p), "hydra.sweeper.params"))
+                  if "hypothesis:" in p.read_text() and OmegaConf.select(OmegaConf.load(p), "hydra.sweeper.params"))
 
 
-@pytest.mark.parametrize("path", _question_files(), ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_every_shipped_sweep_with_a_question_passes_the_check_at_its_start(path: Path) -> None:
-    """An experiment or sweep file that ships with a question is one its own command can answer: the check that stops a
-    sweep at its start (`check_question`) passes on what the file sweeps (``experiment=beyond_invrender`` named its
+@pytest.mark.parametrize("path", _hypothesis_files(), ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_shipped_sweep_with_a_hypothesis_passes_the_check_at_its_start(path: Path) -> None:
+    """An experiment or sweep file that ships with a hypothesis is one its own command can answer: the check that stops a
+    sweep at its start (`check_hypothesis`) passes on what the file sweeps (``experiment=beyond_invrender`` named its
     compared key with one value, against each job's own start, and stopped at once in ``make beyond-demo``)."""
     from omegaconf import OmegaConf
 
     from vase.config.naming import sweep_keys_of, sweep_values_of
-    from vase.reports.question import check_question, question_of
+    from vase.reports.verdict import check_hypothesis, hypothesis_of
 
     cfg = OmegaConf.load(path)
     params = OmegaConf.to_container(OmegaConf.select(cfg, "hydra.sweeper.params") or OmegaConf.create({}))
-    q = question_of(cfg)
+    q = hypothesis_of(cfg)
     assert q is not None
-    check_question(q, sweep_keys_of([], params), list(params), sweep_values_of([], params))
+    check_hypothesis(q, sweep_keys_of([], params), list(params), sweep_values_of([], params))
 
 
-def test_a_question_against_each_jobs_own_start_needs_its_key_named_not_varied(tmp_path: Path) -> None:
+def test_a_hypothesis_against_each_jobs_own_start_needs_its_key_named_not_varied(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "train.py", "-m", "experiment=beyond_invrender", f"paths.log_dir={tmp_path}"],
                        cwd=ROOT, capture_output=True, text=True, timeout=300, env={**ENV, "VASE_CHECK_CONFIG": "1"})
     assert p.returncode == 0, p.stderr[-2000:]
-    assert ("question: this sweep compares reward.terms.invrender.weight against each job's own start"
+    assert ("hypothesis: this sweep compares reward.terms.invrender.weight against each job's own start"
             in p.stdout), p.stdout[-2000:]
     from vase.errors import ConfigError
-    from vase.reports.question import check_question, question
+    from vase.reports.verdict import check_hypothesis, hypothesis
 
-    q = question(compare="reward.terms.invrender.weight", baseline="start", report="idea",
+    q = hypothesis(compare="reward.terms.invrender.weight", baseline="start", report="idea",
                  moves=["heldout/invrender"])
     with pytest.raises(ConfigError, match="reward.terms.invrender.weight is not swept"):  # not even named
-        check_question(q, ["seed"], ["seed"])
+        check_hypothesis(q, ["seed"], ["seed"])
 
 
 def test_strings_from_a_sweep_file_reach_the_pages_inert(tmp_path: Path) -> None:
-    """A question's strings and a swept value reached question.md and the MLflow parent's description as written
+    """A hypothesis's strings and a swept value reached verdict.md and the MLflow parent's description as written
     (`<img src=x onerror=...>`): a viewer that renders the Markdown ran them."""
     from markdown_it import MarkdownIt
 
-    from vase.reports.question import write_question_report
+    from vase.reports.verdict import write_verdict_report
 
     hostile = "<img src=x onerror=alert(1)>"
-    question = ("question:\n  compare: data.note\n  baseline: plain\n  moves: [heldout/total]\n  replicates: [seed]\n"
+    hypothesis = ("hypothesis:\n  compare: data.note\n  baseline: plain\n  moves: [heldout/total]\n  replicates: [seed]\n"
                 f"  label: '{hostile} [x](javascript:alert(2))'\n")
     sweep = tmp_path / "sweep"
     n = 0
     for seed in ("1", "2"):
         for note, add in (("plain", 0.0), (hostile, 0.3)):
             _job(sweep, n, {"data.note": note, "seed": seed}, {v: 0.2 + add + 0.01 * k for k, v in
-                                                                enumerate("abcd")}, 0.1, question)
+                                                                enumerate("abcd")}, 0.1, hypothesis)
             n += 1
-    verdict = write_question_report(sweep)
+    verdict = write_verdict_report(sweep)
     assert verdict is not None
-    page = (sweep / "question.md").read_text()
+    page = (sweep / "verdict.md").read_text()
     assert "data.note=&lt;img src=x onerror=alert(1)>" in page  # shown as text, not an image
     html = MarkdownIt("commonmark", {"html": True}).render(page)  # a viewer that passes HTML through
     assert "<img" not in html and "onerror=alert(1)" in html
