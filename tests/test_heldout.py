@@ -584,7 +584,7 @@ def test_a_reward_weight_sweep_is_answered_through_its_hypothesis_per_seed_and_p
     the weight's held-out effect over both seeds (each seed paired with its own weight-0 job), ablation.md opens with
     that pooled verdict and decides its targets per seed, and target (ii) says why it is not decided (the paper's
     weight is not in the grid)."""
-    from vase.reports.verdict import answer_sweep
+    from vase.reports.verdict import decide_sweep
 
     sweep = tmp_path / "sweep"
     config = (ROOT / "sweeps" / "reward_weights.yaml").read_text()
@@ -596,7 +596,7 @@ def test_a_reward_weight_sweep_is_answered_through_its_hypothesis_per_seed_and_p
                        _result({"shape": 12 + (lift if w else 0)}), start)
             (job / ".hydra" / "config.yaml").write_text(config)
             n += 1
-    answer = answer_sweep(sweep)
+    answer = decide_sweep(sweep)
     assert answer["report"] == "ablation" and answer["files"] == [sweep / "verdict.md", sweep / "ablation.md"]
     pooled = json.loads((sweep / "verdict.json").read_text())["blocks"]["all"]["reward.weights.shape=0.6"]
     shape = pooled["heldout/shape_right"]
@@ -613,7 +613,7 @@ def test_a_reward_weight_sweep_is_answered_through_its_hypothesis_per_seed_and_p
 
 
 def test_a_report_kind_is_one_registry_entry_and_a_hypothesis_it_cannot_answer_is_refused(tmp_path: Path) -> None:
-    """A package adds its own report kind by one register_report_kind; answer_sweep calls it with the hypothesis; the
+    """A package adds its own report kind by one register_report_kind; decide_sweep calls it with the hypothesis; the
     ablation kind refuses a key it cannot decide, naming the key."""
     from vase.errors import ConfigError
     from vase.reports import verdict as qmod
@@ -623,7 +623,7 @@ def test_a_report_kind_is_one_registry_entry_and_a_hypothesis_it_cannot_answer_i
         sweep = tmp_path / "sweep"
         job = _job(sweep, 0, ["reward.weights.shape=0.6", "seed=1"], _result({}), _result({}))
         (job / ".hydra" / "config.yaml").write_text("hypothesis:\n  compare: reward.weights.shape\n  report: echo\n")
-        assert qmod.answer_sweep(sweep) == {"report": "echo", "lines": ["reward.weights.shape echo"], "files": []}
+        assert qmod.decide_sweep(sweep) == {"report": "echo", "lines": ["reward.weights.shape echo"], "files": []}
     finally:
         del qmod.REPORT_KINDS["echo"]
     with pytest.raises(ConfigError, match=r"hypothesis.report: ablation decides one reward weight .* this hypothesis "

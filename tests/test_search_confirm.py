@@ -110,7 +110,7 @@ def test_a_search_over_a_setting_that_cannot_matter_confirms_nothing_and_shows_t
     """Ten settings whose results are noise: the search's best looks better than it is (its estimate is the best of
     ten), its re-runs on vases and draws it never saw do not hold the claim, the first line says so, and the gap
     between the search's estimate and the confirmed one is negative."""
-    from vase.reports.search_confirm import search_confirm_verdict, write_search_answer
+    from vase.reports.search_confirm import search_confirm_verdict, write_search_verdict
 
     launcher = NoiseLauncher(tmp_path)
     _sweeper(tmp_path, launcher).sweep([])
@@ -121,7 +121,7 @@ def test_a_search_over_a_setting_that_cannot_matter_confirms_nothing_and_shows_t
     assert state["chosen"][0] == best["number"]
     splits = {(c["draw"], c["split"], c["seed"]) for c in state["confirmations"]}
     assert splits == {(0, "confirm", 101), (21, "all", 101), (22, "all", 101)}
-    got = write_search_answer(tmp_path, {})
+    got = write_search_verdict(tmp_path, {})
     md = (tmp_path / "search_confirm.md").read_text()
     assert md.splitlines()[0] == got["lines"][0]
     assert md.startswith("**Search, then confirm: the claim did not hold**") and "The closest, trial" in md
@@ -134,10 +134,10 @@ def test_a_search_over_a_setting_that_cannot_matter_confirms_nothing_and_shows_t
 
 def test_a_real_effect_is_confirmed_on_every_draw(tmp_path: Path) -> None:
     """The same search where every setting truly helps: confirmed, and the first line names the settings."""
-    from vase.reports.search_confirm import write_search_answer
+    from vase.reports.search_confirm import write_search_verdict
 
     _sweeper(tmp_path, NoiseLauncher(tmp_path, effect=0.03), n_trials=4, top_k=1).sweep([])
-    line = write_search_answer(tmp_path, {})["lines"][0]
+    line = write_search_verdict(tmp_path, {})["lines"][0]
     assert line.startswith("**Search, then confirm: the claim held**") and "trial " in line
 
 

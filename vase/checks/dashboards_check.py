@@ -277,7 +277,7 @@ def check_mlflow(url: str, work: Path, artifacts: Path) -> dict[str, Any]:
     parent_name = parent_run["info"].get("run_name", "") if parent_run else ""
     answer_page = _page(answer_link[-1], work / "mlflow_answer.png", script=IN_VIEW_TEXT,
                         until=lambda t: VERDICT in t) if answer_link else ""
-    answer_metrics = sorted(m["key"] for m in parent_run["data"].get("metrics", [])) if parent_run else []
+    verdict_metrics = sorted(m["key"] for m in parent_run["data"].get("metrics", [])) if parent_run else []
     comparison = [sorted(m["key"] for m in r["data"].get("metrics", []) if m["key"].startswith("vs_baseline/"))
                   for r in children]
     verdict_in_view = VERDICT in answer_page and " up" in answer_page.split(VERDICT, 1)[-1][:80]
@@ -288,7 +288,7 @@ def check_mlflow(url: str, work: Path, artifacts: Path) -> dict[str, Any]:
           and bool(on_server) and not client_side
           and axes[:1] == [SWEPT] and metric == [HELDOUT] and compare["ink"] >= MIN_INK and jobs_in_view
           and VERDICT in parent_name and verdict_in_view and any(MEASURE in c for c in comparison)
-          and any(k.endswith("/effect") for k in answer_metrics) and any(k.endswith("/low") for k in answer_metrics))
+          and any(k.endswith("/effect") for k in verdict_metrics) and any(k.endswith("/low") for k in verdict_metrics))
     return {"passed": ok, "runs": len(runs), "children": len(children), "swept_values": swept,
             "params_differing_between_jobs": differing, "heldout_metrics": heldout[0][:6] if heldout else [],
             "comparison_metrics": comparison, "parent_files": [f["path"] for f in files],
@@ -298,7 +298,7 @@ def check_mlflow(url: str, work: Path, artifacts: Path) -> dict[str, Any]:
             "printed_link": printed[-1:] or None, "first_key_in_jobs_view": first_key,
             "jobs_and_measure_on_first_screen": jobs_in_view, "first_screen_of_jobs": runs_page[:600],
             "parent_name": parent_name, "verdict_on_first_screen": verdict_in_view,
-            "parent_metrics": answer_metrics[:6],
+            "parent_metrics": verdict_metrics[:6],
             "screenshots": [str(work / n) for n in ("mlflow_runs.png", "mlflow_answer.png", "mlflow_compare.png")]}
 
 

@@ -43,21 +43,21 @@ from vase.reports.jobs import (
     pass_field,
     rate_right,
 )
-from vase.reports.verdict import joined_answer, write_verdict_report
+from vase.reports.verdict import joined_verdict, write_verdict_report
 from vase.runs import machine_stamp
 
 TAU_KEY = "reward.tau"
 
 
-def write_ablation_answer(sweep_dir: Path, q: dict[str, Any]) -> dict[str, Any] | None:
+def write_ablation_verdict(sweep_dir: Path, q: dict[str, Any]) -> dict[str, Any] | None:
     """The ``ablation`` report kind (`vase.reports.verdict.REPORT_KINDS`): verdict.md pools the weight's effect over
     the replicates (a weight; tau is part of the scorer, so its jobs are only set against their own starts), and
     ablation.md/json/png decide the targets per draw and seed, the pooled verdict at their top."""
     pooled = write_verdict_report(sweep_dir, q) if q["compare"][0] != TAU_KEY else None
     verdict = write_ablation_report(sweep_dir, q, pooled=(pooled or {}).get("lines"))
     if verdict is None:
-        return joined_answer(sweep_dir, pooled)
-    return joined_answer(sweep_dir, pooled, [f"**ablation {target}**: {result} ({asks})"
+        return joined_verdict(sweep_dir, pooled)
+    return joined_verdict(sweep_dir, pooled, [f"**ablation {target}**: {result} ({asks})"
                                              for target, asks, result in verdict_rows(verdict)], "ablation.md")
 
 

@@ -22,7 +22,7 @@ from vase.eval.stats import heldout_difference, paired_difference
 from vase.io import atomic_write_json, read_json, write_markdown
 from vase.reports.ablation_vqa import percent_points
 from vase.reports.jobs import code_lines, code_of_jobs, heldout_of, job_dirs, machines_of_jobs, overrides_of
-from vase.reports.verdict import START, joined_answer, write_verdict_report
+from vase.reports.verdict import START, joined_verdict, write_verdict_report
 from vase.runs import machine_stamp
 
 MEAN = "mean"  # the target "the mean over dimensions", per held-out vase
@@ -67,14 +67,14 @@ def idea_of(q: dict[str, Any]) -> Idea:
                 str(q.get("label") or key), within=q.get("within"))
 
 
-def write_idea_answer(sweep_dir: Path, q: dict[str, Any]) -> dict[str, Any] | None:
+def write_idea_verdict(sweep_dir: Path, q: dict[str, Any]) -> dict[str, Any] | None:
     """The ``idea`` report kind: compare.md (per draw and seed, the idea helps where it helps on every one) and
     verdict.md (its targets pooled over the replicates, where its baseline is a swept value)."""
     pooled = write_verdict_report(sweep_dir, q)
     verdict = write_comparison(sweep_dir, q)
     if verdict is None:
-        return joined_answer(sweep_dir, pooled)
-    return joined_answer(sweep_dir, pooled, [
+        return joined_verdict(sweep_dir, pooled)
+    return joined_verdict(sweep_dir, pooled, [
         f"**{verdict['idea']}, every draw and seed**: {'held' if verdict['held'] else 'not held'} ({verdict['rule']}; "
         f"targets {', '.join(SHOWN.get(t, t) for t in verdict['targets'])})"], "compare.md")
 

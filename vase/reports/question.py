@@ -12,7 +12,9 @@ from vase.reports import verdict
 
 RENAMED_NAMES = {"question_of": "hypothesis_of", "question": "hypothesis", "check_question": "check_hypothesis",
                  "sweep_question": "sweep_hypothesis", "write_question_answer": "write_verdict",
-                 "write_question_report": "write_verdict_report", "question_columns": "hypothesis_columns"}
+                 "write_question_report": "write_verdict_report", "question_columns": "hypothesis_columns",
+                 "answer_sweep": "decide_sweep", "answer_metrics": "verdict_metrics", "answer_text": "verdict_text",
+                 "short_answer": "short_verdict", "joined_answer": "joined_verdict"}
 """Old name -> its name in `vase.reports.verdict`; every other name is the same there."""
 
 warnings.warn(deprecation("vase.reports.question", "vase.reports.verdict"), FutureWarning, stacklevel=2)

@@ -257,7 +257,7 @@ def _plot(path: Path, v: dict[str, Any]) -> None:
     save_figure(fig, path, dpi=110)
 
 
-def write_search_answer(sweep_dir: Path, q: dict[str, Any]) -> dict[str, Any] | None:
+def write_search_verdict(sweep_dir: Path, q: dict[str, Any]) -> dict[str, Any] | None:
     """The ``search_confirm`` report kind: search_confirm.md / .json / .png; None when the sweep wrote no search."""
     sweep_dir = Path(sweep_dir)
     if not (sweep_dir / STATE).is_file():
@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m vase.reports.search_confirm <multirun folder of sweep=search_claim>", file=sys.stderr)
         return 2
-    got = write_search_answer(Path(argv[0]), {})
+    got = write_search_verdict(Path(argv[0]), {})
     if got is None:
         print(f"error: {argv[0]}: no {STATE}; this is no search-then-confirm sweep", file=sys.stderr)
         return 2

@@ -63,17 +63,17 @@ from vase.reports.jobs import (
     unfinished,
 )
 from vase.reports.verdict import (
-    answer_metrics,
-    answer_sweep,
-    answer_text,
     check_hypothesis,
+    decide_sweep,
     hypothesis_columns,
     hypothesis_of,
     job_comparison,
     notice,
     read_verdict,
-    short_answer,
+    short_verdict,
+    verdict_metrics,
     verdict_table,
+    verdict_text,
 )
 from vase.runs import RUN_FILE, finish_sweep, note_multirun, set_status
 
@@ -296,8 +296,8 @@ def _log_to_wandb(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]
             run.log({"sweep/ablation_verdict": wandb.Table(columns=list(VERDICT_COLUMNS), data=verdict)})
         answer = read_verdict(sweep_dir)
         if answer:  # the verdict in the summary run's summary (the runs table's columns), each job's comparison a table
-            run.summary.update({"verdict": short_answer(answer) or "no measure decided",
-                                **{dashboard_key(k): v for k, v in answer_metrics(answer).items()}})
+            run.summary.update({"verdict": short_verdict(answer) or "no measure decided",
+                                **{dashboard_key(k): v for k, v in verdict_metrics(answer).items()}})
             columns, data = comparison_table(answer, rows)
             if data:
                 run.log({"sweep/vs_baseline": wandb.Table(columns=columns, data=data)})
@@ -449,7 +449,7 @@ def _log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any
 
     group = _group(config, sweep_dir)
     verdict = read_verdict(sweep_dir)
-    short = short_answer(verdict) if verdict else ""
+    short = short_verdict(verdict) if verdict else ""
     said = [line.replace("**", "") for line in verdict.get("lines") or []]
     prepare_mlflow(str(node.tracking_uri), str(node.experiment_name), node.get("artifact_location"))
     client = MlflowClient(str(node.tracking_uri))
@@ -470,7 +470,7 @@ def _log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any
             client.log_dict(parent, {"columns": list(VERDICT_COLUMNS), "data": table}, "tables/ablation_verdict.json")
         for key, value in sweep_params(config).items():
             client.log_param(parent, key, value)
-        for key, value in answer_metrics(verdict).items():
+        for key, value in verdict_metrics(verdict).items():
             client.log_metric(parent, dashboard_key(key), value)
         for name in SWEEP_FILES:
             if (sweep_dir / name).is_file():
@@ -614,9 +614,9 @@ class SweepSummary(Callback):
             print(f"the sweep in {sweep_dir} is not complete; the same command (resume=auto) takes it up again: "
                   f"finished jobs are kept, the others resume or run", file=sys.stderr)
         paths = write_sweep_summary(sweep_dir)
-        answered = answer_sweep(sweep_dir)
+        answered = decide_sweep(sweep_dir)
         if answered is not None:  # the answer where the user tails the log, then the pages that show it
-            print(answer_text(answered))
+            print(verdict_text(answered))
         data = read_json(paths["json"])
         try:
             _log_to_wandb(config, sweep_dir, data["jobs"], data["columns"])
@@ -654,9 +654,9 @@ def _main(argv: list[str]) -> int:
         print("usage: python -m vase.reports.sweep_summary <multirun directory>", file=sys.stderr)
         return 2
     print(write_sweep_summary(argv[0])["md"])
-    answered = answer_sweep(argv[0])
+    answered = decide_sweep(argv[0])
     if answered is not None:
-        print(answer_text(answered))
+        print(verdict_text(answered))
     return 0
 
 

@@ -26,7 +26,7 @@ A verdict says ``up`` or ``down`` where the interval excludes 0, and ``no clear 
 A hypothesis may also name a ``report:`` kind (`REPORT_KINDS`) that writes more beside verdict.md: ``ablation`` (a
 reward weight's or tau's targets (i)-(iii), its dose-response and plot: ablation.md) and ``idea`` (a beyond-the-paper
 idea with against without it on its target dimensions: compare.md, where ``label`` names the idea and ``within`` a
-second held-out result its own jobs write). `answer_sweep` is the one path a sweep's end takes to all of them.
+second held-out result its own jobs write). `decide_sweep` is the one path a sweep's end takes to all of them.
 """
 
 from __future__ import annotations
@@ -120,14 +120,14 @@ REPORT_KINDS: dict[str, ReportKind] = {
                            "vase.reports.verdict:write_verdict"),
     "ablation": ReportKind("ablation.md/json/png: a reward weight's or tau's held-out targets (i)-(iii), its "
                            "dose-response and plot, with verdict.md pooling the seeds",
-                           "vase.reports.ablation:write_ablation_answer", _check_ablation),
+                           "vase.reports.ablation:write_ablation_verdict", _check_ablation),
     "idea": ReportKind("compare.md/json: a beyond-the-paper idea with against without it on its target dimensions, "
-                       "every draw and seed, with verdict.md pooling them", "vase.reports.compare:write_idea_answer",
+                       "every draw and seed, with verdict.md pooling them", "vase.reports.compare:write_idea_verdict",
                        _check_idea),
     "search_confirm": ReportKind("search_confirm.md/json/png: the search's best settings re-run on vases and data "
                                  "draws it never saw, the search's estimate beside the confirmed one, and whether "
                                  "any held the claim on every confirmation draw",
-                                 "vase.reports.search_confirm:write_search_answer", _check_search),
+                                 "vase.reports.search_confirm:write_search_verdict", _check_search),
 }
 """Every report a sweep's hypothesis can ask for, by its ``report:`` name (``verdict`` when it names none)."""
 
@@ -434,7 +434,7 @@ def sweep_hypothesis(sweep_dir: str | Path) -> dict[str, Any] | None:
     return None
 
 
-def answer_sweep(sweep_dir: str | Path) -> dict[str, Any] | None:
+def decide_sweep(sweep_dir: str | Path) -> dict[str, Any] | None:
     """The one path from a finished sweep to its answer: the hypothesis its jobs ran with, answered by its report kind.
     Returns ``{"report", "lines", "files"}`` (the verdict lines to print first, the files written), or None when the
     sweep has no hypothesis or nothing to decide on."""
@@ -448,10 +448,10 @@ def answer_sweep(sweep_dir: str | Path) -> dict[str, Any] | None:
 
 def write_verdict(sweep_dir: Path, q: dict[str, Any]) -> dict[str, Any] | None:
     """The ``verdict`` kind: verdict.md alone."""
-    return joined_answer(sweep_dir, write_verdict_report(sweep_dir, q))
+    return joined_verdict(sweep_dir, write_verdict_report(sweep_dir, q))
 
 
-def joined_answer(sweep_dir: Path, pooled: dict[str, Any] | None, lines: list[str] | None = None,
+def joined_verdict(sweep_dir: Path, pooled: dict[str, Any] | None, lines: list[str] | None = None,
                   page: str | None = None) -> dict[str, Any] | None:
     """A report kind's answer: verdict.md's verdict lines (``pooled``, when it was written), then the kind's own
     ``lines`` and its ``page`` (a file beside it); None when neither was written."""
@@ -590,7 +590,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("sweep", help="a sweep's folder (logs/train/multiruns/<time>)")
     args = ap.parse_args(argv)
     try:
-        answer = answer_sweep(args.sweep)
+        answer = decide_sweep(args.sweep)
     except (ConfigError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -598,18 +598,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.sweep}: no job there has a hypothesis: block, or none finished with something to decide "
               f"on", file=sys.stderr)
         return 1
-    print(answer_text(answer))
+    print(verdict_text(answer))
     return 0
 
 
-def answer_metrics(verdict: dict[str, Any]) -> dict[str, float]:
+def verdict_metrics(verdict: dict[str, Any]) -> dict[str, float]:
     """verdict.json's pooled verdict as a dashboard's metrics: ``verdict/[<within>/]<setting>/<move>/effect``, ``low``
     and ``high`` (a share's in points, as verdict.md says them, to 3 significant digits); a value not measured is
     left out, never 0.0.
 
     >>> v = {"blocks": {"all": {"reward.weights.shape=0.6": {"heldout/shape_right": {"pooled": {
     ...     "diff": 0.171, "lo": 0.125, "hi": 0.217}}, "kl": {"pooled": {"diff": 0.01, "lo": None, "hi": None}}}}}}
-    >>> {k: round(x, 2) for k, x in answer_metrics(v).items()}  # doctest: +NORMALIZE_WHITESPACE
+    >>> {k: round(x, 2) for k, x in verdict_metrics(v).items()}  # doctest: +NORMALIZE_WHITESPACE
     {'verdict/reward.weights.shape=0.6/heldout/shape_right/effect': 17.1,
      'verdict/reward.weights.shape=0.6/heldout/shape_right/low': 12.5,
      'verdict/reward.weights.shape=0.6/heldout/shape_right/high': 21.7, 'verdict/reward.weights.shape=0.6/kl/effect': 0.01}
@@ -692,11 +692,11 @@ def comparison_at_job_end(sweep_dir: str | Path, job: str | Path, q: dict[str, A
                                 for m in q["moves"]})
 
 
-def short_answer(verdict: dict[str, Any]) -> str:
+def short_verdict(verdict: dict[str, Any]) -> str:
     """The verdict in one short line, for a run's name: each setting against the baseline on the hypothesis's first
     measure (its change, interval and direction); "" when nothing was decided.
 
-    >>> short_answer({"hypothesis": {"moves": ["heldout/shape_right"]}, "baseline": "reward.weights.shape=0",
+    >>> short_verdict({"hypothesis": {"moves": ["heldout/shape_right"]}, "baseline": "reward.weights.shape=0",
     ...   "blocks": {"all": {"reward.weights.shape=0.6": {"heldout/shape_right": {"pooled": {"diff": 0.171,
     ...   "lo": 0.125, "hi": 0.217, "direction": "up"}}}}}})
     'reward.weights.shape=0.6 vs 0: held-out shape right, points +17.1 [+12.5, +21.7] up'
@@ -787,7 +787,7 @@ def hypothesis_columns(q: dict[str, Any] | None) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def answer_text(answer: dict[str, Any]) -> str:
+def verdict_text(answer: dict[str, Any]) -> str:
     """What a sweep's end prints: its verdict lines (no markup), then where each file it wrote lies."""
     return "\n".join([*(line.replace("**", "") for line in answer["lines"]),
                       *(f"{Path(f).stem}: {f}" for f in answer["files"])])
