@@ -109,7 +109,7 @@ def heldout_metrics(held: dict[str, Any], start: dict[str, Any] | None = None) -
 
 
 def dashboard_columns(metrics: dict[str, float], first: list[str] | tuple[str, ...] = ()) -> list[str]:
-    """The end metrics a comparison table shows, most telling first: ``first`` (what the sweep's question asks
+    """The end metrics a comparison table shows, most telling first: ``first`` (what the sweep's hypothesis asks
     about), the held-out change from the start per dimension, the held-out reward, the paper's lexical and overall
     scores against the start, then the last model's caption scores and the training reward (the rest are logged, not
     columns).
