@@ -118,6 +118,16 @@ def _same_losses(a: list[dict[str, Any]], b: list[dict[str, Any]], tol: float = 
                                         max(1.0, abs(y["loss"])) for x, y in zip(a, b))
 
 
+def _first_difference(a: list[dict[str, Any]], b: list[dict[str, Any]], tol: float = 1e-5) -> dict[str, Any] | None:
+    """Where history ``a`` first parts from the reference ``b`` (`_same_losses`' rule): the row's step and both
+    losses, or the two lengths; None when they agree."""
+    for x, y in zip(a, b):
+        if x.get("step") != y.get("step") or abs(x["loss"] - y["loss"]) > tol * max(1.0, abs(y["loss"])):
+            return {"step": x.get("step"), "reference_step": y.get("step"), "loss": x["loss"],
+                    "reference_loss": y["loss"]}
+    return None if len(a) == len(b) > 0 else {"rows": len(a), "reference_rows": len(b)}
+
+
 def _lora_sweep(sweep: Path | None) -> tuple[dict[str, int | None], str]:
     """A ``stage.module.lora.r=4,8`` sweep's outcome: each job's adapter rank, and its summary.md."""
     ranks = {}
@@ -189,7 +199,8 @@ def check_preemption(work: Path, cache: Path, slurm: LocalSlurm, reference: list
     same = _same_losses(history, reference)
     ok = rc == 0 and bool(signalled) and resumed and same
     return {"passed": ok, "rc": rc, "signalled_job": signalled, "resumed": resumed, "steps": len(history),
-            "reference_steps": len(reference), "history_equals_uninterrupted": same, "sweep": str(sweep)}
+            "reference_steps": len(reference), "history_equals_uninterrupted": same,
+            "first_difference": _first_difference(history, reference), "sweep": str(sweep)}
 
 
 # parts that start first and run beside the others of their cluster (their jobs share the nodes, as on a busy
@@ -314,8 +325,10 @@ def check_two_node_preemption(work: Path, cache: Path, slurm: LocalSlurm) -> dic
     same = _same_losses(history, reference)
     ok = rc == 0 and bool(signalled) and len(saves) == 1 and resumed == ["0", "1"] and same
     return {"passed": ok, "rc": rc, "signalled_job": signalled, "saved_messages": len(saves),
-            "resumed_on_node_ranks": resumed, "steps": len(history), "reference_steps": len(reference),
-            "history_equals_uninterrupted": same, "sweep": str(sweep)}
+            "saved_at_steps": saves, "resumed_on_node_ranks": resumed, "steps": len(history),
+            "reference_steps": len(reference), "history_equals_uninterrupted": same,
+            "first_difference": _first_difference(history, reference), "sweep": str(sweep),
+            "reference_sweep": str(ref_sweep)}
 
 
 def check_too_many_nodes(work: Path, cache: Path, env: dict[str, str]) -> dict[str, Any]:
