@@ -292,6 +292,7 @@ def _two_node(work: Path, cache: Path, env: dict[str, str], name: str, extra: li
     history = _history(Path(out["sweep"]) / "0") if out.get("sweep") else []
     reference = _history(Path(one_node["sweep"]) / "0") if one_node and one_node.get("sweep") else []
     out["history_equals_one_node_two_tasks"] = _same_losses(history, reference)
+    out["first_difference"] = _first_difference(history, reference)
     out["passed"] = (out["passed"] and out["node_ranks"] == ["0", "1"] and out["world_size"] == ["2"]
                      and out["history_equals_one_node_two_tasks"])
     return out
