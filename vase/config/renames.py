@@ -100,15 +100,30 @@ RENAMED_API = {
                     "register_eval_task": "register_eval_action", "load_eval_task_plugins": "load_eval_action_plugins",
                     "tasks_help": "actions_help"},
     "vase.prompt_tasks": {"DATA_TASKS": "DATA_MIXES"},
+    # the whole module moved to vase.reports.verdict (`MOVED_MODULES`); these names changed with it
+    "vase.reports.question": {"question_of": "hypothesis_of", "question": "hypothesis",
+                              "check_question": "check_hypothesis", "sweep_question": "sweep_hypothesis",
+                              "write_question_answer": "write_verdict", "write_question_report": "write_verdict_report",
+                              "question_columns": "hypothesis_columns", "answer_sweep": "decide_sweep",
+                              "answer_metrics": "verdict_metrics", "answer_text": "verdict_text",
+                              "short_answer": "short_verdict", "joined_answer": "joined_verdict"},
 }
 """Python names 0.2 changed, per module: the old name still imports for one release, with a FutureWarning."""
 
 
+MOVED_MODULES = {"vase.reports.question": "vase.reports.verdict"}
+"""Modules 0.2 renamed: the old one still imports (with a FutureWarning), its names read from the new one."""
+
+
 def old_name(module: str, namespace: dict, name: str) -> object:
     """A module's ``__getattr__``: an old name of `RENAMED_API` gives the new object with a FutureWarning (shown by
-    default: one line naming both), any other unknown name the usual AttributeError."""
+    default: one line naming both), any other unknown name the usual AttributeError. For a module of
+    `MOVED_MODULES`, ``namespace`` is the new module's and an unrenamed name is simply read from it."""
+    home = MOVED_MODULES.get(module, module)
     new = RENAMED_API.get(module, {}).get(name)
     if new is None:
+        if home != module and name in namespace:
+            return namespace[name]
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
-    warnings.warn(deprecation(f"{module}.{name}", f"{module}.{new}"), FutureWarning, stacklevel=3)
+    warnings.warn(deprecation(f"{module}.{name}", f"{home}.{new}"), FutureWarning, stacklevel=3)
     return namespace[new]
