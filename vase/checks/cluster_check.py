@@ -114,13 +114,13 @@ def _history(job: Path) -> list[dict[str, Any]]:
 
 
 def _same_losses(a: list[dict[str, Any]], b: list[dict[str, Any]], tol: float = 1e-5) -> bool:
-    return len(a) == len(b) > 0 and all(x.get("step") == y.get("step") and abs(x["loss"] - y["loss"]) <= tol *
-                                        max(1.0, abs(y["loss"])) for x, y in zip(a, b))
+    return _first_difference(a, b, tol) is None
 
 
 def _first_difference(a: list[dict[str, Any]], b: list[dict[str, Any]], tol: float = 1e-5) -> dict[str, Any] | None:
-    """Where history ``a`` first parts from the reference ``b`` (`_same_losses`' rule): the row's step and both
-    losses, or the two lengths; None when they agree."""
+    """Where history ``a`` first parts from the reference ``b``: a row whose step differs or whose loss differs by
+    more than ``tol`` (relative, absolute below 1), with the row's step and both losses; the two lengths when they
+    differ or are empty; None when they agree."""
     for x, y in zip(a, b):
         if x.get("step") != y.get("step") or abs(x["loss"] - y["loss"]) > tol * max(1.0, abs(y["loss"])):
             return {"step": x.get("step"), "reference_step": y.get("step"), "loss": x["loss"],
