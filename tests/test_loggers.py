@@ -514,7 +514,7 @@ def test_a_sweeps_tensorboard_view_is_written_once_at_its_end_with_the_compariso
     from torch.utils.tensorboard import SummaryWriter
 
     from vase.loggers import tensorboard_sweep_columns, tensorboard_tags
-    from vase.reports.sweep_summary import tensorboard_command
+    from vase.reports.sweep_dashboards import tensorboard_command
 
     sweep = tmp_path / "logs" / "train" / "multiruns" / "t"
     runs = [sweep / "0" / "tensorboard" / "grpo-beta=0.001-seed=1", sweep / "1" / "tensorboard" / "grpo-beta=0.04-seed=1"]

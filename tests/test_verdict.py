@@ -228,3 +228,29 @@ def test_strings_from_a_sweep_file_reach_the_pages_inert(tmp_path: Path) -> None
     assert "data.note=&lt;img src=x onerror=alert(1)>" in page  # shown as text, not an image
     html = MarkdownIt("commonmark", {"html": True}).render(page)  # a viewer that passes HTML through
     assert "<img" not in html and "onerror=alert(1)" in html
+
+
+def test_every_measure_the_start_check_accepts_is_measured_at_the_end(tmp_path: Path) -> None:
+    """A debug GRPO sweep whose moves are every measure the start check lists for its reward terms, with a caption
+    metric vase adds (``rouge_l``) and one of the user's own package (``tests.custom_metrics:RECALL``) given in
+    ``metrics.extra``: not one comes back "not measured" (held-out caption metrics passed the check and then read
+    nothing, 2026-12-03; a user's metric could not be named at all)."""
+    from omegaconf import OmegaConf
+
+    from vase.reports.verdict import caption_moves, measured_moves, read_verdict
+
+    terms = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "reward" / "vase6d.yaml"))["terms"]
+    extra = ["rouge_l", "tests.custom_metrics:RECALL"]
+    moves = measured_moves(terms, caption_moves(extra))
+    assert {"heldout/clip_score", "heldout/rouge_l", "heldout/word_recall", "kl", "reward/shape"} <= set(moves)
+    p = subprocess.run([sys.executable, "train.py", "-m", "sweep=kl", "debug=fast", "logger=none",
+                        "hydra.sweeper.params.seed=1", f"metrics.extra=[{','.join(extra)}]",
+                        "hypothesis.moves=[" + ",".join(f"'{m}'" for m in moves) + "]",
+                        f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=900, env=ENV)
+    assert p.returncode == 0, p.stderr[-3000:]
+    (sweep,) = (tmp_path / "logs" / "train" / "multiruns").iterdir()
+    found = read_verdict(sweep)["blocks"]["all"]["stage.module.beta=0.04"]
+    assert list(found) == moves
+    unmeasured = [m for m, r in found.items() if r["pooled"]["direction"].startswith("not measured")]
+    assert not unmeasured, unmeasured

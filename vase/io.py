@@ -15,6 +15,7 @@ import re
 import shutil
 import socket
 import tempfile
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,10 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     """Write ``data`` to a temporary file beside ``path``, then rename it over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:  # a read-only or full folder: name the file meant, not the temporary one
+        raise OSError(e.errno, e.strerror, str(path)) from e
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -408,6 +412,10 @@ def load_tensors(path: str | Path, key: str, **kwargs: Any) -> Any:
     # lazy: torch is slow to import and most users of vase.io never load a tensor file
     import torch
 
+    if kwargs.get("mmap") and Path(path).is_file() and not zipfile.is_zipfile(path):
+        # torch's own words here are about its mmap option; the user gave a file that is no torch checkpoint at all
+        raise ConfigError(f"{key}={path}: not a torch checkpoint (torch.save writes a zip archive, and this file is "
+                          f"none); give a Lightning checkpoint (a run's checkpoints/last.ckpt)")
     try:
         return torch.load(path, map_location="cpu", weights_only=True, **kwargs)
     except pickle.UnpicklingError as e:

@@ -5,10 +5,13 @@ a job fails."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
 import sys
+import tempfile
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -139,13 +142,68 @@ IDENTITY = (("stage", "stage.name"), ("model", "model.label"), ("seed", "seed"),
             ("data.mix", "data.mix"))
 """Settings every run's parameters carry beside its overrides (name, config key)."""
 _NOT_PARAMS = ("hydra.", "paths.", "logger", "callbacks.", "resume")  # where files go, not what the run is
-_PARAM_UNSAFE = re.compile(r"[^A-Za-z0-9_\-.:/ ]")
+_PARAM_UNSAFE = re.compile(r"[^\w\-.:/ ]")  # \w of any script: MLflow's own rule takes letters of every alphabet
+_CONVENTIONAL = str.maketrans({"@": ":", "=": "_"})  # what every dashboard name has always made of these two
+KEY_LIMIT = 250  # MLflow's longest parameter or metric name
 
 
 def dashboard_key(name: str) -> str:
-    """A name every dashboard takes as a parameter or metric key (MLflow allows letters, digits and ``_ - . : /`` and
-    space): ``stage@sft`` -> ``stage:sft``, ``shape=0.6`` -> ``shape_0.6``."""
-    return _PARAM_UNSAFE.sub("_", name.replace("@", ":"))
+    """A name every dashboard takes as a parameter or metric key, made from any text (a swept value may hold ``../``,
+    ``|``, spaces or any script): MLflow allows letters of any script, digits, ``_ - . : /`` and space, refuses a name
+    that is not one plain path (``a/../b``, ``./a``, ``a//b``, a leading or trailing ``/``) or is over 250
+    characters; W&B and TensorBoard take what MLflow takes. ``@`` becomes ``:`` and ``=`` ``_``, as always; where
+    anything else had to change, a short hash of the whole name is added, so that two names never meet that way
+    (`dashboard_keys` also parts any two that do).
+
+    >>> dashboard_key("stage@sft"), dashboard_key("verdict/w_shape=0.6/heldout/total")
+    ('stage:sft', 'verdict/w_shape_0.6/heldout/total')
+    >>> dashboard_key("verdict/note=Κεραμεικός/heldout/total")
+    'verdict/note_Κεραμεικός/heldout/total'
+    >>> dashboard_key("verdict/note=../x/total"), dashboard_key("verdict/note=a|b/total"), dashboard_key("../x")
+    ('verdict/note_../x/total', 'verdict/note_a_b/total-b475c058', '__/x-d6b96a97')
+    """
+    plain = name.translate(_CONVENTIONAL)
+    safe = _PARAM_UNSAFE.sub("_", plain)
+    # one plain path: no empty segment, none of dots alone, none that opens with two dots (a path that climbs)
+    safe = "/".join(_segment(seg) for seg in safe.split("/"))
+    if safe == plain and len(safe) <= KEY_LIMIT:
+        return safe
+    tag = "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
+    return safe[: KEY_LIMIT - len(tag)].rstrip("/") + tag
+
+
+def _segment(seg: str) -> str:
+    """
+    >>> [_segment(s) for s in ("", ".", "..", "..x", "a..b", "note_..")]
+    ['_', '_', '__', '_.x', 'a..b', 'note_..']
+    """
+    if not seg.strip("."):
+        return "_" * max(1, len(seg))
+    return "_" + seg[1:] if seg.startswith("..") else seg
+
+
+def dashboard_keys(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with each name made a `dashboard_key`, every one distinct: two names that would meet (``a=b`` and
+    ``a_b``) are each given a hash of their own text."""
+    keys = {name: dashboard_key(name) for name in values}
+    met = {k for k in keys.values() if list(keys.values()).count(k) > 1}
+    return {(f"{k[: KEY_LIMIT - 9]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}" if k in met else k): values[name]
+            for name, k in keys.items()}
+
+
+def link_name(text: str, limit: int = 120) -> str:
+    """A folder or link name that shows ``text`` as written where a file name can (any script, ``=``, spaces): ``/``,
+    a control character or a leading dot becomes ``_``, and a longer name keeps its start and a hash of the whole.
+
+    >>> link_name("note=Κεραμεικός"), link_name("note=../x"), link_name("a|b c")
+    ('note=Κεραμεικός', 'note=.._x', 'a|b c')
+    """
+    name = re.sub(r"[/\x00-\x1f\x7f]", "_", text) or "_"
+    if name.startswith("."):
+        name = "_" + name[1:]
+    if len(name) > limit:
+        name = name[: limit - 9] + "-" + hashlib.sha256(text.encode()).hexdigest()[:8]
+    return name
 
 
 def param_value(text: str) -> Any:
@@ -300,31 +358,43 @@ def _tensorboard_hparams(lg: Any, params: dict[str, Any], metrics: dict[str, flo
 
 
 def tensorboard_tags(runs: list[Path], prefix: str = "hp/") -> list[str]:
-    """The scalar tags starting with ``prefix`` that TensorBoard runs (folders of event files) logged, sorted."""
+    """The scalar tags starting with ``prefix`` that TensorBoard runs (folders of event files) logged, sorted.
+    TensorBoard's reader says each file it moves to ("Directory watcher advancing from ...") on the root logger: kept
+    out of the sweep's log."""
     tags: set[str] = set()
-    for run in runs:
-        ea = EventAccumulator(str(run), size_guidance={"scalars": 0, "images": 1, "tensors": 1, "histograms": 1})
-        ea.Reload()
-        tags |= {t for t in ea.Tags()["scalars"] if t.startswith(prefix)}
+    quiet = logging.getLogger("tensorboard")
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)
+    try:
+        for run in runs:
+            ea = EventAccumulator(str(run), size_guidance={"scalars": 0, "images": 1, "tensors": 1, "histograms": 1})
+            ea.Reload()
+            tags |= {t for t in ea.Tags()["scalars"] if t.startswith(prefix)}
+    finally:
+        quiet.setLevel(level)
     return sorted(tags)
 
 
 def tensorboard_sweep_columns(runs: list[Path], params: list[dict[str, Any]], compared: list[str],
-                              metrics: list[str], comparisons: list[dict[str, float]]) -> None:
+                              metrics: list[str], comparisons: list[dict[str, float]],
+                              every: list[dict[str, Any]] | None = None) -> list[tuple[Path, str]]:
     """A sweep's TensorBoard hparams view, written at its end into each job's run (``runs``, with its swept values
     ``params``: ``sweep/<key>`` -> value): the swept keys as the columns, those the hypothesis compares first (ticked;
     its replicates, a seed, after them); each job's comparison with the baseline (``comparisons``:
     ``vs_baseline/<move>``, ``_low``, ``_high``) logged in its run and shown as the first metrics, then ``metrics``
-    (the end metrics the jobs logged, the hypothesis's first)."""
+    (the end metrics the jobs logged, the hypothesis's first). ``every``: the swept values of all the sweep's jobs,
+    where ``runs`` are some of them (the columns' types are the same for each). A job whose folder cannot be written
+    costs that job's columns only: returned with why, no thread's traceback printed."""
     # lazy: torch's TensorBoard writer (torch): only sweeps that logged to TensorBoard need it
     from torch.utils.tensorboard import SummaryWriter
 
     shown = list(dict.fromkeys([*(k for c in comparisons for k in c), *metrics]))  # each value, its low, its high
-    seen = list(dict.fromkeys(k for p in params for k in p))
+    every = params if every is None else every
+    seen = list(dict.fromkeys(k for p in every for k in p))
     keys = [*(k for k in seen if k in compared), *(k for k in seen if k not in compared)]
     infos = []
     for key in keys:
-        values = [p[key] for p in params if key in p]
+        values = [p[key] for p in every if key in p]
         if all(isinstance(v, bool) for v in values):
             kind = api_pb2.DATA_TYPE_BOOL
         elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
@@ -337,14 +407,50 @@ def tensorboard_sweep_columns(runs: list[Path], params: list[dict[str, Any]], co
         hparam_infos=infos, metric_infos=[api_pb2.MetricInfo(name=api_pb2.MetricName(tag=m)) for m in shown]))
     exp = Summary(value=[Summary.Value(tag="_hparams_/experiment", metadata=SummaryMetadata(
         plugin_data=SummaryMetadata.PluginData(plugin_name="hparams", content=data.SerializeToString())))])
+    lost: list[tuple[Path, str]] = []
     for run, comparison in zip(runs, comparisons):
-        w = SummaryWriter(str(run))
-        try:
-            for key, value in comparison.items():
-                w.add_scalar(key, value, 0)
-            w._get_file_writer().add_summary(exp)
-        finally:
-            w.close()
+        why = unwritable(run)
+        if why is None:
+            why = _in_writer_thread(lambda r=run, c=comparison: _write_columns(SummaryWriter(str(r)), c, exp))
+        if why is not None:
+            lost.append((run, why))
+    return lost
+
+
+def _write_columns(w: Any, comparison: dict[str, float], exp: Any) -> None:
+    try:
+        for key, value in comparison.items():
+            w.add_scalar(key, value, 0)
+        w._get_file_writer().add_summary(exp)
+    finally:
+        w.close()
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why a file cannot be made in ``folder`` (read-only, full, missing), or None: asked before a writer whose
+    thread would fail with a traceback instead."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=".vase-probe-", dir=folder)
+    except OSError as e:
+        return f"{folder}: {e.strerror or e}"
+    os.close(fd)
+    os.unlink(name)  # the probe this call made, nothing else
+    return None
+
+
+def _in_writer_thread(write: Any) -> str | None:
+    """Run ``write`` (which starts and joins a writer thread); an error in it or in its thread comes back as one line
+    (None when there was none), the thread's traceback not printed."""
+    caught: list[str] = []
+    before = threading.excepthook
+    threading.excepthook = lambda a: caught.append(f"{a.exc_type.__name__}: {a.exc_value}")
+    try:
+        write()
+    except OSError as e:
+        caught.append(f"{e.filename or ''}: {e.strerror or e}".lstrip(": "))
+    finally:
+        threading.excepthook = before
+    return caught[0] if caught else None
 
 
 def check_loggers(cfg: DictConfig) -> None:
@@ -378,9 +484,8 @@ def probe_mlflow_server(tracking_uri: str) -> None:
     """One request to an MLflow server's ``/health`` (at most `MLFLOW_PROBE_S` seconds): a ConfigError naming the URI
     and what to do when nothing answers, or something that is not an MLflow server (an auth wall counts as one)."""
     where = f"logger.mlflow.tracking_uri={tracking_uri!r}"
-    todo = ("start it (mlflow server --host 127.0.0.1 --port 5000 --backend-store-uri sqlite:///mlflow.db "
-            "--artifacts-destination ./mlartifacts), fix MLFLOW_TRACKING_URI, or unset it to log to the local store "
-            "under paths.log_dir")
+    todo = (f"start it ({server_command(tracking_uri)}), fix MLFLOW_TRACKING_URI, or unset it to log to the local "
+            f"store under paths.log_dir")
     try:
         urllib.request.urlopen(tracking_uri.rstrip("/") + "/health", timeout=MLFLOW_PROBE_S).close()
     except urllib.error.HTTPError as e:
@@ -388,6 +493,18 @@ def probe_mlflow_server(tracking_uri: str) -> None:
             raise ConfigError(f"{where}: no MLflow server there (HTTP {e.code} on /health); {todo}") from None
     except (urllib.error.URLError, OSError) as e:
         raise ConfigError(f"{where}: no MLflow server answers there ({getattr(e, 'reason', e)}); {todo}") from None
+
+
+def server_command(tracking_uri: str) -> str:
+    """The command that starts an MLflow server where ``tracking_uri`` points (its host and port).
+
+    >>> server_command("http://10.0.0.5:5123")
+    'mlflow server --host 10.0.0.5 --port 5123 --backend-store-uri sqlite:///mlflow.db --artifacts-destination ./mlartifacts'
+    """
+    url = urlparse(tracking_uri)
+    port = url.port or (443 if url.scheme == "https" else 5000)
+    return (f"mlflow server --host {url.hostname or '127.0.0.1'} --port {port} --backend-store-uri "
+            f"sqlite:///mlflow.db --artifacts-destination ./mlartifacts")
 
 
 def prepare_mlflow(tracking_uri: str, experiment: str, artifact_location: str | None = None) -> None:

@@ -11,6 +11,15 @@ of the run one line says what was not logged and the command that sends it once 
 
 The replay is resumable: the lines sent are counted in ``mlflow_unsent.jsonl.sent`` (written after each one), so a
 replay cut short sends only the rest when run again; a finished replay renames the journal ``mlflow_unsent.sent.jsonl``.
+
+A sweep's end keeps its own part the same way: the sweep's parent run (its parameters, the verdict's metrics, its
+tables and files) and each job's comparison with the baseline are one record, `send_sweep`'s ``plan``; where MLflow
+does not take it at the sweep's end, the plan is kept in ``mlflow_sweep_unsent.json`` in the sweep's folder, and the
+same command sends it (and every job's own journal first):
+
+    python -m vase.mlflow_journal <sweep folder>    # each job's mlflow_unsent.jsonl, then the sweep's parent run
+
+Sending a plan again finds the parent run an earlier attempt made (by the sweep's group) instead of making another.
 """
 
 from __future__ import annotations
@@ -205,20 +214,93 @@ def replay(run_dir: Path, tracking_uri: str | None = None) -> int:
     return len(calls) - sent
 
 
+SWEEP_JOURNAL = "mlflow_sweep_unsent.json"
+"""A sweep's MLflow part that its end could not send (`send_sweep`'s plan), in the sweep's folder."""
+SWEEP_SENT = "mlflow_sweep_unsent.sent.json"  # the same, once sent
+SHARED_VIEW_TAG = "mlflow.sharedViewState."
+"""Where MLflow's UI (3.x) reads a shared view of an experiment's runs (``?viewStateShareKey=<key>`` in the link)."""
+
+
+def send_sweep(plan: dict[str, Any], sweep_dir: Path, tracking_uri: str | None = None) -> dict[str, str]:
+    """Send a sweep's MLflow part, ``plan`` (made at the sweep's end: `vase.reports.sweep_dashboards.mlflow_plan`):
+    its parent run (``run_name``, ``tags``; found again by ``tags.sweep_group`` where an earlier attempt made it) with
+    its ``params``, ``metrics``, ``tables`` and the sweep's ``files``; every job's run of the group made its child,
+    with its comparison with the baseline (``children``: job folder name -> metrics); the jobs ``view`` saved on the
+    experiment. Returns ``{"experiment_id", "parent"}``. Any failure of the server propagates: the caller keeps the
+    plan (`SWEEP_JOURNAL`)."""
+    from mlflow.tracking import MlflowClient  # lazy: mlflow, slow to import
+
+    uri = tracking_uri or str(plan["tracking_uri"])
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(str(plan["experiment_name"]))
+    exp_id = exp.experiment_id if exp is not None else client.create_experiment(str(plan["experiment_name"]))
+    group = str(plan["group"]).replace("'", "")
+    found = client.search_runs([exp_id], filter_string=f"tags.sweep_group = '{group}' and tags.job_type = 'sweep'",
+                               max_results=1)
+    parent = found[0].info.run_id if found else client.create_run(
+        exp_id, run_name=str(plan["run_name"]), tags=dict(plan["tags"])).info.run_id
+    for path, table in plan["tables"].items():
+        client.log_dict(parent, table, path)
+    for key, value in plan["params"].items():
+        client.log_param(parent, key, value)
+    for key, value in plan["metrics"].items():
+        client.log_metric(parent, key, value)
+    for name in plan["files"]:
+        if (sweep_dir / name).is_file():
+            client.log_artifact(parent, str(sweep_dir / name), artifact_path="sweep")
+    for run in client.search_runs([exp_id], filter_string=f"tags.sweep_group = '{group}'", max_results=10000):
+        if run.info.run_id != parent:
+            client.set_tag(run.info.run_id, "mlflow.parentRunId", parent)
+            job = Path(str(run.data.tags.get("vase.run_dir", ""))).name
+            for key, value in plan["children"].get(job, {}).items():  # its setting against the baseline's job
+                client.log_metric(run.info.run_id, key, value)
+    view = plan.get("view")
+    if view:
+        client.set_experiment_tag(exp_id, SHARED_VIEW_TAG + str(view["key"]), str(view["state"]))
+    client.set_terminated(parent)
+    return {"experiment_id": str(exp_id), "parent": str(parent)}
+
+
+def replay_sweep(sweep_dir: Path, tracking_uri: str | None = None) -> str:
+    """Send what a sweep's end kept (`SWEEP_JOURNAL`) and rename it `SWEEP_SENT`; returns the parent run's id."""
+    journal = sweep_dir / SWEEP_JOURNAL
+    try:
+        plan = json.loads(journal.read_text())
+    except (OSError, ValueError) as e:
+        raise VaseError(f"{journal}: not a sweep's MLflow record vase wrote ({type(e).__name__}: {e})") from None
+    try:
+        sent = send_sweep(plan, sweep_dir, tracking_uri)
+    except Exception as e:  # noqa: BLE001 - the server's failure, in one line; the record stays for the next try
+        raise VaseError(f"MLflow at {tracking_uri or plan.get('tracking_uri')} did not take the sweep's parent run "
+                        f"({type(e).__name__}: {first_line(e, 200)}); nothing lost: {journal} stays, the same "
+                        f"command sends it once the server answers") from None
+    journal.rename(sweep_dir / SWEEP_SENT)
+    return sent["parent"]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m vase.mlflow_journal", description=__doc__.splitlines()[0])
-    ap.add_argument("run_dir", type=Path, help="the run's folder (it holds mlflow_unsent.jsonl)")
+    ap.add_argument("run_dir", type=Path, help="the run's folder (it holds mlflow_unsent.jsonl), or a sweep's (each "
+                                               "job's journal, then the sweep's mlflow_sweep_unsent.json)")
     ap.add_argument("--tracking-uri", help="send to this server instead of the one the run logged to")
     a = ap.parse_args(argv)
     if check_only():  # the docs' commands are checked this far by the tests
         print(f"config ok: {a.run_dir} (arguments parsed; nothing read or sent)")
         return 0
+    sweep = (a.run_dir / SWEEP_JOURNAL).is_file()
     try:
-        n = replay(a.run_dir, a.tracking_uri)
+        if not sweep:
+            n = replay(a.run_dir, a.tracking_uri)
+            print(f"MLflow: sent {n} logging calls of {a.run_dir} to its run")
+            return 0
+        for job in sorted(p.parent for p in a.run_dir.glob(f"*/{JOURNAL}")):  # the jobs' runs first: their parent next
+            n = replay(job, a.tracking_uri)
+            print(f"MLflow: sent {n} logging calls of {job} to its run")
+        parent = replay_sweep(a.run_dir, a.tracking_uri)
     except VaseError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"MLflow: sent {n} logging calls of {a.run_dir} to its run")
+    print(f"MLflow: sent the sweep {a.run_dir} to its parent run {parent}, each job's comparison to its run")
     return 0
 
 

@@ -225,7 +225,13 @@ def read_status(path: str | Path) -> dict[str, Any]:
 
 
 def _try_lock(path: Path) -> int | None:
-    fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:  # a folder that cannot be written (read-only, full): its lock file, if any, read as it is
+        try:
+            fd = os.open(path / LOCK_FILE, os.O_RDONLY)
+        except FileNotFoundError:  # no process ever held it: nobody holds it now (the folder's fd, to close)
+            return os.open(path, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -285,16 +291,24 @@ def _refuse_earlier(path: Path, status: dict[str, Any], live: bool, resume: str 
                           f" run, which this one would overwrite{how}; choose a new folder (hydra.run.dir=...)")
 
 
-def set_status(path: str | Path, status: str, reason: str | None = None) -> None:
+def set_status(path: str | Path, status: str, reason: str | None = None, **fields: Any) -> None:
     """Record ``status`` (``running``, ``finished``, ``failed``, ``interrupted``, ``checked``) and, for a failure, its
-    one-line ``reason`` for a run directory this process holds."""
+    one-line ``reason`` for a run directory this process holds; ``fields``: more of the record (a sweep's ``end``)."""
     path = Path(path).resolve()
     if path in _held:
-        record = {**read_status(path), "status": status, "ended": time.time()}
+        record = {**read_status(path), **fields, "status": status, "ended": time.time()}
         record.pop("reason", None)
         if reason:
             record["reason"] = reason
         atomic_write_json(path / RUN_FILE, record)
+
+
+def note_record(path: str | Path, **fields: Any) -> None:
+    """Write ``fields`` into the record of a run directory this process holds, its status as it is (a sweep's end
+    being written: its ``reason`` says so to a reader should the process be gone)."""
+    path = Path(path).resolve()
+    if path in _held:
+        atomic_write_json(path / RUN_FILE, {**read_status(path), **fields})
 
 
 def set_status_held(status: str, reason: str | None = None) -> None:
@@ -327,16 +341,20 @@ def job_dir() -> Path | None:
 
 def status_of(path: str | Path) -> str:
     """A run directory's status as a reader should see it: its record's, except that a run recorded ``running``
-    whose process is gone (no live process holds its lock: killed, or the machine went down) is ``killed``."""
+    whose process is gone (no live process holds its lock: killed, or the machine went down) is ``killed``, and a
+    sweep whose end was being written then is ``failed`` (its end did not finish)."""
     path = Path(path)
-    status = read_status(path).get("status", "")
+    record = read_status(path)
+    status = record.get("status", "")
     if status != "running" or Path(path).resolve() in _held:
         return status
     fd = _try_lock(path)
     if fd is None:
         return "running"
     os.close(fd)
-    return "killed"
+    # a sweep whose end was being written when its process stopped (a full disk that kept its record from saying
+    # more, or a kill): its end did not finish, which its record's reason says
+    return "failed" if (record.get("end") or {}).get("state") == "writing" else "killed"
 
 
 def record_lost(path: str | Path, reason: str) -> bool:
@@ -416,7 +434,10 @@ def run_dir(base: str, resume: str = "never", kind: str = "run", digest: str = "
             resume = "never"  # only the grid sweeper and search-then-confirm (search.json) send the same jobs again
         if resume == "auto" and _rank() == 0:
             chosen = _resumable(root, key, sweep=kind == "sweep")
-            if chosen is not None:
+            if chosen is not None and kind == "sweep" and sweep_jobs_finished(chosen):
+                print(f"finishing the end of the sweep {chosen}: its jobs all finished and are kept, none trains "
+                      f"again (same command; resume=never starts afresh)")
+            elif chosen is not None:
                 how = read_status(chosen).get("resumed_from") or "interrupted"
                 print(f"resuming the {how} run {chosen} (same command; resume=never starts afresh)")
         if chosen is None:
@@ -458,11 +479,17 @@ def finished_sweep_job(path: str | Path, resume: str) -> bool:
     return status.get("status") == "finished"
 
 
+def sweep_jobs_finished(sweep_dir: str | Path) -> bool:
+    """Whether every job of a sweep finished (and it has one)."""
+    jobs = [read_status(d) for d in Path(sweep_dir).iterdir() if (d / RUN_FILE).is_file()]
+    return bool(jobs) and all(j.get("status") == "finished" for j in jobs)
+
+
 def finish_sweep(sweep_dir: str | Path) -> bool:
     """Mark a sweep ``finished`` when every job in it finished; otherwise it stays open, and the same command with
-    ``resume=auto`` takes it up again. Returns whether it finished."""
-    jobs = [read_status(d) for d in Path(sweep_dir).iterdir() if (d / RUN_FILE).is_file()]
-    done = bool(jobs) and all(j.get("status") == "finished" for j in jobs)
+    ``resume=auto`` takes it up again. Returns whether it finished. (A sweep's end marks it only once its end is
+    written: `vase.reports.sweep_end`.)"""
+    done = sweep_jobs_finished(sweep_dir)
     set_status(sweep_dir, "finished" if done else "interrupted")
     return done
 
@@ -526,18 +553,19 @@ PACKAGE_CONF = (Path(__file__).resolve().parent / "conf").resolve()
 """vase's own configs (`vase.config.CONF_DIR`): a run composed from another primary folder ran a user's project."""
 
 
-def _entry_and_overrides(path: Path, record: dict[str, Any]) -> tuple[str, list[str], bool, str | None]:
-    """The entry point, the overrides, whether it was a sweep (``-m``) and the user's project folder it was composed
-    from (``--config-dir``; None for vase's own), from Hydra's own record of the run: a run's ``.hydra/``, a sweep's
-    ``multirun.yaml``."""
+def _entry_and_overrides(path: Path, record: dict[str, Any]) -> tuple[str, list[str], bool, str | None, str | None]:
+    """The entry point, the overrides, whether it was a sweep (``-m``), the user's project folder it was composed
+    from (``--config-dir``; None for vase's own) and the folder it was started from, from Hydra's own record of the
+    run: a run's ``.hydra/``, a sweep's ``multirun.yaml``."""
     sweep = (path / "multirun.yaml").is_file()
     hydra_file = path / ("multirun.yaml" if sweep else ".hydra/hydra.yaml")
     overrides = [str(o) for o in record.get("overrides") or []]
     entry = ""
-    project = None
+    project = launched = None
     if hydra_file.is_file():
         saved = OmegaConf.load(hydra_file)
         entry = str(OmegaConf.select(saved, "hydra.job.name", default="") or "")
+        launched = OmegaConf.select(saved, "hydra.runtime.cwd", default=None)
         main = [str(src.get("path")) for src in OmegaConf.select(saved, "hydra.runtime.config_sources", default=None)
                 or [] if src.get("provider") == "main" and src.get("schema") == "file"]
         if main and Path(main[0]).resolve() != PACKAGE_CONF:
@@ -546,7 +574,7 @@ def _entry_and_overrides(path: Path, record: dict[str, Any]) -> tuple[str, list[
             overrides = [str(o) for o in OmegaConf.select(saved, "hydra.overrides.task", default=None) or overrides]
     if not sweep and (path / ".hydra" / "overrides.yaml").is_file():
         overrides = [str(o) for o in OmegaConf.load(path / ".hydra" / "overrides.yaml")]
-    return entry, overrides, sweep, project
+    return entry, overrides, sweep, project, None if launched is None else str(launched)
 
 
 def describe_run(path: str | Path) -> str:
@@ -556,7 +584,7 @@ def describe_run(path: str | Path) -> str:
     a folder whose entry point Hydra did not record."""
     path = Path(path)
     record = load_record(path)
-    entry, overrides, sweep, project = _entry_and_overrides(path, record)
+    entry, overrides, sweep, project, launched = _entry_and_overrides(path, record)
     if not entry:
         raise ConfigError(f"{path}: Hydra's record of the run (.hydra/hydra.yaml, or multirun.yaml for a sweep) is "
                           f"missing, so its entry point is unknown; its overrides: {' '.join(overrides) or '(none)'}")
@@ -579,21 +607,39 @@ def describe_run(path: str | Path) -> str:
     if record.get("code_before"):
         lines.append(f"  resumed:   it started under other code, {code_label(record['code_before'])}")
     lines.append(f"  overrides: {' '.join(overrides) or '(none)'}")
-    # a user's project (--config-dir) or an installed wheel: the installed command, from the project's folder
-    program = (f"vase {entry} --config-dir {_quoted(project)}" if project else f"vase {entry}"
-               if code and not code.get("commit") and entry in ("train", "evaluate") else f"python {script}")
-    command = f"{program} {'-m ' if sweep else ''}{' '.join(_quoted(o) for o in overrides)}".rstrip()
-    checkout = f"git checkout {code['commit'][:10]} && " if code and code.get("commit") else ""
+    lines.append(f"  again:     {_again(path, entry, script, overrides, sweep, project, launched, code)}")
     patch = path / str(code.get("patch")) if code and code.get("patch") else None
-    apply = f"git apply {_quoted(str(patch.resolve()))} && " if patch is not None and patch.is_file() else ""
-    lines.append(f"  again:     {checkout}{apply}{command}")
-    if code and code.get("dirty") and not apply:
+    if code and code.get("dirty") and not (patch is not None and patch.is_file()):
         why = (f"over the {PATCH_CAP // 1_000_000} MB a run keeps ({code['patch_bytes']:,} bytes)"
                if code.get("patch_bytes") else "not kept (made before runs kept their patch)"
                if not code.get("patch") else f"its {code['patch']} is gone")
         lines.append(f"             (its tree had changes not in that commit, hash {code.get('diff')}, {why}: the same "
                      f"numbers need those changes too)")
     return "\n".join(lines)
+
+
+def _again(path: Path, entry: str, script: str, overrides: list[str], sweep: bool, project: str | None,
+           launched: str | None, code: dict[str, Any] | None) -> str:
+    """The command that makes a run again, runnable from where the user stands: the checkout's git commands name
+    the checkout (``git -C``) and the run's own launch folder is gone to first (its relative paths meant that), where
+    either is not the current folder; a checkout's entry point by its path from there."""
+    here = Path.cwd().resolve()
+    git = "git" if _SOURCE == here else f"git -C {_quoted(str(_SOURCE))}"
+    go = f"cd {_quoted(launched)} && " if launched and Path(launched).resolve() != here else ""
+    start = Path(launched).resolve() if launched else here
+    # a user's project (--config-dir) or an installed wheel: the installed command, from the project's folder
+    if project:
+        program = f"vase {entry} --config-dir {_quoted(project)}"
+    elif code and not code.get("commit") and entry in ("train", "evaluate"):
+        program = f"vase {entry}"
+    else:
+        where = Path(script) if script.startswith("-m ") or start == _SOURCE else _SOURCE / script
+        program = f"python {_quoted(str(where))}"
+    command = f"{program} {'-m ' if sweep else ''}{' '.join(_quoted(o) for o in overrides)}".rstrip()
+    checkout = f"{git} checkout {code['commit'][:10]} && " if code and code.get("commit") else ""
+    patch = path / str(code.get("patch")) if code and code.get("patch") else None
+    apply = f"{git} apply {_quoted(str(patch.resolve()))} && " if patch is not None and patch.is_file() else ""
+    return f"{checkout}{apply}{go}{command}"
 
 
 def _quoted(override: str) -> str:
@@ -610,7 +656,8 @@ def main(argv: list[str] | None = None) -> int:
     finished, failed (with its reason), interrupted (saved on a signal), killed (its process gone without a word),
     checked (its config only). Given one run's folder, its record: the code that made it and the command that makes
     it again."""
-    ap = argparse.ArgumentParser(prog="python -m vase.runs", description=main.__doc__.splitlines()[0])
+    prog = sys.argv[0] if sys.argv[0].startswith("vase ") else "python -m vase.runs"  # as the user typed it
+    ap = argparse.ArgumentParser(prog=prog, description=main.__doc__.splitlines()[0])
     ap.add_argument("roots", nargs="*", default=[str(log_root())],
                     help=f"folders of runs (default: ${LOG_DIR_ENV} when set, else logs)")
     args = ap.parse_args(argv)

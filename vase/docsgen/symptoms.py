@@ -217,9 +217,10 @@ SYMPTOMS: tuple[Symptom, ...] = (
         "to the local store under paths.log_dir",
         'The server is not started, listens elsewhere, or `MLFLOW_TRACKING_URI` is left from another project. vase '
         'probes it for at most 5 s before any model loads.',
-        'Start it (`mlflow server --host 127.0.0.1 --port 5000 --backend-store-uri sqlite:///mlflow.db '
-        '--artifacts-destination ./mlartifacts`), fix the URI, or unset it to use the local store.',
-        'mlflow server --host 127.0.0.1 --port 5000'),
+        'Start it where the URI points: the line gives the command with the URI\'s own host and port (here '
+        '`mlflow server --host 127.0.0.1 --port 5000 --backend-store-uri sqlite:///mlflow.db --artifacts-destination '
+        './mlartifacts`); or fix the URI, or unset it to use the local store.',
+        'start it (mlflow server --host 127.0.0.1 --port '),
     Symptom(
         'logger-unknown', 'Loggers and tracking servers', 'A logger name is misspelled',
         "config error: logger='mlfow' is not a known option; choose one of ['csv', 'mlflow', 'none', "

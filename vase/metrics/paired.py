@@ -122,6 +122,18 @@ def _interval(x: np.ndarray, level: float) -> tuple[float, float]:
     return float(np.quantile(x, a)), float(np.quantile(x, 1 - a))
 
 
+def caption_terms(scorer: Any, captions: dict[str, str], refs: dict[str, str],
+                  weights: dict[str, float] | None = None) -> dict[str, dict[str, float]]:
+    """Each caption's term of every per-vase metric (the paper's and the scorer's extra ones; `paired_keys`), by
+    metric then caption id: what two runs' captions of the same vases pair on, one run scored alone (FID, a
+    statistic of the whole set, has none)."""
+    ids = [i for i in sorted(captions) if i in refs]
+    if not ids:
+        return {}
+    terms, _, _ = per_vase_scores(scorer, [captions[i] for i in ids], [refs[i] for i in ids], weights=weights)
+    return {m: {i: float(x) for i, x in zip(ids, terms[m])} for m in paired_keys(terms)}
+
+
 def compare_captions(scorer: Any, run: dict[str, str], start: dict[str, str], refs: dict[str, str],
                      n_boot: int = 2000, n_boot_fid: int = 200, seed: int = 0, level: float = 0.95,
                      weights: dict[str, float] | None = None) -> dict[str, Any]:

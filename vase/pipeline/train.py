@@ -37,7 +37,7 @@ from vase.loggers import (
     log_hypothesis_start,
     say_unsent,
 )
-from vase.metrics.paired import compare_captions, format_comparison
+from vase.metrics.paired import caption_terms, compare_captions, format_comparison
 from vase.metrics.registry import extra_metrics
 from vase.models.checkpoint import check_adapter
 from vase.models.loading import check_model, load_model_and_processor
@@ -289,6 +289,7 @@ class _Evaluation:
             module.model, self.processor, datamodule.val_set, reward, mix, self.out_dir / f"heldout_reward{suffix}.json",
             f"{self.label} ({stage.name})", int(ev.batch_size), tokens, zoom_calls=zoom, decoding=self.decoding,
             extra={"trained": self.trained}, **split)
+        self.caption_terms(self.heldout[str(stage.name)], self.out_dir / f"heldout_reward{suffix}.json")
         if zoom:  # the same adapter answering without the tool: the paired baseline of what the tool itself adds
             heldout_reward(module.model, self.processor, datamodule.val_set, reward, mix,
                            self.out_dir / f"heldout_without_tool{suffix}.json", f"{self.label} ({stage.name}, no tool)",
@@ -309,6 +310,19 @@ class _Evaluation:
             lg.log_metrics({**{f"val/{stage.name}/heldout/{d}_right": s["mean"] for d, s in res["pass"].items()},
                             **{f"val/{stage.name}/heldout/{n}": s["mean"] for n, s in res["terms"].items()},
                             f"val/{stage.name}/heldout/reward": res["total"]["mean"]})
+
+    def caption_terms(self, run: dict[str, Any], path: Path) -> None:
+        """Each held-out caption's term of every per-vase caption metric (the paper's and ``metrics.extra``'s), kept
+        in ``heldout_reward*.json`` as ``caption_terms`` (metric -> answer id -> value): what a hypothesis's
+        ``heldout/<caption metric>`` pairs between two jobs of a sweep."""
+        if not run.get("caption_answers"):
+            return
+        if self.scorer is None:
+            with torch.random.fork_rng(devices=[]):  # as in __init__: the encoders stay off the training stream
+                self.scorer = build_scorer(self.cfg.metrics)
+        run["caption_terms"] = caption_terms(self.scorer, run["caption_answers"], run["caption_references"],
+                                             weights=self.cfg.metrics.get("weights"))
+        atomic_write_json(path, run)
 
     def captions_vs_start(self, run: dict[str, Any], start: dict[str, Any], path: Path) -> None:
         """The held-out captions of this stage against its start's on the paper's caption metrics, each a paired

@@ -9,16 +9,11 @@ ends (a Hydra callback, registered in ``conf/hydra/default.yaml``), and logged a
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
-import json
 import logging
 import math
-import os
-import shlex
 import sys
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -29,29 +24,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from vase import markdown
 from vase.annotate.vocab import DIMENSIONS
-from vase.choices import PROTOCOL_LABELS
-from vase.config import (
-    check_only,
-    group_name,
-    sweep_keys_of,
-    sweep_values_of,
-    view_order,
-    wandb_offline,
-)
+from vase.choices import DATA_MIXES, PROTOCOL_LABELS
+from vase.config import check_only, sweep_keys_of, sweep_values_of, wandb_offline
 from vase.errors import ConfigError, config_exit
-from vase.eval.stats import dashboard_columns, format_heldout, heldout_difference, mix_of, wilson_interval
-from vase.io import atomic_write_json, atomic_write_text, inert_markdown, read_json, save_figure, write_markdown
-from vase.loggers import (
-    dashboard_key,
-    finish_wandb,
-    mlflow_link,
-    param_value,
-    prepare_mlflow,
-    tensorboard_sweep_columns,
-    tensorboard_tags,
-)
+from vase.eval.stats import format_heldout, heldout_difference, mix_of, wilson_interval
+from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure, write_markdown
 from vase.metrics.registry import is_percent
-from vase.reports.ablation import verdict_rows
 from vase.reports.jobs import (
     code_lines,
     code_of_jobs,
@@ -62,20 +40,15 @@ from vase.reports.jobs import (
     overrides_of,
     unfinished,
 )
-from vase.reports.verdict import (
-    check_hypothesis,
-    decide_sweep,
-    hypothesis_columns,
-    hypothesis_of,
-    job_comparison,
-    notice,
-    read_verdict,
-    short_verdict,
-    verdict_metrics,
-    verdict_table,
-    verdict_text,
+from vase.reports.sweep_dashboards import (
+    log_to_mlflow,
+    log_to_tensorboard,
+    log_to_wandb,
+    wandb_sync_command,
 )
-from vase.runs import RUN_FILE, finish_sweep, note_multirun, set_status
+from vase.reports.sweep_end import SweepEnd
+from vase.reports.verdict import caption_moves, check_hypothesis, decide_sweep, hypothesis_of, notice, verdict_text
+from vase.runs import RUN_FILE, note_multirun, sweep_jobs_finished
 
 log = logging.getLogger("vase")
 
@@ -272,264 +245,6 @@ def _sort_value(v: Any) -> tuple[int, Any]:
         return 1, str(v)
 
 
-def _log_to_wandb(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]], columns: list[str]) -> None:
-    """The summary as a W&B table in a run named ``summary`` of the sweep's group (offline unless configured)."""
-    node = OmegaConf.select(config, "logger.wandb")
-    if node is None or os.environ.get("WANDB_MODE", "").lower() == "disabled":
-        return
-    # lazy: wandb
-    import wandb
-
-    choices = OmegaConf.select(config, "hydra.runtime.choices") or {}
-    group = _group(config, sweep_dir)
-    tags = [str(t) for t in (config.get("tags") or [])] + [f"sweep:{choices.get('sweep') or 'multirun'}"]
-    run = wandb.init(project=str(node.get("project", "vase")), group=group, name=f"{group}-summary",
-                     job_type="summary", dir=str(sweep_dir), mode="offline" if wandb_offline() else "online",
-                     reinit="create_new", config=sweep_params(config), tags=tags)
-    try:
-        run.log({"sweep/summary": wandb.Table(columns=columns, data=[[r.get(c) for c in columns] for r in rows])})
-        for name in ("sweep", "ablation"):
-            if (sweep_dir / f"{name}.png").is_file():
-                run.log({f"sweep/{name}": wandb.Image(str(sweep_dir / f"{name}.png"))})
-        verdict = _verdict(sweep_dir)
-        if verdict:
-            run.log({"sweep/ablation_verdict": wandb.Table(columns=list(VERDICT_COLUMNS), data=verdict)})
-        answer = read_verdict(sweep_dir)
-        if answer:  # the verdict in the summary run's summary (the runs table's columns), each job's comparison a table
-            run.summary.update({"verdict": short_verdict(answer) or "no measure decided",
-                                **{dashboard_key(k): v for k, v in verdict_metrics(answer).items()}})
-            columns, data = comparison_table(answer, rows)
-            if data:
-                run.log({"sweep/vs_baseline": wandb.Table(columns=columns, data=data)})
-        for name in SWEEP_FILES:  # the files themselves, as the run's files
-            if (sweep_dir / name).is_file():
-                run.save(str(sweep_dir / name), base_path=str(sweep_dir), policy="now")
-    finally:
-        finish_wandb(run)
-
-
-def comparison_table(verdict: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
-    """Each job against the baseline job of its replicate (`job_comparison`), as a table: the job, what tells it
-    apart (its overrides), then each ``vs_baseline/<move>`` with its bounds; baseline jobs and jobs the verdict does
-    not hold are left out."""
-    per_job = [(r, job_comparison(verdict, str(r["job"]))) for r in rows]
-    per_job = [(r, c) for r, c in per_job if c]
-    keys = list(dict.fromkeys(k for _, c in per_job for k in c))
-    return ["job", "overrides", *keys], [[r["job"], r.get("overrides", ""), *(c.get(k) for k in keys)]
-                                         for r, c in per_job]
-
-
-def wandb_sync_command(sweep_dir: Path) -> str | None:
-    """The one command that pushes a sweep's offline W&B runs (every job's and the summary's) once a login exists;
-    None when the sweep wrote none. The globs are the shell's: the sweep's folder is quoted, its runs are not."""
-    runs = [*sweep_dir.glob("*/wandb/offline-run-*"), *sweep_dir.glob("wandb/offline-run-*")]
-    if not runs:
-        return None
-    where = shlex.quote(str(sweep_dir))
-    return f"wandb sync {where}/*/wandb/offline-run-* {where}/wandb/offline-run-*"
-
-
-BOARD = "tensorboard"
-"""A sweep's TensorBoard folder: one link per job, named by its swept values, to the job's own TensorBoard run."""
-
-
-def board_runs(sweep_dir: Path) -> list[tuple[str, Path]]:
-    """Each job's TensorBoard run (a folder with events) and the name TensorBoard shows it by: its swept values
-    (``w_shape=0.6``: its folder's name less the stage in front), with the job's number in front where two would
-    read the same; in the order of the jobs."""
-    runs = sorted((p for p in sweep_dir.glob("*/tensorboard/*") if p.is_dir() and any(p.glob("events.out.*"))),
-                  key=lambda p: (len(p.parts[-3]), p.parts[-3]))
-    names = [p.name.split("-", 1)[-1] for p in runs]
-    if len(set(names)) != len(names):
-        names = [f"{p.parts[-3]}-{n}" for p, n in zip(runs, names)]
-    return list(zip(names, runs))
-
-
-def tensorboard_command(sweep_dir: Path, here: Path | None = None) -> str | None:
-    """The command that shows a sweep's jobs side by side in TensorBoard, and the page to open: ``tensorboard
-    --logdir <sweep>/tensorboard``, a folder of links (one per job, named by its swept values, to the job's own
-    run), so TensorBoard names each run ``w_shape=0.6`` rather than by its path (``0/tensorboard/grpo-w_shape=0.6``,
-    which its tables cut to ``0/tensorboard/...``). The folder is relative to ``here`` (the current one) when the
-    sweep is under it. The page opens on the training curves (TensorBoard sorts its charts by name, so the one-point
-    end metrics ``hp/*`` would come first). None when the sweep wrote no TensorBoard run; where links cannot be made,
-    the jobs' folders as a ``--logdir_spec``."""
-    runs = board_runs(sweep_dir)
-    if not runs:
-        return None
-    board = sweep_dir / BOARD
-    try:
-        board.mkdir(exist_ok=True)
-        for name, run in runs:
-            link, target = board / name, os.path.relpath(run, board)
-            if link.is_symlink() and os.readlink(link) == target:
-                continue
-            tmp = board / f".{name}.tmp"
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
-            tmp.symlink_to(target, target_is_directory=True)
-            os.replace(tmp, link)  # a link made by an earlier end of the same sweep is replaced whole
-    except OSError:  # a filesystem without links: the jobs' folders by name
-        if any("," in str(p) or ":" in n for n, p in runs):
-            return None  # names TensorBoard's spec cannot hold: `tensorboard --logdir <sweep>` still shows them
-        spec = shlex.quote(",".join(f"{n}:{p}" for n, p in runs))
-        return f"tensorboard --logdir_spec {spec}, then http://localhost:6006/?tagFilter={CURVES}#timeseries"
-    here = (here or Path.cwd()).resolve()
-    where = board.resolve()
-    shown = where.relative_to(here) if where.is_relative_to(here) else where
-    return f"tensorboard --logdir {shlex.quote(str(shown))}, then http://localhost:6006/?tagFilter={CURVES}#timeseries"
-
-
-def _log_to_tensorboard(config: DictConfig, sweep_dir: Path) -> str | None:
-    """The sweep's TensorBoard view: each job's comparison with the baseline and the hparams columns
-    (`vase.loggers.tensorboard_sweep_columns`), then the folder of named links; returns the command that shows it
-    (`tensorboard_command`), None when no job logged to TensorBoard."""
-    runs = board_runs(sweep_dir)
-    if not runs:
-        return None
-    verdict = read_verdict(sweep_dir)
-    q = verdict.get("hypothesis") or hypothesis_of(config) or {}
-    swept = sweep_keys_of(config.hydra.overrides.task, config.hydra.sweeper.get("params"))
-    params, comparisons = [], []
-    for _, run in runs:
-        job, given = run.parents[1], overrides_of(run.parents[1])
-        params.append({f"sweep/{dashboard_key(k)}": param_value(given[k]) for k in swept if k in given})
-        comparisons.append({dashboard_key(k): v for k, v in job_comparison(verdict, job.name).items()})
-    folders = [r for _, r in runs]
-    logged = dict.fromkeys(tensorboard_tags(folders), 0.0)
-    tensorboard_sweep_columns(folders, params, [f"sweep/{dashboard_key(k)}" for k in q.get("compare") or []],
-                              dashboard_columns(logged, hypothesis_columns(q)), comparisons)
-    return tensorboard_command(sweep_dir)
-
-
-CURVES = urllib.parse.quote("train/(reward|loss|kl)$", safe="")
-"""TensorBoard's tag filter (a regular expression) for a sweep's headline training curves."""
-
-
-VERDICT_COLUMNS = ("target", "asks", "result")
-
-
-def _verdict(sweep_dir: Path) -> list[list[str]]:
-    """The ablation's verdict as table rows (none without ablation.json)."""
-    path = sweep_dir / "ablation.json"
-    return verdict_rows(read_json(path)) if path.is_file() else []
-
-
-def sweep_params(config: DictConfig) -> dict[str, Any]:
-    """What a sweep's summary run shows as its parameters: each swept key with the values it took
-    (``sweep/<key>``), and the sweep's name."""
-    given = {o.partition("=")[0].lstrip("+~"): o.partition("=")[2] for o in config.hydra.overrides.task}
-    params = dict(config.hydra.sweeper.get("params") or {})
-    out: dict[str, Any] = {"sweep": (OmegaConf.select(config, "hydra.runtime.choices") or {}).get("sweep") or "multirun"}
-    for key in sweep_keys_of(config.hydra.overrides.task, params):
-        out[f"sweep/{key}"] = str(given.get(key, params.get(key, "")))
-    return out
-
-
-def _group(config: DictConfig, sweep_dir: Path) -> str:
-    """The sweep's name and launch time, as its jobs' ``${vase.sweep_group:}`` gives it."""
-    return group_name(OmegaConf.select(config, "hydra.runtime.choices"), sweep_dir)
-
-
-SWEEP_FILES = ("summary.md", "summary.json", "summary.csv", "sweep.png", "ablation.md", "ablation.json",
-               "ablation.png", "compare.md", "compare.json", "verdict.md", "verdict.json")
-
-
-def _log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]],
-                   columns: list[str]) -> dict[str, str] | None:
-    """The sweep as an MLflow parent run (its summary table, the ablation's verdict table, sweep.png and the reports
-    attached, the swept keys as its parameters; the hypothesis's answer as its metrics ``verdict/...``, in its
-    description and, shortened, in its name), with every job's run (tagged with the sweep's group) made its child,
-    and a view of the jobs saved on the experiment (`jobs_view`). Returns the links to print (``jobs``: the view,
-    ``answer``: the parent run), or None without logger=mlflow."""
-    node = OmegaConf.select(config, "logger.mlflow")
-    if node is None:
-        return None
-    # lazy: mlflow
-    from mlflow.tracking import MlflowClient
-
-    group = _group(config, sweep_dir)
-    verdict = read_verdict(sweep_dir)
-    short = short_verdict(verdict) if verdict else ""
-    said = [line.replace("**", "") for line in verdict.get("lines") or []]
-    prepare_mlflow(str(node.tracking_uri), str(node.experiment_name), node.get("artifact_location"))
-    client = MlflowClient(str(node.tracking_uri))
-    exp_id = client.get_experiment_by_name(str(node.experiment_name)).experiment_id
-    table = verdict_table(verdict) if verdict else []
-    note = "\n\n".join([*said, *(["\n".join(table)] if table else []),
-                         f"**sweep {group}**: {len(rows)} jobs. The files: sweep/verdict.md, sweep/summary.md (and the "
-                         f"report kind's own) in Artifacts; on the machine that ran it, {sweep_dir}."])
-    name = f"{group}-summary" + (f": {short}" if short else "")
-    parent = client.create_run(exp_id, run_name=name[:250], tags={"sweep_group": group, "job_type": "sweep",
-                                                                   "mlflow.note.content": inert_markdown(note)}
-                               ).info.run_id  # MLflow renders the description as Markdown
-    try:
-        client.log_dict(parent, {"columns": columns, "data": [[r.get(c) for c in columns] for r in rows]},
-                        "tables/sweep_summary.json")
-        table = _verdict(sweep_dir)
-        if table:
-            client.log_dict(parent, {"columns": list(VERDICT_COLUMNS), "data": table}, "tables/ablation_verdict.json")
-        for key, value in sweep_params(config).items():
-            client.log_param(parent, key, value)
-        for key, value in verdict_metrics(verdict).items():
-            client.log_metric(parent, dashboard_key(key), value)
-        for name in SWEEP_FILES:
-            if (sweep_dir / name).is_file():
-                client.log_artifact(parent, str(sweep_dir / name), artifact_path="sweep")
-        for run in client.search_runs([exp_id], filter_string=f"tags.sweep_group = '{group}'", max_results=10000):
-            if run.info.run_id != parent:
-                client.set_tag(run.info.run_id, "mlflow.parentRunId", parent)
-                job = Path(str(run.data.tags.get("vase.run_dir", ""))).name
-                for key, value in job_comparison(verdict, job).items():  # its setting against the baseline's job
-                    client.log_metric(run.info.run_id, dashboard_key(key), value)
-        q = verdict.get("hypothesis") or hypothesis_of(config) or {}
-        swept = sweep_keys_of(config.hydra.overrides.task, config.hydra.sweeper.get("params"))
-        key = jobs_view(client, exp_id, group, [f"sweep/{dashboard_key(k)}" for k in view_order(swept, q)],
-                        view_metrics(q, verdict) or hypothesis_columns(q))
-    finally:
-        client.set_terminated(parent)
-    uri = str(node.tracking_uri)
-    return {"jobs": mlflow_link(uri, exp_id) + f"?viewStateShareKey={urllib.parse.quote(key)}",
-            "answer": mlflow_link(uri, exp_id, parent), "parent": parent}
-
-
-SHARED_VIEW_TAG = "mlflow.sharedViewState."
-"""Where MLflow's UI (3.x) reads a shared view of an experiment's runs (``?viewStateShareKey=<key>`` in the link)."""
-
-
-def view_metrics(q: dict[str, Any], verdict: dict[str, Any]) -> list[str]:
-    """The metric columns a runs table shows for a hypothesis's answer (`job_comparison`'s names): each job against the
-    baseline on the hypothesis's first measure with its interval's bounds, then on its next measures (four columns in
-    all, what a laptop's first screen holds beside the run names and the swept keys); [] before a verdict.
-
-    >>> view_metrics({"moves": ["heldout/total", "kl"]}, {"jobs": {"1": {}}})
-    ['vs_baseline/heldout/total', 'vs_baseline/heldout/total_low', 'vs_baseline/heldout/total_high', 'vs_baseline/kl']
-    """
-    moves = list(q.get("moves") or [])
-    if not moves or not verdict.get("jobs"):
-        return []
-    first = f"vs_baseline/{moves[0]}"
-    return [dashboard_key(m) for m in [first, f"{first}_low", f"{first}_high", *(f"vs_baseline/{m}" for m in moves[1:])]][:4]
-
-
-def jobs_view(client: Any, exp_id: str, group: str, params: list[str], metrics: list[str]) -> str:
-    """A view of a sweep's jobs saved on its experiment, as MLflow's UI shares views: the jobs alone (not collapsed
-    under their parent run), sorted by the first of ``metrics``, with its columns (the swept keys, then ``metrics``:
-    the hypothesis's comparison) shown. Returns its key. MLflow's runs page shows no parameter or metric column by
-    default, and a client cannot change that default: the link vase prints opens this view."""
-    def col(kind: str, name: str) -> str:
-        return f"{kind}.`{name}`"
-
-    # each column wide enough for its name's telling end: all of them on a laptop's first screen beside the names
-    shown = [col("params", k) for k in params] + [col("metrics", m) for m in metrics[:4]]
-    view = {"searchFilter": f"tags.sweep_group = '{group}' and tags.job_type != 'sweep'",
-            "orderByKey": col("metrics", metrics[0]) if metrics else "attributes.start_time", "orderByAsc": False,
-            "selectedColumns": shown, "columnOrder": shown,
-            "columnWidths": {c: 170 if c.startswith("params.") else 165 for c in shown}}
-    key = f"vase-{group}"
-    client.set_experiment_tag(exp_id, SHARED_VIEW_TAG + key, json.dumps(view))
-    return key
-
-
 def report_notices(config: DictConfig) -> list[str]:
     """What a sweep says when it starts about the report its end will write: its hypothesis's (``hypothesis:``, with its
     report kind), or why it gets summary.md alone. A hypothesis that cannot be answered (a key the sweep does not vary,
@@ -542,8 +257,12 @@ def report_notices(config: DictConfig) -> list[str]:
         q = hypothesis_of(config)
         if q is not None:
             terms = OmegaConf.select(config, "reward.terms", default=None)
+            extra = OmegaConf.select(config, "metrics.extra", default=None)
+            captions = caption_moves([str(m) for m in extra] if extra else None)  # the user's own ones too
             check_hypothesis(q, swept, named, values,
-                           OmegaConf.to_container(terms, resolve=False) if isinstance(terms, DictConfig) else None)
+                             OmegaConf.to_container(terms, resolve=False) if isinstance(terms, DictConfig) else None,
+                             captions)
+            _check_captions_answered(config, q, captions)
     except ConfigError as e:
         config_exit(e)
     if q is not None:
@@ -557,6 +276,18 @@ def report_notices(config: DictConfig) -> list[str]:
             f"summary.md only; for a verdict, name what it compares: +hypothesis.compare=<key> "
             f"+hypothesis.baseline=<value> (and +hypothesis.moves=[...]){hint}, here or as a hypothesis: block in the sweep "
             f"file"]
+
+
+def _check_captions_answered(config: DictConfig, q: dict[str, Any], captions: tuple[str, ...]) -> None:
+    """A hypothesis's caption-metric move needs captions among the held-out answers (the stage's mix, or
+    ``val.heldout_mix``): ConfigError naming the move and the mix where there are none."""
+    asked = [m for m in q["moves"] if m.startswith("heldout/") and m.split("/", 1)[1] in captions]
+    mix = str(OmegaConf.select(config, "val.heldout_mix", default=None)
+              or OmegaConf.select(config, "data.mix", default="caption"))
+    if asked and "caption" not in DATA_MIXES.get(mix, ("caption",)):
+        raise ConfigError(f"hypothesis.moves: {asked[0]!r} scores the held-out captions, and this sweep's held-out "
+                          f"answers hold none (mix {mix}: val.heldout_mix, else data.mix); set val.heldout_mix=both "
+                          f"(or caption), or leave the caption metrics out of the moves")
 
 
 def failed_line(num: Any, overrides: Any, err: BaseException, folder: Any) -> str:
@@ -596,57 +327,57 @@ class SweepSummary(Callback):
         sweep_dir = Path(str(config.hydra.sweep.dir))
         if not sweep_dir.is_dir():
             return
-        try:
-            self._end(config, sweep_dir)
-        except KeyboardInterrupt:  # Ctrl-C while the reports are written: the sweep's record says so, one line
-            with contextlib.suppress(OSError):
-                set_status(sweep_dir, "interrupted", "stopped by Ctrl-C while its reports were written")
-            print(f"interrupted (Ctrl-C) while the sweep's reports were written; its jobs are kept: python -m "
-                  f"vase.reports.verdict {sweep_dir} writes its answer again", file=sys.stderr, flush=True)
-            raise SystemExit(130) from None
-
-    def _end(self, config: DictConfig, sweep_dir: Path) -> None:
         if check_only():  # nothing ran: no summary; its folders were vase's scratch (`scratch_sweep_dir`), removed
             jobs = sum(1 for d in sweep_dir.iterdir() if (d / ".hydra").is_dir())
             print(f"config ok: the sweep's {jobs} job(s) checked, nothing trained, no folder kept")
             return
-        if not finish_sweep(sweep_dir) and not failed_jobs(sweep_dir):
+        complete, failed = sweep_jobs_finished(sweep_dir), failed_jobs(sweep_dir)
+        if not complete and not failed:
             print(f"the sweep in {sweep_dir} is not complete; the same command (resume=auto) takes it up again: "
                   f"finished jobs are kept, the others resume or run", file=sys.stderr)
-        paths = write_sweep_summary(sweep_dir)
-        answered = decide_sweep(sweep_dir)
-        if answered is not None:  # the answer where the user tails the log, then the pages that show it
+        end = SweepEnd(sweep_dir)
+        try:
+            with end.ctrl_c:
+                end.begin()
+                write_end(config, sweep_dir, end)
+                end.close(complete, failed)
+        except KeyboardInterrupt:  # Ctrl-C while the end is written: the record says so, one line, exit 130
+            end.interrupted()
+
+
+def write_end(config: DictConfig, sweep_dir: Path, end: SweepEnd) -> None:
+    """The parts of a sweep's end (`vase.reports.sweep_end`), in order: the summary files, the verdict (printed where
+    the user tails the log, then the pages that show it), then each dashboard (W&B, TensorBoard, MLflow) that an
+    earlier end of the same jobs did not write."""
+    ok, paths = end.run("summary", lambda: write_sweep_summary(sweep_dir))
+    if ok:
+        ok, answered = end.run("verdict", lambda: decide_sweep(sweep_dir))
+        if answered is not None:
             print(verdict_text(answered))
-        data = read_json(paths["json"])
-        try:
-            _log_to_wandb(config, sweep_dir, data["jobs"], data["columns"])
-        except Exception as e:  # noqa: BLE001 - the summary files are written; W&B is a copy of them
-            log.warning("the sweep summary was written to %s but could not be logged to W&B: %s", paths["md"], e)
-        sync = wandb_sync_command(sweep_dir) if wandb_offline() else None
-        if sync:
-            print(f"W&B (offline): push the whole sweep later with: {sync}")
-        try:
-            board = _log_to_tensorboard(config, sweep_dir)
-        except Exception as e:  # noqa: BLE001 - the summary files are written; TensorBoard is a view of them
-            board = None
-            log.warning("the sweep summary was written to %s but TensorBoard's view of it could not be: %s",
-                        paths["md"], e)
-        if board:
-            print(f"TensorBoard: the jobs side by side, named by their swept values: {board}")
-        try:
-            links = _log_to_mlflow(config, sweep_dir, data["jobs"], data["columns"])
-            if links:
-                print(f"MLflow: the sweep's jobs, with the swept values and the hypothesis's measures: {links['jobs']}")
-                print(f"MLflow: the sweep is run {links['parent']}, its answer: {links['answer']}")
-        except Exception as e:  # noqa: BLE001 - the summary files are written; MLflow is a copy of them
-            log.warning("the sweep summary was written to %s but could not be logged to MLflow: %s", paths["md"], e)
-        print(f"sweep summary: {paths['md']}")
-        failed = failed_jobs(sweep_dir)
-        if failed:
-            print(f"error: {len(failed)} sweep job(s) failed ({'; '.join(failed)}); the summary covers the finished "
-                  f"ones. The same command runs only the failed jobs and completes the report", file=sys.stderr,
-                  flush=True)
-            raise SystemExit(1)
+    if end.stopped():
+        return
+    data = read_json(paths["json"])
+    if end.todo("wandb"):
+        end.run("wandb", lambda: log_to_wandb(config, sweep_dir, data["jobs"], data["columns"]))
+    sync = wandb_sync_command(sweep_dir) if wandb_offline() else None
+    if sync:
+        print(f"W&B (offline): push the whole sweep later with: {sync}")
+    if end.todo("tensorboard"):
+        written = end.done.get("tensorboard")
+        ok, board = end.run("tensorboard", lambda: log_to_tensorboard(config, sweep_dir, written or []))
+        if ok and board is not None and board["lost"]:
+            end.fail("tensorboard", "; ".join(board["lost"]), done=board["written"])
+        if ok and board is not None and board["command"]:
+            print(f"TensorBoard: the jobs side by side, named by their swept values: {board['command']}")
+    if end.todo("mlflow"):
+        ok, links = end.run("mlflow", lambda: log_to_mlflow(config, sweep_dir, data["jobs"], data["columns"]))
+        if links and links.get("kept"):
+            print(links["kept"], file=sys.stderr, flush=True)
+            end.unsent["mlflow"] = links["kept"]
+        elif links:
+            print(f"MLflow: the sweep's jobs, with the swept values and the hypothesis's measures: {links['jobs']}")
+            print(f"MLflow: the sweep is run {links['parent']}, its answer: {links['answer']}")
+    print(f"sweep summary: {paths['md']}")
 
 
 def _main(argv: list[str]) -> int:

@@ -45,11 +45,11 @@ import numpy as np
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from vase import markdown as md
-from vase.config.renames import deprecation
+from vase.config.renames import deprecation, say_deprecated
 from vase.errors import ConfigError
 from vase.eval.stats import bootstrap_ci
 from vase.io import atomic_write_json, read_json, write_markdown
-from vase.metrics.registry import CAPTION_METRICS, paired_keys
+from vase.metrics.registry import CAPTION_METRICS, extra_metrics, is_percent, paired_keys
 from vase.reports.jobs import (
     LAST_STEPS,
     code_lines,
@@ -144,15 +144,6 @@ RENAMED_BLOCK = "question"
 """The block's name before vase 0.2 (`vase.config.renames.RENAMED`), read in a sweep folder made then."""
 RENAMED_KINDS = {"question": "verdict"}
 """Report kinds renamed in 0.2, accepted until 0.3 with one deprecation line."""
-_SAID: set[str] = set()
-
-
-def _say_once(line: str) -> None:
-    if line not in _SAID:
-        _SAID.add(line)
-        print(line, file=sys.stderr)
-
-
 def _block(config: Any, name: str) -> Any:
     return OmegaConf.select(config, name, default=None) if isinstance(config, DictConfig) else \
         (config or {}).get(name)
@@ -194,7 +185,7 @@ def hypothesis_of(config: Any) -> dict[str, Any] | None:
             raise ConfigError(f"hypothesis.moves: {m!r} is not something vase measures; choose from {MOVES_HELP}")
     report = str(q.get("report") or "verdict")
     if report in RENAMED_KINDS:
-        _say_once(deprecation(f"hypothesis.report: {report}", f"hypothesis.report: {RENAMED_KINDS[report]}"))
+        say_deprecated(deprecation(f"hypothesis.report: {report}", f"hypothesis.report: {RENAMED_KINDS[report]}"))
         report = RENAMED_KINDS[report]
     if report not in REPORT_KINDS:
         raise ConfigError(f"hypothesis.report: {report!r} is no report kind; choose from {', '.join(REPORT_KINDS)}")
@@ -227,7 +218,8 @@ def _known_move(m: str) -> bool:
 
 
 def check_hypothesis(q: dict[str, Any], swept: Iterable[str], named: Iterable[str] = (),
-                   values: dict[str, list[str] | None] | None = None, terms: Any = None) -> None:
+                   values: dict[str, list[str] | None] | None = None, terms: Any = None,
+                   captions: Iterable[str] | None = None) -> None:
     """At a sweep's start, before any job: the compared keys are swept (one line naming the key otherwise); the
     baseline is one of the values the sweep gives each compared key (``values``, `sweep_values_of`; a key searched
     over an interval is not listed, so not checked); each move is something the run measures (``terms``: the reward's
@@ -246,21 +238,30 @@ def check_hypothesis(q: dict[str, Any], swept: Iterable[str], named: Iterable[st
             raise ConfigError(f"hypothesis.baseline: {q['baseline']} is not among the values this sweep gives {key} "
                               f"({', '.join(given)}), so no job would run it and no verdict could come; set "
                               f"hypothesis.baseline to one of them, or add it to the sweep")
+    captions = PAIRED_CAPTION_METRICS if captions is None else tuple(captions)
     if isinstance(terms, dict) and terms:
         dims = _dimensions(terms)
         for move in q["moves"]:
-            if not _measured(move, terms):
+            if not _measured(move, terms, captions):
                 raise ConfigError(f"hypothesis.moves: {move!r} is nothing this run measures; choose from heldout/total, "
                                   f"heldout/mean_right, heldout/<dim>_right ({', '.join(dims) or 'no dimension term'}),"
                                   f" heldout/<term>, reward/<term> or reward_spread/<term> ({', '.join(terms)}), "
-                                  f"heldout/<caption metric> ({', '.join(PAIRED_CAPTION_METRICS)}), {', '.join(TRAINING_MOVES)}")
+                                  f"heldout/<caption metric> ({', '.join(captions)}; another with metrics.extra), "
+                                  f"{', '.join(TRAINING_MOVES)}")
 
 
-def measured_moves(terms: dict[str, Any]) -> list[str]:
-    """The moves a run whose reward has ``terms`` (``reward.terms``: name -> its config) measures."""
+def measured_moves(terms: dict[str, Any], captions: Iterable[str] = PAIRED_CAPTION_METRICS) -> list[str]:
+    """The moves a run whose reward has ``terms`` (``reward.terms``: name -> its config) measures; ``captions``: the
+    per-vase caption metrics it scores (`caption_moves`: the registry's and its ``metrics.extra``)."""
     return (["heldout/total", "heldout/mean_right", *[f"heldout/{d}_right" for d in _dimensions(terms)],
-             *[f"heldout/{n}" for n in terms], *[f"heldout/{m}" for m in PAIRED_CAPTION_METRICS], *TRAINING_MOVES,
+             *[f"heldout/{n}" for n in terms], *[f"heldout/{m}" for m in captions], *TRAINING_MOVES,
              *[f"reward/{n}" for n in terms], *[f"reward_spread/{n}" for n in terms]])
+
+
+def caption_moves(extra: Iterable[str] | None) -> tuple[str, ...]:
+    """The per-vase caption metrics a run scores whose ``metrics.extra`` is ``extra``: the registry's, and the
+    user's own (``mypkg.metrics:MINE``, imported here: ConfigError naming it when it does not)."""
+    return paired_keys(dict.fromkeys([*CAPTION_METRICS, *(m.key for m in extra_metrics(extra))]))
 
 
 def _dimensions(terms: dict[str, Any]) -> list[str]:
@@ -268,7 +269,7 @@ def _dimensions(terms: dict[str, Any]) -> list[str]:
     return [str(t.get("dimension")) for t in terms.values() if isinstance(t, dict) and t.get("dimension")]
 
 
-def _measured(move: str, terms: dict[str, Any]) -> bool:
+def _measured(move: str, terms: dict[str, Any], captions: Iterable[str] = PAIRED_CAPTION_METRICS) -> bool:
     """Whether a run with these reward ``terms`` measures ``move`` (a term's further parts, ``<term>_<part>``, too).
 
     >>> terms = {"shape": {"dimension": "shape"}, "inverse": {}}
@@ -276,7 +277,7 @@ def _measured(move: str, terms: dict[str, Any]) -> bool:
     ...                                "reward_spread/inverse", "heldout/clip_score", "kl", "reward/colour_right")]
     [True, True, True, False, True, True, True, False]
     """
-    if move in measured_moves(terms):
+    if move in measured_moves(terms, captions):
         return True
     kind, _, name = move.partition("/")
     return kind in ("heldout", "reward") and any(name.startswith(f"{n}_") for n in terms)
@@ -319,6 +320,8 @@ def _value_of(job: Path, move: str) -> tuple[dict[str, float] | None, float | No
         dim = name[:-6]  # a dimension's term may have its own name (the paper's terms: reward.terms.<name>.dimension)
         field = f"{held.get('term_of_dimension', {}).get(dim, dim)}_pass" if name.endswith("_right") else name
         per = {i: float(v[field]) for i, v in held.get("items", {}).items() if field in v}
+        if not per:  # a caption metric: each held-out caption's term (`vase.metrics.paired.caption_terms`)
+            per = {i: float(x) for i, x in (held.get("caption_terms") or {}).get(name, {}).items()}
         return (per or None), None
     _, rows = last_history(job)
     vals = [float(r[move]) for r in rows[-LAST_STEPS:] if isinstance(r.get(move), (int, float))]
@@ -409,7 +412,8 @@ def _cell(d: dict[str, Any], pct: bool) -> str:
 
 
 def _is_share(move: str) -> bool:
-    return move.endswith("_right")
+    """A share, said in points: a dimension right, or a caption metric shown in percent (R@k)."""
+    return move.endswith("_right") or (move.startswith("heldout/") and is_percent(move.split("/", 1)[1]))
 
 
 def _label(move: str) -> str:

@@ -1,0 +1,247 @@
+"""A sweep's end is a transaction (vase.reports.sweep_end): its record says finished only once the summary, the verdict
+and every dashboard are written; a fault at the end (Ctrl-C at any part, a full disk, a read-only folder, a dashboard
+that breaks) is one line naming what was not written and a non-zero exit, and the same command run again finishes
+only the end. Each fault is provoked in a real sweep by `tests.end_faults.EndFault` (2026-12-03: a full disk during
+the end left no verdict, exit 0 and a record saying finished; the rerun trained every job again)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+FAULT = "+hydra.callbacks.end_fault._target_=tests.end_faults.EndFault"
+
+
+def _sweep(logs: Path, cache: Path) -> list[str]:
+    """A small sweep with a hypothesis (two LoRA ranks, SFT for two steps each, no evaluation): about 12 s to train,
+    about 7 s to take up again with nothing to train."""
+    return [sys.executable, "train.py", "-m", "stage.module.lora.r=4,8", "+hypothesis.compare=stage.module.lora.r",
+            "+hypothesis.baseline=4", "+hypothesis.moves=[loss]", "debug=fast", "val.after=false", "report=false",
+            "logger=tensorboard", f"paths.log_dir={logs}", f"paths.cache_dir={cache}", FAULT]
+
+
+def _record(folder: Path) -> dict:
+    return json.loads((folder / ".vase-run.json").read_text())
+
+
+def _lines(err: str, start: str) -> list[str]:
+    return [ln for ln in err.splitlines() if ln.startswith(start)]
+
+
+def test_ctrl_c_at_every_part_of_the_end_interrupts_and_the_same_command_finishes_only_the_end(
+        tmp_path: Path, session_dirs: dict) -> None:
+    """SIGINT as each part of the end starts (summary, verdict, W&B, TensorBoard; at MLflow with the KeyboardInterrupt
+    swallowed inside the part, as a library's thread join may): exit 130 every time, one line, the record
+    ``interrupted`` naming what was written; then a dashboard that breaks: exit 1, one line, ``failed``; then the
+    same command, clean: ``finished``, every part written, and across every rerun no job trained again and no new
+    sweep folder."""
+    logs = tmp_path / "logs"
+    cmd = _sweep(logs, session_dirs["cache"])
+    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
+    sweep = None
+    order = ["summary", "verdict", "wandb", "tensorboard", "mlflow"]
+    for n, fault in enumerate(["ctrl-c:summary", "ctrl-c:verdict", "ctrl-c:wandb", "ctrl-c:tensorboard",
+                               "swallowed:mlflow", "fails:mlflow", ""]):
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                           env={**env, "VASE_TEST_END_FAULT": fault})
+        said = f"{fault}: rc {p.returncode}\n{p.stderr[-2500:]}"
+        (sweep,) = (logs / "train" / "multiruns").iterdir()  # every rerun takes up the same sweep
+        record = _record(sweep)
+        assert "Traceback" not in p.stderr, said
+        trained = p.stdout.count("sft: step")
+        assert trained == (4 if n == 0 else 0), said  # two jobs of two steps, the first time only
+        if n:
+            assert f"finishing the end of the sweep {sweep}: its jobs all finished" in p.stdout, p.stdout[-1500:]
+            assert p.stdout.count("keeping the finished sweep job") == 2
+        if fault.startswith(("ctrl-c", "swallowed")):
+            part = fault.split(":")[1]
+            assert p.returncode == 130, said
+            (line,) = _lines(p.stderr, "interrupted (Ctrl-C)")
+            assert record["status"] == "interrupted" and record["end"]["state"] == "interrupted", record
+            # the files are written again by every end, each dashboard once: here, every part before this one
+            written = order[:order.index(part)]
+            assert f"(written: {', '.join(written) or 'nothing'})" in line, line
+            assert part not in record["end"]["done"], record["end"]
+        elif fault:
+            assert p.returncode == 1, said
+            (line,) = _lines(p.stderr, "error: the sweep's end did not finish")
+            assert "mlflow: RuntimeError: mlflow broke" in line and "Not written: the MLflow parent run." in line
+            assert record["status"] == "failed" and record["reason"] == line.removeprefix("error: ")
+        else:
+            assert p.returncode == 0, said
+            assert record["status"] == "finished" and record["end"]["state"] == "written"
+            assert all(record["end"]["done"].get(part) is True for part in order), record["end"]
+    assert sweep is not None and (sweep / "verdict.md").is_file() and (sweep / "summary.md").is_file()
+    assert not (sweep / "sweep_end_error.txt").exists()  # the broken part's traceback, gone once it was written
+
+
+def _in_namespace(script: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    if shutil.which("unshare") is None:
+        pytest.skip("needs util-linux's unshare for a mount namespace")
+    p = subprocess.run(["unshare", "--mount", "bash", "-c", script], cwd=ROOT, capture_output=True, text=True,
+                       timeout=900, env={**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"})
+    if "unshare failed" in p.stderr or "mount: " in p.stderr:
+        pytest.skip(f"this machine refuses a mount namespace: {p.stderr.strip()[-200:]}")
+    return p
+
+
+def test_a_full_disk_then_a_read_only_folder_at_the_end_fail_it_in_one_line_and_the_rerun_finishes_it(
+        tmp_path: Path, session_dirs: dict) -> None:
+    """The sweep's logs on a 40 MiB tmpfs that fills as the summary is written: exit 1, one line naming summary.json
+    and every part not written, the record (which the full disk kept from saying more) read as ``failed`` with the
+    end not finished; the space freed, the folder made read-only as the verdict is written: exit 1, one line naming
+    verdict.md; the mount gone, the same command: ``finished``, verdict.md, no job trained again."""
+    logs = tmp_path / "logs"
+    out = tmp_path / "out"
+    cmd = " ".join(_sweep(logs, session_dirs["cache"]))
+    script = f"""
+set -u
+mkdir -p {logs} {out} && mount -t tmpfs -o size=40m tmpfs {logs} || exit 97
+VASE_TEST_END_FAULT=full:summary {cmd} > {out}/o1 2> {out}/e1; echo $? > {out}/rc1
+S=$(ls -d {logs}/train/multiruns/2*)
+{sys.executable} -m vase.runs $S > {out}/runs1 2>&1
+rm -f {logs}/train/multiruns/filler.bin
+VASE_TEST_END_FAULT=readonly:verdict {cmd} > {out}/o2 2> {out}/e2; echo $? > {out}/rc2
+{sys.executable} -m vase.runs $S > {out}/runs2 2>&1
+umount $S
+{cmd} > {out}/o3 2> {out}/e3; echo $? > {out}/rc3
+cp $S/.vase-run.json {out}/record.json; ls $S > {out}/files; echo $S > {out}/sweep
+"""
+    p = _in_namespace(script, tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    read = {f.name: f.read_text() for f in out.iterdir()}
+    sweep = read["sweep"].strip()
+    assert read["rc1"].strip() == "1", read["e1"][-2000:]
+    (line,) = _lines(read["e1"], "error: ")
+    assert line.startswith(f"error: the sweep's end did not finish in {sweep}: summary: no space left on the device "
+                           f"writing {sweep}/summary.json")
+    assert "Not written: the summary (summary.md, .json, .csv, sweep.png), the verdict" in line
+    assert "the same command writes the rest of the end and trains nothing again" in line
+    assert "Traceback" not in read["e1"] and "Logging error" not in read["e1"]
+    assert "  status:    failed (its end (summary, verdict, dashboards) did not finish" in read["runs1"], read["runs1"]
+    assert read["rc2"].strip() == "1", read["e2"][-2000:]
+    (line,) = _lines(read["e2"], "error: ")
+    assert f"verdict: the file system is read-only writing {sweep}/verdict.md" in line, line
+    assert "  status:    failed (its end" in read["runs2"], read["runs2"]  # a read-only run folder is read as it is
+    assert read["rc3"].strip() == "0", read["e3"][-2000:]
+    assert "sft: step" not in read["o2"] + read["o3"]
+    record = json.loads(read["record.json"])
+    assert record["status"] == "finished" and "verdict.md" in read["files"].split()
+
+
+def test_one_jobs_read_only_tensorboard_folder_costs_that_jobs_columns_only(tmp_path: Path,
+                                                                              session_dirs: dict) -> None:
+    """Job 1's TensorBoard run folder read-only at the end: job 0's columns are written, one line names job 1's
+    folder (no thread's traceback), exit 1; the mount gone, the same command writes job 1's columns alone (job 0's
+    run gets no second events file)."""
+    logs = tmp_path / "logs"
+    out = tmp_path / "out"
+    cmd = " ".join(_sweep(logs, session_dirs["cache"]))
+    script = f"""
+set -u
+mkdir -p {logs} {out} && mount -t tmpfs -o size=60m tmpfs {logs} || exit 97
+VASE_TEST_END_FAULT=readonly-job1:tensorboard {cmd} > {out}/o1 2> {out}/e1; echo $? > {out}/rc1
+S=$(ls -d {logs}/train/multiruns/2*)
+ls $S/0/tensorboard/*/ > {out}/job0_before; umount $S/1/tensorboard/*/
+{cmd} > {out}/o2 2> {out}/e2; echo $? > {out}/rc2
+ls $S/0/tensorboard/*/ > {out}/job0_after; ls $S/1/tensorboard/*/ > {out}/job1_after
+cp $S/.vase-run.json {out}/record.json; echo $S > {out}/sweep
+"""
+    p = _in_namespace(script, tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    read = {f.name: f.read_text() for f in out.iterdir()}
+    sweep = read["sweep"].strip()
+    assert read["rc1"].strip() == "1", read["e1"][-2000:]
+    (line,) = _lines(read["e1"], "error: ")
+    assert f"tensorboard: job 1's columns not written ({sweep}/1/tensorboard/sft-lora_r=8: Read-only file system)" \
+        in line and "Not written: TensorBoard's view of the jobs." in line, line
+    assert "Traceback" not in read["e1"] and "Exception in thread" not in read["e1"]
+    assert read["rc2"].strip() == "0", read["e2"][-2000:]
+    assert read["job0_after"] == read["job0_before"]  # written once, at the first end
+    assert sum(n.startswith("events.out") for n in read["job1_after"].split()) == 3  # its two stages' and the end's
+    assert json.loads(read["record.json"])["status"] == "finished"
+
+
+@pytest.mark.parametrize("value", ["../", "a b", "x|y", "Κεραμεικός", "..", "a/../../b", "=/=", "v" * 300])
+def test_dashboard_names_made_from_any_swept_value_are_valid_for_mlflow_and_distinct(value: str) -> None:
+    """A swept value holding ``../`` made MLflow refuse the verdict's metric names (the parent got no verdict), and
+    every non-ASCII value read ``_``. Checked with MLflow's own validators; readable where the value can be kept."""
+    from mlflow.utils.validation import _validate_metric_name, _validate_param_name
+
+    from vase.loggers import dashboard_key, dashboard_keys
+
+    names = [f"verdict/data.note={value}/heldout/total/effect", "vs_baseline/heldout/total", f"sweep/{value}"]
+    for name in names:
+        _validate_metric_name(dashboard_key(name))
+        _validate_param_name(dashboard_key(name))
+    other = f"verdict/data.note={value}x/heldout/total/effect"
+    keys = dashboard_keys({names[0]: 1.0, other: 2.0, names[0].replace("=", "_"): 3.0})
+    assert len(keys) == 3 and sorted(keys.values()) == [1.0, 2.0, 3.0]
+    if value == "Κεραμεικός":
+        assert dashboard_key(names[0]) == "verdict/data.note_Κεραμεικός/heldout/total/effect"
+
+
+def test_tensorboard_names_each_job_by_its_swept_values_as_written(tmp_path: Path) -> None:
+    """Two jobs swept over non-ASCII values: the board's links are named by the values (their TensorBoard folders,
+    made safe for a file system, both read ``note=_``)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from vase.reports.sweep_dashboards import board_runs
+
+    sweep = tmp_path / "sweep"
+    for n, value in enumerate(["Κεραμεικός", "Αθήνα/../x"]):
+        job = sweep / str(n)
+        (job / ".hydra").mkdir(parents=True)
+        (job / ".hydra" / "overrides.yaml").write_text(f"- data.note={value}\n- seed=1\n")
+        w = SummaryWriter(str(job / "tensorboard" / "sft-note=_"))
+        w.add_scalar("train/loss", 1.0, 0)
+        w.close()
+    assert [name for name, _ in board_runs(sweep)] == ["note=Κεραμεικός", "note=Αθήνα_.._x"]
+
+
+def test_mlflow_gone_at_the_end_keeps_the_parent_and_comparisons_and_the_journal_command_sends_them(
+        tmp_path: Path) -> None:
+    """The sweep's MLflow part at an address where no server answers: kept in mlflow_sweep_unsent.json with a line
+    naming that address and the command; the command sends it once a store answers (here a SQLite store given with
+    --tracking-uri, holding the jobs' runs): the parent run with the verdict's metrics, each job its child with its
+    comparison. Sent twice, it finds its parent again. (The same against a real server whose process is killed:
+    make dashboards-check.)"""
+    from mlflow.tracking import MlflowClient
+
+    from vase.mlflow_journal import SWEEP_JOURNAL, SWEEP_SENT, main, send_sweep
+
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "summary.md").write_text("# summary\n")
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(store)
+    exp = client.create_experiment("vase")
+    for job in ("0", "1"):
+        client.create_run(exp, tags={"sweep_group": "kl-t", "vase.run_dir": str(sweep / job)})
+    plan = {"tracking_uri": "http://127.0.0.1:9", "experiment_name": "vase", "artifact_location": None,
+            "group": "kl-t", "run_name": "kl-t-summary", "tags": {"sweep_group": "kl-t", "job_type": "sweep"},
+            "tables": {"tables/sweep_summary.json": {"columns": ["job"], "data": [["0"], ["1"]]}},
+            "params": {"sweep": "kl"}, "metrics": {"verdict/beta_0.04/heldout/total/effect": 0.5},
+            "files": ["summary.md"], "children": {"1": {"vs_baseline/heldout/total": 0.5}, "0": {}},
+            "view": {"key": "vase-kl-t", "state": "{}"}}
+    (sweep / SWEEP_JOURNAL).write_text(json.dumps(plan))
+    assert main([str(sweep)]) == 2  # nothing answers at the plan's address: nothing lost, the file stays
+    assert (sweep / SWEEP_JOURNAL).is_file()
+    assert main([str(sweep), "--tracking-uri", store]) == 0
+    assert (sweep / SWEEP_SENT).is_file() and not (sweep / SWEEP_JOURNAL).exists()
+    runs = {r.data.tags.get("job_type", r.data.tags.get("vase.run_dir", "")[-1:]): r
+            for r in client.search_runs([exp], max_results=10)}
+    parent = runs["sweep"]
+    assert parent.data.metrics == {"verdict/beta_0.04/heldout/total/effect": 0.5}
+    assert runs["1"].data.tags["mlflow.parentRunId"] == parent.info.run_id
+    assert runs["1"].data.metrics == {"vs_baseline/heldout/total": 0.5}
+    assert send_sweep(plan, sweep, store)["parent"] == parent.info.run_id  # sent again: the same parent
+    assert len(client.search_runs([exp], max_results=10)) == 3
