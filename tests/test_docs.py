@@ -257,7 +257,7 @@ def test_the_troubleshooting_page_lists_every_error_site_and_is_what_the_code_ge
     assert "## Datasets" in page and "### The dataset folder does not exist" in page and "**Fix.**" in page
     assert "`stage.epochs=`*value* must be at least 1" in index  # a schema's range check
     assert "`stage.module.rollout=`*value* must be one of" in index  # its key read in, not "<k>.rollout"
-    assert "no MLflow server answers there (*reason*); start it (mlflow server" in index  # the advice, not <todo>
+    assert "no MLflow server answers there (*reason*); start it (*server command*)" in index  # the advice, not <todo>
     assert "has no chat template" in index and "`__post_init__`" in index
     for bad in ("&lt;e&gt;", "&lt;todo&gt;", "&lt;__name__&gt;", "&lt;k&gt;", "&lt;value&gt;", "built at run time",
                 "| __post_init__"):

@@ -164,12 +164,17 @@ def test_a_dirty_run_keeps_its_patch_and_the_record_makes_its_code_again(tmp_pat
     (dirty_checkout / "reward.py").unlink()
     runs._changes.cache_clear()
     runs._code.cache_clear()
+    monkeypatch.chdir(dirty_checkout)  # from the checkout, as its commands are typed there
     text = runs.describe_run(run)
     assert f"  now:       the code here is {record['code']['commit'][:10]}, not the run's" in text
     again = text.split("  again:     ")[1].splitlines()[0]
     assert again == (f"git checkout {record['code']['commit'][:10]} && git apply {run.resolve() / 'code.patch'} && "
                      f"python train.py seed=1")
-    subprocess.run(["git", "-C", str(dirty_checkout), "apply", str(run / "code.patch")], check=True)
+    monkeypatch.chdir(tmp_path)  # from anywhere else: the checkout named, its entry point by its path
+    again = runs.describe_run(run).split("  again:     ")[1].splitlines()[0]
+    assert again == (f"git -C {dirty_checkout} checkout {record['code']['commit'][:10]} && git -C {dirty_checkout} "
+                     f"apply {run.resolve() / 'code.patch'} && python {dirty_checkout / 'train.py'} seed=1")
+    subprocess.run(again.split(" && python ")[0].split(" && ")[1], shell=True, check=True)  # its git apply, as given
     assert (dirty_checkout / "model.py").read_text() == "WIDTH = 2\n"
     assert (dirty_checkout / "reward.py").read_text() == "def reward():\n    return 1.0\n"
     # over the cap: no patch kept, and the record says how large the changes were

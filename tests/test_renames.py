@@ -23,14 +23,16 @@ def test_old_overrides_get_their_new_names_and_one_line_each() -> None:
 
     said: list[str] = []
     argv = ["task=vqa", "data.task=qa", "+sft.data_task=both", "evaluate.heldout_task=qa", "task_name=mine", "seed=1",
-            "data.mix=both", "--cfg", "hydra.overrides.task=[a]", "~task", "evaluate.vqa=mc", "+evaluate.after=false",
+            "--cfg", "hydra.overrides.task=[a]", "~task", "evaluate.vqa=mc", "+evaluate.after=false",
             "evaluation.x=1", "+question.compare=seed"]
     assert renamed_overrides(argv, said.append) == [
         "action=vqa", "data.mix=qa", "+sft.data_mix=both", "val.heldout_mix=qa", "run_kind=mine", "seed=1",
-        "data.mix=both", "--cfg", "hydra.overrides.task=[a]", "~action", "val.vqa=mc", "+val.after=false",
+        "--cfg", "hydra.overrides.task=[a]", "~action", "val.vqa=mc", "+val.after=false",
         "evaluation.x=1", "+hypothesis.compare=seed"]
-    assert said[1] == "deprecated: data.task is now data.mix (the old name is accepted until vase 0.3)"
-    assert said[-2] == "deprecated: evaluate.after is now val.after (the old name is accepted until vase 0.3)"
+    assert said[1] == ("deprecated: data.task is now data.mix, on the command line (the old name is accepted until "
+                       "vase 0.3)")
+    assert said[-2] == ("deprecated: evaluate.after is now val.after, on the command line (the old name is accepted "
+                        "until vase 0.3)")
     assert len(said) == 9 and set(RENAMED) == {"task", "data.task", "sft.data_task", "evaluate.heldout_task", "task_name",
                                                "evaluate", "question"}
 
@@ -84,8 +86,10 @@ def test_a_user_s_old_command_and_config_file_still_run_and_say_the_new_names(tm
     p = subprocess.run([sys.executable, "train.py", "--config-dir", str(conf), "experiment=old", logs], cwd=ROOT,
                        capture_output=True, text=True, timeout=300, env=CHECK)
     assert p.returncode == 0 and "config ok" in p.stdout, p.stderr[-2000:]
-    assert "deprecated: data.task is now data.mix (the old name is accepted until vase 0.3)" in p.stderr.splitlines()
-    assert "deprecated: evaluate is now val (the old name is accepted until vase 0.3)" in p.stderr.splitlines()
+    old = conf / "experiment" / "old.yaml"
+    assert (f"deprecated: data.task is now data.mix, in {old} (the old name is accepted until vase 0.3)"
+            in p.stderr.splitlines()), p.stderr[-2000:]
+    assert f"deprecated: evaluate is now val, in {old} (the old name is accepted until vase 0.3)" in p.stderr.splitlines()
     p = subprocess.run([sys.executable, "train.py", "--config-dir", str(conf), "experiment=bad", logs], cwd=ROOT,
                        capture_output=True, text=True, timeout=300, env=CHECK)
     assert p.returncode == 2 and "data.mix='everything' must be" in p.stderr, p.stderr[-2000:]
@@ -183,5 +187,66 @@ def test_a_sweep_file_or_command_line_with_the_old_question_block_is_checked_at_
                            cwd=ROOT, capture_output=True, text=True, timeout=300, env=CHECK)
         assert p.returncode == 0, p.stderr[-2000:]
         assert "hypothesis: this sweep compares seed against its first value on loss" in p.stdout, p.stdout[-2000:]
-    assert "deprecated: question.compare is now hypothesis.compare (the old name is accepted until vase 0.3)" \
-        in p.stderr.splitlines()
+        if args[0] == "sweep=mine":  # the file named, once for the sweep's two jobs
+            said = [ln for ln in p.stderr.splitlines() if ln.startswith("deprecated: ")]
+            assert said == [f"deprecated: question is now hypothesis, in {conf / 'mine.yaml'} (the old name is "
+                            f"accepted until vase 0.3)"], p.stderr[-2000:]
+    assert ("deprecated: question.compare is now hypothesis.compare, on the command line (the old name is accepted "
+            "until vase 0.3)") in p.stderr.splitlines()
+
+
+def test_an_old_name_beside_its_new_one_is_refused_in_one_line_naming_both(tmp_path: Path) -> None:
+    """``evaluate.after=false val.after=true``: the later silently won; and a file's old key beside the command line's
+    new one: the file's old value silently won. Each is one line naming both names, exit 2."""
+    from vase.config import renamed_overrides
+    from vase.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^evaluate.after and val.after are both given, and evaluate.after is the "
+                                          r"old name of val.after: the later would win without a word; give "
+                                          r"val.after alone$"):
+        renamed_overrides(["evaluate.after=false", "val.after=true"], say=lambda line: None)
+    p = subprocess.run([sys.executable, "train.py", "evaluate.after=false", "val.after=true",
+                        f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env=CHECK)
+    lines = [ln for ln in p.stderr.splitlines() if not ln.startswith("deprecated: ")]
+    assert p.returncode == 2 and lines == ["config error: evaluate.after and val.after are both given, and "
+                                           "evaluate.after is the old name of val.after: the later would win "
+                                           "without a word; give val.after alone"], p.stderr[-2000:]
+    conf = tmp_path / "conf" / "experiment"
+    conf.mkdir(parents=True)
+    (conf / "old.yaml").write_text("# @package _global_\nevaluate:\n  after: false\n")
+    p = subprocess.run([sys.executable, "train.py", "--config-dir", str(tmp_path / "conf"), "experiment=old",
+                        "val.after=true", f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300, env=CHECK)
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert p.stderr.strip().splitlines()[-1] == (
+        f"config error: evaluate in {conf / 'old.yaml'} and val.after=true on the command line are both given, and "
+        f"evaluate is the old name of val: the file's value would win without a word; rename it val in the file")
+
+
+def test_vase_deprecations_error_refuses_every_old_name_for_a_projects_ci(tmp_path: Path) -> None:
+    """``VASE_DEPRECATIONS=error`` (docs/library.md): an old key on the command line or in a file, an old command and
+    an old Python name are each refused in one line naming the new name, so a project's CI finds them before 0.3."""
+    env = {**CHECK, "VASE_DEPRECATIONS": "error"}
+    logs = f"paths.log_dir={tmp_path / 'logs'}"
+    p = subprocess.run([sys.executable, "train.py", "data.task=qa", logs], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == [
+        "config error: old name refused (VASE_DEPRECATIONS=error): data.task is now data.mix, on the command line"], \
+        p.stderr[-2000:]
+    conf = tmp_path / "conf" / "experiment"
+    conf.mkdir(parents=True)
+    (conf / "old.yaml").write_text("# @package _global_\ndata:\n  task: qa\n")
+    p = subprocess.run([sys.executable, "train.py", "--config-dir", str(tmp_path / "conf"), "experiment=old", logs],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1] == (
+        f"config error: old name refused (VASE_DEPRECATIONS=error): data.task is now data.mix, in "
+        f"{conf / 'old.yaml'}"), p.stderr[-2000:]
+    p = subprocess.run([sys.executable, "-m", "vase.cli", "question", str(tmp_path)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert p.returncode == 2 and "old name refused (VASE_DEPRECATIONS=error): vase question is now vase verdict" \
+        in p.stderr, p.stderr
+    p = subprocess.run([sys.executable, "-c", "from vase.config import EVAL_TASKS"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert p.returncode == 1 and "ImportError: vase.config.EVAL_TASKS is refused under VASE_DEPRECATIONS=error: " \
+        "deprecated: vase.config.EVAL_TASKS is now vase.config.EVAL_ACTIONS" in p.stderr, p.stderr[-1500:]

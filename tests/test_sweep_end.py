@@ -223,7 +223,7 @@ def test_mlflow_gone_at_the_end_keeps_the_parent_and_comparisons_and_the_journal
     (sweep / "summary.md").write_text("# summary\n")
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(store)
-    exp = client.create_experiment("vase")
+    exp = client.create_experiment("vase", artifact_location=str(tmp_path / "artifacts"))
     for job in ("0", "1"):
         client.create_run(exp, tags={"sweep_group": "kl-t", "vase.run_dir": str(sweep / job)})
     plan = {"tracking_uri": "http://127.0.0.1:9", "experiment_name": "vase", "artifact_location": None,

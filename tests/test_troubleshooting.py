@@ -270,3 +270,23 @@ def test_the_config_check_says_what_it_reached_and_what_it_did_not(tmp_path: Pat
                        env={**os.environ, "VASE_CHECK_CONFIG": "1", "WANDB_MODE": "disabled",
                             "VASE_LOG_DIR": str(tmp_path / "logs")})
     assert p.returncode == 0 and p.stdout.splitlines()[-2:] == [checked, unchecked], p.stdout[-800:] + p.stderr[-800:]
+
+
+def test_the_fix_for_an_unimportable_term_works_as_the_page_gives_it(tmp_path: Path) -> None:
+    """The page's first fix, "run from the folder that holds the module", as a user does it: ``python
+    <vase>/train.py`` and ``vase train`` from that folder, without ``--config-dir`` (the current folder was put on the
+    import path only with it, 2026-12-03), pass the config check; from another folder, the page's line."""
+    mine = tmp_path / "project"
+    mine.mkdir()
+    (mine / "my_rewards.py").write_text(
+        "from vase.rewards.terms import RewardTerm\n\n\nclass Shape(RewardTerm):\n"
+        "    def __call__(self, completions, targets, **batch):\n        return [0.0 for _ in completions]\n")
+    args = ["stage=grpo", "+reward.terms.mine._target_=my_rewards.Shape", "+reward.terms.mine.weight=1",
+            f"paths.log_dir={tmp_path / 'logs'}"]
+    env = {**os.environ, "VASE_CHECK_CONFIG": "1", "WANDB_MODE": "disabled"}
+    for command in ([sys.executable, str(ROOT / "train.py")], [sys.executable, "-m", "vase.cli", "train"]):
+        p = subprocess.run([*command, *args], cwd=mine, capture_output=True, text=True, timeout=300, env=env)
+        assert p.returncode == 0 and "config ok" in p.stdout, p.stderr[-2000:]
+    p = subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert p.returncode == 2 and "No module named 'my_rewards'" in p.stderr, p.stderr[-2000:]

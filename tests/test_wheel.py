@@ -74,14 +74,11 @@ def test_the_wheel_s_requirements_resolve_from_the_package_index_alone(installed
 
 
 def _project_files() -> dict[str, str]:
-    """docs/library.md's example project: each code block whose first line is ``# <path>``."""
+    """docs/library.md's example project: each code block under a line naming its file (```conf/sweep/my_lr.yaml`:``),
+    the block's text taken as it stands, as a reader copies it (the page once opened each block with a ``# <path>``
+    line, which put ``# @package _global_`` on line 2, where Hydra does not read it: a copy failed)."""
     page = (ROOT / "docs" / "library.md").read_text()
-    files = {}
-    for body in re.findall(r"```(?:python|yaml)\n(.*?)```", page, flags=re.S):
-        first, _, rest = body.partition("\n")
-        if re.fullmatch(r"# [\w./]+\.(py|yaml)", first):
-            files[first[2:]] = rest
-    return files
+    return dict(re.findall(r"^`([\w./]+\.(?:py|yaml))`:\n\n```(?:python|yaml)\n(.*?)```", page, flags=re.S | re.M))
 
 
 def test_a_users_project_from_the_docs_runs_its_sweep_against_the_installed_wheel(installed: dict[str, Path],

@@ -177,8 +177,8 @@ def kernels_label(record: dict[str, Any] | None) -> str:
     """One line naming a `cpu_record`: the CPU, its number-changing flags and the kernels that ran.
 
     >>> kernels_label({"cpu": "AMD EPYC", "flags": ["avx2", "avx512f"], "cpu_kernels": "portable",
-    ...                "cpu_capability": "AVX2", "mkl_branch": "COMPATIBLE,STRICT", "onednn_isa": "AVX2"})
-    'AMD EPYC (avx2 avx512f), portable kernels: torch AVX2, MKL COMPATIBLE,STRICT, oneDNN AVX2'
+    ...                "cpu_capability": "AVX2", "mkl_branch": "COMPATIBLE,STRICT", "onednn_isa": "AVX2", "threads": 2})
+    'AMD EPYC (avx2 avx512f), portable kernels: torch AVX2, MKL COMPATIBLE,STRICT, oneDNN AVX2; 2 torch threads'
     >>> kernels_label(None)
     'unrecorded'
     """
@@ -189,4 +189,16 @@ def kernels_label(record: dict[str, Any] | None) -> str:
              f"MKL {record['mkl_branch']}" if record.get("mkl_branch") else "",
              f"oneDNN {record['onednn_isa']}" if record.get("onednn_isa") else ""]
     kernels = ", ".join(p for p in parts if p)
-    return f"{record.get('cpu', '?')}{flags}, {record.get('cpu_kernels', '?')} kernels" + (f": {kernels}" if kernels else "")
+    return (f"{record.get('cpu', '?')}{flags}, {record.get('cpu_kernels', '?')} kernels" + (f": {kernels}" if kernels
+                                                                                           else "")
+            + f"; {threads_label(record)}")
+
+
+def threads_label(record: dict[str, Any]) -> str:
+    """How many threads split a result's products (a product's sums split by thread: another count, other bits).
+
+    >>> threads_label({"threads": 1}), threads_label({})
+    ('1 torch thread', 'torch threads not recorded')
+    """
+    n = record.get("threads")
+    return f"{n} torch thread{'s' * (n != 1)}" if isinstance(n, int) else "torch threads not recorded"

@@ -42,6 +42,7 @@ from yaml import YAMLError
 
 from vase import markdown as md
 from vase.io import atomic_write_bytes, atomic_write_text, read_json
+from vase.kernels import threads_label
 from vase.metrics.caption_metrics import markdown_table
 from vase.metrics.paired import format_comparison
 from vase.metrics.paired import held as paired_held
@@ -67,12 +68,13 @@ def _kernels(m: dict[str, Any]) -> str:
     """What a table says of the CPU and kernels that made it: portable kernels travel between x86 CPUs; native ones
     make numbers that depend on the CPU (sampling turns last bits into other tokens).
 
-    >>> _kernels({"cpu": "AMD EPYC", "cpu_kernels": "native"})
-    'AMD EPYC, cpu_kernels native: sampled numbers depend on the CPU (another prints others; cpu_kernels=portable does not)'
+    >>> _kernels({"cpu": "AMD EPYC", "cpu_kernels": "native", "threads": 2})
+    'AMD EPYC, 2 torch threads, cpu_kernels native: sampled numbers depend on the CPU (another prints others; cpu_kernels=portable does not)'
     >>> _kernels({"cpu_kernels": "portable", "mkl_branch": "COMPATIBLE,STRICT"})
-    'cpu_kernels portable (MKL COMPATIBLE,STRICT)'
+    'torch threads not recorded, cpu_kernels portable (MKL COMPATIBLE,STRICT)'
     """
     cpu = f"{m['cpu']}, " if m.get("cpu") else ""
+    cpu += f"{threads_label(m)}, "
     if m.get("cpu_kernels") == "portable":
         branch = f" (MKL {m['mkl_branch']})" if m.get("mkl_branch") else " (MKL branch not recorded)"
         return f"{cpu}cpu_kernels portable{branch}"

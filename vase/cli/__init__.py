@@ -17,14 +17,16 @@ import runpy
 import sys
 
 from vase.cli.version import version_line
-from vase.config.renames import deprecation
+from vase.config.renames import deprecation, say_deprecated
+from vase.errors import ConfigError
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("vase.cli.train:main", "train, a sweep with -m (Hydra overrides: vase train --help lists the groups)"),
     "evaluate": ("vase.cli.evaluate:main", "an evaluation action: generate, score, vqa, leaderboard, export, ..."),
     "data-check": ("vase.data.check", "every problem of a dataset folder, before a long run"),
     "render": ("vase.render", "render a dataset's views (the cache, never the dataset's folder)"),
-    "runs": ("vase.runs", "the runs and sweeps of a log folder: how each ended, what made it, how to rerun it"),
+    # a function, not the module run as __main__: vase's own imports have loaded vase.runs already, and runpy would warn
+    "runs": ("vase.runs:main", "the runs and sweeps of a log folder: how each ended, what made it, how to rerun it"),
     "verdict": ("vase.reports.verdict", "a sweep's verdict again, from its folder (its hypothesis: block)"),
     "power": ("vase.reports.power", "the smallest difference a held-out set can detect"),
     "sanity": ("vase.sanity", "the GRPO learning check"),
@@ -57,7 +59,11 @@ def main(argv: list[str] | None = None) -> int:
         print(version_line())
         return 0
     if args[0] in RENAMED_COMMANDS:
-        print(deprecation(f"vase {args[0]}", f"vase {RENAMED_COMMANDS[args[0]]}"), file=sys.stderr)
+        try:
+            say_deprecated(deprecation(f"vase {args[0]}", f"vase {RENAMED_COMMANDS[args[0]]}"))
+        except ConfigError as e:  # VASE_DEPRECATIONS=error
+            print(f"vase: {e}", file=sys.stderr)
+            return 2
         args[0] = RENAMED_COMMANDS[args[0]]
     if args[0] not in COMMANDS:
         print(f"vase: {args[0]!r} is no command; choose one of {', '.join(COMMANDS)} (vase --help)", file=sys.stderr)

@@ -56,15 +56,16 @@ def shadowed(folder: Path) -> list[str]:
 
 
 def use_project(argv: list[str]) -> tuple[list[str], Path]:
-    """Where a command composes from: the user's ``--config-dir`` (taken out of ``argv``; the current folder put on
-    the import path for the project's code; a line on stderr for each of its files that replaces one of vase's) or
-    vase's own conf."""
+    """Where a command composes from: the user's ``--config-dir`` (taken out of ``argv``; a line on stderr for each
+    of its files that replaces one of vase's) or vase's own conf. Either way the current folder is put on the import
+    path, so that a ``_target_`` of the user's module in the folder they run from imports (as ``python -m`` finds
+    modules), with or without ``--config-dir``."""
     register()  # vase's configs after the user's folder, its sweepers and launchers: found from any folder
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # the project's modules (_target_: mypkg...), as python -m finds them
     rest, folder = take_config_dir(argv)
     if folder is None:
         return rest, CONF_DIR
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # the project's modules (_target_: mypkg...), as python -m finds them
     for rel in shadowed(folder):
         print(f"note: {folder / rel} (yours) is used in place of vase's {rel.removesuffix('.yaml')}", file=sys.stderr)
     return rest, folder

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 from omegaconf import DictConfig
 
-from vase.config.renames import renamed_keys
+from vase.config.renames import renamed_keys, say_deprecated
 from vase.config.validate import validate
 from vase.errors import ConfigError, Interrupted, VaseError, storage_problem
 from vase.kernels import apply_portable_threads, pin_cpu_kernels
@@ -58,7 +58,8 @@ def validated(cfg: DictConfig, reach: Callable[[DictConfig], list[str]] | None =
     warning = or_exit(pin_cpu_kernels, str(cfg.get("cpu_kernels") or "native"))
     if warning:
         print(warning, file=sys.stderr)
-    renamed_keys(cfg)  # a config file written for a name 0.2 changed: its value under the new name, one line said
+    # a config file written for a name 0.2 changed: its value under the new name, one line said (or refused)
+    or_exit(renamed_keys, cfg, say_deprecated, job_overrides())
     or_exit(validate, cfg)
     quiet_bars_in_logs()  # output to a file: no other library's \r bars in it
     apply_portable_threads()

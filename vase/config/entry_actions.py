@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-import sys
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, replace
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from vase.config.renames import deprecation
+from vase.config.renames import deprecation, say_deprecated
 from vase.errors import ConfigError
 
 
@@ -126,7 +125,7 @@ def load_eval_action_plugins() -> list[str]:
     loaded = []
     old = list(entry_points(group=OLD_PLUGIN_GROUP))
     if old:
-        print(deprecation(f"entry-point group {OLD_PLUGIN_GROUP}", PLUGIN_GROUP), file=sys.stderr)
+        say_deprecated(deprecation(f"entry-point group {OLD_PLUGIN_GROUP}", PLUGIN_GROUP))
     for ep in [*entry_points(group=PLUGIN_GROUP), *old]:
         try:
             ep.load()

@@ -8,12 +8,17 @@ experiment with ``data: {task: qa}``, before validation). The words: docs/glossa
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
+
+from vase.errors import ConfigError
 
 UNTIL = "0.3"
 """The release that drops the old names."""
@@ -35,30 +40,61 @@ _OVERRIDE = re.compile(r"^([+~]*)([A-Za-z_][\w.]*)(=.*)?$")
 _ABSENT = object()
 
 
-def deprecation(old: str, new: str) -> str:
-    """The one line a deprecated name gets.
+STRICT_ENV = "VASE_DEPRECATIONS"
+"""``VASE_DEPRECATIONS=error``: every old name is refused (one line naming the new one, exit 2) instead of accepted
+with a deprecation line, so that a project's CI finds each before the release that drops it (docs/library.md)."""
+
+
+def deprecation(old: str, new: str, where: str = "") -> str:
+    """The one line a deprecated name gets (``where``: where it was given, ``on the command line`` or ``in <file>``).
 
     >>> deprecation("data.task", "data.mix")
     'deprecated: data.task is now data.mix (the old name is accepted until vase 0.3)'
+    >>> deprecation("question", "hypothesis", "in sweeps/mine.yaml")
+    'deprecated: question is now hypothesis, in sweeps/mine.yaml (the old name is accepted until vase 0.3)'
     """
-    return f"deprecated: {old} is now {new} (the old name is accepted until vase {UNTIL})"
+    return f"deprecated: {old} is now {new}{f', {where}' if where else ''} (the old name is accepted until vase {UNTIL})"
 
 
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr)
+def strict() -> bool:
+    """Whether old names are refused (`STRICT_ENV`)."""
+    return os.environ.get(STRICT_ENV, "").strip().lower() == "error"
 
 
-def renamed_overrides(argv: list[str], say: Callable[[str], None] = _stderr) -> list[str]:
+_SAID: set[str] = set()
+
+
+def say_deprecated(line: str) -> None:
+    """Say a deprecation line on stderr once per process (a sweep's jobs compose one after another in it), or, with
+    ``VASE_DEPRECATIONS=error``, refuse the old name: ConfigError."""
+    if strict():
+        raise ConfigError(line.replace("deprecated: ", "old name refused (VASE_DEPRECATIONS=error): ", 1)
+                          .replace(f" (the old name is accepted until vase {UNTIL})", ""))
+    if line not in _SAID:
+        _SAID.add(line)
+        print(line, file=sys.stderr)
+
+
+def renamed_overrides(argv: list[str], say: Callable[[str], None] = say_deprecated) -> list[str]:
     """``argv`` with each override of an old name (``data.task=qa``, ``task=vqa``, ``+sft.data_task=both``) given its
-    new name, one deprecation line said for each; everything else as it was."""
-    out = []
+    new name, one deprecation line said for each; everything else as it was. An old name given beside its new one
+    (``evaluate.after=false val.after=true``: the later would silently win) is refused in one line naming both."""
+    out, given = [], {}
     for arg in argv:
         m = _OVERRIDE.match(arg)
         new = renamed(m.group(2)) if m and not arg.startswith("-") else None
         if new is not None:
-            say(deprecation(m.group(2), new))
+            say(deprecation(m.group(2), new, "on the command line"))
             arg = f"{m.group(1)}{new}{m.group(3) or ''}"
+            given.setdefault(new, []).append(m.group(2))
+        elif m and not arg.startswith("-"):
+            given.setdefault(m.group(2), []).append(m.group(2))
         out.append(arg)
+    for new, names in given.items():
+        old = next((n for n in names if n != new), None)
+        if len(set(names)) > 1 and old is not None:
+            raise ConfigError(f"{' and '.join(dict.fromkeys(names))} are both given, and {old} is the old name of "
+                              f"{new}: the later would win without a word; give {new} alone")
     return out
 
 
@@ -75,26 +111,61 @@ def renamed(key: str) -> str | None:
     return None if old is None else RENAMED[old] + key[len(old):]
 
 
-def renamed_keys(cfg: DictConfig, say: Callable[[str], None] = _stderr) -> list[str]:
+def renamed_keys(cfg: DictConfig, say: Callable[[str], None] = say_deprecated,
+                 given: list[str] | None = None) -> list[str]:
     """Move each old key a composed config holds (a config file written for the old names) to its new name, the old
     value winning over the new key's default (only a file written for the old names sets the old key); says one
-    deprecation line each and returns the old keys it moved."""
+    deprecation line each, naming the file it comes from (`files_with`), and returns the old keys it moved. ``given``:
+    the command line's overrides; an old key of a file moved onto a key the command line sets is refused in one line
+    naming both (the file's old value would silently win)."""
     moved = []
     for old, new in RENAMED.items():
         value = OmegaConf.select(cfg, old, default=_ABSENT, throw_on_missing=False)
         if value is _ABSENT:
             continue
+        where = files_with(old)
+        set_new = [o for o in given or [] if _OVERRIDE.match(o) and
+                   (k := _OVERRIDE.match(o).group(2)) is not None and (k == new or k.startswith(new + "."))]
+        if set_new:
+            raise ConfigError(f"{old} in {', '.join(where) or 'a config file'} and {set_new[0].lstrip('+~')} on the "
+                              f"command line are both given, and {old} is the old name of {new}: the file's value "
+                              f"would win without a word; rename it {new} in the file")
         parent, _, leaf = old.rpartition(".")
         node = OmegaConf.select(cfg, parent) if parent else cfg
         with open_dict(cfg):
             # a section (a user's file with evaluate: {vqa: mc}) merges into the new one's defaults
             OmegaConf.update(cfg, new, value, merge=isinstance(value, DictConfig), force_add=True)
             node.pop(leaf)
-        say(deprecation(old, new))
+        say(deprecation(old, new, f"in {', '.join(where)}" if where else ""))
         moved.append(old)
     return moved
 
 
+def files_with(key: str) -> list[str]:
+    """The config files of the running Hydra job that set ``key`` at the top of the config: its primary config and
+    each chosen option of a ``# @package _global_`` group (experiment, sweep, debug preset) on the search path, as
+    paths; [] outside Hydra."""
+    try:
+        hc = HydraConfig.get()
+    except ValueError:
+        return []
+    roots = [Path(str(src.path)) for src in hc.runtime.config_sources if src.schema == "file"]
+    names = [f"{hc.job.config_name}.yaml", *(f"{g}/{o}.yaml" for g, o in hc.runtime.choices.items()
+                                             if isinstance(o, str) and not g.startswith("hydra"))]
+    found = []
+    for name in names:
+        for root in roots:
+            path = root / name
+            if not path.is_file():
+                continue
+            try:
+                loaded = OmegaConf.load(path)
+            except Exception:  # noqa: BLE001 - a file Hydra read already; this lookup only names it
+                continue
+            if isinstance(loaded, DictConfig) and OmegaConf.select(loaded, key, default=_ABSENT) is not _ABSENT:
+                found.append(str(path))
+            break  # the first root that holds the option is the one Hydra read
+    return found
 RENAMED_API = {
     "vase.config": {"EVAL_TASKS": "EVAL_ACTIONS", "FILTER_TASKS": "FILTER_ACTIONS", "EvalTask": "EvalAction",
                     "register_eval_task": "register_eval_action", "load_eval_task_plugins": "load_eval_action_plugins",
@@ -125,5 +196,9 @@ def old_name(module: str, namespace: dict, name: str) -> object:
         if home != module and name in namespace:
             return namespace[name]
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
-    warnings.warn(deprecation(f"{module}.{name}", f"{home}.{new}"), FutureWarning, stacklevel=3)
+    line = deprecation(f"{module}.{name}", f"{home}.{new}")
+    if strict():  # VASE_DEPRECATIONS=error: a project's CI finds the old name now
+        # ImportError, not AttributeError: `from module import name` would put its own words in place of these
+        raise ImportError(f"{module}.{name} is refused under VASE_DEPRECATIONS=error: {line}")
+    warnings.warn(line, FutureWarning, stacklevel=3)
     return namespace[new]

@@ -13,11 +13,12 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from vase.config import check_retrieval, check_zoom, deprecation
+from vase.config.renames import strict as strict_deprecations
 from vase.data.dataset import VIEWS, VaseDataset, VaseExample, VideoFrames, models_to_render
 from vase.data.layouts import detect_layout, load_split, no_such_dataset, read_records
 from vase.data.loader import ResumableLoader, ResumableSampler
 from vase.data.synthetic import SHAPE_SPECS, generate
-from vase.errors import DataError
+from vase.errors import ConfigError, DataError
 from vase.io import atomic_write_json, file_lock, own_output_dir, read_json
 from vase.metrics.features import view_encoder
 from vase.prompt_tasks import DATA_MIXES, SAMPLES
@@ -194,6 +195,9 @@ class VaseDataModule(pl.LightningDataModule):
                  zoom: bool = False, zoom_width: float = 1.0, zoom_direct: int = 5, task: str | None = None) -> None:
         super().__init__()
         if task is not None:  # the keyword before 0.2, for one release
+            if strict_deprecations():
+                raise ConfigError(deprecation("VaseDataModule(task=...)", "VaseDataModule(mix=...)") + " (refused: "
+                                  "VASE_DEPRECATIONS=error)")
             warnings.warn(deprecation("VaseDataModule(task=...)", "VaseDataModule(mix=...)"), FutureWarning, stacklevel=2)
             mix = task
         self.zoom = zoom  # teach the zoom-in tool on the decoration question (vase.eval.zoom)
