@@ -98,6 +98,7 @@ cluster-check: setup slurm-deps
 docs: setup
 	$(BIN)/python -m vase.docsgen.config_reference --check
 	$(BIN)/python -m vase.docsgen.troubleshooting --check
+	$(BIN)/python -m vase.docsgen.numbers
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	@echo "site built: site/index.html"
 

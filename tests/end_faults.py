@@ -7,7 +7,9 @@ name the fault in ``VASE_TEST_END_FAULT=<fault>:<part>``, the part one of `vase.
 - ``readonly-job1``: as the part starts, job 1's TensorBoard run folder is bind-mounted read-only;
 - ``ctrl-c``: as the part starts, SIGINT to the sweep's process, as Ctrl-C in its terminal;
 - ``swallowed``: the same, the KeyboardInterrupt then swallowed inside the part, as a library may do it;
-- ``fails``: the part raises RuntimeError (a dashboard whose library breaks).
+- ``fails``: the part raises RuntimeError (a dashboard whose library breaks);
+- ``kill``: as the part starts, SIGKILL to the process group ``VASE_TEST_KILL_GROUP`` (a tracking server), and the
+  part waits until the group is gone.
 
 Without the variable it does nothing, so the same command runs clean.
 """
@@ -61,6 +63,16 @@ class EndFault(Callback):
                     subprocess.run(["mount", "--bind", "-o", "ro", str(folder), str(folder)], check=True)
             elif fault == "fails":
                 raise RuntimeError(f"{part} broke (the test's fault)")
+            elif fault == "kill":
+                group = int(os.environ["VASE_TEST_KILL_GROUP"])
+                os.killpg(group, signal.SIGKILL)
+                deadline = time.time() + 30
+                while time.time() < deadline:
+                    try:
+                        os.killpg(group, 0)
+                    except ProcessLookupError:
+                        break
+                    time.sleep(0.1)
             elif fault in ("ctrl-c", "swallowed"):
                 try:
                     os.kill(os.getpid(), signal.SIGINT)

@@ -478,3 +478,20 @@ def test_each_release_s_pages_go_to_their_own_folder_and_latest_points_at_the_ne
     versions = json.loads(git("show", "gh-pages:versions.json"))
     assert [(v["version"], v["aliases"]) for v in versions] == [("0.2", ["latest"]), ("0.1", [])], versions
     assert 'url=latest/' in git("show", "gh-pages:index.html")
+
+
+def test_a_number_stated_on_two_pages_is_one_number() -> None:
+    """The dashboards check's verdict was +19.6 [+14.2, +25.0] on the Loggers page and +12.1 [+6.2, +17.9] on the
+    Development page, same day, with no word why (2026-12-03): now each is marked with the run it measures, machine
+    and threads in its id, and every statement of an id has one value. A planted second value is found."""
+    from vase.docsgen.numbers import conflicts, pages, stated
+
+    texts = pages()
+    assert not conflicts(texts), conflicts(texts)
+    marked = stated(texts)
+    assert {"dashboards-check-shape@amd-epyc-2-threads", "dashboards-check-shape@intel-xeon-2-threads"} <= set(marked)
+    assert len(marked["dashboards-check-shape@intel-xeon-2-threads"]) == 2  # the Loggers and the Development pages
+    page, value = marked["dashboards-check-shape@intel-xeon-2-threads"][0]
+    planted = {**texts, page: texts[page].replace(value.split(" [")[0], "+12.4", 1)}
+    (line,) = conflicts(planted)
+    assert line.startswith("dashboards-check-shape@intel-xeon-2-threads is stated as ")

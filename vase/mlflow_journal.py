@@ -287,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     if check_only():  # the docs' commands are checked this far by the tests
         print(f"config ok: {a.run_dir} (arguments parsed; nothing read or sent)")
         return 0
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")  # vase's line names the run, not MLflow's
     sweep = (a.run_dir / SWEEP_JOURNAL).is_file()
     try:
         if not sweep:

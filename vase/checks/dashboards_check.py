@@ -353,6 +353,65 @@ def _loss_steps(url: str, run_id: str) -> list[int]:
     return sorted({int(m["step"]) for m in hist})
 
 
+GONE_SWEEP = ["stage.module.lora.r=4,8", "+hypothesis.compare=stage.module.lora.r", "+hypothesis.baseline=4",
+              "+hypothesis.moves=[loss]", "debug=fast", "val.after=false", "report=false", "logger=mlflow",
+              "+hydra.callbacks.end_fault._target_=tests.end_faults.EndFault"]
+"""A two-job sweep whose MLflow server is killed as its end's MLflow part starts (`tests.end_faults`: the check runs
+from a checkout)."""
+
+
+def check_server_gone_at_sweep_end(venv: Path, work: Path, cache: Path) -> dict[str, Any]:
+    """A sweep whose server is killed (SIGKILL, its whole process group) once its jobs are on it, as its end's MLflow
+    part starts: the sweep ends with exit 0 and one line naming the tracking URI in use and the command; the server
+    started again on its store, that command sends the parent run (with the verdict's metrics) and makes each job its
+    child, the job against the baseline with its ``vs_baseline/...`` values."""
+    port, store, client = free_port(), work / "gone-at-end", work / "client-gone"
+    url = f"http://127.0.0.1:{port}"
+    store.mkdir()
+    client.mkdir()
+    cmd = [str(venv / "bin" / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--backend-store-uri",
+           f"sqlite:///{store / 'mlflow.db'}", "--artifacts-destination", str(store / "artifacts"), "--workers", "1"]
+    logs = client / "logs"
+    sweep_cmd = [sys.executable, str(ROOT / "train.py"), "-m", *GONE_SWEEP, f"paths.log_dir={logs}",
+                 f"paths.cache_dir={cache}"]
+    with server(cmd, work / "gone_at_end_1.log", url, "/health") as srv:
+        p = subprocess.run(sweep_cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
+                           env={**os.environ, "MLFLOW_TRACKING_URI": url, "WANDB_MODE": "disabled",
+                                "VASE_TEST_END_FAULT": "kill:mlflow", "VASE_TEST_KILL_GROUP": str(srv.pid)})
+    (work / "gone_at_end_sweep.log").write_text(p.stdout + p.stderr)
+    found = sorted(logs.glob("train/multiruns/*/"))
+    sweep = found[-1] if found else logs
+    said = [ln for ln in p.stderr.splitlines() if ln.startswith(f"MLflow: {url} did not take the sweep's parent run")]
+    kept = (sweep / "mlflow_sweep_unsent.json").is_file()
+    record = json.loads((sweep / ".vase-run.json").read_text()) if (sweep / ".vase-run.json").is_file() else {}
+    with server(cmd, work / "gone_at_end_2.log", url, "/health"):  # back, on the same store
+        sync = subprocess.run([sys.executable, "-m", "vase.mlflow_journal", str(sweep)], cwd=client,
+                              capture_output=True, text=True, timeout=600, env={**os.environ, "WANDB_MODE": "disabled"})
+        runs = _runs_of(url, str(sweep))
+        exp = _api(url, "/api/2.0/mlflow/experiments/get-by-name?" + urllib.parse.urlencode({"experiment_name": "vase"}))
+        every = _api(url, "/api/2.0/mlflow/runs/search", {"experiment_ids": [exp["experiment"]["experiment_id"]],
+                                                          "max_results": 100}).get("runs", [])
+
+    def tags(r: dict[str, Any]) -> dict[str, str]:
+        return {t["key"]: t["value"] for t in r["data"].get("tags", [])}
+
+    group = f"multirun-{sweep.name}"
+    parents = [r for r in every if tags(r).get("job_type") == "sweep" and tags(r).get("sweep_group") == group]
+    parent = parents[0] if parents else None
+    verdict = sorted(m["key"] for m in parent["data"].get("metrics", [])) if parent else []
+    children = [r for r in runs if parent and tags(r).get("mlflow.parentRunId") == parent["info"]["run_id"]]
+    compared = [sorted(m["key"] for m in r["data"].get("metrics", []) if m["key"].startswith("vs_baseline/"))
+                for r in children]
+    ok = (p.returncode == 0 and len(said) == 1 and said[0].endswith(f"python -m vase.mlflow_journal {sweep}") and kept
+          and record.get("status") == "finished" and sync.returncode == 0 and len(parents) == 1
+          and any(k.startswith("verdict/") for k in verdict) and len(children) == 2
+          and sorted(map(len, compared)) == [0, 1])
+    return {"passed": ok, "rc": p.returncode, "line": said[-1][:300] if said else p.stderr[-600:], "kept": kept,
+            "record": record.get("status"), "sync_rc": sync.returncode, "sync_said": (sync.stdout + sync.stderr)[-300:],
+            "parents": len(parents), "parent_metrics": verdict[:4], "children": len(children),
+            "children_vs_baseline": compared}
+
+
 STEPS_WHEN_KILLED = 64  # the run whose server dies: 8 vases, 8 epochs
 
 
@@ -471,7 +530,9 @@ def main(argv: list[str] | None = None) -> int:
         for name, part in (("mlflow", lambda: check_mlflow(ml_url, work, store / "artifacts")),
                            ("mlflow-single-run", lambda: check_single_run(ml_url, work, Path(a.cache_dir),
                                                                           store / "artifacts")),
-                           ("mlflow-server-dies", lambda: check_server_dies(venv, work, Path(a.cache_dir)))):
+                           ("mlflow-server-dies", lambda: check_server_dies(venv, work, Path(a.cache_dir))),
+                           ("mlflow-gone-at-sweep-end",
+                            lambda: check_server_gone_at_sweep_end(venv, work, Path(a.cache_dir)))):
             t = time.time()
             try:
                 results[name] = part()

@@ -20,7 +20,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from vase.config import group_name, name_from_overrides, sweep_keys_of, view_order, wandb_offline
-from vase.errors import first_line
+from vase.errors import VaseError, first_line
 from vase.eval.stats import dashboard_columns
 from vase.io import atomic_write_json, inert_markdown, read_json
 from vase.loggers import (
@@ -283,11 +283,12 @@ def log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]
         prepare_mlflow(uri, plan["experiment_name"], plan["artifact_location"])
         sent = send_sweep(plan, sweep_dir)
     except Exception as e:  # noqa: BLE001 - whatever MLflow says, the plan is kept and the line names the server
-        journal = atomic_write_json(sweep_dir / SWEEP_JOURNAL, {**plan, "error": f"{type(e).__name__}: "
-                                                                                   f"{first_line(e, 300)}"})
-        return {"kept": f"MLflow: {uri} did not take the sweep's parent run and its jobs' comparisons "
-                        f"({type(e).__name__}: {first_line(e, 160)}); kept in {journal}; once it answers: python -m "
-                        f"vase.mlflow_journal {shlex.quote(str(sweep_dir))}"}
+        # vase's own probe says what is wrong after the key it names, then what to do: the first of those is the why
+        why = (first_line(e).split(": ", 1)[-1].split("; ")[0] if isinstance(e, VaseError)
+               else f"{type(e).__name__}: {first_line(e, 160)}")
+        journal = atomic_write_json(sweep_dir / SWEEP_JOURNAL, {**plan, "error": why})
+        return {"kept": f"MLflow: {uri} did not take the sweep's parent run and its jobs' comparisons ({why}); kept in "
+                        f"{journal}; once it answers: python -m vase.mlflow_journal {shlex.quote(str(sweep_dir))}"}
     exp_id, key = sent["experiment_id"], plan["view"]["key"]
     return {"jobs": mlflow_link(uri, exp_id) + f"?viewStateShareKey={urllib.parse.quote(key)}",
             "answer": mlflow_link(uri, exp_id, sent["parent"]), "parent": sent["parent"]}
