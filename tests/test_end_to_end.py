@@ -104,3 +104,7 @@ def test_ddp_over_gloo_runs_two_processes(tmp_path: Path, session_dirs: dict) ->
     assert "distributed_backend=gloo" in log and "Starting with 2 processes" in log
     assert (tmp_path / "run" / "adapter" / "adapter_config.json").is_file()
     assert len(json.loads((tmp_path / "run" / "train_history.json").read_text())) == 2
+    # what each rank read as its first step started: one model and one dataset, each rank its own shard's batch
+    ranks = [json.loads((tmp_path / "run" / "inputs" / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0]["model_digest"] == ranks[1]["model_digest"] and ranks[0]["data_digest"] == ranks[1]["data_digest"]
+    assert ranks[0]["first_batch"]["input_ids"] != ranks[1]["first_batch"]["input_ids"]

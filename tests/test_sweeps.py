@@ -731,3 +731,29 @@ def test_a_config_check_of_an_optuna_search_checks_each_trial_ends_ok_and_leaves
     assert p.stdout.count("config ok: stage.module.optimizer.lr=") == 2  # each trial Optuna proposed, checked
     assert p.stdout.strip().splitlines()[-1] == "config ok: the sweep's 2 job(s) checked, nothing trained, no folder kept"
     assert not list((tmp_path / "logs").rglob("multiruns")) and not list((tmp_path / "logs").rglob(".hydra"))
+
+
+def test_the_cluster_check_names_what_two_runs_read_differently(tmp_path: Path) -> None:
+    """The two-node part failed twice in CI at step 0 with nothing to say why (2026-12-03): each run now records what
+    it read (`InputsRecord`), and the part names the first field that differs."""
+    import torch
+
+    from vase.checks.cluster_check import _inputs_difference
+    from vase.training.callbacks import batch_digest, files_digest
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"\0" * (3 << 20))
+    digest = files_digest(model)
+    (model / "model.safetensors").write_bytes(b"\0" * ((3 << 20) - 1) + b"\1")  # its last byte, the same size
+    assert files_digest(model) != digest and files_digest("Qwen/Qwen2.5-VL-3B-Instruct") != digest
+    batch = {"input_ids": torch.tensor([[1, 2, 3]]), "labels": torch.tensor([[1, 2, 3]]), "ids": ["a#caption"]}
+    for job, first in (("one", batch), ("two", {**batch, "input_ids": torch.tensor([[1, 2, 4]])})):
+        (tmp_path / job / "inputs").mkdir(parents=True)
+        (tmp_path / job / "inputs" / "rank0.json").write_text(json.dumps(
+            {"step": 0, "model": str(model), "model_digest": digest, "data": "d", "data_digest": "x",
+             "first_batch": batch_digest(first)}))
+    assert _inputs_difference(tmp_path / "one", tmp_path / "one") == []
+    (said,) = _inputs_difference(tmp_path / "two", tmp_path / "one")
+    assert said.startswith("rank0.json first batch's input_ids: [1, 3] ") and " against [1, 3] " in said
+    assert _inputs_difference(tmp_path / "two", tmp_path / "none") == [f"no inputs record in {tmp_path / 'none'}/inputs"]

@@ -128,6 +128,31 @@ def _first_difference(a: list[dict[str, Any]], b: list[dict[str, Any]], tol: flo
     return None if len(a) == len(b) > 0 else {"rows": len(a), "reference_rows": len(b)}
 
 
+def _inputs(job: Path) -> dict[str, dict[str, Any]]:
+    """What each rank of a job read as its first step started (`vase.training.callbacks.InputsRecord`), by file."""
+    return {p.name: json.loads(p.read_text()) for p in sorted(job.glob("inputs/rank*.json"))}
+
+
+def _inputs_difference(job: Path, reference: Path) -> list[str]:
+    """Where two jobs that should agree read different things: per rank, the model (folder, digest), the data (root,
+    digest) or a tensor of the first batch; [] when they read the same (the difference is then in the training), or
+    a line saying a record is missing."""
+    mine, theirs = _inputs(job), _inputs(reference)
+    if not mine or not theirs:
+        return [f"no inputs record in {job if not mine else reference}/inputs"]
+    out = []
+    for name in sorted(set(mine) | set(theirs)):
+        a, b = mine.get(name, {}), theirs.get(name, {})
+        for key in ("step", "model", "model_digest", "data", "data_digest"):
+            if a.get(key) != b.get(key):
+                out.append(f"{name} {key}: {a.get(key)} against {b.get(key)}")
+        for key in sorted(set(a.get("first_batch", {})) | set(b.get("first_batch", {}))):
+            if a.get("first_batch", {}).get(key) != b.get("first_batch", {}).get(key):
+                out.append(f"{name} first batch's {key}: {a.get('first_batch', {}).get(key)} against "
+                           f"{b.get('first_batch', {}).get(key)}")
+    return out
+
+
 def _lora_sweep(sweep: Path | None) -> tuple[dict[str, int | None], str]:
     """A ``stage.module.lora.r=4,8`` sweep's outcome: each job's adapter rank, and its summary.md."""
     ranks = {}
@@ -293,6 +318,9 @@ def _two_node(work: Path, cache: Path, env: dict[str, str], name: str, extra: li
     reference = _history(Path(one_node["sweep"]) / "0") if one_node and one_node.get("sweep") else []
     out["history_equals_one_node_two_tasks"] = _same_losses(history, reference)
     out["first_difference"] = _first_difference(history, reference)
+    if out["first_difference"] is not None and out.get("sweep") and one_node and one_node.get("sweep"):
+        # what each run read as its first step started: the model, the data, each rank's first batch
+        out["inputs_differ"] = _inputs_difference(Path(out["sweep"]) / "0", Path(one_node["sweep"]) / "0")
     out["passed"] = (out["passed"] and out["node_ranks"] == ["0", "1"] and out["world_size"] == ["2"]
                      and out["history_equals_one_node_two_tasks"])
     return out

@@ -1,9 +1,11 @@
 """Callbacks: save the LoRA adapter in peft format, atomically, when training ends (and every N epochs); resumable
-checkpoints; throughput (seconds per step, tokens a second, peak memory, MFU); a plain progress line in logs."""
+checkpoints; throughput (seconds per step, tokens a second, peak memory, MFU); a plain progress line in logs; what a
+run read (model, data, each rank's first batch)."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import signal
 import subprocess
@@ -371,3 +373,60 @@ class LogProgress(pl.Callback):
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._on(trainer):
             print(self.line(trainer, pl_module, end=True) + " - done", flush=True)
+
+
+def files_digest(folder: str | Path, sample: int = 1 << 20) -> str:
+    """A digest of what a folder holds (a checkpoint, a dataset): each file's path under it, its size, and its first
+    and last ``sample`` bytes (0: names and sizes alone, for a dataset of thousands of files); cheap on a 15 GB
+    checkpoint, and apart for two folders of other weights or files. A path that is no folder (a hub id) digests as
+    its name."""
+    root = Path(folder)
+    h = hashlib.sha256()
+    if not root.is_dir():
+        h.update(str(folder).encode())
+        return h.hexdigest()[:16]
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        size = path.stat().st_size
+        h.update(f"{path.relative_to(root)}\0{size}\0".encode())
+        if sample <= 0:
+            continue
+        with open(path, "rb") as f:
+            h.update(f.read(sample))
+            if size > 2 * sample:
+                f.seek(-sample, 2)
+                h.update(f.read(sample))
+    return h.hexdigest()[:16]
+
+
+def batch_digest(batch: Any) -> dict[str, str]:
+    """Each tensor of a batch as a digest of its shape and bytes (and the samples' ids, where the batch has them)."""
+    out: dict[str, str] = {}
+    for key in sorted(batch) if isinstance(batch, dict) else []:
+        value = batch[key]
+        if isinstance(value, torch.Tensor):
+            data = value.detach().cpu().contiguous()
+            out[key] = f"{list(data.shape)} " + hashlib.sha256(data.view(torch.uint8).numpy().tobytes()).hexdigest()[:16]
+        elif key == "ids":
+            out[key] = ",".join(map(str, value))
+    return out
+
+
+class InputsRecord(pl.Callback):
+    """What a run read, written as its first step starts: the model folder and its digest (`files_digest`), the data
+    root and its digest (its files' names and sizes: the batch's digest sees their contents), and this rank's first batch (`batch_digest`), to ``<dirpath>/rank<r>.json`` (a later stage's
+    in its own folder). Two runs that should agree (one node against two, a resumed run against one that was not) and
+    part at their first step then say which of those they read differently."""
+
+    def __init__(self, dirpath: str, model: str, data: str | None = None) -> None:
+        self.dirpath, self.model, self.data = Path(dirpath), str(model), data
+        self._written = False
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
+                             batch_idx: int) -> None:
+        if self._written:
+            return
+        self._written = True
+        atomic_write_json(self.dirpath / f"rank{trainer.global_rank}.json", {
+            "step": int(trainer.global_step), "model": self.model, "model_digest": files_digest(self.model),
+            "data": self.data, "data_digest": files_digest(self.data, sample=0) if self.data else None,
+            "first_batch": batch_digest(batch)})
