@@ -93,31 +93,36 @@ def _in_namespace(script: str, tmp_path: Path) -> subprocess.CompletedProcess:
     return p
 
 
+def _on_tmpfs(tmp_path: Path, cache: Path, size: str, steps: str) -> dict[str, str]:
+    """``steps`` (a shell script: ``$CMD`` the sweep, ``$OUT`` a folder it leaves its files in, ``$LOGS`` the logs,
+    ``$PY`` this Python)
+    run in a mount namespace with the sweep's logs on a tmpfs of ``size``; returns what it left in ``$OUT``, by name
+    (the tmpfs goes with the namespace)."""
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    script = (f"set -u\nmkdir -p {logs} {out} && mount -t tmpfs -o size={size} tmpfs {logs} || exit 97\n"
+              f"CMD='{' '.join(_sweep(logs, cache))}'; OUT={out}; LOGS={logs}; PY={sys.executable}\n{steps}")
+    p = _in_namespace(script, tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return {f.name: f.read_text() for f in out.iterdir()}
+
+
 def test_a_full_disk_then_a_read_only_folder_at_the_end_fail_it_in_one_line_and_the_rerun_finishes_it(
         tmp_path: Path, session_dirs: dict) -> None:
     """The sweep's logs on a 40 MiB tmpfs that fills as the summary is written: exit 1, one line naming summary.json
     and every part not written, the record (which the full disk kept from saying more) read as ``failed`` with the
     end not finished; the space freed, the folder made read-only as the verdict is written: exit 1, one line naming
     verdict.md; the mount gone, the same command: ``finished``, verdict.md, no job trained again."""
-    logs = tmp_path / "logs"
-    out = tmp_path / "out"
-    cmd = " ".join(_sweep(logs, session_dirs["cache"]))
-    script = f"""
-set -u
-mkdir -p {logs} {out} && mount -t tmpfs -o size=40m tmpfs {logs} || exit 97
-VASE_TEST_END_FAULT=full:summary {cmd} > {out}/o1 2> {out}/e1; echo $? > {out}/rc1
-S=$(ls -d {logs}/train/multiruns/2*)
-{sys.executable} -m vase.runs $S > {out}/runs1 2>&1
-rm -f {logs}/train/multiruns/filler.bin
-VASE_TEST_END_FAULT=readonly:verdict {cmd} > {out}/o2 2> {out}/e2; echo $? > {out}/rc2
-{sys.executable} -m vase.runs $S > {out}/runs2 2>&1
+    read = _on_tmpfs(tmp_path, session_dirs["cache"], "40m", """
+VASE_TEST_END_FAULT=full:summary $CMD > $OUT/o1 2> $OUT/e1; echo $? > $OUT/rc1
+S=$(ls -d $LOGS/train/multiruns/2*)
+$PY -m vase.runs $S > $OUT/runs1 2>&1
+rm -f $LOGS/train/multiruns/filler.bin
+VASE_TEST_END_FAULT=readonly:verdict $CMD > $OUT/o2 2> $OUT/e2; echo $? > $OUT/rc2
+$PY -m vase.runs $S > $OUT/runs2 2>&1
 umount $S
-{cmd} > {out}/o3 2> {out}/e3; echo $? > {out}/rc3
-cp $S/.vase-run.json {out}/record.json; ls $S > {out}/files; echo $S > {out}/sweep
-"""
-    p = _in_namespace(script, tmp_path)
-    assert p.returncode == 0, p.stderr[-2000:]
-    read = {f.name: f.read_text() for f in out.iterdir()}
+$CMD > $OUT/o3 2> $OUT/e3; echo $? > $OUT/rc3
+cp $S/.vase-run.json $OUT/record.json; ls $S > $OUT/files; echo $S > $OUT/sweep
+""")
     sweep = read["sweep"].strip()
     assert read["rc1"].strip() == "1", read["e1"][-2000:]
     (line,) = _lines(read["e1"], "error: ")
@@ -142,22 +147,14 @@ def test_one_jobs_read_only_tensorboard_folder_costs_that_jobs_columns_only(tmp_
     """Job 1's TensorBoard run folder read-only at the end: job 0's columns are written, one line names job 1's
     folder (no thread's traceback), exit 1; the mount gone, the same command writes job 1's columns alone (job 0's
     run gets no second events file)."""
-    logs = tmp_path / "logs"
-    out = tmp_path / "out"
-    cmd = " ".join(_sweep(logs, session_dirs["cache"]))
-    script = f"""
-set -u
-mkdir -p {logs} {out} && mount -t tmpfs -o size=60m tmpfs {logs} || exit 97
-VASE_TEST_END_FAULT=readonly-job1:tensorboard {cmd} > {out}/o1 2> {out}/e1; echo $? > {out}/rc1
-S=$(ls -d {logs}/train/multiruns/2*)
-ls $S/0/tensorboard/*/ > {out}/job0_before; umount $S/1/tensorboard/*/
-{cmd} > {out}/o2 2> {out}/e2; echo $? > {out}/rc2
-ls $S/0/tensorboard/*/ > {out}/job0_after; ls $S/1/tensorboard/*/ > {out}/job1_after
-cp $S/.vase-run.json {out}/record.json; echo $S > {out}/sweep
-"""
-    p = _in_namespace(script, tmp_path)
-    assert p.returncode == 0, p.stderr[-2000:]
-    read = {f.name: f.read_text() for f in out.iterdir()}
+    read = _on_tmpfs(tmp_path, session_dirs["cache"], "60m", """
+VASE_TEST_END_FAULT=readonly-job1:tensorboard $CMD > $OUT/o1 2> $OUT/e1; echo $? > $OUT/rc1
+S=$(ls -d $LOGS/train/multiruns/2*)
+ls $S/0/tensorboard/*/ > $OUT/job0_before; umount $S/1/tensorboard/*/
+$CMD > $OUT/o2 2> $OUT/e2; echo $? > $OUT/rc2
+ls $S/0/tensorboard/*/ > $OUT/job0_after; ls $S/1/tensorboard/*/ > $OUT/job1_after
+cp $S/.vase-run.json $OUT/record.json; echo $S > $OUT/sweep
+""")
     sweep = read["sweep"].strip()
     assert read["rc1"].strip() == "1", read["e1"][-2000:]
     (line,) = _lines(read["e1"], "error: ")
@@ -208,7 +205,7 @@ def test_tensorboard_names_each_job_by_its_swept_values_as_written(tmp_path: Pat
 
 
 def test_mlflow_gone_at_the_end_keeps_the_parent_and_comparisons_and_the_journal_command_sends_them(
-        tmp_path: Path) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The sweep's MLflow part at an address where no server answers: kept in mlflow_sweep_unsent.json with a line
     naming that address and the command; the command sends it once a store answers (here a SQLite store given with
     --tracking-uri, holding the jobs' runs): the parent run with the verdict's metrics, each job its child with its
@@ -233,7 +230,8 @@ def test_mlflow_gone_at_the_end_keeps_the_parent_and_comparisons_and_the_journal
             "files": ["summary.md"], "children": {"1": {"vs_baseline/heldout/total": 0.5}, "0": {}},
             "view": {"key": "vase-kl-t", "state": "{}"}}
     (sweep / SWEEP_JOURNAL).write_text(json.dumps(plan))
-    assert main([str(sweep)]) == 2  # nothing answers at the plan's address: nothing lost, the file stays
+    assert main([str(sweep)]) == 2  # nothing answers at the plan's address: one line in seconds, the file stays
+    assert "MLflow at http://127.0.0.1:9: no server answers (" in capsys.readouterr().err
     assert (sweep / SWEEP_JOURNAL).is_file()
     assert main([str(sweep), "--tracking-uri", store]) == 0
     assert (sweep / SWEEP_SENT).is_file() and not (sweep / SWEEP_JOURNAL).exists()

@@ -29,9 +29,12 @@ import json
 import logging
 import os
 import sys
+import urllib.error
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from pytorch_lightning.loggers import MLFlowLogger
 from pytorch_lightning.utilities import rank_zero_only
@@ -173,6 +176,25 @@ class JournaledMLFlowLogger(MLFlowLogger):
                 f"answering: {kept}; kept in {self.journal}; once it is back: python -m vase.mlflow_journal {folder}")
 
 
+PROBE_S = 5.0
+
+
+def _answers(tracking_uri: str) -> None:
+    """A server's ``/health`` within `PROBE_S` seconds, before anything is sent (MLflow's own client would retry a
+    dead server for minutes): VaseError naming the URI where nothing answers. A store that is no server passes."""
+    if urlparse(tracking_uri).scheme not in ("http", "https"):
+        return
+    try:
+        urllib.request.urlopen(tracking_uri.rstrip("/") + "/health", timeout=PROBE_S).close()
+    except urllib.error.HTTPError as e:
+        if e.code not in (401, 403):  # an auth wall in front of a server is a server
+            raise VaseError(f"MLflow at {tracking_uri}: no server there (HTTP {e.code} on /health); nothing sent, "
+                            f"the same command sends it once it answers") from None
+    except (urllib.error.URLError, OSError) as e:
+        raise VaseError(f"MLflow at {tracking_uri}: no server answers ({getattr(e, 'reason', e)}); nothing sent, the "
+                        f"same command sends it once it answers") from None
+
+
 def replay(run_dir: Path, tracking_uri: str | None = None) -> int:
     """Send ``run_dir``'s journal to the MLflow run it belongs to (its server, or ``tracking_uri``); the calls sent."""
     from mlflow.tracking import MlflowClient  # lazy: mlflow, slow to import
@@ -188,6 +210,7 @@ def replay(run_dir: Path, tracking_uri: str | None = None) -> int:
         raise VaseError(f"{journal}: not a journal vase wrote ({type(e).__name__}: {e})") from None
     progress = journal.with_name(journal.name + ".sent")
     sent = int(progress.read_text()) if progress.is_file() else 0
+    _answers(tracking_uri or header["tracking_uri"])
     client = MlflowClient(tracking_uri or header["tracking_uri"])
     try:
         client.get_run(header["run_id"])
@@ -268,6 +291,7 @@ def replay_sweep(sweep_dir: Path, tracking_uri: str | None = None) -> str:
         plan = json.loads(journal.read_text())
     except (OSError, ValueError) as e:
         raise VaseError(f"{journal}: not a sweep's MLflow record vase wrote ({type(e).__name__}: {e})") from None
+    _answers(tracking_uri or str(plan.get("tracking_uri")))
     try:
         sent = send_sweep(plan, sweep_dir, tracking_uri)
     except Exception as e:  # noqa: BLE001 - the server's failure, in one line; the record stays for the next try

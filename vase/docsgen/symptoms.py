@@ -36,7 +36,7 @@ SYMPTOMS: tuple[Symptom, ...] = (
     Symptom(
         'key-new', 'Keys and values', 'An override adds an entry the config does not have',
         "config error: callbacks.mine._target_: callbacks has no key 'mine', so nothing would read it; valid keys: "
-        "checkpoint, progress, save_adapter, throughput (a new entry is added with +callbacks.mine._target_=...)",
+        "checkpoint, inputs, progress, save_adapter, throughput (a new entry is added with +callbacks.mine._target_=...)",
         'Hydra sets only keys that exist; a new entry (a callback, a reward term) needs the `+` prefix.',
         'Add it with a `+`: `+callbacks.mine._target_=...`.',
         '+callbacks.mine._target_='),
