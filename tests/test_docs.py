@@ -446,10 +446,10 @@ def test_the_groups_table_lists_every_option_of_conf_and_a_new_group_needs_an_ex
 
 
 def test_each_release_s_pages_go_to_their_own_folder_and_latest_points_at_the_newest(tmp_path: Path) -> None:
-    """make docs-version as a release runs it, on a copy of this checkout: at 0.1, then with the copy's version
-    raised to 0.2. The gh-pages branch then holds 0.1/ and 0.2/, each naming its own version on its pages; the
-    selector's versions.json lists both, latest on 0.2; the site's root sends a reader to latest. A user on 0.1
-    still reads 0.1's pages."""
+    """make docs-version as a release runs it, on a copy of this checkout: at this version (0.2), then with the copy's
+    version raised to the next (0.3). The gh-pages branch then holds 0.2/ and 0.3/, each naming its own version on its
+    pages; the selector's versions.json lists both, latest on the newer; the site's root sends a reader to latest. A
+    user on 0.2 still reads 0.2's pages."""
     from vase.checks.wheel_check import source_copy
 
     src = source_copy(tmp_path / "src")
@@ -467,16 +467,21 @@ def test_each_release_s_pages_go_to_their_own_folder_and_latest_points_at_the_ne
                            cwd=src, env=env, capture_output=True, text=True, timeout=600)
         assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
 
+    import vase
+
+    major, minor = map(int, vase.__version__.split(".")[:2])
+    old, new = f"{major}.{minor}", f"{major}.{minor + 1}"  # this version, then the next one
     git("init", "-q", "-b", "main")
-    release()
     init = src / "vase" / "__init__.py"
-    init.write_text(re.sub(r'^__version__ = ".*"$', '__version__ = "0.2.0"', init.read_text(), flags=re.M))
+    init.write_text(re.sub(r'^__version__ = ".*"$', f'__version__ = "{old}.0"', init.read_text(), flags=re.M))
     release()
-    for version in ("0.1", "0.2"):
+    init.write_text(re.sub(r'^__version__ = ".*"$', f'__version__ = "{new}.0"', init.read_text(), flags=re.M))
+    release()
+    for version in (old, new):
         page = git("show", f"gh-pages:{version}/index.html")
-        assert f"vase {version}.0" in page and f"vase {'0.2' if version == '0.1' else '0.1'}.0" not in page, version
+        assert f"vase {version}.0" in page and f"vase {new if version == old else old}.0" not in page, version
     versions = json.loads(git("show", "gh-pages:versions.json"))
-    assert [(v["version"], v["aliases"]) for v in versions] == [("0.2", ["latest"]), ("0.1", [])], versions
+    assert [(v["version"], v["aliases"]) for v in versions] == [(new, ["latest"]), (old, [])], versions
     assert 'url=latest/' in git("show", "gh-pages:index.html")
 
 

@@ -15,7 +15,12 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.wheel import ENV, install_wheel
+from vase import __version__
 from vase.checks.wheel_check import tree_digest
+
+
+def vase_version() -> str:
+    return __version__
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +49,19 @@ def test_the_wheel_carries_every_config_and_its_commands_run_from_an_empty_folde
     p = _run(installed, empty, "vase", "--version")
     assert p.returncode == 0 and re.fullmatch(r"vase \S+ \(installed, .*\)\n", p.stdout), p.stdout + p.stderr
     assert str(installed["package"].resolve()) in p.stdout  # the wheel's vase, not this checkout's
+    from vase.runs import code_stamp
+
+    # the commit the wheel was built from, written into it at build: a wheel named no commit (2026-12-03)
+    assert f"(installed, built from commit {code_stamp()['commit'][:10]}" in p.stdout, p.stdout
+    p = _run(installed, empty, "vase", "changelog", vase_version())
+    assert p.returncode == 0 and p.stdout.startswith(f"## [{vase_version()}] - "), p.stdout[:300] + p.stderr
+    meta = zipfile.ZipFile(installed["wheel"])
+    (info,) = [n for n in meta.namelist() if n.endswith(".dist-info/METADATA")]
+    metadata = meta.read(info).decode()
+    assert "Project-URL: Changelog, https://github.com/vase-project/vase/blob/main/CHANGELOG.md" in metadata
+    assert "Project-URL: Documentation, " in metadata
+    relative = re.findall(r"\]\((?!https?://|#)[^)]+\)", metadata.split("\n\n", 1)[1])
+    assert not relative, relative[:3]  # the README as the description: every link leads somewhere off the checkout
     p = _run(installed, empty, "vase", "train", "--help")
     groups = dict(re.findall(r"^(\w+): (.*)$", p.stdout, flags=re.M))
     assert p.returncode == 0 and "demo" in groups["experiment"] and "tau" in groups["sweep"], p.stdout[-2000:]
@@ -109,6 +127,10 @@ def test_a_users_project_from_the_docs_runs_its_sweep_against_the_installed_whee
     again = next(ln for ln in p.stdout.splitlines() if ln.strip().startswith("again:"))
     assert again.split("again:", 1)[1].strip() == (f"vase train --config-dir {project / 'conf'} -m "
                                                    + command.split(" -m ", 1)[1].strip()), p.stdout
+    from vase.runs import code_stamp
+
+    # the record names the commit the wheel was built from (it said commit: null)
+    assert f"  code:      {code_stamp()['commit'][:10]}" in p.stdout and f"installed vase {__version__}" in p.stdout
 
 
 def test_the_users_file_wins_and_a_bad_project_is_one_line(installed: dict[str, Path], tmp_path: Path) -> None:
@@ -149,10 +171,13 @@ def test_the_version_is_set_once_and_the_changelog_and_the_docs_follow_it() -> N
     changelog = (ROOT / "CHANGELOG.md").read_text()
     sections = re.findall(r"^## \[([^\]]+)\]", changelog, flags=re.M)
     assert sections[0] == "Unreleased"  # what has landed since the last release
-    # a release's version, or (before the first release) a day of landed work
-    assert all(re.fullmatch(r"\d+\.\d+\.\d+|\d{4}-\d\d-\d\d", s) for s in sections[1:]), sections
-    if vase.__version__ != "0.1.0":  # 0.1.0 is the version before the first release
-        assert vase.__version__ in sections, f"CHANGELOG.md has no section for {vase.__version__}"
+    assert all(re.fullmatch(r"\d+\.\d+\.\d+", s) for s in sections[1:]), sections  # each a version
+    assert vase.__version__ in sections, f"CHANGELOG.md has no section for {vase.__version__}"
+    # the renames 0.2 made are accepted until the next minor version, which the deprecation lines name
+    from vase.config.renames import UNTIL
+
+    major, minor = map(int, vase.__version__.split(".")[:2])
+    assert vase.__version__ >= "0.2.0" and UNTIL == f"{major}.{minor + 1}", (vase.__version__, UNTIL)
 
 
 OUTSIDE_REQUIREMENTS = {

@@ -4,4 +4,4 @@ Data flow: synthetic or real GLB vases -> ``vase.render`` views -> ``vase.data``
 ``vase.training`` (SFT with LoRA) -> ``vase.eval`` (generate, score with ``vase.metrics``).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -102,12 +102,30 @@ def _changes() -> tuple[str, list[str]]:
     return _git("diff", "HEAD", "--binary") or "", sorted(n for n in listing.split("\0") if n)
 
 
+BUILD_FILE = Path(__file__).resolve().parent / "BUILD.json"
+"""An installed wheel's stamp of the commit it was built from (written by setup.py at build time)."""
+
+
+def _built() -> dict[str, Any]:
+    """The commit an installed wheel was built from (`BUILD_FILE`), marked ``installed``; {} without one."""
+    try:
+        stamp = json.loads(BUILD_FILE.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(stamp, dict) or not stamp.get("commit"):
+        return {}
+    return {"commit": str(stamp["commit"]), "dirty": bool(stamp.get("dirty")), "diff": stamp.get("diff"),
+            "installed": True}
+
+
 @functools.lru_cache(maxsize=1)
 def _code() -> dict[str, Any]:
     top = _git("rev-parse", "--show-toplevel")
     commit = _git("rev-parse", "HEAD") if top and Path(top.strip()).resolve() == _SOURCE else None
     out: dict[str, Any] = {"commit": commit.strip() if commit else None, "dirty": None, "diff": None}
-    if commit:
+    if not commit:  # not a checkout: an installed wheel names the commit it was built from
+        out.update(_built())
+    elif commit:
         diff, untracked = _changes()
         digest = hashlib.sha256(diff.encode())
         for name in untracked:  # files git does not track yet are code too
@@ -123,7 +141,7 @@ def code_patch() -> bytes | None:
     """This checkout's changes to its commit as one patch (``git diff HEAD --binary``, then each untracked file as a
     new file), or None where the tree is clean or not a checkout; stops once over `PATCH_CAP` (the caller sees the
     size). Read from the checkout only: git's index and tree are left as they are."""
-    if not _code().get("dirty"):
+    if not _code().get("dirty") or _code().get("installed"):  # a wheel's changes were not shipped with it
         return None
     diff, untracked = _changes()
     parts = [diff.encode()]
@@ -157,24 +175,29 @@ def keep_patch(path: Path) -> dict[str, Any]:
 def code_stamp() -> dict[str, Any]:
     """Which code made a result, stored with it: vase's git commit, whether its tree had changes (and a hash of them:
     ``git diff HEAD`` and the untracked files), vase's version, the torch, transformers, peft and trl versions, and
-    ``cpu_kernels``. ``commit`` is None where vase is not a git checkout (an installed wheel): its version names it.
-    Computed once per process."""
+    ``cpu_kernels``. An installed wheel names the commit it was built from (``installed``: true; `BUILD_FILE`); a
+    package with no stamp has ``commit`` None and its version names it. Computed once per process."""
     return {**_code(), "cpu_kernels": "portable" if portable_pinned() else "native"}
 
 
 def code_label(code: dict[str, Any] | None) -> str:
-    """One short name for a code stamp: ``3f2a9c1d0e (changes a1b2c3d4e5f6)``, ``vase 0.1.0`` without a checkout.
+    """One short name for a code stamp: ``3f2a9c1d0e (changes a1b2c3d4e5f6)``; an installed wheel's, with its
+    version; ``vase 0.1.0`` where nothing names the commit.
 
     >>> code_label({"commit": "3f2a9c1d0e77", "dirty": True, "diff": "a1b2c3d4e5f6", "vase": "0.1.0"})
     '3f2a9c1d0e (changes a1b2c3d4e5f6)'
     >>> code_label({"commit": None, "vase": "0.1.0"}), code_label(None)
     ('vase 0.1.0', 'unrecorded')
+    >>> code_label({"commit": "3f2a9c1d0e77", "dirty": False, "installed": True, "vase": "0.2.0"})
+    '3f2a9c1d0e, installed vase 0.2.0'
     """
     if not code:
         return "unrecorded"
     if not code.get("commit"):
         return f"vase {code.get('vase') or '?'}"
-    return code["commit"][:10] + (f" (changes {code['diff']})" if code.get("dirty") else "")
+    changes = f" (changes {code['diff']})" if code.get("dirty") and code.get("diff") else (
+        " (changes)" if code.get("dirty") else "")
+    return code["commit"][:10] + changes + (f", installed vase {code.get('vase') or '?'}" if code.get("installed") else "")
 
 
 def run_key(overrides: list[str], digest: str = "") -> str:
@@ -630,13 +653,14 @@ def _again(path: Path, entry: str, script: str, overrides: list[str], sweep: boo
     # a user's project (--config-dir) or an installed wheel: the installed command, from the project's folder
     if project:
         program = f"vase {entry} --config-dir {_quoted(project)}"
-    elif code and not code.get("commit") and entry in ("train", "evaluate"):
+    elif code and (not code.get("commit") or code.get("installed")) and entry in ("train", "evaluate"):
         program = f"vase {entry}"
     else:
         where = Path(script) if script.startswith("-m ") or start == _SOURCE else _SOURCE / script
         program = f"python {_quoted(str(where))}"
     command = f"{program} {'-m ' if sweep else ''}{' '.join(_quoted(o) for o in overrides)}".rstrip()
-    checkout = f"{git} checkout {code['commit'][:10]} && " if code and code.get("commit") else ""
+    checkout = f"{git} checkout {code['commit'][:10]} && " if code and code.get("commit") and not code.get(
+        "installed") else ""  # an installed wheel: its version is installed again (pip), not checked out
     patch = path / str(code.get("patch")) if code and code.get("patch") else None
     apply = f"{git} apply {_quoted(str(patch.resolve()))} && " if patch is not None and patch.is_file() else ""
     return f"{checkout}{apply}{go}{command}"

@@ -40,7 +40,7 @@ from packaging.requirements import Requirement
 from vase import __version__
 from vase import markdown as md
 from vase.io import atomic_write_json, atomic_write_text
-from vase.runs import log_root, machine_stamp, run_dir
+from vase.runs import code_stamp, log_root, machine_stamp, run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -87,6 +87,11 @@ def source_copy(dest: Path, root: Path = ROOT) -> Path:
             dst.symlink_to(os.readlink(src))
         else:
             shutil.copy2(src, dst)
+    # the copy has no .git: it carries the checkout's commit, which the build writes into the wheel (setup.py)
+    code = code_stamp()
+    if code.get("commit"):
+        atomic_write_json(dest / "vase" / "BUILD.json", {"commit": code["commit"], "dirty": code.get("dirty"),
+                                                         "diff": code.get("diff"), "built_from": "a copy of the checkout"})
     return dest
 
 

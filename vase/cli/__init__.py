@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "retrieval": ("vase.retrieval", "retrieval-augmented captions"),
     "reconstruct": ("vase.reconstruct", "image-to-3D reconstruction"),
     "config-reference": ("vase.docsgen.config_reference", "write the configuration reference"),
+    "changelog": ("vase.cli.version:changelog_main", "what changed in each version, and what bumps what"),
 }
 """``vase <command>``: what it runs (``module:function``, or a module run as ``python -m`` runs it) and its line."""
 
