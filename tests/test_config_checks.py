@@ -252,3 +252,21 @@ def test_a_key_only_the_other_entry_point_reads_is_one_line(tmp_path: Path, sess
     assert one_line(p).startswith("config error: trainer: train.py's key, which evaluate.py never reads")
     assert _run(["train.py", "debug=fast", "logger=none", f"paths.log_dir={tmp_path}"], tmp_path,
                 check=True).returncode == 0
+
+
+def test_an_unknown_key_at_the_top_of_a_users_file_is_refused_with_the_nearest_one(tmp_path: Path) -> None:
+    """A user's experiment with ``folowup:`` or ``vall:`` passed the config check and ran without its follow-up or
+    its evaluation settings (2026-12-03): one line naming the file and the key meant. A key of the user's own that an
+    interpolation reads passes."""
+    conf = tmp_path / "conf" / "experiment"
+    conf.mkdir(parents=True)
+    (conf / "typo.yaml").write_text("# @package _global_\nvall:\n  after: false\n")
+    (conf / "mine.yaml").write_text("# @package _global_\nmylab:\n  seed: 7\nseed: ${mylab.seed}\n")
+    env = {**os.environ, "VASE_CHECK_CONFIG": "1", "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
+    base = [sys.executable, "train.py", "--config-dir", str(tmp_path / "conf"), f"paths.log_dir={tmp_path / 'logs'}"]
+    p = subprocess.run([*base, "experiment=typo"], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1] == (
+        f"config error: vall: no such key at the top of the config (set in {conf / 'typo.yaml'}), so nothing would "
+        f"read it; did you mean 'val'?"), p.stderr[-2000:]
+    p = subprocess.run([*base, "experiment=mine"], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0 and "config ok" in p.stdout, p.stderr[-2000:]

@@ -20,6 +20,7 @@ from vase.config.cluster import check_cluster
 from vase.config.decoding import Decoding
 from vase.config.entry_actions import EVAL_ACTIONS, FILTER_ACTIONS
 from vase.config.options import CONF_DIR
+from vase.config.renames import files_with
 from vase.config.schemas import (
     SECTIONS,
     GRPOSchema,
@@ -114,6 +115,7 @@ def validate(cfg: DictConfig) -> None:
     _validate_limits(cfg)
     _validate_owned_paths(cfg)
     _validate_entry_keys(cfg)
+    _validate_top_keys(cfg)
     validate_targets(cfg)
     _validate_added_keys(cfg)
 
@@ -155,6 +157,28 @@ def _validate_entry_keys(cfg: DictConfig) -> None:
     hint = ("; for a short evaluation: data.limit_val=2 generation.max_new_tokens=8" if name == "evaluate" else "")
     raise ConfigError(f"{', '.join(foreign)}: {others}'s key{'s' if len(foreign) > 1 else ''}, which "
                       f"{ENTRIES[name]} never reads{f' (set by {preset})' if preset else ''}{hint}")
+
+
+_REFERENCE = re.compile(r"\$\{(?:oc\.select:|oc\.env:)?([A-Za-z_]\w*)")
+
+
+def _validate_top_keys(cfg: DictConfig) -> None:
+    """A key at the top of the config that no entry point defines (a user's file with ``folowup:`` or ``vall:``, where
+    Hydra merges anything a file sets) is refused in one line naming the file and the nearest key, instead of being
+    ignored; a key an interpolation reads (``${mylab.width}``) is the user's own setting and passes."""
+    try:
+        name = HydraConfig.get().job.config_name
+    except ValueError:  # outside a Hydra job (a test's composed config): nothing to compare with
+        return
+    if name not in ENTRIES:
+        return
+    known = {k for entry in ENTRIES for k in entry_keys(entry)} | {"hydra"}
+    read = set(_REFERENCE.findall(OmegaConf.to_yaml(cfg, resolve=False)))
+    for key in cfg:
+        if str(key) not in known and str(key) not in read:
+            where = files_with(str(key))
+            raise ConfigError(f"{key}: no such key at the top of the config (set in {', '.join(where) or 'a config file'}"
+                              f"), so nothing would read it{nearest(str(key), sorted(known - {'hydra'}))}")
 
 
 # dicts whose entries code iterates, so a user may add one (+callbacks.mine._target_=..., +logger.csv=...)
