@@ -5,6 +5,7 @@ makes a run again."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -186,3 +187,40 @@ def test_a_dirty_run_keeps_its_patch_and_the_record_makes_its_code_again(tmp_pat
     runs.release(big)
     code = json.loads((big / runs.RUN_FILE).read_text())["code"]
     assert code["patch"] is None and code["patch_bytes"] > 10 and not (big / "code.patch").exists()
+
+
+def test_a_run_of_a_users_project_records_the_projects_code_and_gives_it_back(tmp_path: Path,
+                                                                             session_dirs: dict) -> None:
+    """A run composed from a user's project (--config-dir) kept vase's code but not the project's: no commit, no
+    changes, and `vase runs` could not make it again once the project moved on (2026-12-03). Now the record holds the
+    project's folder, commit, changes (project.patch), the command checks it out first, and says so when it moved."""
+    project = tmp_path / "mylab"
+    (project / "conf" / "experiment").mkdir(parents=True)
+    (project / "conf" / "experiment" / "mine.yaml").write_text("# @package _global_\nseed: 7\n")
+    (project / ".gitignore").write_text("logs/\n.cache/\n")  # what runs write is no code
+    git = ["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "first"], check=True)
+    (project / "conf" / "experiment" / "mine.yaml").write_text("# @package _global_\nseed: 8\n")  # not committed
+    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
+    p = subprocess.run([sys.executable, "-m", "vase.cli", "train", "--config-dir", "conf", "experiment=mine", "debug=fast",
+                        "logger=none", "val.after=false", "report=false", "paths.log_dir=logs",
+                        f"paths.cache_dir={session_dirs['cache']}"], cwd=project,
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    (run,) = (project / "logs" / "train" / "runs").iterdir()
+    record = json.loads((run / ".vase-run.json").read_text())["project"]
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert record["folder"] == str(project) and record["commit"] == commit and record["dirty"] is True
+    assert record["patch"] == "project.patch" and "seed: 8" in (run / "project.patch").read_text()
+    said = subprocess.run([sys.executable, "-m", "vase.cli", "runs", str(run)], cwd=project, capture_output=True,
+                          text=True, timeout=300, env=env).stdout
+    assert f"  project:   {project} at {commit[:10]} (changes {record['diff']})" in said, said
+    again = said.split("  again:     ")[1].splitlines()[0]
+    assert again.startswith(f"git -C {project} checkout {commit[:10]} && git -C {project} apply {run / 'project.patch'}")
+    assert "now:       your project" not in said
+    subprocess.run([*git, "commit", "-qam", "second"], check=True)  # the project moves on
+    said = subprocess.run([sys.executable, "-m", "vase.cli", "runs", str(run)], cwd=project, capture_output=True,
+                          text=True, timeout=300, env=env).stdout
+    assert "  now:       your project is at " in said and "not the run's" in said, said

@@ -172,6 +172,78 @@ def keep_patch(path: Path) -> dict[str, Any]:
     return {"patch": PATCH_FILE}
 
 
+PROJECT_ENV = "VASE_PROJECT"
+"""The user's project a command composes from (``--config-dir``): set by `vase.cli.project.use_project`, carried in
+the environment to a sweep's jobs, whatever launcher runs them."""
+PROJECT_PATCH = "project.patch"
+"""A run's copy of the user's project's changes to its commit: ``git apply`` on that commit gives the code that ran."""
+
+
+def _git_in(folder: Path, *args: str) -> str | None:
+    try:
+        p = subprocess.run(["git", "-C", str(folder), *args], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return p.stdout.decode(errors="replace") if p.returncode == 0 else None
+
+
+def project_stamp(folder: str | Path | None = None) -> dict[str, Any] | None:
+    """The user's project a run was composed from (``folder``, by default `PROJECT_ENV`'s): its folder and, where it
+    is a git checkout, its commit, whether its tree has changes and a hash of them (``git diff HEAD`` and the files
+    git does not track yet); None outside a project."""
+    folder = folder if folder is not None else os.environ.get(PROJECT_ENV)
+    if not folder:
+        return None
+    root = Path(folder)
+    out: dict[str, Any] = {"folder": str(root), "commit": None, "dirty": None, "diff": None}
+    commit = _git_in(root, "rev-parse", "HEAD")
+    if commit:
+        diff = _git_in(root, "diff", "HEAD", "--binary") or ""
+        untracked = sorted(n for n in (_git_in(root, "ls-files", "--others", "--exclude-standard", "-z") or "")
+                           .split("\0") if n)
+        digest = hashlib.sha256(diff.encode())
+        for name in untracked:
+            with contextlib.suppress(OSError):
+                digest.update(name.encode() + b"\0" + (root / name).read_bytes())
+        out.update(commit=commit.strip(), dirty=bool(diff or untracked),
+                   diff=digest.hexdigest()[:12] if diff or untracked else None)
+    return out
+
+
+def keep_project_patch(path: Path, project: dict[str, Any]) -> dict[str, Any]:
+    """Write a dirty project's changes to its commit into the run folder ``path`` (`PROJECT_PATCH`: ``git diff HEAD``,
+    then each untracked file as a new file; at most `PATCH_CAP`) and say what was kept, as `keep_patch` does for
+    vase's own code."""
+    if not project.get("dirty"):
+        return {}
+    root = Path(project["folder"])
+    parts = [(_git_in(root, "diff", "HEAD", "--binary") or "").encode()]
+    for name in sorted(n for n in (_git_in(root, "ls-files", "--others", "--exclude-standard", "-z") or "").split("\0")
+                       if n):
+        if sum(map(len, parts)) > PATCH_CAP:
+            break
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):  # --no-index exits 1 where the files differ
+            parts.append(subprocess.run(["git", "-C", str(root), "diff", "--no-index", "--binary", "--", "/dev/null",
+                                         name], capture_output=True, timeout=30).stdout)
+    patch = b"".join(parts)
+    if len(patch) > PATCH_CAP:
+        return {"patch": None, "patch_bytes": len(patch)}
+    atomic_write_bytes(path / PROJECT_PATCH, patch)
+    return {"patch": PROJECT_PATCH}
+
+
+def project_label(project: dict[str, Any] | None) -> str:
+    """
+    >>> project_label({"folder": "/p", "commit": "3f2a9c1d0e77", "dirty": True, "diff": "a1b2"})
+    '3f2a9c1d0e (changes a1b2)'
+    >>> project_label({"folder": "/p", "commit": None})
+    'not a git checkout'
+    """
+    if not project or not project.get("commit"):
+        return "not a git checkout"
+    return project["commit"][:10] + (f" (changes {project['diff']})" if project.get("dirty") else "")
+
+
 def code_stamp() -> dict[str, Any]:
     """Which code made a result, stored with it: vase's git commit, whether its tree had changes (and a hash of them:
     ``git diff HEAD`` and the untracked files), vase's version, the torch, transformers, peft and trl versions, and
@@ -292,6 +364,9 @@ def claim(path: str | Path, resume: str = "auto", overrides: list[str] | None = 
     record = {**status, "pid": os.getpid(), "status": "running", "key": status.get("key") or key or run_key(overrides),
               "overrides": status.get("overrides", overrides), "started": status.get("started", time.time()),
               "code": {**code, **keep_patch(path)}}
+    project = project_stamp()
+    if project is not None:  # a run composed from a user's project: its code, beside vase's
+        record["project"] = {**project, **keep_project_patch(path, project)}
     record.pop("reason", None)
     if status.get("code") and code_label(status["code"]) != code_label(code):
         record["code_before"] = status["code"]  # resumed by other code than started it: both are named
@@ -607,7 +682,7 @@ def describe_run(path: str | Path) -> str:
     a folder whose entry point Hydra did not record."""
     path = Path(path)
     record = load_record(path)
-    entry, overrides, sweep, project, launched = _entry_and_overrides(path, record)
+    entry, overrides, sweep, project_dir, launched = _entry_and_overrides(path, record)
     if not entry:
         raise ConfigError(f"{path}: Hydra's record of the run (.hydra/hydra.yaml, or multirun.yaml for a sweep) is "
                           f"missing, so its entry point is unknown; its overrides: {' '.join(overrides) or '(none)'}")
@@ -629,8 +704,15 @@ def describe_run(path: str | Path) -> str:
                          f"('again' checks it out)")
     if record.get("code_before"):
         lines.append(f"  resumed:   it started under other code, {code_label(record['code_before'])}")
+    project = record.get("project") if isinstance(record.get("project"), dict) else None
+    if project:
+        lines.append(f"  project:   {project['folder']} at {project_label(project)}")
+        now = project_label(project_stamp(project["folder"]))
+        if project.get("commit") and now != project_label(project):
+            lines.append(f"  now:       your project is at {now}, not the run's: its numbers need the run's project "
+                         f"code ('again' checks it out)")
     lines.append(f"  overrides: {' '.join(overrides) or '(none)'}")
-    lines.append(f"  again:     {_again(path, entry, script, overrides, sweep, project, launched, code)}")
+    lines.append(f"  again:     {_again(path, entry, script, overrides, sweep, project_dir, launched, code, project)}")
     patch = path / str(code.get("patch")) if code and code.get("patch") else None
     if code and code.get("dirty") and not (patch is not None and patch.is_file()):
         why = (f"over the {PATCH_CAP // 1_000_000} MB a run keeps ({code['patch_bytes']:,} bytes)"
@@ -642,10 +724,11 @@ def describe_run(path: str | Path) -> str:
 
 
 def _again(path: Path, entry: str, script: str, overrides: list[str], sweep: bool, project: str | None,
-           launched: str | None, code: dict[str, Any] | None) -> str:
+           launched: str | None, code: dict[str, Any] | None, stamp: dict[str, Any] | None = None) -> str:
     """The command that makes a run again, runnable from where the user stands: the checkout's git commands name
     the checkout (``git -C``) and the run's own launch folder is gone to first (its relative paths meant that), where
-    either is not the current folder; a checkout's entry point by its path from there."""
+    either is not the current folder; a checkout's entry point by its path from there. A run of a user's project
+    (``stamp``: its record's ``project``) checks the project out at its commit first, with its changes applied."""
     here = Path.cwd().resolve()
     git = "git" if _SOURCE == here else f"git -C {_quoted(str(_SOURCE))}"
     go = f"cd {_quoted(launched)} && " if launched and Path(launched).resolve() != here else ""
@@ -663,7 +746,14 @@ def _again(path: Path, entry: str, script: str, overrides: list[str], sweep: boo
         "installed") else ""  # an installed wheel: its version is installed again (pip), not checked out
     patch = path / str(code.get("patch")) if code and code.get("patch") else None
     apply = f"{git} apply {_quoted(str(patch.resolve()))} && " if patch is not None and patch.is_file() else ""
-    return f"{checkout}{apply}{go}{command}"
+    mine = ""
+    if stamp and stamp.get("commit"):
+        where = _quoted(str(stamp["folder"]))
+        mine = f"git -C {where} checkout {stamp['commit'][:10]} && "
+        kept = path / str(stamp.get("patch")) if stamp.get("patch") else None
+        if kept is not None and kept.is_file():
+            mine += f"git -C {where} apply {_quoted(str(kept.resolve()))} && "
+    return f"{mine}{checkout}{apply}{go}{command}"
 
 
 def _quoted(override: str) -> str:

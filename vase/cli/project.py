@@ -5,12 +5,14 @@ project's code is imported from the current folder (``_target_: mypkg.terms.MyTe
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 from vase.config import CONF_DIR
 from vase.config.searchpath import register
 from vase.errors import ConfigError
+from vase.runs import PROJECT_ENV
 
 FLAGS = ("--config-dir", "-cd")
 
@@ -66,6 +68,9 @@ def use_project(argv: list[str]) -> tuple[list[str], Path]:
     rest, folder = take_config_dir(argv)
     if folder is None:
         return rest, CONF_DIR
+    # the project's code goes into every run record beside vase's: its git checkout, else the folder run from
+    top = subprocess.run(["git", "-C", str(folder), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    os.environ[PROJECT_ENV] = top.stdout.strip() if top.returncode == 0 and top.stdout.strip() else os.getcwd()
     for rel in shadowed(folder):
         print(f"note: {folder / rel} (yours) is used in place of vase's {rel.removesuffix('.yaml')}", file=sys.stderr)
     return rest, folder
