@@ -757,3 +757,21 @@ def test_the_cluster_check_names_what_two_runs_read_differently(tmp_path: Path) 
     (said,) = _inputs_difference(tmp_path / "two", tmp_path / "one")
     assert said.startswith("rank0.json first batch's input_ids: [1, 3] ") and " against [1, 3] " in said
     assert _inputs_difference(tmp_path / "two", tmp_path / "none") == [f"no inputs record in {tmp_path / 'none'}/inputs"]
+
+
+def test_the_sweep_summary_shows_a_users_terms_swept_weight(tmp_path: Path) -> None:
+    """A sweep over a user's own term's weight (``reward.terms.amphora.weight=0,0.5``) had no ``w/amphora`` column:
+    the summary showed the paper's six weights, identical in every job, and not the one swept."""
+    from vase.reports.sweep_summary import write_sweep_summary
+
+    for n, w in enumerate((0.0, 0.5)):
+        job = tmp_path / str(n)
+        (job / ".hydra").mkdir(parents=True)
+        (job / ".hydra" / "overrides.yaml").write_text(f"- reward.terms.amphora.weight={w}\n")
+        (job / "config.yaml").write_text(
+            "reward:\n  effective_weights: {shape: 0.15}\n  terms:\n    shape: {dimension: shape, weight: 0.15}\n"
+            f"    penalty: {{weight: 1.0}}\n    amphora: {{weight: {w}}}\n")
+    paths = write_sweep_summary(tmp_path)
+    jobs = json.loads(paths["json"].read_text())["jobs"]
+    assert [j.get("w/amphora") for j in jobs] == [0.0, 0.5] and "w/penalty" not in jobs[0]
+    assert "w/amphora" in paths["md"].read_text()

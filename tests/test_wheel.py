@@ -63,10 +63,13 @@ def test_the_wheel_carries_every_config_and_its_commands_run_from_an_empty_folde
     relative = re.findall(r"\]\((?!https?://|#)[^)]+\)", metadata.split("\n\n", 1)[1])
     assert not relative, relative[:3]  # the README as the description: every link leads somewhere off the checkout
     p = _run(installed, empty, "vase", "train", "--help")
-    groups = dict(re.findall(r"^(\w+): (.*)$", p.stdout, flags=re.M))
+    groups = dict(re.findall(r"^([\w/]+): (.*)$", p.stdout.split("== Config ==")[0], flags=re.M))
     assert p.returncode == 0 and "demo" in groups["experiment"] and "tau" in groups["sweep"], p.stdout[-2000:]
+    # train's own groups: not evaluate's actions, nor vase's internal schema/, shared/, sweep/space
+    assert not {"action", "schema", "shared", "sweep/space"} & set(groups) and p.stdout.startswith("usage: vase train ")
     p = _run(installed, empty, "vase-evaluate", "--help")
     assert p.returncode == 0 and "  vqa " in p.stdout and "  score " in p.stdout
+    assert "Actions (vase-evaluate action=<name>)" in p.stdout and "python evaluate.py" not in p.stdout
     p = _run(installed, empty, "vase-train", "experiment=demo", env={"VASE_CHECK_CONFIG": "1"})
     assert p.returncode == 0 and "config ok: experiment=demo" in p.stdout, p.stderr[-2000:]
     p = _run(installed, empty, "vase", "nosuch")

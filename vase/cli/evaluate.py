@@ -22,7 +22,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from vase.cli.project import use_project
+from vase.cli.project import command_name, groups_help, use_project
 from vase.cli.version import version_line
 from vase.config import (
     CONF_DIR,
@@ -57,9 +57,9 @@ def main() -> None:
         print(version_line())
         return
     or_exit(load_eval_action_plugins)  # installed packages' own evaluation actions (entry points "vase.eval_actions")
-    if "--help" in sys.argv or "-h" in sys.argv:
-        print(actions_help())  # then Hydra's own help: the config groups and the composed config
     argv, conf = or_exit(use_project, sys.argv[1:])  # --config-dir: the user's project's conf/, before vase's
+    if "--help" in argv or "-h" in argv:  # the actions and groups, then Hydra's help: the composed config
+        print(groups_help("evaluate", conf) + "\n" + actions_help(command=command_name("evaluate")))
     argv = or_exit(preflight_overrides, argv, CONF_DIR, "evaluate", EVAL_ACTIONS, [conf])  # a name 0.2 changed: the new one
     sys.argv = [sys.argv[0], *argv]
     scratch_sweep_dir(sys.argv)  # VASE_CHECK_CONFIG=1 on a sweep: its folders in a scratch folder

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from vase.config import CONF_DIR
 from vase.config.searchpath import register
+from vase.config.validate import entry_keys
 from vase.errors import ConfigError
 from vase.runs import PROJECT_ENV
 
@@ -74,3 +75,32 @@ def use_project(argv: list[str]) -> tuple[list[str], Path]:
     for rel in shadowed(folder):
         print(f"note: {folder / rel} (yours) is used in place of vase's {rel.removesuffix('.yaml')}", file=sys.stderr)
     return rest, folder
+
+
+HIDDEN_GROUPS = {"action", "schema", "shared", "sweep/space"}
+"""Config groups no --help lists: evaluate.py's actions (its help lists them with what each does) and vase's internal
+ones (the schemas, the files that presets share, a search's space)."""
+
+
+def command_name(script: str) -> str:
+    """How the user started an entry point: ``vase train`` (the ``vase`` command sets ``argv[0]``), ``vase-train``,
+    or ``python train.py`` in a checkout."""
+    given = Path(sys.argv[0]).name if sys.argv else ""
+    return sys.argv[0] if sys.argv and sys.argv[0].startswith("vase ") else (
+        given if given.startswith("vase-") else f"python {script}.py")
+
+
+def groups_help(entry: str, conf: Path) -> str:
+    """An entry point's config groups (those its primary config composes: `vase.config.validate.entry_keys`) and
+    their options, one line each (``group: a, b``), from the user's project folder (``conf``, when given) and vase's
+    own, less `HIDDEN_GROUPS`: what ``--help`` lists before the config."""
+    own = entry_keys(entry)
+    groups: dict[str, set[str]] = {}
+    for d in dict.fromkeys([conf, CONF_DIR]):
+        for folder, _, files in os.walk(d, followlinks=True):  # experiment/ and sweep/ are links in a checkout
+            group = Path(folder).relative_to(d).as_posix()
+            if group.split("/")[0] in own and group not in HIDDEN_GROUPS and not group.startswith("hydra"):
+                groups.setdefault(group, set()).update(Path(f).stem for f in files if f.endswith(".yaml"))
+    lines = [f"{g}: {', '.join(sorted(o))}" for g, o in sorted(groups.items()) if o]
+    return (f"usage: {command_name(entry)} [group=option ...] [key=value ...]   (-m: a sweep)\n\n== Configuration "
+            f"groups ==\nCompose your configuration from those groups (group=option)\n\n" + "\n".join(lines) + "\n")

@@ -18,7 +18,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from vase.cli.project import use_project
+from vase.cli.project import groups_help, use_project
 from vase.cli.version import version_line
 from vase.config import (
     CONF_DIR,
@@ -59,6 +59,8 @@ def main() -> None:
         print(version_line())
         return
     argv, conf = or_exit(use_project, sys.argv[1:])  # --config-dir: the user's project's conf/, before vase's
+    if "--help" in argv or "-h" in argv:
+        print(groups_help("train", conf))  # then Hydra's help: the composed config (conf/hydra/default.yaml)
     argv = or_exit(preflight_overrides, argv, CONF_DIR, "train", None, [conf])  # a name 0.2 changed: the new one
     sys.argv = [sys.argv[0], *argv]
     scratch_sweep_dir(sys.argv)  # VASE_CHECK_CONFIG=1 on a sweep: its folders in a scratch folder

@@ -173,6 +173,14 @@ def _validate_top_keys(cfg: DictConfig) -> None:
     if name not in ENTRIES:
         return
     known = {k for entry in ENTRIES for k in entry_keys(entry)} | {"hydra"}
+    # an evaluation action's file defines its own section (conf/action/vqa.yaml: vqa:), a package's action too
+    action = HydraConfig.get().runtime.choices.get("action")
+    if action:
+        for root in (Path(str(src.path)) for src in HydraConfig.get().runtime.config_sources if src.schema == "file"):
+            if (root / "action" / f"{action}.yaml").is_file():
+                defined = OmegaConf.load(root / "action" / f"{action}.yaml")
+                known |= {str(k) for k in defined if k != "defaults"} if isinstance(defined, DictConfig) else set()
+                break
     read = set(_REFERENCE.findall(OmegaConf.to_yaml(cfg, resolve=False)))
     for key in cfg:
         if str(key) not in known and str(key) not in read:

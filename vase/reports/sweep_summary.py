@@ -79,7 +79,7 @@ def heldout_section(sweep_dir: Path, rows: list[dict[str, Any]]) -> list[str]:
     if not results:
         return []
     any_held = next(v for k, v in results.items() if not k.startswith("start"))
-    lines = ["", f"## Held-out reward ({any_held['n']} answers on {any_held['vases']} held-out vases, task "
+    lines = ["", f"## Held-out reward ({any_held['n']} answers on {any_held['vases']} held-out vases, mix "
                  f"{mix_of(any_held)}, scored by each run's own terms; 95 % bootstrap intervals)", "",
              format_heldout(results).rstrip()]
     if changes:
@@ -121,6 +121,11 @@ def write_sweep_summary(sweep_dir: str | Path) -> dict[str, Path]:
     jobs = job_dirs(sweep_dir)
     code = code_of_jobs(jobs)
     rows = [job_row(j) for j in jobs]
+    for term in dict.fromkeys(t for r in rows for t in r.get("term_weights", {})):  # a term's weight the sweep varied
+        given = {r.get("term_weights", {}).get(term) for r in rows}
+        if len(given) > 1 and not any(f"w/{term}" in r for r in rows):  # (a dimension's is there already)
+            for r in rows:
+                r[f"w/{term}"] = r.get("term_weights", {}).get(term)
     shared, varying = split_overrides([r.pop("override_list") for r in rows])
     for r, own in zip(rows, varying):
         r["all_overrides"], r["overrides"] = r["overrides"], " ".join(own)
