@@ -200,3 +200,19 @@ def test_grpo_from_a_shared_sft_is_one_config_that_sweeps_and_experiments_compos
         assert "/stage@sft: sft" not in text and "override /stage: grpo" not in text and "\nsft_init: true" not in text, p
     cfg = compose_cfg("train", ["sweep=tau"], tmp_path, session_dirs)
     assert cfg.sft_init is True and cfg.val.heldout is True and cfg.stage.name == "grpo" and cfg.sft.name == "sft"
+
+
+def test_debug_fast_limits_a_follow_up_stage_too(tmp_path: Path, session_dirs: dict) -> None:
+    """debug=fast set the first stage's epochs and grad_accum, and a GRPO follow-up kept grad_accum 4: one optimizer
+    step where the preset documents two (2026-12-03). ``every_stage`` carries them to the follow-up."""
+    from tests.conftest import compose_cfg
+    from vase.config.entry import every_stage
+
+    cfg = compose_cfg("train", ["experiment=demo", "debug=fast", "followup.grad_accum=4", "followup.epochs=6"], tmp_path,
+                      session_dirs)
+    assert (cfg.followup.grad_accum, cfg.followup.epochs) == (4, 6)
+    every_stage(cfg)
+    assert (cfg.followup.grad_accum, cfg.followup.epochs) == (1, 1) and cfg.stage.grad_accum == 1
+    plain = compose_cfg("train", ["experiment=demo"], tmp_path, session_dirs)
+    every_stage(plain)  # without a preset that asks, a follow-up keeps its own
+    assert plain.followup.grad_accum == 1 and plain.followup.epochs == 6

@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
 from vase.config.renames import renamed_keys, say_deprecated
 from vase.config.validate import validate
@@ -60,6 +60,7 @@ def validated(cfg: DictConfig, reach: Callable[[DictConfig], list[str]] | None =
         print(warning, file=sys.stderr)
     # a config file written for a name 0.2 changed: its value under the new name, one line said (or refused)
     or_exit(renamed_keys, cfg, say_deprecated, job_overrides())
+    every_stage(cfg)  # a debug preset's epochs and grad_accum on a follow-up stage too, before validation
     or_exit(validate, cfg)
     quiet_bars_in_logs()  # output to a file: no other library's \r bars in it
     apply_portable_threads()
@@ -73,6 +74,17 @@ def validated(cfg: DictConfig, reach: Callable[[DictConfig], list[str]] | None =
     for line in lines:
         print(line)
     return False
+
+
+def every_stage(cfg: DictConfig) -> None:
+    """Set ``every_stage``'s keys (``debug=fast``: epochs 1, grad_accum 1) on the follow-up stage too: the first
+    stage's are set by the preset itself, and a follow-up kept its own (grad_accum 4: one optimizer step instead of
+    the preset's two)."""
+    extra = cfg.get("every_stage")
+    if extra and isinstance(cfg.get("followup"), DictConfig):
+        with open_dict(cfg):
+            for key, value in extra.items():
+                cfg.followup[key] = value
 
 
 def one_line(e: BaseException) -> str:
