@@ -719,6 +719,15 @@ def test_a_failed_cluster_part_shows_the_end_of_its_job_logs(tmp_path: Path) -> 
     assert failed["job_log_tail"] == ["saved step 48 to last.ckpt",
                                       "subprocess.CalledProcessError: Command '['scontrol', 'requeue', '1001']'"]
     assert "job_log_tail" not in failure_tail({"passed": True, "sweep": str(tmp_path)})
+    # how the job and the sweep ended by their records, and the sweep's own last lines
+    sweep = tmp_path / "logs" / "train" / "multiruns" / "t"
+    (sweep / "0").mkdir(parents=True)
+    (sweep / ".vase-run.json").write_text(json.dumps({"status": "interrupted", "pid": 1}))
+    (sweep / "0" / ".vase-run.json").write_text(json.dumps({"status": "failed", "reason": "KeyError: 'x'"}))
+    (tmp_path / "logs" / "console.log").write_text("error: 1 sweep job(s) failed (#0 failed: KeyError: 'x')\n")
+    failed = failure_tail({"passed": False, "sweep": str(sweep)})
+    assert failed["records"] == {"t": {"status": "interrupted"}, "0": {"status": "failed", "reason": "KeyError: 'x'"}}
+    assert failed["sweep_log_tail"] == ["error: 1 sweep job(s) failed (#0 failed: KeyError: 'x')"]
 
 
 def test_a_config_check_of_an_optuna_search_checks_each_trial_ends_ok_and_leaves_no_folder(tmp_path: Path) -> None:

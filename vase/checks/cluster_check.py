@@ -102,9 +102,19 @@ def failure_tail(out: dict[str, Any], lines: int = 25) -> dict[str, Any]:
     """A failed part's result with the end of its jobs' logs (`_job_logs`, less the lines every job prints) as
     ``job_log_tail``: the cause is in the check's output, and so in a CI log, where the part's folder is gone."""
     if not out.get("passed") and out.get("sweep") not in (None, "None"):
-        text = _job_logs(Path(out["sweep"]))
+        sweep = Path(out["sweep"])
+        text = _job_logs(sweep)
         kept = [ln for ln in text.splitlines() if ln.strip() and not any(n in ln for n in NOISE)]
         out["job_log_tail"] = kept[-lines:]
+        # how each job and the sweep ended by their records, and the sweep's own last lines: a job whose log ends
+        # with submitit's "completed successfully" failed inside vase (time-limit, 2026-12-03: rc 1, no history)
+        out["records"] = {d.name: {k: v for k, v in json.loads((d / ".vase-run.json").read_text()).items()
+                                   if k in ("status", "reason", "resumed_from")}
+                          for d in [sweep, *sorted(sweep.glob("[0-9]*"))] if (d / ".vase-run.json").is_file()}
+        console = sweep.parents[2] / "console.log"
+        if console.is_file():
+            out["sweep_log_tail"] = [ln for ln in console.read_text(errors="replace").splitlines()
+                                     if ln.strip() and not any(n in ln for n in NOISE)][-12:]
     return out
 
 
