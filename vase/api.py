@@ -17,12 +17,12 @@ import json
 import sys
 from typing import Any
 
-from vase.config.entry_actions import PLUGIN_GROUP, EvalAction, register_eval_action
+from vase.config.entry_actions import PLUGIN_GROUP, PROJECT_PLUGINS, EvalAction, register_eval_action
 from vase.config.renames import STRICT_ENV
 from vase.config.validate import validate
 from vase.eval.generate import generate_captions
 from vase.metrics.registry import CaptionMetric, caption_metric
-from vase.prompt_tasks import SAMPLES
+from vase.prompt_tasks import SAMPLES, register_data_mix, register_prompt_task
 from vase.reports.verdict import (
     REPORT_KINDS,
     ReportKind,
@@ -37,14 +37,15 @@ from vase.runs import describe_run, load_record, machine_stamp
 
 __all__ = [
     "RewardTerm", "CaptionMetric", "caption_metric", "EvalAction", "register_eval_action", "ReportKind",
-    "register_report_kind", "REPORT_KINDS", "SAMPLES", "hypothesis", "check_hypothesis", "decide_sweep",
+    "register_report_kind", "REPORT_KINDS", "SAMPLES", "register_prompt_task", "register_data_mix", "hypothesis", "check_hypothesis", "decide_sweep",
     "read_verdict", "generate_captions", "validate", "describe_run", "load_record", "machine_stamp",
-    "ENTRY_POINT_GROUPS", "ENVIRONMENT",
+    "ENTRY_POINT_GROUPS", "ENVIRONMENT", "PROJECT_PLUGINS",
 ]
 
 ENTRY_POINT_GROUPS = {PLUGIN_GROUP: "modules an installed package names there are imported by every vase command "
                                     "before it runs: they register evaluation actions, report kinds, reward terms"}
-"""The entry-point groups vase reads from installed packages."""
+"""The entry-point groups vase reads from installed packages (a project's own modules: its conf/plugins.yaml,
+`PROJECT_PLUGINS`)."""
 ENVIRONMENT = {STRICT_ENV: "error: every old name is refused instead of accepted with a deprecation line",
                "VASE_LOG_DIR": "where runs go (paths.log_dir's default)",
                "VASE_CHECK_CONFIG": "1: check the config (and all: what the run reaches) and stop before any model "

@@ -675,6 +675,15 @@ def _entry_and_overrides(path: Path, record: dict[str, Any]) -> tuple[str, list[
     return entry, overrides, sweep, project, None if launched is None else str(launched)
 
 
+def project_conf_of(path: str | Path) -> str | None:
+    """The user's project conf folder a run or sweep was composed from (``--config-dir``), from Hydra's record of it;
+    None for vase's own configs or a folder Hydra recorded nothing in."""
+    folder = Path(path)
+    if not (folder / "multirun.yaml").is_file() and not (folder / ".hydra" / "hydra.yaml").is_file():
+        return None
+    return _entry_and_overrides(folder, read_status(folder))[3]
+
+
 def describe_run(path: str | Path) -> str:
     """One run's (or sweep's) record, for people: how it ended, the code that made it, whether the code checked out
     now differs, its overrides, and the command that makes it again (the entry point from Hydra's record of the job,

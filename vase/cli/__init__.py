@@ -27,7 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "render": ("vase.render", "render a dataset's views (the cache, never the dataset's folder)"),
     # a function, not the module run as __main__: vase's own imports have loaded vase.runs already, and runpy would warn
     "runs": ("vase.runs:main", "the runs and sweeps of a log folder: how each ended, what made it, how to rerun it"),
-    "verdict": ("vase.reports.verdict", "a sweep's verdict again, from its folder (its hypothesis: block)"),
+    # a function, not the module run as __main__: a plugin registers its report kind in the module vase imports
+    "verdict": ("vase.reports.verdict:main", "a sweep's verdict again, from its folder (its hypothesis: block)"),
     "power": ("vase.reports.power", "the smallest difference a held-out set can detect"),
     "sanity": ("vase.sanity", "the GRPO learning check"),
     "filter": ("vase.filter", "curate museum photos: quality, fragments, best view"),

@@ -28,7 +28,7 @@ from vase.config import (
     CONF_DIR,
     EVAL_ACTIONS,
     actions_help,
-    load_eval_action_plugins,
+    load_plugins,
     or_exit,
     preflight_overrides,
     run_entry,
@@ -56,8 +56,9 @@ def main() -> None:
     if "--version" in sys.argv[1:]:
         print(version_line())
         return
-    or_exit(load_eval_action_plugins)  # installed packages' own evaluation actions (entry points "vase.eval_actions")
     argv, conf = or_exit(use_project, sys.argv[1:])  # --config-dir: the user's project's conf/, before vase's
+    # installed packages' modules (entry points "vase.eval_actions"), then the project's (conf/plugins.yaml)
+    or_exit(load_plugins, conf)
     if "--help" in argv or "-h" in argv:  # the actions and groups, then Hydra's help: the composed config
         print(groups_help("evaluate", conf) + "\n" + actions_help(command=command_name("evaluate")))
     argv = or_exit(preflight_overrides, argv, CONF_DIR, "evaluate", EVAL_ACTIONS, [conf])  # a name 0.2 changed: the new one

@@ -22,6 +22,7 @@ from vase.cli.project import groups_help, use_project
 from vase.cli.version import version_line
 from vase.config import (
     CONF_DIR,
+    load_plugins,
     or_exit,
     preflight_overrides,
     run_entry,
@@ -59,6 +60,9 @@ def main() -> None:
         print(version_line())
         return
     argv, conf = or_exit(use_project, sys.argv[1:])  # --config-dir: the user's project's conf/, before vase's
+    # installed packages' modules (entry points "vase.eval_actions"), then the project's (conf/plugins.yaml): their
+    # report kinds, prompt tasks and mixes are known before the config is checked
+    or_exit(load_plugins, conf)
     if "--help" in argv or "-h" in argv:
         print(groups_help("train", conf))  # then Hydra's help: the composed config (conf/hydra/default.yaml)
     argv = or_exit(preflight_overrides, argv, CONF_DIR, "train", None, [conf])  # a name 0.2 changed: the new one

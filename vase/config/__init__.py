@@ -38,6 +38,8 @@ from vase.config.entry_actions import (
     EvalAction,
     actions_help,
     load_eval_action_plugins,
+    load_plugins,
+    load_project_plugins,
     register_eval_action,
 )
 from vase.config.naming import (
@@ -110,6 +112,8 @@ __all__ = [
     "launch_dir",
     "mlflow_artifacts",
     "load_eval_action_plugins",
+    "load_plugins",
+    "load_project_plugins",
     "load_option",
     "mlflow_uri",
     "name_from_overrides",

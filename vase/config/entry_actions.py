@@ -17,6 +17,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from vase.config.renames import deprecation, say_deprecated
 from vase.errors import ConfigError
 
@@ -135,6 +137,45 @@ def load_eval_action_plugins() -> list[str]:
                               f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
         loaded.append(ep.value)
     return loaded
+
+
+PROJECT_PLUGINS = "plugins.yaml"
+"""In a user's project's conf folder: ``modules: [mylab.actions, ...]``, the project's modules every vase command
+imports before it runs (each registers what it adds: an evaluation action, a report kind, a prompt task or a training
+mix), from the folder the command runs in, with no install."""
+REGISTERS = ("register it from a module of yours: list the module in your project's conf/plugins.yaml (modules: "
+             "[mylab.ext]) and give --config-dir conf, or name it in an installed package's entry-point group "
+             "vase.eval_actions")
+"""What a line about an unknown extension says registers one (an action, a report kind, a training mix)."""
+
+
+def load_project_plugins(conf: str | Path | None) -> list[str]:
+    """Import the modules a user's project lists in ``<conf>/plugins.yaml`` (`PROJECT_PLUGINS`); returns their
+    names. A file that is no list of modules, or a module that fails to import, is one line naming it (ConfigError)."""
+    path = Path(conf) / PROJECT_PLUGINS if conf else None
+    if path is None or not path.is_file():
+        return []
+    try:
+        listed = OmegaConf.to_container(OmegaConf.load(path)).get("modules")
+    except Exception as e:  # noqa: BLE001 - a file of the user's: one line naming it
+        raise ConfigError(f"{path}: not a plugins file ({type(e).__name__}: {str(e).splitlines()[0]}); write "
+                          f"modules: [mylab.ext, ...]") from None
+    if not isinstance(listed, list) or not all(isinstance(m, str) and m for m in listed):
+        raise ConfigError(f"{path}: modules must be a list of module names (modules: [mylab.ext]), got {listed!r}")
+    for module in listed:
+        try:
+            importlib.import_module(module)
+        except Exception as e:  # noqa: BLE001 - the user's module: its failure is named, not raised raw
+            raise ConfigError(f"{path}: module {module} failed to import: {type(e).__name__}: "
+                              f"{str(e).splitlines()[0] if str(e) else ''} (it is imported from the folder you run "
+                              f"in)") from None
+    return list(listed)
+
+
+def load_plugins(conf: str | Path | None = None) -> list[str]:
+    """What every vase command loads before it runs, the same way: installed packages' modules (`PLUGIN_GROUP`),
+    then the user's project's (``conf``: its conf folder, `load_project_plugins`)."""
+    return [*load_eval_action_plugins(), *load_project_plugins(conf)]
 
 
 def register_eval_action(name: str, action: EvalAction, replace: bool = False) -> EvalAction:

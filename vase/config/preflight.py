@@ -11,6 +11,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from vase.config.entry_actions import REGISTERS
 from vase.config.renames import renamed_overrides
 from vase.config.targets import nearest
 from vase.config.validate import OPEN_NODES, unknown_key
@@ -57,7 +58,10 @@ def preflight_overrides(argv: list[str], conf_dir: str | Path, config_name: str 
             v = v.strip()
             if v not in options:
                 where = ", ".join(str(d / key) for d in dirs if (d / key).is_dir())
-                raise ConfigError(f"{key}={v!r} is not a known option; choose one of {options} (files in {where})")
+                mine = (f"; an action of your own: its conf/action/{v}.yaml, and {REGISTERS}" if key == "action"
+                        else "")
+                raise ConfigError(f"{key}={v!r} is not a known option; choose one of {options} (files in {where})"
+                                  f"{mine}")
     _check_override_keys(argv, conf_dir, config_name, dirs)
     if not {"--help", "-h", "--cfg", "-c", "--info", "--hydra-help"} & set(argv):  # those write nothing
         check_writable(log_dir_of(argv), "paths.log_dir")

@@ -227,7 +227,9 @@ class DataSchema:
             f"must be a non-empty subset of {list(VIEWS)}",
         )
         check_value(self.mix in DATA_MIXES, "data.mix", self.mix,
-               "must be caption, qa, both, all (both plus multiple-choice questions) or invrender")
+               f"must be one of {', '.join(DATA_MIXES)} (all: both plus multiple-choice questions); for a mix of "
+               f"your own, register_data_mix from a module your project's conf/plugins.yaml lists (modules: "
+               f"[mylab.ext]; --config-dir conf)")
         check_value(self.modality in ("views", "orbit"), "data.modality", self.modality, "must be views or orbit")
         frames = int((self.render or {}).get("orbit_frames", 0) or 0)
         check_value(self.modality != "orbit" or frames > 0, "data.modality", self.modality,

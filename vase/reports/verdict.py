@@ -45,6 +45,7 @@ import numpy as np
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from vase import markdown as md
+from vase.config.entry_actions import REGISTERS, load_plugins
 from vase.config.renames import deprecation, say_deprecated
 from vase.errors import ConfigError
 from vase.eval.stats import bootstrap_ci
@@ -60,7 +61,7 @@ from vase.reports.jobs import (
     machines_of_jobs,
     overrides_of,
 )
-from vase.runs import machine_stamp, status_of
+from vase.runs import machine_stamp, project_conf_of, status_of
 
 TRAINING_MOVES = ("kl", "reward", "loss", "frac_reward_zero_std", "reward_std_in_group", "frac_sum_ties_terms_differ")
 """What a job's training history holds per step that a hypothesis may ask about (``reward/<term>`` and
@@ -188,7 +189,8 @@ def hypothesis_of(config: Any) -> dict[str, Any] | None:
         say_deprecated(deprecation(f"hypothesis.report: {report}", f"hypothesis.report: {RENAMED_KINDS[report]}"))
         report = RENAMED_KINDS[report]
     if report not in REPORT_KINDS:
-        raise ConfigError(f"hypothesis.report: {report!r} is no report kind; choose from {', '.join(REPORT_KINDS)}")
+        raise ConfigError(f"hypothesis.report: {report!r} is no report kind; choose from {', '.join(REPORT_KINDS)}, "
+                          f"or, for a kind of your own, {REGISTERS} (register_report_kind)")
     out = {"compare": compare, "baseline": None if q.get("baseline") is None else str(q["baseline"]),
            "moves": moves, "replicates": [str(k) for k in _listed(q.get("replicates") or ["seed"])],
            "report": report, "label": q.get("label"), "within": q.get("within")}
@@ -590,10 +592,12 @@ def _sort_key(setting: str) -> tuple[Any, ...]:
 def main(argv: list[str] | None = None) -> int:
     """``python -m vase.reports.verdict <sweep folder>``: (re)write a finished sweep's answer (verdict.md, and what
     its hypothesis's report kind writes beside it) from the hypothesis its jobs ran with, and print its verdict lines."""
-    ap = argparse.ArgumentParser(prog="python -m vase.reports.verdict", description=main.__doc__.splitlines()[0])
+    prog = sys.argv[0] if sys.argv[0].startswith("vase ") else "python -m vase.reports.verdict"  # as typed
+    ap = argparse.ArgumentParser(prog=prog, description=main.__doc__.splitlines()[0])
     ap.add_argument("sweep", help="a sweep's folder (logs/train/multiruns/<time>)")
     args = ap.parse_args(argv)
     try:
+        load_plugins(project_conf_of(args.sweep))  # its report kind may be a package's or the sweep's project's
         answer = decide_sweep(args.sweep)
     except (ConfigError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -798,4 +802,7 @@ def verdict_text(answer: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # the module vase and a plugin import (python -m runs a second copy, whose registries a plugin never reaches)
+    from vase.reports import verdict
+
+    sys.exit(verdict.main())
