@@ -246,8 +246,9 @@ def test_a_key_only_the_other_entry_point_reads_is_one_line(tmp_path: Path, sess
     and evaluate.py ran its full length without a word; a train.py key given by hand is refused the same way, and
     train.py keeps its own."""
     p = run_cli(["evaluate.py", "debug=fast"], tmp_path, session_dirs)
-    assert one_line(p) == ("config error: stage, trainer, val: train.py's keys, which evaluate.py never reads (set "
-                           "by debug=fast); for a short evaluation: data.limit_val=2 generation.max_new_tokens=8")
+    assert one_line(p) == ("config error: every_stage, stage, trainer, val: train.py's keys, which evaluate.py never "
+                           "reads (set by debug=fast); for a short evaluation: data.limit_val=2 "
+                           "generation.max_new_tokens=8")
     p = run_cli(["evaluate.py", "+trainer.max_steps=2"], tmp_path, session_dirs)
     assert one_line(p).startswith("config error: trainer: train.py's key, which evaluate.py never reads")
     assert _run(["train.py", "debug=fast", "logger=none", f"paths.log_dir={tmp_path}"], tmp_path,

@@ -263,3 +263,23 @@ def test_every_package_vase_imports_comes_with_the_wheel_s_requirements() -> Non
                 if dist not in brought and dist != "vase":
                     wrong.setdefault(f"{name} ({dist or 'no installed distribution'})", set()).add(where)
     assert not wrong, {k: sorted(v)[:3] for k, v in wrong.items()}
+
+
+def test_vase_init_writes_a_project_whose_own_tests_pass_against_the_installed_wheel(installed: dict[str, Path],
+                                                                                     tmp_path: Path,
+                                                                                     session_dirs: dict) -> None:
+    """A user wrote 334 lines by hand to start a project (2026-12-03): vase init writes it, and the project's own
+    pytest (its configs composed and checked as vase train does, its evaluation action, a debug sweep over its own
+    reward term to verdict.md) passes against the installed wheel. A folder with files in it is refused."""
+    p = _run(installed, tmp_path, "vase", "init", "mylab")
+    assert p.returncode == 0, p.stderr[-2000:]
+    project = tmp_path / "mylab"
+    assert f'dependencies = ["vase=={vase_version()}"]' in (project / "pyproject.toml").read_text()
+    assert "logs/" in (project / ".gitignore").read_text()
+    p = subprocess.run([str(installed["bin"] / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project,
+                       capture_output=True, text=True, timeout=1500,
+                       env={**ENV, "VASE_TEST_CACHE": str(session_dirs["cache"])})
+    assert p.returncode == 0 and "3 passed" in p.stdout, p.stdout[-3000:] + p.stderr[-2000:]
+    p = _run(installed, tmp_path, "vase", "init", "mylab")
+    assert p.returncode == 2 and p.stderr.strip() == ("error: mylab: holds files; vase init writes a new project only "
+                                                      "into a new or empty folder"), p.stderr

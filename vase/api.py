@@ -17,6 +17,7 @@ import json
 import sys
 from typing import Any
 
+from vase import testing
 from vase.config.entry_actions import PLUGIN_GROUP, PROJECT_PLUGINS, EvalAction, register_eval_action
 from vase.config.renames import STRICT_ENV
 from vase.config.validate import validate
@@ -78,10 +79,15 @@ def describe(name: str, obj: Any) -> dict[str, Any]:
     return out
 
 
+TESTING = ("compose", "run", "sweep_of", "CACHE_ENV")
+"""The test helpers a project's tests use (`vase.testing`, what ``vase init`` writes tests with): public too."""
+
+
 def snapshot() -> dict[str, dict[str, Any]]:
-    """Every public name (`__all__`) described (`describe`)."""
+    """Every public name (`__all__`, and `vase.testing`'s `TESTING` as ``testing.<name>``) described (`describe`)."""
     module = sys.modules[__name__]
-    return {name: describe(name, getattr(module, name)) for name in __all__}
+    out = {name: describe(name, getattr(module, name)) for name in __all__}
+    return {**out, **{f"testing.{name}": describe(name, getattr(testing, name)) for name in TESTING}}
 
 
 def main() -> int:

@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reconstruct": ("vase.reconstruct", "image-to-3D reconstruction"),
     "config-reference": ("vase.docsgen.config_reference", "write the configuration reference"),
     "changelog": ("vase.cli.version:changelog_main", "what changed in each version, and what bumps what"),
+    "init": ("vase.cli.init:main", "a new project on vase: conf, a package, pyproject.toml, tests (vase init <dir>)"),
 }
 """``vase <command>``: what it runs (``module:function``, or a module run as ``python -m`` runs it) and its line."""
 
