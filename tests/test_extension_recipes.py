@@ -165,10 +165,10 @@ register_data_mix("captions_twice", ("caption", "caption_again"))
 
 def test_every_extension_point_works_from_a_users_project_without_installing_it(tmp_path: Path) -> None:
     """An evaluation action needed a package installed with an entry point, a prompt task or training mix could not be
-    added from outside, and only vase evaluate loaded plugins (2026-12-03). Now a module the project's conf/plugins.yaml
+    added from outside, and only vase evaluate loaded plugins (2026-12-03; vase runs none). Now a module the project's conf/plugins.yaml
     lists is loaded by every command from the folder it runs in: its action runs (vase evaluate), its mix passes the
     check and its report kind is known at a sweep's start (vase train), and vase verdict writes that kind's report
-    for a sweep of the project. Without the plugins file, each is one line saying what registers it."""
+    for a sweep of the project, and vase runs says whether each module imports now. Without the plugins file, each is one line saying what registers it."""
     project = tmp_path / "mylab"
     (project / "conf" / "action").mkdir(parents=True)
     (project / "mylab_ext.py").write_text(EXTENSIONS)
@@ -196,6 +196,17 @@ def test_every_extension_point_works_from_a_users_project_without_installing_it(
     (sweep / "tally.md").unlink()
     p = vase("verdict", str(sweep))  # no --config-dir: the sweep's record names its project's conf
     assert p.returncode == 0 and (sweep / "tally.md").is_file(), p.stderr[-2000:]
+    job = next(j for j in sweep.iterdir() if (j / ".vase-run.json").is_file())
+    p = subprocess.run([sys.executable, "-m", "vase.cli", "runs", str(job)], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=600, env=env)  # vase runs too, from elsewhere: the project's modules load
+    assert p.returncode == 0 and "  plugins:   mylab_ext: each imports now" in p.stdout, p.stdout + p.stderr[-2000:]
+    good = (project / "mylab_ext.py").read_text()
+    (project / "mylab_ext.py").write_text("raise ImportError('the lab renamed its helpers')\n")
+    p = subprocess.run([sys.executable, "-m", "vase.cli", "runs", str(job)], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=600, env=env)  # the record still prints; the line says what fails
+    assert p.returncode == 0 and "again:" in p.stdout and "module mylab_ext failed to import: ImportError: the lab " \
+        "renamed its helpers" in p.stdout and "'again' needs it to import" in p.stdout, p.stdout + p.stderr[-2000:]
+    (project / "mylab_ext.py").write_text(good)
     (project / "conf" / "plugins.yaml").unlink()
     p = vase("evaluate", "--config-dir", "conf", "action=count", "logger=none", "paths.log_dir=logs")
     assert p.returncode == 2 and "register it from a module of yours: list the module in your project's " \

@@ -25,8 +25,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("vase.cli.evaluate:main", "an evaluation action: generate, score, vqa, leaderboard, export, ..."),
     "data-check": ("vase.data.check", "every problem of a dataset folder, before a long run"),
     "render": ("vase.render", "render a dataset's views (the cache, never the dataset's folder)"),
-    # a function, not the module run as __main__: vase's own imports have loaded vase.runs already, and runpy would warn
-    "runs": ("vase.runs:main", "the runs and sweeps of a log folder: how each ended, what made it, how to rerun it"),
+    # a function, not the module run as __main__: vase's own imports have loaded vase.runs already, and runpy would warn;
+    # with the plugins loaded as every command loads them
+    "runs": ("vase.cli.project:runs_main", "the runs and sweeps of a log folder: how each ended, what made it, how to rerun it"),
     # a function, not the module run as __main__: a plugin registers its report kind in the module vase imports
     "verdict": ("vase.reports.verdict:main", "a sweep's verdict again, from its folder (its hypothesis: block)"),
     "power": ("vase.reports.power", "the smallest difference a held-out set can detect"),

@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vase.config import CONF_DIR
+from vase import runs
+from vase.config import CONF_DIR, load_plugins
+from vase.config.entry_actions import PROJECT_PLUGINS
 from vase.config.searchpath import register
 from vase.config.validate import entry_keys
 from vase.errors import ConfigError
@@ -104,3 +106,39 @@ def groups_help(entry: str, conf: Path) -> str:
     lines = [f"{g}: {', '.join(sorted(o))}" for g, o in sorted(groups.items()) if o]
     return (f"usage: {command_name(entry)} [group=option ...] [key=value ...]   (-m: a sweep)\n\n== Configuration "
             f"groups ==\nCompose your configuration from those groups (group=option)\n\n" + "\n".join(lines) + "\n")
+
+
+def runs_main(argv: list[str] | None = None) -> int:
+    """``vase runs``: `vase.runs.main`, with the plugins loaded as every vase command loads them (installed packages'
+    entry points; for one run or sweep of a user's project, the modules its ``conf/plugins.yaml`` lists, imported from
+    the project's folder). One run's record ends with a ``plugins:`` line: the modules it names and whether each
+    imports now; one that does not is said there (its 'again' needs it), and the record is still printed."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    rc = runs.main(argv)
+    roots = [a for a in argv if not a.startswith("-")]
+    if rc == 0 and len(roots) == 1 and (Path(roots[0]) / runs.RUN_FILE).is_file():
+        line = plugins_line(roots[0])
+        if line:
+            print(line)
+    return rc
+
+
+def plugins_line(run: str | Path) -> str | None:
+    """The ``plugins:`` line of `runs_main`: what the run's project and the installed packages add, loaded now; None
+    for a run of vase's own configs where no installed package adds any."""
+    conf = runs.project_conf_of(run)
+    listed = Path(conf) / PROJECT_PLUGINS if conf else None
+    if listed is not None and not listed.is_file():
+        listed = None
+    head = "  plugins:   "
+    if conf:
+        folder = str(Path(conf).resolve().parent)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)  # the project's modules, as its commands imported them from its folder
+    try:
+        loaded = load_plugins(conf)
+    except ConfigError as e:
+        return f"{head}{e}: 'again' needs it to import"
+    if not loaded:
+        return f"{head}none (its project lists none, and no installed package adds any)" if conf else None
+    return f"{head}{', '.join(loaded)}: each imports now" + (f" (from {listed})" if listed else "")
