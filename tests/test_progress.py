@@ -29,6 +29,7 @@ def test_a_loop_writing_to_a_file_prints_plain_lines_and_a_terminal_keeps_the_ba
     lines = log.getvalue().splitlines()
     assert lines[0].startswith("rendering views: 1/4 vases (25 %), ") and "ETA " in lines[0]
     assert lines[-1].startswith("rendering views: 4/4 vases (100 %)") and " - done in " in lines[-1]
+    assert lines[-2].startswith("rendering views: 3/4 vases") and len(lines) == 4  # the last line once, not twice
     assert "\r" not in log.getvalue()
     assert isinstance(progress_bar(range(2), desc="x", file=_Terminal()), tqdm)
 
@@ -66,3 +67,26 @@ def test_the_progress_line_prints_the_values_its_config_names_and_says_which_are
     assert out[1] == ("progress: train/lrr not logged by this stage (callbacks.progress.shown); it logs train/loss, "
                       "train/lr")
     assert out[2].startswith("sft: step 2/10, loss 1.5, lr 0.0003, ") and len(out) == 3
+
+
+def test_a_stage_s_last_step_is_said_once_with_done(capsys) -> None:
+    """The final progress line was printed twice (2026-12-03): the last step's line when it fell due, then the same
+    step again with "done". Now the last step is said once, by the end's line."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from vase.training.callbacks import LogProgress
+
+    cb = LogProgress(every_s=0, always=True, stage="grpo", shown=["train/loss"])
+    trainer = SimpleNamespace(is_global_zero=True, global_step=0, max_steps=3, estimated_stepping_batches=3,
+                              callback_metrics={}, interrupted=False, current_epoch=0, max_epochs=1)
+    cb.on_train_start(trainer, None)
+    for step in (1, 2, 3):
+        trainer.global_step = step
+        trainer.callback_metrics = {"train/loss": torch.tensor(0.5)}
+        cb.on_train_batch_end(trainer, None, None, None, step)
+    cb.on_train_end(trainer, None)
+    out = capsys.readouterr().out.splitlines()
+    assert [ln.split(",")[0] for ln in out] == ["grpo: step 1/3", "grpo: step 2/3", "grpo: step 3/3"], out
+    assert out[-1].endswith(" - done")

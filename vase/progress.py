@@ -54,6 +54,8 @@ class LogLines:
     def update(self, n: int = 1) -> None:
         self.n += int(n)
         now = time.monotonic()
+        if self.total and self.n >= self.total:
+            return  # the last line is close's, with its time: printed here too, it read twice in a row
         if now - self._last >= self.every_s:
             self._last = now
             print(self.line(), file=self.file, flush=True)

@@ -350,6 +350,9 @@ class LogProgress(pl.Callback):
                            batch_idx: int) -> None:
         if not self._on(trainer) or trainer.global_step == self._said:
             return
+        total = trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else trainer.estimated_stepping_batches
+        if total not in (None, float("inf")) and trainer.global_step >= int(total) > 0:
+            return  # the last step's line is on_train_end's, with "done": printed here too, it read twice in a row
         now = time.monotonic()
         due = now - self._last >= self.every_s or self._said == self._step0 or (  # the first step: it has started
             self.every_n_steps > 0 and trainer.global_step % self.every_n_steps == 0)
