@@ -83,7 +83,10 @@ def test_the_demo_learns_on_two_more_seeds_one_of_them_from_the_installed_wheel(
     assert_the_demo_learns(run)
     assert {p.name for p in (user / ".cache").iterdir()} >= {"models", "data"}  # made from nothing, here
     record = json.loads((run / ".vase-run.json").read_text())
-    assert record["status"] == "finished" and not record["code"].get("commit"), record  # the wheel's code, no checkout
+    # the wheel's code: no checkout, the commit it was built from (vase/BUILD.json, written at build)
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert record["status"] == "finished" and record["code"].get("installed") and record["code"]["commit"] == head, \
+        record
     assert tree_digest(installed["package"]) == before  # nothing written into the package
 
 

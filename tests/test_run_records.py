@@ -154,3 +154,33 @@ def test_ctrl_c_after_a_sweep_job_trained_stops_the_sweep_in_one_line(tmp_path: 
     assert len(lines) == 1, err[-3000:]
     assert _record(sweep)["status"] == "interrupted" and _record(sweep / "0")["status"] == "interrupted"
     assert not (sweep / "1").exists()  # the sweep stopped; it did not go on to its next job
+
+
+def test_a_sweep_killed_inside_or_between_jobs_is_not_said_to_have_finished_its_jobs(tmp_path: Path) -> None:
+    """A search sweep killed during its second trial, before that job wrote its record, was rerun with "finishing the
+    end of the sweep: its jobs all finished" (2026-12-03, fresh-clone test-slow): only the first job had a record. A
+    job with Hydra's folder and no record is unfinished, and a search (search.json) has finished its jobs only when its
+    trials and its confirmation jobs all ended."""
+    from vase.runs import RUN_FILE, SEARCH_STATE, sweep_jobs_finished
+
+    def job(name: str, status: str | None) -> None:
+        (tmp_path / name / ".hydra").mkdir(parents=True)
+        if status:
+            (tmp_path / name / RUN_FILE).write_text(json.dumps({"status": status}))
+
+    job("0", "finished")
+    assert sweep_jobs_finished(tmp_path)  # a grid sweep whose one job finished
+    job("1", None)
+    assert not sweep_jobs_finished(tmp_path)  # killed before its record
+    (tmp_path / "1" / RUN_FILE).write_text(json.dumps({"status": "finished"}))
+    state = {"search": {"n_trials": 3}, "trials": [{"state": "complete"}, {"state": "complete"}], "confirmations": []}
+    (tmp_path / SEARCH_STATE).write_text(json.dumps(state))
+    assert not sweep_jobs_finished(tmp_path)  # killed between trials: no unfinished folder, the search not over
+    state["trials"].append({"state": "failed"})
+    assert not sweep_jobs_finished(tmp_path)  # searched, not yet confirmed
+    state["confirmations"] = [{"state": "complete"}, {"state": "pending"}]
+    (tmp_path / SEARCH_STATE).write_text(json.dumps(state))
+    assert not sweep_jobs_finished(tmp_path)
+    state["confirmations"][1]["state"] = "complete"
+    (tmp_path / SEARCH_STATE).write_text(json.dumps(state))
+    assert sweep_jobs_finished(tmp_path)

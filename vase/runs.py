@@ -577,10 +577,32 @@ def finished_sweep_job(path: str | Path, resume: str) -> bool:
     return status.get("status") == "finished"
 
 
+SEARCH_STATE = "search.json"
+"""A search-then-confirm sweep's progress beside its jobs (`vase.search`): its trials and confirmation jobs."""
+
+
 def sweep_jobs_finished(sweep_dir: str | Path) -> bool:
-    """Whether every job of a sweep finished (and it has one)."""
-    jobs = [read_status(d) for d in Path(sweep_dir).iterdir() if (d / RUN_FILE).is_file()]
-    return bool(jobs) and all(j.get("status") == "finished" for j in jobs)
+    """Whether every job of a sweep finished (and it has one). A job begun is one with a record or Hydra's folder (a
+    job killed before its record was written is unfinished); a search-then-confirm sweep (`SEARCH_STATE`) has
+    finished its jobs only when every trial it asks for and every confirmation job is complete: one killed between two
+    trials has no unfinished job folder, and its search is not over."""
+    sweep_dir = Path(sweep_dir)
+    begun = [d for d in sweep_dir.iterdir() if d.is_dir() and ((d / RUN_FILE).is_file() or (d / ".hydra").is_dir())]
+    if not begun or not all(read_status(d).get("status") == "finished" for d in begun):
+        return False
+    search = sweep_dir / SEARCH_STATE
+    if not search.is_file():
+        return True
+    try:
+        state = json.loads(search.read_text())
+    except (OSError, ValueError):
+        return False  # unreadable: not known to be over, so the search takes it up (and says what is wrong)
+    trials, confirms = state.get("trials") or [], state.get("confirmations") or []
+    wanted = int((state.get("search") or {}).get("n_trials") or 0)
+    ended = ("complete", "failed")  # as the sweeper counts them: a failed one ended (a rerun tries it again)
+    searched = sum(t.get("state") in ended for t in trials) >= wanted
+    chose = bool(confirms) or not any(t.get("state") == "complete" for t in trials)  # nothing to confirm: none chosen
+    return searched and chose and all(c.get("state") in ended for c in confirms)
 
 
 def finish_sweep(sweep_dir: str | Path) -> bool:
