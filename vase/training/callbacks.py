@@ -322,12 +322,17 @@ class LogProgress(pl.Callback):
         self._step0 = trainer.global_step
         self._said = trainer.global_step
 
+    @staticmethod
+    def _total(trainer: pl.Trainer) -> int:
+        """The stage's optimizer steps: ``max_steps``, else Lightning's estimate; 0 when unknown."""
+        total = trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else trainer.estimated_stepping_batches
+        return int(total) if total not in (None, float("inf")) else 0
+
     def line(self, trainer: pl.Trainer, pl_module: pl.LightningModule, end: bool = False) -> str:
         """The progress line as it stands now; ``end``: the stage's last, with no ETA, and saying what ended it where
         that came before ``trainer.max_steps`` (the epoch cap)."""
         step = trainer.global_step
-        total = trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else trainer.estimated_stepping_batches
-        total = int(total) if total not in (None, float("inf")) else 0
+        total = self._total(trainer)
         done = step - self._step0
         spent = time.monotonic() - self._t0
         parts = [f"step {step}/{total}" if total else f"step {step}"]
@@ -350,8 +355,7 @@ class LogProgress(pl.Callback):
                            batch_idx: int) -> None:
         if not self._on(trainer) or trainer.global_step == self._said:
             return
-        total = trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else trainer.estimated_stepping_batches
-        if total not in (None, float("inf")) and trainer.global_step >= int(total) > 0:
+        if trainer.global_step >= self._total(trainer) > 0:
             return  # the last step's line is on_train_end's, with "done": printed here too, it read twice in a row
         now = time.monotonic()
         due = now - self._last >= self.every_s or self._said == self._step0 or (  # the first step: it has started
