@@ -161,7 +161,10 @@ def test_a_sweep_killed_inside_or_between_jobs_is_not_said_to_have_finished_its_
     end of the sweep: its jobs all finished" (2026-12-03, fresh-clone test-slow): only the first job had a record. A
     job with Hydra's folder and no record is unfinished, and a search (search.json) has finished its jobs only when its
     trials and its confirmation jobs all ended."""
+    from vase.reports.search_confirm import STATE
     from vase.runs import RUN_FILE, SEARCH_STATE, sweep_jobs_finished
+
+    assert SEARCH_STATE == STATE  # the file the search writes is the one read here
 
     def job(name: str, status: str | None) -> None:
         (tmp_path / name / ".hydra").mkdir(parents=True)
