@@ -124,30 +124,15 @@ def _counting_phase(module, counts: dict):
 
 
 def run_child(cache: Path, tokens: int, warmup: int, steps: int, threads: int) -> dict:
-    from functools import partial
-
     import pytorch_lightning as pl
     import torch
-    from torch.utils.data import DataLoader
 
-    from benchmarks.grpo_step import BETA, LR, PROMPTS, G, _reward, _setup
-    from vase.data.datamodule import PromptCollator, samples_for
-    from vase.models.loading import load_model, load_processor
-    from vase.training.grpo import GRPOModule
+    from benchmarks.grpo_step import vase_module
 
     floors = machine_floors(threads)
-    model_dir, examples = _setup(cache, "hub", 112)
-    torch.manual_seed(0)
-    processor = load_processor(model_dir)
-    model = load_model(model_dir)
-    module = GRPOModule(model, _reward(), processor,
-                        lora={"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": "all-linear", "freeze_vision": True},
-                        optimizer=partial(torch.optim.AdamW, lr=LR), warmup_ratio=0.0, num_generations=G,
-                        max_completion_length=tokens, beta=BETA, loss_type="dapo", log_completions_every=0,
-                        min_completion_length=tokens, gradient_checkpointing=False, rollout="eager")
     total = warmup + steps + 1  # the last one counts FLOPs, operators and bytes, untimed
-    samples = [samples_for(ex, "caption")[0] for ex in examples] * total
-    loader = DataLoader(samples, batch_size=PROMPTS, shuffle=False, collate_fn=PromptCollator(processor))
+    module, loader = vase_module(cache, total, model_path="hub", tokens=tokens)
+    model = module.model
     timed: list[dict] = []
     counts: dict = {}
     state = {"i": 0, "t": 0.0, "before": {}}

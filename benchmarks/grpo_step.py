@@ -130,12 +130,13 @@ class StepClock:
                 for fn, (_, nc, tt, _, _) in top]
 
 
-def run_ours(cache: Path, steps: int, warmup: int, device: str, loss_type: str, model_path: str | None = None,
-             resolution: int = 112, gc: bool = False, rollout: str = "eager", tokens: int = TOKENS,
-             profile: bool = False) -> dict:
+def vase_module(cache: Path, batches: int, loss_type: str = "dapo", model_path: str | None = None,
+                resolution: int = 112, gc: bool = False, rollout: str = "eager", tokens: int = TOKENS
+                ) -> tuple[object, object]:
+    """vase's side of the comparison: the GRPOModule (LoRA r 8, G, beta, ``tokens`` forced completion tokens) on the
+    benchmark's model, and a loader of ``batches`` batches of the same two prompts."""
     from functools import partial
 
-    import pytorch_lightning as pl
     import torch
     from torch.utils.data import DataLoader
 
@@ -152,8 +153,16 @@ def run_ours(cache: Path, steps: int, warmup: int, device: str, loss_type: str, 
                         optimizer=partial(torch.optim.AdamW, lr=LR), warmup_ratio=0.0, num_generations=G,
                         max_completion_length=tokens, beta=BETA, loss_type=loss_type, log_completions_every=0,
                         min_completion_length=tokens, gradient_checkpointing=gc, rollout=rollout)
-    samples = [samples_for(ex, "caption")[0] for ex in examples] * (steps + warmup + 1)
-    loader = DataLoader(samples, batch_size=PROMPTS, shuffle=False, collate_fn=PromptCollator(processor))
+    samples = [samples_for(ex, "caption")[0] for ex in examples] * batches
+    return module, DataLoader(samples, batch_size=PROMPTS, shuffle=False, collate_fn=PromptCollator(processor))
+
+
+def run_ours(cache: Path, steps: int, warmup: int, device: str, loss_type: str, model_path: str | None = None,
+             resolution: int = 112, gc: bool = False, rollout: str = "eager", tokens: int = TOKENS,
+             profile: bool = False) -> dict:
+    import pytorch_lightning as pl
+
+    module, loader = vase_module(cache, steps + warmup + 1, loss_type, model_path, resolution, gc, rollout, tokens)
     clock = StepClock(warmup, steps, profile, device)
 
     class Timer(pl.Callback):
