@@ -5,6 +5,7 @@ written into the checkout."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, compose_cfg
+from tests.library_page import build_project, page_command
 
 
 def _docs_example() -> str:
@@ -135,81 +137,57 @@ def test_a_callback_is_one_conf_file_and_a_later_stage_writes_into_its_own_folde
     assert Path(next(c for c in later if type(c) is ModelCheckpoint).dirpath) == tmp_path / "grpo" / "best"
 
 
-EXTENSIONS = '''
-import json
-from pathlib import Path
-
-from vase.api import EvalAction, ReportKind, register_eval_action, register_report_kind
-from vase.prompt_tasks import register_data_mix, register_prompt_task
-from vase.prompt_tasks import caption
-
-
-def count(cfg):
-    out = Path(cfg.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"n": int(cfg.count.base) + 1}))
-    return {"scores": {"n": int(cfg.count.base) + 1}, "output": str(out)}
-
-
-def tally(sweep_dir, hypothesis):
-    (sweep_dir / "tally.md").write_text("tallied\\n")
-    return {"lines": ["tally: tallied"], "files": [sweep_dir / "tally.md"]}
-
-
-register_eval_action("count", EvalAction("count the vases (the project's own)", "mylab_ext:count", writes=("{name}",)))
-register_report_kind("tally", ReportKind("tally.md: the project's own report", "mylab_ext:tally"))
-register_prompt_task("caption_again", caption.samples)
-register_data_mix("captions_twice", ("caption", "caption_again"))
-'''
-
-
 def test_every_extension_point_works_from_a_users_project_without_installing_it(tmp_path: Path) -> None:
     """An evaluation action needed a package installed with an entry point, a prompt task or training mix could not be
     added from outside, and only vase evaluate loaded plugins (2026-12-03; vase runs none). Now a module the project's conf/plugins.yaml
     lists is loaded by every command from the folder it runs in: its action runs (vase evaluate), its mix passes the
     check and its report kind is known at a sweep's start (vase train), and vase verdict writes that kind's report
     for a sweep of the project, and vase runs says whether each module imports now. Without the plugins file, each is one line saying what registers it."""
-    project = tmp_path / "mylab"
-    (project / "conf" / "action").mkdir(parents=True)
-    (project / "mylab_ext.py").write_text(EXTENSIONS)
-    (project / "conf" / "plugins.yaml").write_text("modules: [mylab_ext]\n")
-    (project / "conf" / "action" / "count.yaml").write_text("# @package _global_\naction: count\ncount:\n  base: 41\n")
+    project = build_project(tmp_path / "myproject")  # docs/library.md's files, as the page shows them
     env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
     env.pop("VASE_CHECK_CONFIG", None)
+    env.pop("VASE_LOG_DIR", None)  # the page's commands write where a user's do: the project's logs/
 
     def vase(*args: str, check: bool = False) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "vase.cli", *args], cwd=project, capture_output=True, text=True,
                               timeout=600, env={**env, **({"VASE_CHECK_CONFIG": "1"} if check else {})})
 
-    p = vase("evaluate", "--config-dir", "conf", "action=count", "output=out/count.json", "logger=none",
-             "paths.log_dir=logs")
-    assert p.returncode == 0 and (project / "out" / "count.json").read_text() == '{"n": 42}', p.stderr[-2000:]
-    p = vase("train", "--config-dir", "conf", "data.mix=captions_twice", "logger=none", "paths.log_dir=logs",
-             check=True)
-    assert p.returncode == 0 and "config ok" in p.stdout, p.stderr[-2000:]
-    p = vase("train", "--config-dir", "conf", "-m", "seed=1,2", "+hypothesis.compare=seed", "+hypothesis.moves=[loss]",
-             "+hypothesis.report=tally", "debug=fast", "logger=none", "val.after=false", "report=false",
-             "paths.log_dir=logs")
-    assert p.returncode == 0 and "at its end tally.md: the project's own report" in p.stdout, p.stderr[-2000:]
+    p = vase(*page_command("vase evaluate --config-dir conf action=word_counts")[1:])
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert json.loads((project / "out" / "word_counts.json").read_text()) == {"captions": 2, "mean_words": 5.5,
+                                                                             "max_words": 9}
+    p = vase(*page_command("vase train --config-dir conf data.mix=caption_and_shape")[1:])
+    assert p.returncode == 0, p.stderr[-2000:]
+    # the user's task made one more item a vase: the training data doubled
+    found = re.search(r"training data: (\d+) items from (\d+) vases, data.mix=caption_and_shape "
+                      r"\(caption \+ shape_question\)", p.stdout + p.stderr)
+    assert found and int(found.group(1)) == 2 * int(found.group(2)), p.stdout[-2000:]
+    p = vase("train", "--config-dir", "conf", "-m", "stage.module.optimizer.lr=1e-4,1e-3",
+             "+hypothesis.compare=stage.module.optimizer.lr", "+hypothesis.moves=[loss]", "+hypothesis.report=chat",
+             "debug=fast", "logger=none", "val.after=false", "report=false")
+    assert p.returncode == 0 and "at its end chat.txt: the verdict's first line" in p.stdout, p.stderr[-2000:]
     (sweep,) = (project / "logs" / "train" / "multiruns").iterdir()
-    assert (sweep / "tally.md").is_file() and "tally: tallied" in p.stdout
-    (sweep / "tally.md").unlink()
+    chat = (sweep / "chat.txt").read_text()
+    # vase wrote verdict.md first (the kind reads it) and prints its lines, then the kind's
+    assert chat.startswith("stage.module.optimizer.lr=0.001 against stage.module.optimizer.lr=0.0001: training loss")
+    assert f"chat: {chat.strip()}" in p.stdout and (sweep / "verdict.md").is_file()
+    (sweep / "chat.txt").unlink()
     p = vase("verdict", str(sweep))  # no --config-dir: the sweep's record names its project's conf
-    assert p.returncode == 0 and (sweep / "tally.md").is_file(), p.stderr[-2000:]
+    assert p.returncode == 0 and (sweep / "chat.txt").read_text() == chat, p.stderr[-2000:]
     job = next(j for j in sweep.iterdir() if (j / ".vase-run.json").is_file())
     p = subprocess.run([sys.executable, "-m", "vase.cli", "runs", str(job)], cwd=tmp_path, capture_output=True,
                        text=True, timeout=600, env=env)  # vase runs too, from elsewhere: the project's modules load
-    assert p.returncode == 0 and "  plugins:   mylab_ext: each imports now" in p.stdout, p.stdout + p.stderr[-2000:]
-    good = (project / "mylab_ext.py").read_text()
-    (project / "mylab_ext.py").write_text("raise ImportError('the lab renamed its helpers')\n")
+    assert p.returncode == 0 and "  plugins:   mylab.ext: each imports now" in p.stdout, p.stdout + p.stderr[-2000:]
+    good = (project / "mylab" / "ext.py").read_text()
+    (project / "mylab" / "ext.py").write_text("raise ImportError('the lab renamed its helpers')\n")
     p = subprocess.run([sys.executable, "-m", "vase.cli", "runs", str(job)], cwd=tmp_path, capture_output=True,
                        text=True, timeout=600, env=env)  # the record still prints; the line says what fails
-    assert p.returncode == 0 and "again:" in p.stdout and "module mylab_ext failed to import: ImportError: the lab " \
+    assert p.returncode == 0 and "again:" in p.stdout and "module mylab.ext failed to import: ImportError: the lab " \
         "renamed its helpers" in p.stdout and "'again' needs it to import" in p.stdout, p.stdout + p.stderr[-2000:]
-    (project / "mylab_ext.py").write_text(good)
+    (project / "mylab" / "ext.py").write_text(good)
     (project / "conf" / "plugins.yaml").unlink()
-    p = vase("evaluate", "--config-dir", "conf", "action=count", "logger=none", "paths.log_dir=logs")
+    p = vase("evaluate", "--config-dir", "conf", "action=word_counts", "logger=none", "paths.log_dir=logs")
     assert p.returncode == 2 and "register it from a module of yours: list the module in your project's " \
         "conf/plugins.yaml" in p.stderr, p.stderr[-2000:]
-    p = vase("train", "--config-dir", "conf", "data.mix=captions_twice", "logger=none", "paths.log_dir=logs", check=True)
+    p = vase("train", "--config-dir", "conf", "data.mix=caption_and_shape", "logger=none", "paths.log_dir=logs", check=True)
     assert p.returncode == 2 and "register_data_mix from a module your project's conf/plugins.yaml lists" in p.stderr

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.library_page import build_project, page_command, project_files
 from tests.wheel import ENV, install_wheel
 from vase import __version__
 from vase.checks.wheel_check import tree_digest
@@ -94,33 +95,24 @@ def test_the_wheel_s_requirements_resolve_from_the_package_index_alone(installed
     assert {"hydra-core", "pytorch-lightning", "peft", "torchmetrics", "transformers", "wandb"} <= set(got)
 
 
-def _project_files() -> dict[str, str]:
-    """docs/library.md's example project: each code block under a line naming its file (```conf/sweep/my_lr.yaml`:``),
-    the block's text taken as it stands, as a reader copies it (the page once opened each block with a ``# <path>``
-    line, which put ``# @package _global_`` on line 2, where Hydra does not read it: a copy failed)."""
-    page = (ROOT / "docs" / "library.md").read_text()
-    return dict(re.findall(r"^`([\w./]+\.(?:py|yaml))`:\n\n```(?:python|yaml)\n(.*?)```", page, flags=re.S | re.M))
-
-
 def test_a_users_project_from_the_docs_runs_its_sweep_against_the_installed_wheel(installed: dict[str, Path],
                                                                                   tmp_path: Path) -> None:
-    files = _project_files()
     assert {"conf/sweep/my_lr.yaml", "conf/experiment/my_setup.yaml", "conf/callbacks/mine.yaml", "mylab/terms.py",
-            "mylab/callbacks.py", "mylab/__init__.py"} <= set(files)
-    project = tmp_path / "myproject"
-    for name, text in files.items():
-        (project / name).parent.mkdir(parents=True, exist_ok=True)
-        (project / name).write_text(text)
+            "mylab/callbacks.py", "mylab/__init__.py", "mylab/metrics.py", "mylab/ext.py",
+            "conf/plugins.yaml"} <= set(project_files())
+    project = build_project(tmp_path / "myproject")
     before = tree_digest(installed["package"])
-    command = next(ln for ln in (ROOT / "docs" / "library.md").read_text().splitlines()
-                   if ln.startswith("vase train --config-dir conf -m sweep=my_lr"))
-    command = command.split("#")[0]
+    command = " ".join(page_command("vase train --config-dir conf -m sweep=my_lr"))
     p = _run(installed, project, *command.split())
     assert p.returncode == 0, p.stderr[-3000:]
     verdict = next(ln for ln in p.stdout.splitlines() if ln.startswith("stage.module.optimizer.lr=0.001 against"))
-    assert "held-out amphora" in verdict  # the user's own term, measured and judged
+    # the user's own term and caption metric, measured and judged (neither "not measured")
+    assert "held-out amphora" in verdict and "word recall" in verdict.lower() and "not measured" not in verdict
     (page,) = (project / "logs" / "train" / "multiruns").glob("*/verdict.md")
     assert verdict.split(": ", 1)[1] in page.read_text()
+    # the user's report kind (mylab.ext, from conf/plugins.yaml): its line in the log, its file beside verdict.md
+    chat = (page.parent / "chat.txt").read_text()
+    assert chat.startswith("stage.module.optimizer.lr=0.001 against") and f"chat: {chat.strip()}" in p.stdout
     jobs = sorted(page.parent.glob("[0-9]"))
     assert len(jobs) == 4 and all((j / "steps_seen.txt").read_text() == "2\n" for j in jobs)  # the user's callback
     assert (project / ".cache").is_dir() and not (project / "conf" / "logs").exists()

@@ -448,6 +448,9 @@ class VaseDataModule(pl.LightningDataModule):
         world = max(1, int(getattr(self.trainer, "world_size", 1) or 1))  # no trainer: one process
         rank = int(getattr(self.trainer, "global_rank", 0) or 0)
         sampler = ResumableSampler(len(data), seed=seed, shuffle=True, rank=rank, world=world)
+        if rank == 0:  # what the mix made of the split: a task of the user's own shows here by its count
+            log.info("training data: %d items from %d vases, data.mix=%s (%s)", len(data), len(self.train_set.records),
+                     self.mix, " + ".join([*DATA_MIXES[self.mix], *(["zoom"] if self.zoom else [])]))
         if world > 1:
             log.info("training data: rank %d of %d takes %d of %d items an epoch (seed %d)", rank, world, len(sampler),
                      len(data), seed)

@@ -81,11 +81,15 @@ START = "start"  # a baseline that is each job's own start (the SFT it began fro
 class ReportKind:
     """What a hypothesis's ``report:`` kind writes beside verdict.md, and how (``write`` as ``"module:function"``,
     imported when a sweep ends, called with the sweep's folder and its hypothesis: a dict with ``lines``, the verdict
-    lines printed at the sweep's end, and ``files``, the files it wrote, or None when it had nothing to decide on)."""
+    lines printed at the sweep's end, and ``files``, the files it wrote, or None when it had nothing to decide on).
+    ``verdict_first``: vase writes verdict.md and verdict.json (the ``verdict`` kind) before ``write`` is called, so
+    that it can read them (`read_verdict`), and prints their lines before the kind's; False for a kind that writes
+    verdict.md itself (vase's own)."""
 
     help: str
     write: str
     check: Callable[[dict[str, Any]], None] | None = None  # at the sweep's start: ConfigError naming the key
+    verdict_first: bool = True
 
 
 def _check_ablation(q: dict[str, Any]) -> None:
@@ -118,17 +122,18 @@ def _check_search(q: dict[str, Any]) -> None:
 
 REPORT_KINDS: dict[str, ReportKind] = {
     "verdict": ReportKind("verdict.md: the compared key against its baseline on each move, per replicate and pooled",
-                           "vase.reports.verdict:write_verdict"),
+                           "vase.reports.verdict:write_verdict", verdict_first=False),
     "ablation": ReportKind("ablation.md/json/png: a reward weight's or tau's held-out targets (i)-(iii), its "
                            "dose-response and plot, with verdict.md pooling the seeds",
-                           "vase.reports.ablation:write_ablation_verdict", _check_ablation),
+                           "vase.reports.ablation:write_ablation_verdict", _check_ablation, verdict_first=False),
     "idea": ReportKind("compare.md/json: a beyond-the-paper idea with against without it on its target dimensions, "
                        "every draw and seed, with verdict.md pooling them", "vase.reports.compare:write_idea_verdict",
-                       _check_idea),
+                       _check_idea, verdict_first=False),
     "search_confirm": ReportKind("search_confirm.md/json/png: the search's best settings re-run on vases and data "
                                  "draws it never saw, the search's estimate beside the confirmed one, and whether "
                                  "any held the claim on every confirmation draw",
-                                 "vase.reports.search_confirm:write_search_verdict", _check_search),
+                                 "vase.reports.search_confirm:write_search_verdict", _check_search,
+                                 verdict_first=False),
 }
 """Every report a sweep's hypothesis can ask for, by its ``report:`` name (``verdict`` when it names none)."""
 
@@ -447,8 +452,13 @@ def decide_sweep(sweep_dir: str | Path) -> dict[str, Any] | None:
     q = sweep_hypothesis(sweep_dir)
     if q is None:
         return None
-    module, _, name = REPORT_KINDS[q["report"]].write.partition(":")
+    kind = REPORT_KINDS[q["report"]]
+    pooled = write_verdict_report(sweep_dir, q) if kind.verdict_first else None
+    module, _, name = kind.write.partition(":")
     got = getattr(importlib.import_module(module), name)(Path(sweep_dir), q)
+    if kind.verdict_first and pooled is not None:  # verdict.md's lines and file first, then the kind's own
+        got = {"lines": [*(pooled.get("lines") or []), *((got or {}).get("lines") or [])],
+               "files": [Path(sweep_dir) / "verdict.md", *((got or {}).get("files") or [])]}
     return None if got is None else {"report": q["report"], **got}
 
 
