@@ -271,3 +271,25 @@ def test_an_unknown_key_at_the_top_of_a_users_file_is_refused_with_the_nearest_o
         f"read it; did you mean 'val'?"), p.stderr[-2000:]
     p = subprocess.run([*base, "experiment=mine"], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert p.returncode == 0 and "config ok" in p.stdout, p.stderr[-2000:]
+
+
+@pytest.mark.parametrize("env", ["", "  ", None, "elsewhere"])
+def test_an_empty_log_dir_variable_is_unset_not_the_filesystem_root(env: str | None, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """``VASE_LOG_DIR=`` (set, empty: a shell's ``VASE_LOG_DIR= vase train ...``) put runs under ``/train/...`` (the
+    empty string joined to ``/train``); now an empty or blank value is as if unset: ``<root_dir>/logs``."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    import vase.config  # noqa: F401  (the ${vase.*} resolvers)
+
+    if env is None:
+        monkeypatch.delenv("VASE_LOG_DIR", raising=False)
+    else:
+        monkeypatch.setenv("VASE_LOG_DIR", str(tmp_path / env) if env == "elsewhere" else env)
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="train", overrides=[f"paths.root_dir={tmp_path}"])
+    GlobalHydra.instance().clear()
+    want = tmp_path / "elsewhere" if env == "elsewhere" else tmp_path / "logs"
+    assert Path(cfg.paths.log_dir) == want

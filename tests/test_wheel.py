@@ -107,7 +107,7 @@ def test_a_users_project_from_the_docs_runs_its_sweep_against_the_installed_whee
     assert p.returncode == 0, p.stderr[-3000:]
     verdict = next(ln for ln in p.stdout.splitlines() if ln.startswith("stage.module.optimizer.lr=0.001 against"))
     # the user's own term and caption metric, measured and judged (neither "not measured")
-    assert "held-out amphora" in verdict and "word recall" in verdict.lower() and "not measured" not in verdict
+    assert "held-out amphora" in verdict and "held-out word_recall" in verdict and "not measured" not in verdict
     (page,) = (project / "logs" / "train" / "multiruns").glob("*/verdict.md")
     assert verdict.split(": ", 1)[1] in page.read_text()
     # the user's report kind (mylab.ext, from conf/plugins.yaml): its line in the log, its file beside verdict.md

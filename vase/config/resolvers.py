@@ -20,7 +20,7 @@ from vase.config.naming import (
 )
 from vase.config.tracking import mlflow_artifacts, mlflow_uri, wandb_offline
 from vase.errors import ConfigError, config_exit
-from vase.runs import root_digest, run_dir
+from vase.runs import log_root, root_digest, run_dir
 from vase.views import path_key, settings_suffix
 
 RESOLVERS = {
@@ -40,6 +40,7 @@ RESOLVERS = {
     "vase.tiny_key": tiny_key,
     "vase.config_digest": root_digest,  # not cached: it reads the config it is resolved in
     "vase.run_dir": run_dir,
+    "vase.log_dir": lambda root: str(log_root(root)),  # $VASE_LOG_DIR, where set and not empty, else <root>/logs
     "vase.kind_dir": kind_dir,
     "vase.task_dir": kind_dir,  # its name before 0.2: run folders made then still resolve their saved configs
 }
