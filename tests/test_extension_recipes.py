@@ -162,6 +162,8 @@ def test_every_extension_point_works_from_a_users_project_without_installing_it(
     found = re.search(r"training data: (\d+) items from (\d+) vases, data.mix=caption_and_shape "
                       r"\(caption \+ shape_question\)", p.stdout + p.stderr)
     assert found and int(found.group(1)) == 2 * int(found.group(2)), p.stdout[-2000:]
+    (run,) = (project / "logs" / "train" / "runs").iterdir()  # the project's logger wrote the run's metrics
+    assert "train/loss" in next((run / "lab_csv").rglob("metrics.csv")).read_text().splitlines()[0]
     p = vase("train", "--config-dir", "conf", "-m", "stage.module.optimizer.lr=1e-4,1e-3",
              "+hypothesis.compare=stage.module.optimizer.lr", "+hypothesis.moves=[loss]", "+hypothesis.report=chat",
              "debug=fast", "logger=none", "val.after=false", "report=false")
