@@ -610,7 +610,7 @@ def test_hydra_finds_vase_s_sweeper_and_launchers_from_any_working_folder(tmp_pa
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == str([f"hydra_plugins.vase_launchers.{c}" for c in
                                     ("CheckingOptunaSweeper", "KeepGoingBasicSweeper", "SearchConfirmSweeper", "SubmititLocalLauncher",
-                                     "SubmititSlurmLauncher")])
+                                     "SubmititSlurmLauncher", "VaseConfigs")])
 
 
 def test_a_job_that_failed_before_its_run_began_is_recorded_failed_and_fails_the_sweep(tmp_path: Path) -> None:

@@ -27,11 +27,11 @@ from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.plugins import Plugins
 from omegaconf import DictConfig, open_dict
 
 from vase.config import CONF_DIR, load_plugins, preflight_overrides, validate
 from vase.config.entry_actions import EVAL_ACTIONS
-from vase.config.searchpath import register
 
 CACHE_ENV = "VASE_TEST_CACHE"
 """Where `compose` and `run` keep the tiny models and synthetic data between tests (default: the project's .cache)."""
@@ -44,6 +44,9 @@ def compose(conf: str | Path, overrides: list[str], out: str | Path, entry: str 
     conf = Path(conf).resolve()
     if str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))  # the project's modules, as the command imports them
+    Plugins.instance()  # Hydra's scan of hydra_plugins first (vase's sweepers subclass what it loads), then vase's
+    from hydra_plugins.vase_launchers import register  # after the scan: its module docstring says why
+
     register()
     load_plugins(conf)
     argv = preflight_overrides(list(overrides), CONF_DIR, entry, EVAL_ACTIONS if entry == "evaluate" else None, [conf])

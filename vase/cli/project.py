@@ -9,10 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hydra.core.plugins import Plugins
+
 from vase import runs
 from vase.config import CONF_DIR, load_plugins
 from vase.config.entry_actions import PROJECT_PLUGINS
-from vase.config.searchpath import register
 from vase.config.validate import entry_keys
 from vase.errors import ConfigError
 from vase.runs import PROJECT_ENV
@@ -65,6 +66,9 @@ def use_project(argv: list[str]) -> tuple[list[str], Path]:
     of its files that replaces one of vase's) or vase's own conf. Either way the current folder is put on the import
     path, so that a ``_target_`` of the user's module in the folder they run from imports (as ``python -m`` finds
     modules), with or without ``--config-dir``."""
+    Plugins.instance()  # Hydra's scan of hydra_plugins first (vase's sweepers subclass what it loads), then vase's
+    from hydra_plugins.vase_launchers import register  # after the scan: its module docstring says why
+
     register()  # vase's configs after the user's folder, its sweepers and launchers: found from any folder
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # the project's modules (_target_: mypkg...), as python -m finds them
