@@ -191,7 +191,7 @@ def shipped_hypothesis(path: str) -> dict:
     it: a report's test asks the hypothesis the shipped file asks."""
     from omegaconf import OmegaConf
 
-    from vase.reports.verdict import hypothesis_of
+    from vase.reports.hypothesis import hypothesis_of
 
     q = hypothesis_of(OmegaConf.load(ROOT / path))
     assert q is not None, f"{path} has no hypothesis: block"

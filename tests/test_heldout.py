@@ -616,21 +616,23 @@ def test_a_report_kind_is_one_registry_entry_and_a_hypothesis_it_cannot_answer_i
     """A package adds its own report kind by one register_report_kind; decide_sweep calls it with the hypothesis; the
     ablation kind refuses a key it cannot decide, naming the key."""
     from vase.errors import ConfigError
-    from vase.reports import verdict as qmod
+    from vase.reports import hypothesis as hmod
+    from vase.reports.verdict import decide_sweep
 
-    qmod.register_report_kind("echo", qmod.ReportKind("echo.md", "tests.test_heldout:_echo_report"))
+    hmod.register_report_kind("echo", hmod.ReportKind("echo.md", "tests.test_heldout:_echo_report",
+                                                     verdict_first=False))  # the kind alone
     try:
         sweep = tmp_path / "sweep"
         job = _job(sweep, 0, ["reward.weights.shape=0.6", "seed=1"], _result({}), _result({}))
         (job / ".hydra" / "config.yaml").write_text("hypothesis:\n  compare: reward.weights.shape\n  report: echo\n")
-        assert qmod.decide_sweep(sweep) == {"report": "echo", "lines": ["reward.weights.shape echo"], "files": []}
+        assert decide_sweep(sweep) == {"report": "echo", "lines": ["reward.weights.shape echo"], "files": []}
     finally:
-        del qmod.REPORT_KINDS["echo"]
+        del hmod.REPORT_KINDS["echo"]
     with pytest.raises(ConfigError, match=r"hypothesis.report: ablation decides one reward weight .* this hypothesis "
                                           r"compares stage.module.beta"):
-        qmod.hypothesis(compare="stage.module.beta", report="ablation")
+        hmod.hypothesis(compare="stage.module.beta", report="ablation")
     with pytest.raises(ConfigError, match=r"hypothesis.report: 'nope' is no report kind; choose from verdict, "):
-        qmod.hypothesis(compare="seed", report="nope")
+        hmod.hypothesis(compare="seed", report="nope")
 
 
 def _echo_report(sweep_dir: Path, q: dict) -> dict:

@@ -92,7 +92,7 @@ def test_a_bad_extra_metric_is_refused_before_the_model_loads(tmp_path) -> None:
 
 
 def test_every_caption_metric_of_the_registry_is_in_the_glossary_and_a_hypothesis_move() -> None:
-    from vase.reports.verdict import measured_moves
+    from vase.reports.hypothesis import measured_moves
 
     glossary = (ROOT / "docs" / "glossary.md").read_text()
     moves = measured_moves({})

@@ -181,7 +181,7 @@ def test_every_shipped_sweep_with_a_hypothesis_passes_the_check_at_its_start(pat
     from omegaconf import OmegaConf
 
     from vase.config.naming import sweep_keys_of, sweep_values_of
-    from vase.reports.verdict import check_hypothesis, hypothesis_of
+    from vase.reports.hypothesis import check_hypothesis, hypothesis_of
 
     cfg = OmegaConf.load(path)
     params = OmegaConf.to_container(OmegaConf.select(cfg, "hydra.sweeper.params") or OmegaConf.create({}))
@@ -197,7 +197,7 @@ def test_a_hypothesis_against_each_jobs_own_start_needs_its_key_named_not_varied
     assert ("hypothesis: this sweep compares reward.terms.invrender.weight against each job's own start"
             in p.stdout), p.stdout[-2000:]
     from vase.errors import ConfigError
-    from vase.reports.verdict import check_hypothesis, hypothesis
+    from vase.reports.hypothesis import check_hypothesis, hypothesis
 
     q = hypothesis(compare="reward.terms.invrender.weight", baseline="start", report="idea",
                  moves=["heldout/invrender"])
@@ -237,7 +237,8 @@ def test_every_measure_the_start_check_accepts_is_measured_at_the_end(tmp_path: 
     nothing, 2026-12-03; a user's metric could not be named at all)."""
     from omegaconf import OmegaConf
 
-    from vase.reports.verdict import caption_moves, measured_moves, read_verdict
+    from vase.reports.hypothesis import caption_moves, measured_moves
+    from vase.reports.verdict_view import read_verdict
 
     terms = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "reward" / "vase6d.yaml"))["terms"]
     extra = ["rouge_l", "tests.custom_metrics:RECALL"]

@@ -25,15 +25,9 @@ from vase.eval.generate import generate_captions
 from vase.metrics.registry import CaptionMetric, caption_metric
 from vase.prompt_tasks import SAMPLES, register_data_mix, register_prompt_task
 from vase.prompt_tasks.base import ChatSample, fields_of, only
-from vase.reports.verdict import (
-    REPORT_KINDS,
-    ReportKind,
-    check_hypothesis,
-    decide_sweep,
-    hypothesis,
-    read_verdict,
-    register_report_kind,
-)
+from vase.reports.hypothesis import REPORT_KINDS, ReportKind, check_hypothesis, hypothesis, register_report_kind
+from vase.reports.verdict import decide_sweep
+from vase.reports.verdict_view import read_verdict
 from vase.rewards.terms import RewardTerm
 from vase.runs import describe_run, load_record, machine_stamp
 

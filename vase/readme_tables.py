@@ -48,8 +48,8 @@ from vase.metrics.paired import format_comparison
 from vase.metrics.paired import held as paired_held
 from vase.reports.ablation import caption_cell
 from vase.reports.compare import SHOWN, probe_against
+from vase.reports.hypothesis import hypothesis_of
 from vase.reports.jobs import job_dirs
-from vase.reports.verdict import hypothesis_of
 from vase.runs import code_label, log_root, read_status
 
 ROOT = Path(__file__).resolve().parents[1]

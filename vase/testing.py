@@ -45,7 +45,7 @@ def compose(conf: str | Path, overrides: list[str], out: str | Path, entry: str 
     if str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))  # the project's modules, as the command imports them
     Plugins.instance()  # Hydra's scan of hydra_plugins first (vase's sweepers subclass what it loads), then vase's
-    from hydra_plugins.vase_launchers import register  # after the scan: its module docstring says why
+    from hydra_plugins.vase_launchers import register  # lazy: after the scan (its module docstring)
 
     register()
     load_plugins(conf)

@@ -67,7 +67,7 @@ def use_project(argv: list[str]) -> tuple[list[str], Path]:
     path, so that a ``_target_`` of the user's module in the folder they run from imports (as ``python -m`` finds
     modules), with or without ``--config-dir``."""
     Plugins.instance()  # Hydra's scan of hydra_plugins first (vase's sweepers subclass what it loads), then vase's
-    from hydra_plugins.vase_launchers import register  # after the scan: its module docstring says why
+    from hydra_plugins.vase_launchers import register  # lazy: after the scan (its module docstring)
 
     register()  # vase's configs after the user's folder, its sweepers and launchers: found from any folder
     if os.getcwd() not in sys.path:

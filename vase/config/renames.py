@@ -196,6 +196,8 @@ def old_name(module: str, namespace: dict, name: str) -> object:
         if home != module and name in namespace:
             return namespace[name]
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    if home != module:  # a moved module's name, said where it lives now (the new module's own, or one it imports)
+        home = getattr(namespace[new], "__module__", None) or home
     line = deprecation(f"{module}.{name}", f"{home}.{new}")
     if strict():  # VASE_DEPRECATIONS=error: a project's CI finds the old name now
         # ImportError, not AttributeError: `from module import name` would put its own words in place of these

@@ -56,7 +56,8 @@ from vase.pipeline.build import (
 from vase.pipeline.finish import write_run_report
 from vase.pipeline.learned import learned_heads
 from vase.pipeline.sft_cache import shared_sft_adapter
-from vase.reports.verdict import comparison_at_job_end, hypothesis_columns, hypothesis_of
+from vase.reports.hypothesis import hypothesis_of
+from vase.reports.verdict_view import comparison_at_job_end, hypothesis_columns
 from vase.rewards.reward import effective_weights
 
 log = logging.getLogger("vase")

@@ -50,7 +50,7 @@ TAU_KEY = "reward.tau"
 
 
 def write_ablation_verdict(sweep_dir: Path, q: dict[str, Any]) -> dict[str, Any] | None:
-    """The ``ablation`` report kind (`vase.reports.verdict.REPORT_KINDS`): verdict.md pools the weight's effect over
+    """The ``ablation`` report kind (`vase.reports.hypothesis.REPORT_KINDS`): verdict.md pools the weight's effect over
     the replicates (a weight; tau is part of the scorer, so its jobs are only set against their own starts), and
     ablation.md/json/png decide the targets per draw and seed, the pooled verdict at their top."""
     pooled = write_verdict_report(sweep_dir, q) if q["compare"][0] != TAU_KEY else None

@@ -21,8 +21,9 @@ from vase.choices import DRAW_KEY
 from vase.eval.stats import heldout_difference, paired_difference
 from vase.io import atomic_write_json, read_json, write_markdown
 from vase.reports.ablation_vqa import percent_points
+from vase.reports.hypothesis import START
 from vase.reports.jobs import code_lines, code_of_jobs, heldout_of, job_dirs, machines_of_jobs, overrides_of
-from vase.reports.verdict import START, joined_verdict, write_verdict_report
+from vase.reports.verdict import joined_verdict, write_verdict_report
 from vase.runs import machine_stamp
 
 MEAN = "mean"  # the target "the mean over dimensions", per held-out vase

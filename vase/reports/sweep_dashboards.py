@@ -35,10 +35,10 @@ from vase.loggers import (
     tensorboard_tags,
 )
 from vase.reports.ablation import verdict_rows
+from vase.reports.hypothesis import hypothesis_of
 from vase.reports.jobs import job_dirs, overrides_of
-from vase.reports.verdict import (
+from vase.reports.verdict_view import (
     hypothesis_columns,
-    hypothesis_of,
     job_comparison,
     read_verdict,
     short_verdict,

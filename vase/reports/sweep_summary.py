@@ -30,6 +30,7 @@ from vase.errors import ConfigError, config_exit
 from vase.eval.stats import format_heldout, heldout_difference, mix_of, wilson_interval
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure, write_markdown
 from vase.metrics.registry import is_percent
+from vase.reports.hypothesis import caption_moves, check_hypothesis, hypothesis_of, notice
 from vase.reports.jobs import (
     code_lines,
     code_of_jobs,
@@ -47,7 +48,8 @@ from vase.reports.sweep_dashboards import (
     wandb_sync_command,
 )
 from vase.reports.sweep_end import SweepEnd
-from vase.reports.verdict import caption_moves, check_hypothesis, decide_sweep, hypothesis_of, notice, verdict_text
+from vase.reports.verdict import decide_sweep
+from vase.reports.verdict_view import verdict_text
 from vase.runs import RUN_FILE, note_multirun, sweep_jobs_finished
 
 log = logging.getLogger("vase")
