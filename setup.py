@@ -1,6 +1,6 @@
 """The build of vase's wheel and sdist. Metadata lives in setup.cfg; this file adds what a build knows and an
 installed package cannot learn again: the git commit it was built from (``vase/BUILD.json``, read by
-``vase.runs.code_stamp``, so ``vase --version`` and every run record name it) and the CHANGELOG (``vase/CHANGELOG.md``,
+``vase.provenance.code_stamp``, so ``vase --version`` and every run record name it) and the CHANGELOG (``vase/CHANGELOG.md``,
 printed by ``vase changelog``); and the README as the package's description with its links made absolute (on PyPI a
 relative ``docs/...`` link leads nowhere)."""
 

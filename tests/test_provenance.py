@@ -1,4 +1,4 @@
-"""Which code made a result: every run record, results file and sweep report names it (vase.runs.code_stamp), a
+"""Which code made a result: every run record, results file and sweep report names it (vase.provenance.code_stamp), a
 report over jobs made by different code says so at its top, and python -m vase.runs <run> gives the command that
 makes a run again."""
 
@@ -20,7 +20,7 @@ def _git(*args: str) -> str:
 
 
 def test_the_code_stamp_names_this_checkout_s_commit_and_whether_it_has_changes() -> None:
-    from vase.runs import code_stamp
+    from vase.provenance import code_stamp
 
     code = code_stamp()
     assert code["commit"] == _git("rev-parse", "HEAD")
@@ -36,7 +36,8 @@ def test_the_code_stamp_names_this_checkout_s_commit_and_whether_it_has_changes(
 
 def test_a_run_record_and_a_results_file_carry_the_code(tmp_path: Path) -> None:
     from vase.eval.scoring import write_results
-    from vase.runs import RUN_FILE, claim, code_stamp, release
+    from vase.provenance import code_stamp
+    from vase.runs import RUN_FILE, claim, release
 
     run = claim(tmp_path / "run", overrides=["seed=1"])
     try:
@@ -123,9 +124,9 @@ def test_vase_runs_refuses_what_is_not_a_run_in_one_line_and_never_shows_a_broke
 
 @pytest.fixture
 def dirty_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """A git checkout with a commit, a changed file and a file git does not track, as vase's code (`vase.runs`
+    """A git checkout with a commit, a changed file and a file git does not track, as vase's code (`vase.provenance`
     reads the checkout it is imported from)."""
-    from vase import runs
+    from vase import provenance
 
     src = tmp_path / "src"
     src.mkdir()
@@ -137,21 +138,22 @@ def dirty_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     subprocess.run([*git, "commit", "-qm", "first"], check=True)
     (src / "model.py").write_text("WIDTH = 2\n")
     (src / "reward.py").write_text("def reward():\n    return 1.0\n")
-    monkeypatch.setattr(runs, "_SOURCE", src)
-    runs._changes.cache_clear()
-    runs._code.cache_clear()
-    runs.code_patch.cache_clear()
+    monkeypatch.setattr(provenance, "SOURCE", src)
+    provenance._changes.cache_clear()
+    provenance._code.cache_clear()
+    provenance.code_patch.cache_clear()
     yield src
-    runs._changes.cache_clear()
-    runs._code.cache_clear()
-    runs.code_patch.cache_clear()
+    provenance._changes.cache_clear()
+    provenance._code.cache_clear()
+    provenance.code_patch.cache_clear()
 
 
 def test_a_dirty_run_keeps_its_patch_and_the_record_makes_its_code_again(tmp_path: Path, dirty_checkout: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A dirty run kept a hash of its changes, not the changes: after a revert it could not be made again, and
     vase.runs never said that the code checked out differs from the run's."""
-    from vase import runs
+    from vase import provenance, runs
+    from vase.runs import describe
 
     run = runs.claim(tmp_path / "run", overrides=["seed=1"])
     runs.release(run)
@@ -163,26 +165,26 @@ def test_a_dirty_run_keeps_its_patch_and_the_record_makes_its_code_again(tmp_pat
     # the user reverts their change: the record says the code differs, and the command makes the run's code again
     subprocess.run(["git", "-C", str(dirty_checkout), "checkout", "--", "model.py"], check=True)
     (dirty_checkout / "reward.py").unlink()
-    runs._changes.cache_clear()
-    runs._code.cache_clear()
+    provenance._changes.cache_clear()
+    provenance._code.cache_clear()
     monkeypatch.chdir(dirty_checkout)  # from the checkout, as its commands are typed there
-    text = runs.describe_run(run)
+    text = describe.describe_run(run)
     assert f"  now:       the code here is {record['code']['commit'][:10]}, not the run's" in text
     again = text.split("  again:     ")[1].splitlines()[0]
     assert again == (f"git checkout {record['code']['commit'][:10]} && git apply {run.resolve() / 'code.patch'} && "
                      f"python train.py seed=1")
     monkeypatch.chdir(tmp_path)  # from anywhere else: the checkout named, its entry point by its path
-    again = runs.describe_run(run).split("  again:     ")[1].splitlines()[0]
+    again = describe.describe_run(run).split("  again:     ")[1].splitlines()[0]
     assert again == (f"git -C {dirty_checkout} checkout {record['code']['commit'][:10]} && git -C {dirty_checkout} "
                      f"apply {run.resolve() / 'code.patch'} && python {dirty_checkout / 'train.py'} seed=1")
     subprocess.run(again.split(" && python ")[0].split(" && ")[1], shell=True, check=True)  # its git apply, as given
     assert (dirty_checkout / "model.py").read_text() == "WIDTH = 2\n"
     assert (dirty_checkout / "reward.py").read_text() == "def reward():\n    return 1.0\n"
     # over the cap: no patch kept, and the record says how large the changes were
-    runs._changes.cache_clear()
-    runs._code.cache_clear()
-    runs.code_patch.cache_clear()
-    monkeypatch.setattr(runs, "PATCH_CAP", 10)
+    provenance._changes.cache_clear()
+    provenance._code.cache_clear()
+    provenance.code_patch.cache_clear()
+    monkeypatch.setattr(provenance, "PATCH_CAP", 10)
     big = runs.claim(tmp_path / "big", overrides=[])
     runs.release(big)
     code = json.loads((big / runs.RUN_FILE).read_text())["code"]

@@ -38,7 +38,8 @@ def test_every_entry_point_records_its_failure_with_the_reason(argv: list[str], 
 
 
 def test_a_finished_evaluation_says_so_and_a_killed_run_is_reported_killed(tmp_path: Path) -> None:
-    from vase.runs import list_runs, main
+    from vase.runs import list_runs
+    from vase.runs.describe import main
 
     gt = tmp_path / "gt.json"
     gt.write_text(json.dumps([{"images": ["u_1_ac001001.jpg"], "caption": "An Attic amphora."},

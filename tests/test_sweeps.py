@@ -306,7 +306,7 @@ def test_reward_weights_sweep_as_the_readme_shows_it(tmp_path: Path, capsys: pyt
         assert "normalize_weights:\n  - shape" in cfg or "normalize_weights:\n    - shape" in cfg
     assert len(names) == 6
     # the sweep's own folder: the command that makes the whole sweep again, not a placeholder
-    from vase.runs import main as runs_main
+    from vase.runs.describe import main as runs_main
 
     assert runs_main([str(sweep)]) == 0
     again = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("  again:"))

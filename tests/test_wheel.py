@@ -50,7 +50,7 @@ def test_the_wheel_carries_every_config_and_its_commands_run_from_an_empty_folde
     p = _run(installed, empty, "vase", "--version")
     assert p.returncode == 0 and re.fullmatch(r"vase \S+ \(installed, .*\)\n", p.stdout), p.stdout + p.stderr
     assert str(installed["package"].resolve()) in p.stdout  # the wheel's vase, not this checkout's
-    from vase.runs import code_stamp
+    from vase.provenance import code_stamp
 
     # the commit the wheel was built from, written into it at build: a wheel named no commit (2026-12-03)
     assert f"(installed, built from commit {code_stamp()['commit'][:10]}" in p.stdout, p.stdout
@@ -122,7 +122,7 @@ def test_a_users_project_from_the_docs_runs_its_sweep_against_the_installed_whee
     again = next(ln for ln in p.stdout.splitlines() if ln.strip().startswith("again:"))
     assert again.split("again:", 1)[1].strip() == (f"vase train --config-dir {project / 'conf'} -m "
                                                    + command.split(" -m ", 1)[1].strip()), p.stdout
-    from vase.runs import code_stamp
+    from vase.provenance import code_stamp
 
     # the record names the commit the wheel was built from (it said commit: null)
     assert f"  code:      {code_stamp()['commit'][:10]}" in p.stdout and f"installed vase {__version__}" in p.stdout

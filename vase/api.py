@@ -25,11 +25,12 @@ from vase.eval.generate import generate_captions
 from vase.metrics.registry import CaptionMetric, caption_metric
 from vase.prompt_tasks import SAMPLES, register_data_mix, register_prompt_task
 from vase.prompt_tasks.base import ChatSample, fields_of, only
+from vase.provenance import machine_stamp
 from vase.reports.hypothesis import REPORT_KINDS, ReportKind, check_hypothesis, hypothesis, register_report_kind
 from vase.reports.verdict import decide_sweep
 from vase.reports.verdict_view import read_verdict
 from vase.rewards.terms import RewardTerm
-from vase.runs import describe_run, load_record, machine_stamp
+from vase.runs.describe import describe_run, load_record
 
 __all__ = [
     "RewardTerm", "CaptionMetric", "caption_metric", "EvalAction", "register_eval_action", "ReportKind",

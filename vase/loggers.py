@@ -31,7 +31,8 @@ from vase.config import SERVER_SCHEMES, swept_keys, view_order
 from vase.errors import ConfigError, VaseError
 from vase.io import atomic_write_text, path_lock
 from vase.metrics.registry import table_columns
-from vase.runs import code_stamp, job_overrides
+from vase.provenance import code_stamp
+from vase.runs import job_overrides
 from vase.wandb_record import wait_until_complete
 
 log = logging.getLogger("vase")
@@ -299,7 +300,7 @@ def log_hypothesis_start(loggers: list[Any], keys: list[str]) -> None:
 
 
 def log_code(lg: Any, code: dict[str, Any]) -> None:
-    """The code that made the run (`vase.runs.code_stamp`) beside its parameters, where each dashboard keeps such
+    """The code that made the run (`vase.provenance.code_stamp`) beside its parameters, where each dashboard keeps such
     things without making them a comparison column: W&B's run config (``code``), MLflow's tags (``vase.code.*``),
     a TensorBoard text panel (``code``), the CSV logger's hparams."""
     k = kind(lg)

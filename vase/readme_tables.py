@@ -46,11 +46,12 @@ from vase.kernels import threads_label
 from vase.metrics.caption_metrics import markdown_table
 from vase.metrics.paired import format_comparison
 from vase.metrics.paired import held as paired_held
+from vase.provenance import code_label
 from vase.reports.ablation import caption_cell
 from vase.reports.compare import SHOWN, probe_against
 from vase.reports.hypothesis import hypothesis_of
 from vase.reports.jobs import job_dirs
-from vase.runs import code_label, log_root, read_status
+from vase.runs import log_root, read_status
 
 ROOT = Path(__file__).resolve().parents[1]
 _BLOCK = re.compile(r"(<!-- vase:table (\w+) -->\n)(.*?)(<!-- vase:end -->)", re.DOTALL)

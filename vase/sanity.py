@@ -29,7 +29,8 @@ from vase import markdown as md
 from vase.errors import ConfigError
 from vase.eval.stats import heldout_difference
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure, user_output_dir
-from vase.runs import log_root, machine_stamp, run_dir
+from vase.provenance import machine_stamp
+from vase.runs import log_root, run_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 

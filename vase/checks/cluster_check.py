@@ -52,7 +52,8 @@ from vase import markdown as md
 from vase.checks.parts import Parts
 from vase.checks.slurm import LocalSlurm, missing_tools
 from vase.io import atomic_write_json, atomic_write_text
-from vase.runs import log_root, machine_stamp, run_dir
+from vase.provenance import machine_stamp
+from vase.runs import log_root, run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ["cluster=slurm", "cluster.partition=debug", "cluster.gpus_per_node=0", "cluster.cpus_per_task=1",

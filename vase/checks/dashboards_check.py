@@ -64,8 +64,9 @@ from vase.checks.docs_check import DEEP_TEXT, IN_VIEW_TEXT, BrowserPage, browser
 from vase.checks.slurm import free_port
 from vase.checks.venvs import tool_venv, tools_dir
 from vase.io import atomic_write_json, atomic_write_text
+from vase.provenance import machine_stamp
 from vase.reports.sweep_dashboards import CURVES
-from vase.runs import log_root, machine_stamp, run_dir
+from vase.runs import log_root, run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 

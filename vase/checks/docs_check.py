@@ -37,7 +37,8 @@ from PIL import Image
 
 from vase import markdown as md
 from vase.io import atomic_write_json, atomic_write_text
-from vase.runs import log_root, machine_stamp, run_dir
+from vase.provenance import machine_stamp
+from vase.runs import log_root, run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = {"home": "index.html", "ablation": "ablation/index.html", "reference": "reference/configuration/index.html"}

@@ -40,7 +40,8 @@ from torch.utils._pytree import tree_flatten
 
 from vase.io import atomic_write_json, atomic_write_text
 from vase.kernels import KERNEL_ENV, cpu_record
-from vase.runs import log_root, machine_stamp, run_dir
+from vase.provenance import machine_stamp
+from vase.runs import log_root, run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE_SUFFIX = ".trace.jsonl"

@@ -45,7 +45,8 @@ from vase.integrations.columns import load_reward
 from vase.io import atomic_write_json, atomic_write_text
 from vase.models.tiny import TinySpec, build_tiny
 from vase.prompt_tasks.base import fields_of, only
-from vase.runs import log_root, machine_stamp, run_dir
+from vase.provenance import machine_stamp
+from vase.runs import log_root, run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 SWIFT_PACKAGES = ["torch==2.14.1", "torchvision==0.29.1", "ms-swift==4.6.0", "qwen_vl_utils", "msgspec"]

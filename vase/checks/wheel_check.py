@@ -40,7 +40,8 @@ from packaging.requirements import Requirement
 from vase import __version__
 from vase import markdown as md
 from vase.io import atomic_write_json, atomic_write_text
-from vase.runs import code_stamp, log_root, machine_stamp, run_dir
+from vase.provenance import code_stamp, machine_stamp
+from vase.runs import log_root, run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,7 +16,8 @@ from vase.config import CONF_DIR, load_plugins
 from vase.config.entry_actions import PROJECT_PLUGINS
 from vase.config.validate import entry_keys
 from vase.errors import ConfigError
-from vase.runs import PROJECT_ENV
+from vase.provenance import PROJECT_ENV
+from vase.runs import describe
 
 FLAGS = ("--config-dir", "-cd")
 
@@ -113,12 +114,12 @@ def groups_help(entry: str, conf: Path) -> str:
 
 
 def runs_main(argv: list[str] | None = None) -> int:
-    """``vase runs``: `vase.runs.main`, with the plugins loaded as every vase command loads them (installed packages'
+    """``vase runs``: `vase.runs.describe.main`, with the plugins loaded as every vase command loads them (installed packages'
     entry points; for one run or sweep of a user's project, the modules its ``conf/plugins.yaml`` lists, imported from
     the project's folder). One run's record ends with a ``plugins:`` line: the modules it names and whether each
     imports now; one that does not is said there (its 'again' needs it), and the record is still printed."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    rc = runs.main(argv)
+    rc = describe.main(argv)
     roots = [a for a in argv if not a.startswith("-")]
     if rc == 0 and len(roots) == 1 and (Path(roots[0]) / runs.RUN_FILE).is_file():
         line = plugins_line(roots[0])
@@ -130,7 +131,7 @@ def runs_main(argv: list[str] | None = None) -> int:
 def plugins_line(run: str | Path) -> str | None:
     """The ``plugins:`` line of `runs_main`: what the run's project and the installed packages add, loaded now; None
     for a run of vase's own configs where no installed package adds any."""
-    conf = runs.project_conf_of(run)
+    conf = describe.project_conf_of(run)
     listed = Path(conf) / PROJECT_PLUGINS if conf else None
     if listed is not None and not listed.is_file():
         listed = None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import vase
 from vase.errors import VaseError
-from vase.runs import code_label, code_stamp
+from vase.provenance import code_label, code_stamp
 
 
 def version_line() -> str:

@@ -13,7 +13,7 @@ from vase.metrics.caption_metrics import CaptionScorer, markdown_table
 from vase.metrics.embedding_cache import CachedTextEncoder
 from vase.metrics.encoders import build_clip_encoder, cached_sentence_encoder
 from vase.metrics.registry import extra_metrics
-from vase.runs import code_stamp
+from vase.provenance import code_stamp
 
 
 def encoders_label(metrics_cfg: Any) -> str:
@@ -136,7 +136,7 @@ def match(generated: CaptionFile, reference: CaptionFile, duplicates: str = "las
 
 
 def write_results(path: str | Path, name: str, scores: dict[str, Any], extra: dict[str, Any] | None = None) -> Path:
-    """Results JSON (with the code that made it, `vase.runs.code_stamp`) plus a markdown table beside it (same stem,
+    """Results JSON (with the code that made it, `vase.provenance.code_stamp`) plus a markdown table beside it (same stem,
     ``.md``)."""
     path = Path(path)
     atomic_write_json(path, {**scores, **(extra or {}), "code": code_stamp()})  # the code that made it

@@ -36,7 +36,7 @@ from vase.eval.stats import bootstrap_ci
 from vase.io import atomic_write_json
 from vase.models.loading import load_model_and_processor
 from vase.prompt_tasks.zoom import crop, decoration_box, view_index
-from vase.runs import machine_stamp
+from vase.provenance import machine_stamp
 
 
 def vision_features(model: Any, processor: Any, images: list[Any]) -> np.ndarray:

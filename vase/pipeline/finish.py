@@ -13,8 +13,8 @@ from vase.io import atomic_write_json
 from vase.loggers import log_images, log_results_table
 from vase.metrics.caption_metrics import markdown_table
 from vase.metrics.paired import compare_captions, format_comparison
+from vase.provenance import machine_stamp
 from vase.reports.report import write_report
-from vase.runs import machine_stamp
 
 log = logging.getLogger("vase")
 

@@ -29,6 +29,7 @@ from vase.eval.stats import heldout_difference, mix_of
 from vase.io import atomic_write_json, write_markdown
 from vase.metrics.paired import held as paired_held
 from vase.metrics.registry import is_percent
+from vase.provenance import machine_stamp
 from vase.reports.ablation_plots import plot_tau, plot_weight
 from vase.reports.ablation_vqa import diff_points, percent_points, vqa_verdict, who
 from vase.reports.jobs import (
@@ -44,7 +45,6 @@ from vase.reports.jobs import (
     rate_right,
 )
 from vase.reports.verdict import joined_verdict, write_verdict_report
-from vase.runs import machine_stamp
 
 TAU_KEY = "reward.tau"
 

@@ -20,11 +20,11 @@ from vase.annotate.vocab import DIMENSIONS
 from vase.choices import DRAW_KEY
 from vase.eval.stats import heldout_difference, paired_difference
 from vase.io import atomic_write_json, read_json, write_markdown
+from vase.provenance import machine_stamp
 from vase.reports.ablation_vqa import percent_points
 from vase.reports.hypothesis import START
 from vase.reports.jobs import code_lines, code_of_jobs, heldout_of, job_dirs, machines_of_jobs, overrides_of
 from vase.reports.verdict import joined_verdict, write_verdict_report
-from vase.runs import machine_stamp
 
 MEAN = "mean"  # the target "the mean over dimensions", per held-out vase
 SHOWN = {"invrender": "silhouette IoU (x 100)", "invrender_shape": "shape named in the answer"}  # item-key targets

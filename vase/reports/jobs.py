@@ -12,7 +12,8 @@ from vase.annotate.vocab import DIMENSIONS
 from vase.eval.stats import heldout_difference
 from vase.io import read_json
 from vase.kernels import kernels_label
-from vase.runs import RUN_FILE, code_label, read_status, status_of
+from vase.provenance import code_label
+from vase.runs import RUN_FILE, read_status, status_of
 
 CAPTION_KEYS = ("overall_score", "clip_score", "fid_score", "r_at_1", "r_at_5", "r_at_10", "lexical_similarity")
 LAST_STEPS = 20  # the reward of a job: the mean over its last steps (where training has got to)
@@ -24,7 +25,7 @@ def job_dirs(sweep_dir: Path) -> list[Path]:
 
 
 def code_of_jobs(jobs: list[Path]) -> dict[str, list[str]]:
-    """The code that made each job (`vase.runs.code_label` of its run record's ``code``), each label with its jobs."""
+    """The code that made each job (`vase.provenance.code_label` of its run record's ``code``), each label with its jobs."""
     groups: dict[str, list[str]] = {}
     for job in jobs:
         groups.setdefault(code_label(read_status(job).get("code")), []).append(job.name)

@@ -22,9 +22,9 @@ from omegaconf import OmegaConf
 from vase import markdown as md
 from vase.errors import DataError
 from vase.io import atomic_write_json, read_json, save_figure, write_markdown
+from vase.provenance import machine_stamp
 from vase.reports.ablation import CAPTION_TARGETS
 from vase.reports.jobs import code_lines, code_of_jobs, heldout_of, job_dirs, machines_of_jobs
-from vase.runs import machine_stamp
 
 STATE = "search.json"  # vase.runs.SEARCH_STATE reads it too (a test keeps the two one name)
 TARGETS = CAPTION_TARGETS

@@ -42,6 +42,7 @@ from vase import markdown as md
 from vase.config.entry_actions import load_plugins
 from vase.errors import ConfigError
 from vase.io import atomic_write_json, write_markdown
+from vase.provenance import machine_stamp
 from vase.reports.hypothesis import REPORT_KINDS, START, sweep_hypothesis
 from vase.reports.jobs import (
     code_lines,
@@ -52,7 +53,7 @@ from vase.reports.jobs import (
 )
 from vase.reports.verdict_stats import compare_move, is_share, same_setting, value_of
 from vase.reports.verdict_view import interval_cell, move_label, verdict_text
-from vase.runs import machine_stamp, project_conf_of
+from vase.runs.describe import project_conf_of
 
 
 def decide_sweep(sweep_dir: str | Path) -> dict[str, Any] | None:
