@@ -113,12 +113,12 @@ def test_cfg_job_composes_for_7b_grpo_zero3() -> None:
     ],
 )
 def test_bad_value_fails_fast_with_one_line_naming_the_key(override: str, key: str) -> None:
-    p, seconds = _run(["train.py", override])
+    p, _ = _run(["train.py", override])
     assert p.returncode == 2
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, p.stderr
     assert lines[0].startswith("config error: ") and key in lines[0]
-    assert seconds < 5.0
+    assert "loading model" not in p.stdout + p.stderr  # fast: refused before any model loads (no clock asserted)
 
 
 @pytest.mark.parametrize("override, key", [("trainer.devices=abc", "trainer.devices"),

@@ -252,18 +252,15 @@ def test_a_broken_checkpoint_folder_is_one_line_naming_the_file_before_the_model
                                                                                       tmp_path: Path, how: str,
                                                                                       entry: list[str]) -> None:
     import hashlib
-    import time
 
     names = _break(hub_checkpoint, how)
     before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in hub_checkpoint.rglob("*") if p.is_file()}
-    started = time.time()
     p = _run([*entry, "model=qwen2_5_vl_3b", "model.dtype=float32", f"model.name_or_path={hub_checkpoint}",
               "logger=none", f"paths.log_dir={tmp_path / 'logs'}", f"paths.cache_dir={tmp_path / 'cache'}"], tmp_path)
     err = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len([ln for ln in err if ln.startswith(("error:", "config error:"))]) == 1
     assert err[-1].startswith(f"error: model.name_or_path='{hub_checkpoint}': ") and names in err[-1], err[-3:]
-    assert "Traceback" not in p.stderr and "Loading weights" not in p.stderr
-    assert time.time() - started < 120
+    assert "Traceback" not in p.stderr and "Loading weights" not in p.stderr  # refused before the weights load
     assert before == {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in hub_checkpoint.rglob("*") if p.is_file()}
 
 
@@ -277,14 +274,14 @@ def test_a_missing_folder_or_an_unreachable_hub_id_is_one_line_within_seconds(tm
     """transformers said "Repo id must use alphanumeric chars" of a missing folder, and retried an unreachable hub
     for 2 min 45 s before 215 lines; the hub is reached through an address nothing answers (no network needed)."""
     import os
-    import time
 
     env_hub = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(tmp_path / "hf")}  # an empty hub cache
-    started = time.time()
     p = subprocess.run([sys.executable, "train.py", "model=qwen2_5_vl_3b", f"model.name_or_path={value}",
                         "logger=none", f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True,
                        text=True, timeout=300, env={**os.environ, **env_hub, "WANDB_MODE": "disabled"})
     err = p.stderr.strip().splitlines()
     assert p.returncode == 2 and err[-1].startswith(line), p.stderr[-2000:]
     assert "pass a local checkpoint folder" in err[-1] or "give a local checkpoint folder" in err[-1]
-    assert time.time() - started < 60 and "Traceback" not in p.stderr
+    # no retrying of the hub (it once retried for 2 min 45 s and printed 215 lines): one line, nothing loaded
+    assert "Traceback" not in p.stderr and "retry" not in p.stderr.lower() and "loading model" not in p.stdout
+    assert len([ln for ln in err if ln.strip() and "warn" not in ln.lower()]) <= 3, p.stderr[-2000:]
