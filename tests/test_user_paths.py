@@ -266,6 +266,17 @@ def test_a_bad_model_is_skipped_with_its_reason_or_raised(synthetic_root: Path, 
     assert len(dm.train_set) == len(recs) - 1
     assert "left out 1 of" in caplog.text and "without 1 vases" in caplog.text
 
+    # a job that finds the views rendered writes nothing into the shared renders (a sweep's jobs prepare in turn)
+    failures = dm.render_root() / "images" / "render_failures.json"
+    rendered = {q: q.stat().st_mtime_ns for q in dm.render_root().rglob("*")}
+    _datamodule(root, tmp_path / "cache", on_error="skip").prepare_data()
+    assert {q: q.stat().st_mtime_ns for q in dm.render_root().rglob("*")} == rendered
+    # the model mended: its vase is rendered and is no longer left out
+    (root / recs[0]["model"]).write_bytes((synthetic_root / recs[0]["model"]).read_bytes())
+    dm = _datamodule(root, tmp_path / "cache", on_error="skip")
+    dm.prepare_data()
+    assert json.loads(failures.read_text()) == [] and dm.left_out() == {}
+
 
 def test_python_m_vase_render_writes_to_the_cache(synthetic_root: Path, tmp_path: Path) -> None:
     root = _user_dataset(synthetic_root, tmp_path / "user", views=False)

@@ -183,6 +183,20 @@ class PromptCollator:
                 "ids": [s.id for s in batch], "images": [s.images for s in batch]}
 
 
+def _record_failures(path: Path, failed: list[dict[str, str]]) -> None:
+    """The vases whose model failed to render, written only when they changed: a job that finds the views rendered
+    (every job of a sweep but the first) writes nothing into the shared set; no file is made for none."""
+    if path.is_file():
+        try:
+            if read_json(path) == failed:
+                return
+        except (OSError, DataError):
+            pass  # unreadable: written again whole
+    elif not failed:
+        return
+    atomic_write_json(path, failed)
+
+
 class VaseDataModule(pl.LightningDataModule):
     """Data for one run: generate the synthetic set if configured, render views, then serve chat batches."""
 
@@ -295,8 +309,7 @@ class VaseDataModule(pl.LightningDataModule):
         out_root = self.render_root()
         failures_path = out_root / "images" / FAILURES_FILE
         if not pairs:
-            if failures_path.is_file():
-                atomic_write_json(failures_path, [])
+            _record_failures(failures_path, [])
             return
         settings = RenderSettings(resolution=int(self.render["resolution"]), fov_deg=float(self.render["fov_deg"]))
         if self.owns_root and rendered_settings(out_root) - {settings.key()}:
@@ -310,7 +323,7 @@ class VaseDataModule(pl.LightningDataModule):
                                 on_error=str(self.render.get("on_error", "raise")),
                                 orbit_video=bool(self.render.get("orbit_video", False)),
                                 sheets=bool(self.render.get("sheets", False)))
-        atomic_write_json(failures_path, result["failed"])
+        _record_failures(failures_path, result["failed"])
         if result["failed"]:
             shown = "; ".join(f"{f['id']}: {f['reason']}" for f in result["failed"][:3])
             log.warning("left out %d of %d vases whose model could not be rendered (render.on_error=skip; all listed "
