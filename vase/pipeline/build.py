@@ -1,4 +1,5 @@
-"""Building a stage's objects from the config: its data module, its LightningModule, its callbacks, its trainer."""
+"""A run's first stage, checking (`check_run`: every input, before any model loads), and building a stage's objects
+from the config: its data module, its LightningModule, its callbacks, its trainer."""
 
 from __future__ import annotations
 
@@ -17,8 +18,30 @@ from omegaconf import DictConfig
 
 from vase.errors import ConfigError
 from vase.io import load_tensors
+from vase.loggers import check_loggers
+from vase.metrics.registry import extra_metrics
+from vase.models.checkpoint import check_adapter
+from vase.models.loading import check_model
+from vase.reports.hypothesis import hypothesis_of
+from vase.reports.verdict_view import hypothesis_columns
 
 log = logging.getLogger("vase")
+
+
+def check_run(cfg: DictConfig) -> list[str]:
+    """Each input a run would fail on later, refused in one line before any model loads (a hypothesis block that
+    is not one first); returns the hypothesis's measures, which lead the dashboards' end columns."""
+    hypothesis_metrics = hypothesis_columns(hypothesis_of(cfg))
+    check_training_data(cfg, cfg.stage.name)  # nothing trains on nothing
+    check_accelerator(cfg.trainer)  # trainer=gpu on a machine without one
+    check_loggers(cfg)  # a tracking server that does not answer, a broken store
+    extra_metrics(cfg.metrics.get("extra"))  # a caption metric that is none, or does not import
+    check_model(cfg.model)  # a checkpoint folder missing a file or with a damaged shard, an unreachable hub id
+    if cfg.get("init_adapter"):
+        check_adapter(str(cfg.init_adapter))  # a run folder given for its adapter
+    if cfg.get("ckpt_path"):
+        check_ckpt_path(str(cfg.ckpt_path))  # a missing or unsafe checkpoint
+    return hypothesis_metrics
 
 
 def slurm_placement(env: dict[str, str] | None = None) -> str:

@@ -1,5 +1,6 @@
-"""What a finished run writes for people to look at: results.json, report.md (table, curves, contact sheet), and the
-same to the loggers."""
+"""A run's end (`finish_run`): what it ended at on the dashboards (``hp/*``, the held-out verdict against its start, a
+sweep's job against its baseline), what it writes for people to look at (results.json, report.md: table, curves,
+contact sheet, and the same to the loggers) and its record's ``finished``."""
 
 from __future__ import annotations
 
@@ -7,16 +8,78 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
 
+from vase import runs
+from vase.config import swept_keys
+from vase.eval.stats import dashboard_columns, heldout_metrics
 from vase.io import atomic_write_json
-from vase.loggers import log_images, log_results_table
+from vase.loggers import log_end_metrics, log_images, log_results_table, say_unsent
 from vase.metrics.caption_metrics import markdown_table
 from vase.metrics.paired import compare_captions, format_comparison
 from vase.provenance import machine_stamp
+from vase.reports.hypothesis import hypothesis_of
 from vase.reports.report import write_report
+from vase.reports.verdict_view import comparison_at_job_end
 
 log = logging.getLogger("vase")
+
+
+def finish_run(cfg: DictConfig, out_dir: Path, ev: Any, loggers: list[Any], hypothesis_metrics: list[str],
+               last_stage: str, datamodule: Any, module: Any, global_zero: bool) -> None:
+    """The run's end, on rank 0: what it ended at (`end_metrics`, the last stage's held-out verdict against its start,
+    a sweep's job against its baseline) logged with the hypothesis's measures first, and results.json and the report
+    (`write_run_report`); then, on every rank, what an MLflow server that stopped answering lacks, and the record
+    says ``finished``. ``ev`` is the run's `vase.pipeline.evaluation.RunEvaluation`."""
+    if global_zero:
+        metrics = end_metrics(ev.results, ev.histories)
+        if last_stage in ev.heldout:  # the held-out verdict per dimension against the start, and the captions'
+            metrics.update(heldout_metrics(ev.heldout[last_stage], ev.heldout_start.get(last_stage)))
+        metrics.update(_sweep_comparison(cfg, out_dir))
+        log_end_metrics(loggers, cfg, metrics, shown=dashboard_columns(metrics, hypothesis_metrics))
+        if ev.results:
+            write_run_report(cfg, out_dir, ev.results, ev.histories, ev.generations, datamodule.val_set, module,
+                             loggers, ev.scorer)
+    say_unsent(loggers, out_dir)  # an MLflow server that stopped answering: what it lacks, and the command to send it
+    runs.set_status(out_dir, "finished")
+
+
+def _sweep_comparison(cfg: DictConfig, out_dir: Path) -> dict[str, float]:
+    """A sweep's job against its baseline job, where that has finished (W&B can take it only now); {} outside a sweep
+    and for the shared SFT a job trains first in the cache, which is no job of the sweep."""
+    swept = swept_keys()
+    hc = HydraConfig.get() if swept else None
+    job_dir = OmegaConf.select(hc, "runtime.output_dir", default=None) if hc is not None else None
+    if not job_dir or Path(str(job_dir)).resolve() != Path(out_dir).resolve():
+        return {}
+    return comparison_at_job_end(hc.sweep.dir, out_dir, hypothesis_of(cfg), swept)
+
+
+def _number(v: Any) -> float | None:
+    """A history value as a float (numpy and torch scalars too), or None."""
+    try:
+        return None if v is None or isinstance(v, bool) else float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def end_metrics(results: dict[str, dict[str, Any]], histories: dict[str, list[dict[str, Any]]],
+                last: int = 20) -> dict[str, float]:
+    """What a run ended at, for dashboards' run tables (``hp/*``): the last evaluated model's caption scores, and
+    the last stage's mean training loss or reward over its last ``last`` steps."""
+    out: dict[str, float] = {}
+    if results:
+        row = list(results.values())[-1]
+        for k in ("clip_score", "r_at_5", "fid_score", "lexical_similarity", "overall_score"):
+            if _number(row.get(k)) is not None:
+                out[f"hp/{k}"] = _number(row[k])
+    history = list(histories.values())[-1] if histories else []
+    for key in ("reward", "loss"):
+        values = [v for v in (_number(h.get(key)) for h in history[-last:]) if v is not None]
+        if values:
+            out[f"hp/train_{key}_last{last}"] = sum(values) / len(values)
+    return out
 
 
 def write_run_report(cfg: DictConfig, out_dir: Path, results: dict[str, Any], histories: dict[str, Any],
