@@ -161,8 +161,8 @@ def test_a_plain_typed_argument_of_a_target_is_checked(tmp_path: Path, session_d
                                    "did you mean 'seed'?"),
     (["train.py", "logger=tensorboard", "logger.tensorboard.save_dir=<file>", "debug=fast"], False,
      "config error: logger.tensorboard.save_dir='<file>' is a file; the logger writes a folder there"),
-    (["-m", "vase.render", "--root", "<missing>"], False, "error: --root <missing>: no such dataset folder"),
-    (["-m", "vase.render", "--root", "<file>"], False, "error: --root <file>: no such dataset folder"),
+    (["-m", "vase.data.render", "--root", "<missing>"], False, "error: --root <missing>: no such dataset folder"),
+    (["-m", "vase.data.render", "--root", "<file>"], False, "error: --root <file>: no such dataset folder"),
 ])
 def test_each_config_gap_is_one_line_and_leaves_no_record_running(args: list[str], check: bool, line: str,
                                                                    tmp_path: Path) -> None:

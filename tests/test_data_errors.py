@@ -69,7 +69,7 @@ def test_views_rendered_in_the_cache_count_as_present(synthetic_root: Path, tmp_
     ds = _user_dataset(synthetic_root, tmp_path / "ds", views=False)
     cache = tmp_path / "cache"
     assert {p["kind"] for p in check_dataset(ds, progress=False, models=False)["problems"]} == {"missing_view"}
-    p = subprocess.run([sys.executable, "-m", "vase.render", "--root", str(ds), "--cache-dir", str(cache),
+    p = subprocess.run([sys.executable, "-m", "vase.data.render", "--root", str(ds), "--cache-dir", str(cache),
                         "--resolution", "64"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-1500:]
     rep = check_dataset(ds, progress=False, models=False, cache_dir=cache)

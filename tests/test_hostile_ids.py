@@ -59,7 +59,7 @@ def test_the_render_command_writes_only_inside_its_cache_folder(hostile: Path, t
     before, everything = tree_hash(hostile), _files(tmp_path)
     cache = tmp_path / "cache"
     for extra in ([], ["--write-to-root"]):
-        p = subprocess.run([sys.executable, "-m", "vase.render", "--root", str(hostile), "--cache-dir", str(cache),
+        p = subprocess.run([sys.executable, "-m", "vase.data.render", "--root", str(hostile), "--cache-dir", str(cache),
                             "--resolution", "32", "--views", "front,back", "--sheets", *extra],
                            cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert p.returncode == 0, p.stderr[-2000:]
@@ -95,7 +95,7 @@ def test_trainings_render_step_and_dataset_read_the_same_safe_names(hostile: Pat
 @pytest.mark.parametrize("target", ["swift", "paper_eval", "release"])
 def test_every_export_writes_only_into_its_output(hostile: Path, tmp_path: Path, target: str) -> None:
     cache = tmp_path / "cache"
-    subprocess.run([sys.executable, "-m", "vase.render", "--root", str(hostile), "--out", str(hostile / ".." / "v"),
+    subprocess.run([sys.executable, "-m", "vase.data.render", "--root", str(hostile), "--out", str(hostile / ".." / "v"),
                     "--resolution", "32", "--cache-dir", str(cache)], cwd=ROOT, capture_output=True, timeout=300)
     # views shipped with the dataset this time (so the exports read them from the source itself)
     views = hostile.parent / "v" / "images"

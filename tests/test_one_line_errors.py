@@ -4,6 +4,7 @@ user's thing untouched (tracebacks of 15 to 24 lines once)."""
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -44,12 +45,31 @@ def test_an_output_flag_naming_the_user_s_things_is_one_line(tmp_path: Path, arg
 def test_render_refuses_a_root_that_is_no_dataset(tmp_path: Path) -> None:
     """A folder without annotations once exited 0 with "rendered": 0, as if all were well."""
     (tmp_path / "photos").mkdir()
-    p = subprocess.run([sys.executable, "-m", "vase.render", "--root", str(tmp_path / "photos"), "--cache-dir",
+    p = subprocess.run([sys.executable, "-m", "vase.data.render", "--root", str(tmp_path / "photos"), "--cache-dir",
                         str(tmp_path / "cache")], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and p.stderr.strip() == (
         f"error: --root {tmp_path / 'photos'}: not a dataset folder: no annotations/train.json or "
-        f"annotations/val.json in it (vase.render renders the vases they list, from their GLB models)")
+        f"annotations/val.json in it (vase render renders the vases they list, from their GLB models)")
     assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_python_m_vase_render_is_the_render_command_by_its_old_name(tmp_path: Path, strict: bool) -> None:
+    """`python -m vase.render` (the command's name until it moved to vase.data.render): the same command after one
+    deprecation line; with VASE_DEPRECATIONS=error, one line refusing it and nothing run."""
+    (tmp_path / "photos").mkdir()
+    env = {**os.environ, "VASE_DEPRECATIONS": "error" if strict else ""}
+    p = subprocess.run([sys.executable, "-m", "vase.render", "--root", str(tmp_path / "photos"), "--cache-dir",
+                        str(tmp_path / "cache")], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    if strict:
+        assert lines == ["error: old name refused (VASE_DEPRECATIONS=error): python -m vase.render is now vase render "
+                         "(python -m vase.data.render)"], lines
+    else:
+        assert lines[0] == ("deprecated: python -m vase.render is now vase render (python -m vase.data.render) (the "
+                            "old name is accepted until vase 0.3)"), lines
+        assert len(lines) == 2 and lines[1].startswith(f"error: --root {tmp_path / 'photos'}: not a dataset folder")
 
 
 def _error_of(overrides: list[str], tmp_path: Path, session_dirs: dict) -> str:

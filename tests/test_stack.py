@@ -57,7 +57,7 @@ def test_export_of_a_fresh_dataset_renders_views_into_the_cache_and_writes_absol
 
 def test_export_reads_views_the_render_command_put_in_the_cache(fresh: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    r = subprocess.run([sys.executable, "-m", "vase.render", "--root", str(fresh), "--cache-dir", str(cache),
+    r = subprocess.run([sys.executable, "-m", "vase.data.render", "--root", str(fresh), "--cache-dir", str(cache),
                         "--resolution", "32"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     stamps = {p: p.stat().st_mtime_ns for p in (cache / "renders").rglob("*.png")}

@@ -141,7 +141,7 @@ CASES: dict[str, Case] = {
         t / "VaseVQA-3D"), setup=_annotations("[{\"id\": \"v1\", "),
         repair=lambda t: (t / "VaseVQA-3D" / "annotations" / "train.json").write_text("[]")),
     "data-check-cli": Case(cli=["-m", "vase.data.check", "{tmp}/VaseVQA-3D"]),
-    "render-not-dataset": Case(cli=["-m", "vase.render", "--root", "{tmp}/photos", "--cache-dir", "{tmp}/cache"],
+    "render-not-dataset": Case(cli=["-m", "vase.data.render", "--root", "{tmp}/photos", "--cache-dir", "{tmp}/cache"],
                                setup=_folder("photos")),
     "ckpt-missing": Case(["model=qwen2_5_vl_3b", "model.name_or_path={tmp}/Qwen2.5-VL-3B"],
                          ["model=qwen2_5_vl_3b", "model.name_or_path={tmp}/Qwen2.5-VL-3B-Instruct"], setup=_checkpoint("")),

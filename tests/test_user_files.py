@@ -107,7 +107,7 @@ def test_the_dataset_check_never_writes_its_report_over_a_file_it_did_not_write(
 
 @pytest.mark.parametrize("tool", ["render", "sanity", "config_reference"])
 def test_every_out_flag_refuses_a_user_s_folder_or_file(tmp_path: Path, synthetic_root: Path, tool: str) -> None:
-    """python -m vase.render --out, python -m vase.sanity --out and the configuration reference's --out: a folder (or
+    """python -m vase.data.render --out, python -m vase.sanity --out and the configuration reference's --out: a folder (or
     page) holding what vase did not write is refused in one line, before anything runs, and left as it was."""
     mine = tmp_path / "mine"
     mine.mkdir()
@@ -115,7 +115,7 @@ def test_every_out_flag_refuses_a_user_s_folder_or_file(tmp_path: Path, syntheti
     target = mine / "page.md" if tool == "config_reference" else mine
     if tool == "config_reference":
         target.write_text("# my page\n")
-    args = {"render": ["-m", "vase.render", "--root", str(synthetic_root), "--out", str(mine)],
+    args = {"render": ["-m", "vase.data.render", "--root", str(synthetic_root), "--out", str(mine)],
             "sanity": ["-m", "vase.sanity", "--out", str(mine)],
             "config_reference": ["-m", "vase.docsgen.config_reference", "--out", str(target)]}[tool]
     p = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -131,7 +131,7 @@ def test_render_out_takes_a_new_folder_and_its_own_again(tmp_path: Path, synthet
     bare = tmp_path / "bare"  # the synthetic set without its views: a dataset that ships none
     shutil.copytree(synthetic_root, bare, ignore=shutil.ignore_patterns("images", "renders"))
     out = tmp_path / "renders"
-    cmd = [sys.executable, "-m", "vase.render", "--root", str(bare), "--out", str(out), "--resolution", "32",
+    cmd = [sys.executable, "-m", "vase.data.render", "--root", str(bare), "--out", str(out), "--resolution", "32",
            "--views", "front"]
     for expect in ("rendered", "cached"):  # a new folder, then the same folder it rendered into (its cache file)
         p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)

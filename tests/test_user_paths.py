@@ -282,7 +282,7 @@ def test_python_m_vase_render_writes_to_the_cache(synthetic_root: Path, tmp_path
     root = _user_dataset(synthetic_root, tmp_path / "user", views=False)
     before = tree_hash(root)
     out = tmp_path / "renders"
-    p = subprocess.run([sys.executable, "-m", "vase.render", "--root", str(root), "--out", str(out),
+    p = subprocess.run([sys.executable, "-m", "vase.data.render", "--root", str(root), "--out", str(out),
                         "--resolution", "32"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     n = len(json.loads((root / "annotations" / "train.json").read_text())) + len(

@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("vase.cli.train:main", "train, a sweep with -m (Hydra overrides: vase train --help lists the groups)"),
     "evaluate": ("vase.cli.evaluate:main", "an evaluation action: generate, score, vqa, leaderboard, export, ..."),
     "data-check": ("vase.data.check", "every problem of a dataset folder, before a long run"),
-    "render": ("vase.render", "render a dataset's views (the cache, never the dataset's folder)"),
+    "render": ("vase.data.render", "render a dataset's views (the cache, never the dataset's folder)"),
     # a function, not the module run as __main__: vase's own imports have loaded vase.runs already, and runpy would warn;
     # with the plugins loaded as every command loads them
     "runs": ("vase.cli.project:runs_main", "the runs and sweeps of a log folder: how each ended, what made it, how to rerun it"),

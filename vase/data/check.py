@@ -120,7 +120,7 @@ def check_dataset(path: str | Path, layout: str = "auto", views: list[str] | tup
                   models: bool = True, progress: bool = True, cache_dir: str | Path | None = None,
                   stage: str = "sft") -> dict[str, Any]:
     """Every problem of the dataset at ``path`` as a report dict (``problems``: kind, id, message). Views that vase
-    rendered for it into ``cache_dir`` (``python -m vase.render --root``) count as present. ``stage`` is what the
+    rendered for it into ``cache_dir`` (``python -m vase.data.render --root``) count as present. ``stage`` is what the
     data should train: ``sft`` (captions and QA) or ``grpo`` (the six-dimension reward: every vase needs them)."""
     root = Path(path)
     rendered = render_cache_root(cache_dir, root) if cache_dir else None
@@ -168,7 +168,7 @@ def check_dataset(path: str | Path, layout: str = "auto", views: list[str] | tup
                     if p is not None:
                         from_cache.add(r.id)
                 if p is None:
-                    hint = " (its GLB can render it: python -m vase.render)" if r.model else ""
+                    hint = " (its GLB can render it: python -m vase.data.render)" if r.model else ""
                     problems.append(("missing_view", r.id, f"{view_path(root, v, r.id)}: view {v!r} of vase "
                                                            f"{r.id!r} is missing{hint}"))
                 elif (why := _readable(p)) is not None:

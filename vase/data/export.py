@@ -154,11 +154,11 @@ def export_swift(splits: dict[str, list[VaseRecord]], image_roots: list[Path], o
 
 def views_for_export(src: Path, splits: dict[str, list[VaseRecord]], layout: str, cache_dir: Path,
                      settings: RenderSettings | None = None) -> list[Path]:
-    """Where an export reads views: the dataset's own, then vase's render cache for it (``python -m vase.render``
+    """Where an export reads views: the dataset's own, then vase's render cache for it (``python -m vase.data.render``
     and training render there); views missing from both are rendered into the cache first, as training does. The
     dataset itself is never written."""
     settings = settings or RenderSettings()
-    # the folder training and python -m vase.render use for these settings (one per resolution and field of view)
+    # the folder training and python -m vase.data.render use for these settings (one per resolution and field of view)
     cache = at_settings(render_cache_root(cache_dir, src), settings.resolution, settings.fov_deg)
     records = None if layout == "vase" else [r for rs in splits.values() for r in rs]
     pairs = models_to_render(src, VIEWS, records=records, missing_splits_ok=True)

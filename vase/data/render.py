@@ -1,4 +1,5 @@
-"""Render a dataset's views by hand: ``python -m vase.render --root /data/VaseVQA-3D [--out DIR] [--resolution 224]``.
+"""Render a dataset's views by hand: ``vase render --root /data/VaseVQA-3D [--out DIR] [--resolution 224]`` (in a
+checkout ``python -m vase.data.render``; ``python -m vase.render``, its old name, forwards here until vase 0.3).
 
 Reads ``<root>/annotations/{train,val}.json`` and ``<root>/models/*.glb`` and renders the views each vase lacks. The
 dataset is only read: renders go to ``--out`` (default: ``.cache/renders/<dataset>-<hash>``, where ``train.py`` and
@@ -21,7 +22,7 @@ from vase.views import RENDER_CACHE_FILE, VIEWS, at_settings, render_cache_root
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m vase.render", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="vase render", description=__doc__.splitlines()[0])
     ap.add_argument("--root", required=True, help="dataset root (models/, annotations/)")
     ap.add_argument("--out", help="where the renders go (default: the cache folder train.py reads)")
     ap.add_argument("--cache-dir", default=".cache", help="vase's cache (default .cache)")
@@ -44,9 +45,9 @@ def main(argv: list[str] | None = None) -> int:
             raise DataError(f"--root {root}: no such dataset folder (models/ and annotations/ are read from it)")
         if not any((root / "annotations" / f"{split}.json").is_file() for split in ("train", "val")):
             raise DataError(f"--root {root}: not a dataset folder: no annotations/train.json or annotations/val.json "
-                            f"in it (vase.render renders the vases they list, from their GLB models)")
+                            f"in it (vase render renders the vases they list, from their GLB models)")
         if args.out and not args.write_to_root:  # a folder the user named: renders never land among their files
-            user_output_dir(out, "--out", "vase.render", f"images/{RENDER_CACHE_FILE}")
+            user_output_dir(out, "--out", "vase render", f"images/{RENDER_CACHE_FILE}")
         # the dataset's own views are used as they are: only vases missing one are rendered
         pairs = models_to_render(root, views, args.orbit_frames, missing_splits_ok=True)
         result = render_dataset(root, pairs, RenderSettings(args.resolution, args.fov_deg), views=views,

@@ -135,9 +135,9 @@ SYMPTOMS: tuple[Symptom, ...] = (
         "Give the dataset's folder as you downloaded it.",
         'must be the dataset as you downloaded it'),
     Symptom(
-        'render-not-dataset', 'Datasets', '`python -m vase.render` on a folder of photos',
+        'render-not-dataset', 'Datasets', '`python -m vase.data.render` on a folder of photos',
         'error: --root /data/photos: not a dataset folder: no annotations/train.json or annotations/val.json in it '
-        '(vase.render renders the vases they list, from their GLB models)',
+        '(vase render renders the vases they list, from their GLB models)',
         "The renderer renders the GLB models that a dataset's annotations list; a folder without annotations has "
         "nothing to render.",
         'Give `--root` the dataset folder (with `annotations/train.json`).',

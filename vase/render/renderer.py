@@ -4,7 +4,7 @@ The renderer reads the GLB itself (every mesh in the scene graph with its transf
 colour), so real TripoSG/Hunyuan3D outputs and the synthetic vases go through the same code. Views are cached:
 a vase is rendered again only when its GLB bytes or the render settings change.
 
-Run by hand: ``python -m vase.render --root /data/VaseVQA-3D --resolution 224`` (see ``vase/render/__main__.py``).
+Run by hand: ``python -m vase.data.render --root /data/VaseVQA-3D --resolution 224`` (see ``vase/data/render.py``).
 """
 
 from __future__ import annotations
