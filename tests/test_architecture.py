@@ -70,6 +70,16 @@ def test_the_contracts_pass_and_an_upward_import_breaks_them(tmp_path: Path) -> 
                          env={"PYTHONPATH": str(tmp_path), "PATH": str(LINT.parent)})
     assert bad.returncode != 0 and "vase.config.naming -> vase.config.validate" in bad.stdout
     assert "Layers: each part imports only parts below it KEPT" in bad.stdout
+    # and a circle inside one layer (two modules of vase.reports importing each other), which no layer forbids
+    low.write_text(low.read_text().rsplit("\n\ndef _upward", 1)[0] + "\n")
+    stats = tmp_path / "vase" / "reports" / "verdict_stats.py"
+    stats.write_text(stats.read_text() + "\n\ndef _back():\n    from vase.reports.verdict_view import read_verdict\n\n"
+                     "    return read_verdict\n")
+    bad = subprocess.run([str(LINT), "--no-cache"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         env={"PYTHONPATH": str(tmp_path), "PATH": str(LINT.parent)})
+    assert bad.returncode != 0 and "No import circle" in bad.stdout and "BROKEN" in bad.stdout, bad.stdout[-3000:]
+    assert "Layers: each part imports only parts below it KEPT" in bad.stdout
+    assert "vase.reports." in bad.stdout and "- .verdict_stats -> .verdict_view (1 import)" in bad.stdout
 
 
 def test_every_data_task_is_built_by_registered_tasks() -> None:
