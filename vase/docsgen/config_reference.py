@@ -440,7 +440,7 @@ GROUP_EXAMPLES = {
     "render": "`render.resolution=448 render.orbit_frames=36`",
     "metrics": "`metrics.clip.model=ViT-B-32 metrics.clip.pretrained=openai metrics.clip.build_tiny=false`",
     "callbacks": "`callbacks.save_adapter.every_n_epochs=1`; `callbacks=[default,<yours>]`",
-    "debug": "`debug=fast` (2 steps on 8 vases)",
+    "debug": "`debug=fast` (2 steps on 8 vases); `debug=overfit`, `debug=limit`, `debug=profiler` (recipes)",
     "experiment": "`experiment=demo`",
     "sweep": "`-m sweep=tau`",
     "cluster": "`-m cluster=slurm cluster.partition=gpu`",
