@@ -220,6 +220,12 @@ def test_a_sweep_where_nothing_was_learned_says_so_instead_of_a_bare_not_held(tm
     assert v["nothing_learned"] is True and v["i"] is False
     md = (sweep / "ablation.md").read_text().splitlines()
     assert md[2].startswith("**Nothing to decide on**") and "experiment=ablation_demo" in md[2]
+    from vase.reports.ablation import verdict_rows
+
+    # the line the sweep's end prints for it reads as a sentence (it read "ablation -: no: nothing to decide on")
+    target, asks, result = verdict_rows(v)[0]
+    assert f"ablation {target}: {result} ({asks})" == ("ablation nothing learned: nothing to decide on (no job and no "
+                                                        "start answered any dimension right)")
     _job(sweep, 2, ["reward.weights.shape=0.3", "seed=1"], _result({"shape": 1}), zero)
     assert write_ablation_report(sweep, shipped_hypothesis('sweeps/reward_weights.yaml'))["nothing_learned"] is False
 

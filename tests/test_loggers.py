@@ -99,10 +99,13 @@ def test_a_sweep_is_an_mlflow_parent_run_with_every_job_a_child_that_shows_what_
     found = json.loads((next((sweep / "train" / "multiruns").iterdir()) / "verdict.json").read_text())
     pooled = found["blocks"]["all"]["reward.weights.shape=0.6"]["heldout/total"]["pooled"]
     assert parent.info.run_name.startswith("multirun-") and parent.info.run_name.endswith(
-        f"-summary: reward.weights.shape=0.6 vs 0: held-out total reward {pooled['diff']:+.3g} "
+        f"-summary: too short to decide (debug=fast): reward.weights.shape=0.6 vs 0: held-out total reward "
+        f"{pooled['diff']:+.3g} "
         f"[{pooled['lo']:+.3g}, {pooled['hi']:+.3g}] {pooled['direction']}")
     note = parent.data.tags["mlflow.note.content"]
-    assert note.startswith(found["lines"][0].replace("**", ""))  # the verdict first, not a machine's path
+    # the verdict first (after the debug sweep's "too short to decide"), not a machine's path nor the client's folders
+    assert note.startswith(found["too_short"].replace("**", "") + "\n\n" + found["lines"][0].replace("**", ""))
+    assert note.startswith("Too short to decide (debug=fast)") and str(sweep) not in note
     assert "| against reward.weights.shape=0 | measure | change [95 % interval] | verdict |" in note
     assert f"| reward.weights.shape=0.6 | held-out total reward | {pooled['diff']:+.3g} " in note
     got = parent.data.metrics
@@ -204,7 +207,7 @@ def test_wandb_s_record_shows_the_same_keys_and_metrics_and_groups_the_sweep(swe
     # the verdict in the summary run's summary (the runs table's columns): its line and its numbers
     pooled = found["blocks"]["all"]["reward.weights.shape=0.6"]["heldout/total"]["pooled"]
     assert summary["summary"]["verdict"].startswith(
-        f"reward.weights.shape=0.6 vs 0: held-out total reward {pooled['diff']:+.3g} [{pooled['lo']:+.3g}, "
+        f"too short to decide (debug=fast): reward.weights.shape=0.6 vs 0: held-out total reward {pooled['diff']:+.3g} [{pooled['lo']:+.3g}, "
         f"{pooled['hi']:+.3g}] {pooled['direction']}")
     assert summary["summary"]["verdict/reward.weights.shape_0.6/heldout/total/low"] == float(f"{pooled['lo']:.3g}")
     assert "ablation.md" in summary["files"]

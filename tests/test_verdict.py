@@ -160,7 +160,10 @@ def test_a_users_own_sweep_file_with_a_hypothesis_ends_with_its_verdict_in_the_l
     assert "training loss (last 20 steps)" in verdict and "held-out total reward" in verdict
     (page,) = (tmp_path / "logs" / "train" / "multiruns").glob("*/verdict.md")
     lines = page.read_text().splitlines()
-    assert lines[2] == f"**{verdict.split(': ', 1)[0]}**: {verdict.split(': ', 1)[1]}"
+    # a debug-sized sweep: "too short to decide" before its verdict, in the log and on the page
+    assert lines[2].startswith("**Too short to decide** (debug=fast)") and out[out.index(verdict) - 1] == \
+        lines[2].replace("**", "")
+    assert lines[3] == f"**{verdict.split(': ', 1)[0]}**: {verdict.split(': ', 1)[1]}"
     assert "| seed=1 |" in page.read_text() and "| **pooled over 2 replicate(s)** |" in page.read_text()
 
 
@@ -255,3 +258,38 @@ def test_every_measure_the_start_check_accepts_is_measured_at_the_end(tmp_path: 
     assert list(found) == moves
     unmeasured = [m for m, r in found.items() if r["pooled"]["direction"].startswith("not measured")]
     assert not unmeasured, unmeasured
+
+
+@pytest.mark.parametrize("preset", ["fast", None])
+def test_a_sweep_run_under_a_debug_preset_says_it_is_too_short_to_decide_on_every_surface(tmp_path: Path,
+                                                                                       preset: str | None) -> None:
+    """A debug sweep's "+0 [+0, +0]" once read as a result: verdict.md's first verdict line, the lines the log prints
+    and the one-line verdict that names the MLflow parent run and fills the W&B summary all say it decides nothing,
+    and name the form that would; the same sweep without the preset is a verdict like any other."""
+    from vase.reports.verdict import decide_sweep
+    from vase.reports.verdict_view import read_verdict, short_verdict, verdict_text
+
+    sweep = tmp_path / "sweep"
+    for n, (beta, add) in enumerate((("0.001", 0.0), ("0.04", 0.0))):
+        _job(sweep, n, {"stage.module.beta": beta, "seed": "1"}, {v: 0.3 + add for v in "ab"}, 0.5, HYPOTHESIS)
+        if preset:  # Hydra's record of the job's choices, as train.py -m ... debug=fast leaves it
+            (sweep / str(n) / ".hydra" / "hydra.yaml").write_text(
+                f"hydra:\n  runtime:\n    choices:\n      debug: {preset}\n      model: tiny\n")
+    printed = verdict_text(decide_sweep(sweep)).splitlines()  # what the sweep's end prints
+    verdict = read_verdict(sweep)
+    short = short_verdict(verdict)
+    page = (sweep / "verdict.md").read_text()
+    if preset is None:
+        assert verdict["debug"] is None and "too short" not in (short + page).lower()
+        assert printed[0].startswith("stage.module.beta=0.04 against stage.module.beta=0.001: KL")
+        return
+    assert verdict["debug"] == "fast"
+    assert printed[0].startswith("Too short to decide (debug=fast):")
+    assert printed[0].endswith("the form that decides: the same sweep without debug=fast (its time is not measured "
+                               "yet).")
+    assert printed[1].startswith("stage.module.beta=0.04 against stage.module.beta=0.001: KL")
+    assert "\n**Too short to decide** (debug=fast)" in page
+    # a report kind reads the verdict's own lines: the label is apart from them
+    assert verdict["lines"][0].startswith("**stage.module.beta=0.04") and verdict["too_short"].replace("**", "") == \
+        printed[0]
+    assert short.startswith("too short to decide (debug=fast): stage.module.beta=0.04 vs 0.001: KL")

@@ -283,7 +283,7 @@ def verdict_rows(verdict: dict[str, Any]) -> list[list[str]]:
                 for target, asks, got in verdict_rows({**v, "settings": None})]
     rows = []
     if verdict.get("nothing_learned"):
-        rows.append(["-", "any dimension right anywhere (job or start)", "no: nothing to decide on"])
+        rows.append(["nothing learned", "no job and no start answered any dimension right", "nothing to decide on"])
     key = str(verdict.get("swept", ""))
     if key == TAU_KEY:
         moved = "; ".join(f"tau {k}: {', '.join(v)}" for k, v in (verdict.get("moved") or {}).items() if v)

@@ -202,3 +202,15 @@ def sft_vqa_of(job: Path) -> dict[str, Any] | None:
     return None
 
 
+
+
+def debug_preset_of(jobs: list[Path]) -> str | None:
+    """The debug preset (``debug=fast``, ``overfit``, ...) the jobs of a sweep ran under, from Hydra's record of each
+    job's choices (``.hydra/hydra.yaml``: set on the command line or by an experiment file); None when none did."""
+    for job in jobs:
+        record = job / ".hydra" / "hydra.yaml"
+        if record.is_file():
+            preset = OmegaConf.select(OmegaConf.load(record), "hydra.runtime.choices.debug", default=None)
+            if preset not in (None, "null"):
+                return str(preset)
+    return None

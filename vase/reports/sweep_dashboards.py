@@ -239,11 +239,13 @@ def mlflow_plan(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]],
     group = _group(config, sweep_dir)
     verdict = read_verdict(sweep_dir)
     short = short_verdict(verdict) if verdict else ""
-    said = [line.replace("**", "") for line in verdict.get("lines") or []]
+    said = [line.replace("**", "") for line in [*([verdict["too_short"]] if verdict.get("too_short") else []),
+                                                 *(verdict.get("lines") or [])]]
     table = verdict_table(verdict) if verdict else []
     note = "\n\n".join([*said, *(["\n".join(table)] if table else []),
                          f"**sweep {group}**: {len(rows)} jobs. The files: sweep/verdict.md, sweep/summary.md (and the "
-                         f"report kind's own) in Artifacts; on the machine that ran it, {sweep_dir}."])
+                         f"report kind's own) in Artifacts; on the machine that ran it, the sweep's folder "
+                         f"{Path(sweep_dir).parent.name}/{Path(sweep_dir).name} under its log folder."])
     name = f"{group}-summary" + (f": {short}" if short else "")
     tables = {"tables/sweep_summary.json": {"columns": columns, "data": [[r.get(c) for c in columns] for r in rows]}}
     ablation = _verdict(sweep_dir)

@@ -47,6 +47,7 @@ from vase.reports.hypothesis import REPORT_KINDS, START, sweep_hypothesis
 from vase.reports.jobs import (
     code_lines,
     code_of_jobs,
+    debug_preset_of,
     job_dirs,
     machines_of_jobs,
     overrides_of,
@@ -68,7 +69,7 @@ def decide_sweep(sweep_dir: str | Path) -> dict[str, Any] | None:
     module, _, name = kind.write.partition(":")
     got = getattr(importlib.import_module(module), name)(Path(sweep_dir), q)
     if kind.verdict_first and pooled is not None:  # verdict.md's lines and file first, then the kind's own
-        got = {"lines": [*(pooled.get("lines") or []), *((got or {}).get("lines") or [])],
+        got = {"lines": [*said_lines(pooled), *((got or {}).get("lines") or [])],
                "files": [Path(sweep_dir) / "verdict.md", *((got or {}).get("files") or [])]}
     return None if got is None else {"report": q["report"], **got}
 
@@ -84,9 +85,16 @@ def joined_verdict(sweep_dir: Path, pooled: dict[str, Any] | None, lines: list[s
     ``lines`` and its ``page`` (a file beside it); None when neither was written."""
     if pooled is None and page is None:
         return None
-    return {"lines": [*((pooled or {}).get("lines") or []), *(lines or [])],
+    return {"lines": [*said_lines(pooled), *(lines or [])],
             "files": [*([sweep_dir / "verdict.md"] if pooled is not None else []),
                       *([sweep_dir / page] if page is not None else [])]}
+
+
+def said_lines(pooled: dict[str, Any] | None) -> list[str]:
+    """The lines a sweep's end prints for its verdict: "too short to decide" first for a sweep run under a debug
+    preset, then the verdict's own (``lines``, which a report kind reads as the verdict)."""
+    pooled = pooled or {}
+    return [*([pooled["too_short"]] if pooled.get("too_short") else []), *(pooled.get("lines") or [])]
 
 
 def write_verdict_report(sweep_dir: str | Path, q: dict[str, Any] | None = None) -> dict[str, Any] | None:
@@ -113,7 +121,7 @@ def write_verdict_report(sweep_dir: str | Path, q: dict[str, Any] | None = None)
     found_base = [s for s in settings if same_setting(s, baseline)]
     verdict: dict[str, Any] = {"hypothesis": q, "apart": apart, "baseline": baseline, "blocks": {}, "jobs": {},
                                "machine": machine_stamp(), "code": code_of_jobs(jobs),
-                               "machines": machines_of_jobs(jobs)}
+                               "machines": machines_of_jobs(jobs), "debug": debug_preset_of(jobs)}
     value = functools.cache(value_of)  # each job's files read once for this report, whatever it is compared with
     title = f"# Does `{', '.join(q['compare'])}` move {', '.join(move_label(m) for m in q['moves'])}?"
     lines = [title, ""]
@@ -148,7 +156,9 @@ def write_verdict_report(sweep_dir: str | Path, q: dict[str, Any] | None = None)
             body += [f"## {setting}{where} against {baseline}", "", *_measure_tables(found)]
     if not verdict["blocks"] and found_base:
         head.append("**No verdict**: no job at another value shares replicate values with a baseline job.")
-    lines += head + [""]
+    if verdict["debug"]:  # said before the verdict on every surface, kept apart from the verdict's own lines
+        verdict["too_short"] = too_short(verdict["debug"], q)
+    lines += [*([verdict["too_short"]] if verdict["debug"] else []), *head, ""]
     if apart:
         lines += [f"Kept apart (never pooled): {', '.join(apart)}.", ""]
     lines += body
@@ -161,6 +171,28 @@ def write_verdict_report(sweep_dir: str | Path, q: dict[str, Any] | None = None)
     write_markdown(sweep_dir / "verdict.md", "\n".join(lines) + "\n")
     atomic_write_json(sweep_dir / "verdict.json", verdict)
     return verdict
+
+
+DECIDING_FORMS = {
+    "reward.weights.": "python train.py -m experiment=ablation_quick (240 held-out vases; 7 min 21 s from empty caches "
+                       "alone on 2 cores, docs/ablation.md)",
+}
+"""The form of a sweep that decides, by the prefix of the key it compares (the quick forms with a measured time)."""
+
+
+def too_short(preset: str, q: dict[str, Any]) -> str:
+    """verdict.md's first line for a sweep run under a debug preset: its numbers show that the report works, not
+    whether the setting helps; the form that decides, and its measured time where one is.
+
+    >>> too_short("fast", {"compare": ["stage.module.beta"]}).split("; ")[-1]
+    'the form that decides: the same sweep without debug=fast (its time is not measured yet).'
+    >>> too_short("fast", {"compare": ["reward.weights.shape"]}).split("decides: ")[1][:45]
+    'python train.py -m experiment=ablation_quick '
+    """
+    form = next((f for prefix, f in DECIDING_FORMS.items() if any(k.startswith(prefix) for k in q.get("compare") or [])),
+                f"the same sweep without debug={preset} (its time is not measured yet)")
+    return (f"**Too short to decide** (debug={preset}): a debug preset's few steps and held-out vases show that the "
+            f"sweep and its report work, not whether the setting helps; the form that decides: {form}.")
 
 
 def _measure_tables(found: dict[str, Any]) -> list[str]:

@@ -156,7 +156,8 @@ def comparison_at_job_end(sweep_dir: str | Path, job: str | Path, q: dict[str, A
 
 def short_verdict(verdict: dict[str, Any]) -> str:
     """The verdict in one short line, for a run's name: each setting against the baseline on the hypothesis's first
-    measure (its change, interval and direction); "" when nothing was decided.
+    measure (its change, interval and direction), after "too short to decide (debug=<preset>)" for a sweep run under
+    a debug preset; "" when nothing was decided.
 
     >>> short_verdict({"hypothesis": {"moves": ["heldout/shape_right"]}, "baseline": "reward.weights.shape=0",
     ...   "blocks": {"all": {"reward.weights.shape=0.6": {"heldout/shape_right": {"pooled": {"diff": 0.171,
@@ -177,6 +178,8 @@ def short_verdict(verdict: dict[str, Any]) -> str:
             where = "" if within == "all" else f" ({within})"
             said.append(f"{setting}{where} vs {base or 'start'}: {move_label(first)} {interval_cell(p, is_share(first))} "
                         f"{p.get('direction', '')}".strip() + _the_rest(found, moves, first))
+    if said and verdict.get("debug"):  # a debug preset's numbers: the title says they decide nothing
+        return f"too short to decide (debug={verdict['debug']}): " + "; ".join(said)
     return "; ".join(said)
 
 
