@@ -96,6 +96,11 @@ class KeepGoingBasicSweeper(BasicSweeper):
             self.launcher = inner
 
 
+# Hydra builds the sweeper's sampler (optuna.samplers.TPESampler) right after importing this module, and Optuna's
+# storage imports alembic, which says each of its plugins at INFO: seven lines in every optuna sweep's log
+logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
 class CheckingOptunaSweeper(OptunaSweeper):
     """Optuna's sweeper (``sweep=optuna``). Under ``VASE_CHECK_CONFIG`` each trial it proposes is checked (its own
     ``config ok`` line) and the search ends as every sweep's check does, with status 0: a check trains nothing, so no
