@@ -475,9 +475,10 @@ def test_the_printed_wandb_command_pushes_the_whole_sweep(sweep: Path) -> None:
     """The sweep's end prints one command for all its offline W&B runs (each job's and the summary's); run as a user
     would, in a shell, with --dry-run: W&B's own sync counts the three runs."""
     said = re.findall(r"W&B \(offline\): push the whole sweep later with: (.+)", (sweep / "sweep_stdout.txt").read_text())
-    assert len(said) == 1 and said[0].startswith("wandb sync ")
+    # relative to the folder the sweep ran from, as the TensorBoard line and the docs write it, and run there
+    assert len(said) == 1 and said[0].startswith("wandb sync logs/train/multiruns/"), said
     wandb = Path(sys.executable).parent / "wandb"
-    p = subprocess.run(["bash", "-c", said[0].replace("wandb sync ", f"{wandb} sync --dry-run ", 1)], cwd=sweep,
+    p = subprocess.run(["bash", "-c", said[0].replace("wandb sync ", f"{wandb} sync --dry-run ", 1)], cwd=sweep.parent,
                        capture_output=True, text=True, timeout=300, env={**os.environ, "WANDB_MODE": "offline"})
     out = p.stdout + p.stderr
     assert p.returncode == 0 and "Would sync 3 run(s)" in out, out[-2000:]

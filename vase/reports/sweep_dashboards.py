@@ -96,13 +96,21 @@ def comparison_table(verdict: dict[str, Any], rows: list[dict[str, Any]]) -> tup
                                          for r, c in per_job]
 
 
-def wandb_sync_command(sweep_dir: Path) -> str | None:
+def shown_path(path: Path, here: Path | None = None) -> str:
+    """``path`` as a printed command names it, quoted for the shell: relative to ``here`` (the current folder) when
+    it lies under it, as the docs write it, else whole."""
+    here, where = (here or Path.cwd()).resolve(), Path(path).resolve()
+    return shlex.quote(str(where.relative_to(here) if where.is_relative_to(here) else where))
+
+
+def wandb_sync_command(sweep_dir: Path, here: Path | None = None) -> str | None:
     """The one command that pushes a sweep's offline W&B runs (every job's and the summary's) once a login exists;
-    None when the sweep wrote none. The globs are the shell's: the sweep's folder is quoted, its runs are not."""
+    None when the sweep wrote none. The globs are the shell's: the sweep's folder is quoted (relative to ``here``
+    when under it, `shown_path`), its runs are not."""
     runs = [*sweep_dir.glob("*/wandb/offline-run-*"), *sweep_dir.glob("wandb/offline-run-*")]
     if not runs:
         return None
-    where = shlex.quote(str(sweep_dir))
+    where = shown_path(sweep_dir, here)
     return f"wandb sync {where}/*/wandb/offline-run-* {where}/wandb/offline-run-*"
 
 
@@ -156,10 +164,7 @@ def tensorboard_command(sweep_dir: Path, here: Path | None = None) -> str | None
             return None  # names TensorBoard's spec cannot hold: `tensorboard --logdir <sweep>` still shows them
         spec = shlex.quote(",".join(f"{n}:{p}" for n, p in runs))
         return f"tensorboard --logdir_spec {spec}, then http://localhost:6006/?tagFilter={CURVES}#timeseries"
-    here = (here or Path.cwd()).resolve()
-    where = board.resolve()
-    shown = where.relative_to(here) if where.is_relative_to(here) else where
-    return f"tensorboard --logdir {shlex.quote(str(shown))}, then http://localhost:6006/?tagFilter={CURVES}#timeseries"
+    return f"tensorboard --logdir {shown_path(board, here)}, then http://localhost:6006/?tagFilter={CURVES}#timeseries"
 
 
 def log_to_tensorboard(config: DictConfig, sweep_dir: Path, written: list[str] | None = None) -> dict[str, Any] | None:
