@@ -7,13 +7,23 @@ import platform
 from pathlib import Path
 
 
+def _cpu_name() -> str | None:
+    """The processor's model name (``/proc/cpuinfo``), as vase's run records name it; None where it is not said."""
+    try:
+        from vase.provenance import cpu_record
+
+        return cpu_record().get("cpu") or None
+    except Exception:  # noqa: BLE001 - a benchmark's heading falls back to the architecture
+        return None
+
+
 def machine(device: str) -> str:
     """The GPU's name on ``cuda``, else the processor and its core count."""
     if device == "cuda":
         import torch
 
         return torch.cuda.get_device_name(0)
-    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+    return f"{_cpu_name() or platform.processor() or platform.machine()}, {os.cpu_count()} cores"
 
 
 def update_results(path: str | Path, marker: str, table: str) -> None:

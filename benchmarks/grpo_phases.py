@@ -21,13 +21,21 @@ FLOPs at peak, bytes at the bandwidth, operators at the per-call price; what non
 
     python benchmarks/grpo_phases.py                          # 256 and 1,024 tokens, section in RESULTS.md
     python benchmarks/grpo_phases.py --tokens 256 --no-write  # one length, printed only
+    python benchmarks/grpo_phases.py --against 36c1504        # before and after a change, in one run
+
+With ``--against <commit>`` each length runs twice in the same run, alternating: once with vase's code at that
+commit (a detached git worktree in a temporary folder, removed at the end; this script and its helpers stay the
+current ones) and once with the current tree, and the section gives both tables and each phase's ratio (current
+over then): a change's effect measured side by side on the same machine, never against a number from another day.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -123,11 +131,17 @@ def _counting_phase(module, counts: dict):
     return phase
 
 
-def run_child(cache: Path, tokens: int, warmup: int, steps: int, threads: int) -> dict:
+def run_child(cache: Path, tokens: int, warmup: int, steps: int, threads: int, code: str | None = None) -> dict:
+    if code:  # vase from another tree (--against): first on the path, before anything imports it
+        sys.path.insert(0, code)
     import pytorch_lightning as pl
     import torch
 
+    import vase
     from benchmarks.grpo_step import vase_module
+
+    if code and not Path(vase.__file__).resolve().is_relative_to(Path(code).resolve()):
+        raise SystemExit(f"vase was imported from {vase.__file__}, not from {code}")
 
     floors = machine_floors(threads)
     total = warmup + steps + 1  # the last one counts FLOPs, operators and bytes, untimed
@@ -157,6 +171,7 @@ def run_child(cache: Path, tokens: int, warmup: int, steps: int, threads: int) -
     trainer.fit(module, train_dataloaders=loader)
     cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     return {"tokens": tokens, "floors": floors, "timed": timed, "counts": counts, "torch": torch.__version__,
+            "vase": str(Path(vase.__file__).resolve().parents[1]),
             "model": {"hidden": cfg.hidden_size, "layers": cfg.num_hidden_layers, "vocab": cfg.vocab_size,
                       "params": sum(p.numel() for p in model.parameters())}}
 
@@ -183,7 +198,9 @@ def phase_rows(res: dict) -> tuple[list[dict], float]:
     return rows, wall
 
 
-def section(results: list[dict], commit: str) -> str:
+def section(results: list[dict], commit: str, against: list[dict] | None = None, base: str = "") -> str:
+    """The RESULTS.md section: the floors, each length's phase table and its largest gap; with ``against`` (the same
+    lengths run with vase's code at ``base``), that code's tables too and each phase's time as a ratio."""
     fl = results[0]["floors"]
     m = results[0]["model"]
     out = [f"### GRPO step phases against the machine's floors (cpu, {describe_machine('cpu')}, "
@@ -196,6 +213,10 @@ def section(results: list[dict], commit: str) -> str:
            f"copy), one small operator **{fl['op_s'] * 1e6:.1f} us** (8 x 64 add). Floors: FLOPs at that peak, "
            f"bytes (every operator's tensors, an upper bound) at that bandwidth, operators at that price; rest = "
            f"time less the larger of the first two and the third.\n"]
+    if against:
+        out.append(f"\nRun with `--against {base}`: each length ran with vase's code at {base} and with {commit}, "
+                   "alternating in one run on this machine; the tables below are the current code's, then the "
+                   "ratios.\n")
     for res in results:
         rows, wall = phase_rows(res)
         out.append(f"\n{res['tokens']} completion tokens: {wall:.2f} s per step (median of {len(res['timed'])}).\n\n"
@@ -210,8 +231,38 @@ def section(results: list[dict], commit: str) -> str:
         out.append(f"\nLargest gap to its floors: **{gap['phase']}** ({WHAT[gap['phase']]}): {gap['s']:.2f} s against "
                    f"{max(gap['t_flops'], gap['t_bytes']):.2f} s of FLOPs or bytes at the machine's rates and "
                    f"{gap['t_ops']:.2f} s of operator calls.\n")
+    if against:
+        out.append(ratio_table(results, against, commit, base))
     out.append("\nPhases: " + "; ".join(f"{k}: {v}" for k, v in WHAT.items()) + ".\n")
     return "\n".join(out)
+
+
+def ratio_table(now: list[dict], then: list[dict], commit: str, base: str) -> str:
+    """Each phase's median seconds at ``base`` and now, and now over then, per length."""
+    out = [f"\nBefore ({base}) and after ({commit}), seconds per step (median), in one run:\n\n"
+           "| tokens | phase | before s | after s | after / before |\n|---|---|---|---|---|"]
+    for a, b in zip(now, then):
+        rows_a, wall_a = phase_rows(a)
+        rows_b, wall_b = phase_rows(b)
+        for ra, rb in zip([*rows_a, {"phase": "step", "s": wall_a}], [*rows_b, {"phase": "step", "s": wall_b}]):
+            ratio = f"{ra['s'] / rb['s']:.2f}x" if rb["s"] > 0.005 else "-"
+            name = f"**{ra['phase']}**" if ra["phase"] == "step" else ra["phase"]
+            out.append(f"| {a['tokens']} | {name} | {rb['s']:.2f} | {ra['s']:.2f} | {ratio} |")
+    return "\n".join(out) + "\n"
+
+
+@contextlib.contextmanager
+def worktree(commit: str):
+    """vase's tree at ``commit``, checked out (detached) in a temporary folder and removed afterwards."""
+    where = Path(tempfile.mkdtemp(prefix="vase-against-"))
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(where / "tree"), commit], check=True,
+                   capture_output=True)
+    try:
+        yield where / "tree"
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(where / "tree")],
+                       capture_output=True)
+        shutil.rmtree(where, ignore_errors=True)  # our own temporary folder
 
 
 def main() -> None:
@@ -224,30 +275,43 @@ def main() -> None:
     ap.add_argument("--results", default=str(ROOT / "benchmarks" / "RESULTS.md"))
     ap.add_argument("--no-write", action="store_true", help="print only; RESULTS.md untouched")
     ap.add_argument("--json", help="also write the raw measurements here")
+    ap.add_argument("--against", help="also run each length with vase's code at this commit (before and after)")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--code", help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
-        res = run_child(Path(args.cache), args.child, args.warmup, args.steps, args.threads)
+        res = run_child(Path(args.cache), args.child, args.warmup, args.steps, args.threads, args.code)
         Path(args.result).write_text(json.dumps(res))
         return
-    results = []
-    for tokens in (int(t) for t in args.tokens.split(",")):
+
+    def child(tokens: int, code: Path | None) -> dict:
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
-            path = f.name
-        print(f"running {tokens} tokens ...", flush=True)
-        subprocess.run([sys.executable, __file__, "--child", str(tokens), "--result", path, "--warmup",
+            path = Path(f.name)
+        print(f"running {tokens} tokens{f' with vase at {args.against}' if code else ''} ...", flush=True)
+        subprocess.run([sys.executable, __file__, "--child", str(tokens), "--result", str(path), "--warmup",
                         str(args.warmup), "--steps", str(args.steps), "--threads", str(args.threads), "--cache",
-                        args.cache], check=True,
+                        args.cache, *(["--code", str(code)] if code else [])], check=True,
                        env={**os.environ, "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "disabled"})
-        results.append(json.loads(Path(path).read_text()))
+        try:
+            return json.loads(path.read_text())
+        finally:
+            path.unlink()  # our own temporary file
+
+    lengths = [int(t) for t in args.tokens.split(",")]
+    results, before = [], []
+    with worktree(args.against) if args.against else contextlib.nullcontext() as tree:
+        for tokens in lengths:
+            if tree is not None:
+                before.append(child(tokens, tree))
+            results.append(child(tokens, None))
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
+        Path(args.json).write_text(json.dumps({"now": results, "before": before}, indent=1))
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=10", "HEAD"], capture_output=True,
                             text=True).stdout.strip() or "?"
     dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True).stdout.strip()
-    text = section(results, commit + (" with changes" if dirty else ""))
+    text = section(results, commit + (" with changes" if dirty else ""), before or None, args.against or "")
     print(text)
     if not args.no_write:
         update_results(args.results, "grpo_phases cpu hub", text)

@@ -72,26 +72,41 @@ def selected_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: 
     return _SelectedLogprobs.apply(logits, targets, float(temperature), int(rows))
 
 
-HEAD_CHUNK_ELEMENTS = 1 << 25
-"""Logits one chunk of `head_logprobs` may hold: 32 M floats (128 MiB in float32), whatever the batch and vocabulary
-(8 completions x 27 positions at Qwen's 151,936 rows)."""
+HEAD_CHUNK_ELEMENTS = 1 << 23
+"""Logits one chunk of `head_logprobs` may hold: 8 M floats (32 MiB in float32), whatever the batch and vocabulary
+(55 tokens at Qwen's 151,936 rows). Smaller than the 128 MiB it was: each chunk's logits are
+written, reduced and rewritten while they are still in the processor's cache (`benchmarks/grpo_phases.py`,
+benchmarks/RESULTS.md: 64 rows of 151,936 took 0.30 s for 2,056 tokens' head and log-probabilities where 216 rows
+with out-of-place reductions took 1.04 s, 2 cores)."""
+
+
+def _logsumexp_(x: torch.Tensor) -> torch.Tensor:
+    """``torch.logsumexp(x, -1)`` computed in place (``x`` is overwritten with ``exp(x - max)``): no (rows, V)
+    temporaries, one read-modify-write pass and one reduction over a chunk that is still in cache. Rows whose maximum
+    is not finite (all ``-inf``) are shifted by 0 instead, as torch's own logsumexp does."""
+    m = x.amax(-1, keepdim=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    return x.sub_(m).exp_().sum(-1).log_().add_(m.squeeze(-1))
 
 
 def _head_chunk(hidden: torch.Tensor, targets: torch.Tensor, head: Any, temperature: float
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One chunk's selected log-probabilities and log-sum-exps, its logits freed on return."""
+    """One chunk's selected log-probabilities and log-sum-exps, its logits overwritten (`_logsumexp_`) and freed on
+    return."""
     x = head(hidden).float()
     if temperature != 1.0:
         x = x.div_(temperature)  # no graph here (a forward without gradients): in place
-    lse = torch.logsumexp(x, dim=-1)
-    return x.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse, lse
+    picked = x.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    lse = _logsumexp_(x)
+    return picked - lse, lse
 
 
 class _HeadLogprobs(torch.autograd.Function):
-    """`head_logprobs` with gradients: the forward pass keeps one log-sum-exp per token; the backward pass recomputes
-    each chunk's logits once, with the head's graph, turns them in place into the gradient of the selected
-    log-probabilities ((one-hot - softmax) x upstream / temperature) and hands that to the head's own backward, which
-    writes the hidden states' and the head's parameters' gradients (a LoRA head's, a ``modules_to_save`` head's)."""
+    """`head_logprobs` with gradients, on (T, H) hidden states and (T,) targets: the forward pass keeps one
+    log-sum-exp per token; the backward pass recomputes each chunk's logits once, with the head's graph, turns them in
+    place into the gradient of the selected log-probabilities ((one-hot - softmax) x upstream / temperature) and hands
+    that to the head's own backward, which writes the hidden states' and the head's parameters' gradients (a LoRA
+    head's, a ``modules_to_save`` head's)."""
 
     @staticmethod
     def forward(ctx: Any, hidden: torch.Tensor, targets: torch.Tensor, temperature: float, rows: int, head: Any,
@@ -99,9 +114,9 @@ class _HeadLogprobs(torch.autograd.Function):
         out = torch.empty(targets.shape, dtype=torch.float32, device=hidden.device)
         lse = torch.empty_like(out)
         with torch.no_grad():
-            for s in range(0, targets.shape[1], rows):
-                out[:, s:s + rows], lse[:, s:s + rows] = _head_chunk(hidden[:, s:s + rows], targets[:, s:s + rows],
-                                                                     head, temperature)
+            for s in range(0, targets.shape[0], rows):
+                out[s:s + rows], lse[s:s + rows] = _head_chunk(hidden[s:s + rows], targets[s:s + rows], head,
+                                                               temperature)
         ctx.save_for_backward(hidden, targets, lse)
         ctx.temperature, ctx.rows, ctx.head, ctx.params = temperature, rows, head, params
         return out
@@ -114,17 +129,17 @@ class _HeadLogprobs(torch.autograd.Function):
         g = grad_out.float()
         grad_h = torch.zeros_like(hidden) if need_h else None
         grad_p: list[torch.Tensor | None] = [None] * len(params)
-        for s in range(0, targets.shape[1], rows):
-            h = hidden[:, s:s + rows].detach().requires_grad_(need_h)
+        for s in range(0, targets.shape[0], rows):
+            h = hidden[s:s + rows].detach().requires_grad_(need_h)
             with torch.enable_grad():
                 x = head(h)
             # in place on the logits themselves (a float32 head): no backward of a linear layer reads its output, and
             # autograd's version counter would refuse the step if one did
-            p = _logprob_grad_(x.detach().float(), lse[:, s:s + rows], targets[:, s:s + rows], g[:, s:s + rows], t)
+            p = _logprob_grad_(x.detach().float(), lse[s:s + rows], targets[s:s + rows], g[s:s + rows], t)
             inputs = ([h] if need_h else []) + params
             grads = torch.autograd.grad(x, inputs, grad_outputs=p.to(x.dtype), allow_unused=True)
             if need_h:
-                grad_h[:, s:s + rows] = grads[0]
+                grad_h[s:s + rows] = grads[0]
                 grads = grads[1:]
             for i, gp in enumerate(grads):
                 if gp is not None:
@@ -140,7 +155,8 @@ def _vocab_size(head: Any) -> int | None:
 def head_logprobs(hidden: torch.Tensor, head: Any, targets: torch.Tensor, temperature: float = 1.0,
                   rows: int | None = None) -> torch.Tensor:
     """``log_softmax(head(hidden) / temperature, -1)`` at ``targets`` (N, L; float32), with the output head inside the
-    chunks: ``rows`` positions of every sequence at a time (by default as many as `HEAD_CHUNK_ELEMENTS` allows), each
+    chunks: ``rows`` tokens at a time (the (N, L) tokens taken as one list, so each chunk's hidden states are one
+    contiguous block and its head one matrix product; by default as many as `HEAD_CHUNK_ELEMENTS` allows), each
     chunk's logits computed, reduced to one number per token and freed. With gradients on (`_HeadLogprobs`), the
     backward pass recomputes each chunk's logits once, so neither pass ever holds the (N, L, V) logits (1.2 GiB for 8
     completions of 257 tokens at Qwen's vocabulary). ``head`` is any module (a LoRA-wrapped or ``modules_to_save``
@@ -154,10 +170,14 @@ def head_logprobs(hidden: torch.Tensor, head: Any, targets: torch.Tensor, temper
     n, length = targets.shape
     if rows is None:
         vocab = _vocab_size(head) or 152064
-        rows = max(1, HEAD_CHUNK_ELEMENTS // max(1, n * vocab))
+        rows = max(1, HEAD_CHUNK_ELEMENTS // vocab)
+    # one list of tokens: a (N, L) slice of the model's hidden states (its last positions) is copied once here, not
+    # once per chunk (a slice along L of every sequence made the head a batched product of N thin ones)
+    flat, flat_targets = hidden.reshape(n * length, hidden.shape[-1]), targets.reshape(n * length)
     params = [p for p in head.parameters() if p.requires_grad]
     if torch.is_grad_enabled() and (hidden.requires_grad or params):
-        return _HeadLogprobs.apply(hidden, targets, float(temperature), int(rows), head, *params)
+        out = _HeadLogprobs.apply(flat, flat_targets, float(temperature), int(rows), head, *params)
+        return out.view(n, length)
     with torch.no_grad():
-        return torch.cat([_head_chunk(hidden[:, s:s + rows], targets[:, s:s + rows], head, float(temperature))[0]
-                          for s in range(0, length, rows)], dim=1)
+        return torch.cat([_head_chunk(flat[s:s + rows], flat_targets[s:s + rows], head, float(temperature))[0]
+                          for s in range(0, n * length, rows)]).view(n, length)
