@@ -1,0 +1,41 @@
+"""benchmarks/quick_sweep.py's comparison of two sweeps' verdicts and its section (no sweep is run here)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import quick_sweep  # noqa: E402
+
+
+def _verdict(direction: str, diff: float, lo: float, hi: float) -> dict:
+    return {"blocks": {"all": {"reward.weights.shape=0.6": {
+        "heldout/shape_right": {"pooled": {"diff": diff, "lo": lo, "hi": hi, "direction": direction}},
+        "heldout/fabric_right": {"pooled": {"diff": None, "direction": "not measured"}}}}}}
+
+
+def test_a_verdict_is_read_as_each_setting_and_measure_s_decision_in_points():
+    got = quick_sweep.decided(_verdict("up", 0.171, 0.125, 0.217))
+    assert got == {"all reward.weights.shape=0.6 heldout/shape_right": "up +17.1 [+12.5, +21.7]",
+                   "all reward.weights.shape=0.6 heldout/fabric_right": "not measured"}
+
+
+def test_an_interval_that_moves_is_the_same_decision_a_direction_that_changes_is_not():
+    a = quick_sweep.decided(_verdict("up", 0.171, 0.125, 0.217))
+    assert quick_sweep.same_decision(a, quick_sweep.decided(_verdict("up", 0.175, 0.129, 0.225))) == []
+    flipped = quick_sweep.decided(_verdict("unclear", 0.02, -0.01, 0.05))
+    assert quick_sweep.same_decision(a, flipped) == ["all reward.weights.shape=0.6 heldout/shape_right"]
+
+
+def test_the_section_gives_the_ratio_and_says_when_a_decision_changed():
+    then = {"rc": 0, "wall": 440.0, "decided": quick_sweep.decided(_verdict("up", 0.171, 0.125, 0.217))}
+    now = {"rc": 0, "wall": 154.0, "decided": quick_sweep.decided(_verdict("up", 0.171, 0.125, 0.217))}
+    text = quick_sweep.section(then, now, "2b860c6", "abc", "ablation_quick", [])
+    assert "| 2b860c6 | 0 | 7 min 20 s |" in text and "| abc | 0 | 2 min 34 s |" in text
+    assert "**0.35x**" in text and "the same decisions" in text
+    now["decided"] = quick_sweep.decided(_verdict("unclear", 0.02, -0.01, 0.05))
+    text = quick_sweep.section(then, now, "2b860c6", "abc", "ablation_quick", [])
+    assert "1 decisions differ" in text and "up +17.1 [+12.5, +21.7] then, unclear +2.0 [-1.0, +5.0] now" in text
