@@ -38,26 +38,26 @@ BASE = "2b860c6"
 """The code the issue measured its 7 min 21 s against (2026-12-03)."""
 
 
-def decided(verdict: dict[str, Any]) -> dict[str, str]:
+def decided(verdict: dict[str, Any]) -> dict[str, dict[str, str]]:
     """What a sweep's verdict.json decides: for each setting and measure (pooled over the replicates), its direction
-    and interval, as ``{"<setting> <measure>": "up +17.1 [+12.5, +21.7]"}`` (points)."""
+    and, said in points, its change and interval: ``{"<within> <setting> <measure>": {"direction": "up", "said": "up
+    +17.1 [+12.5, +21.7]"}}``."""
     out = {}
     for within, settings in (verdict.get("blocks") or {}).items():
         for setting, measures in (settings or {}).items():
             for measure, found in (measures or {}).items():
                 p = (found or {}).get("pooled") or {}
-                if p.get("diff") is None:
-                    out[f"{within} {setting} {measure}"] = str(p.get("direction") or "not measured")
-                    continue
-                out[f"{within} {setting} {measure}"] = (f"{p.get('direction')} {100 * p['diff']:+.1f} "
-                                                       f"[{100 * p['lo']:+.1f}, {100 * p['hi']:+.1f}]")
+                direction = str(p.get("direction") or "not measured")
+                said = direction if p.get("diff") is None else \
+                    f"{direction} {100 * p['diff']:+.1f} [{100 * p['lo']:+.1f}, {100 * p['hi']:+.1f}]"
+                out[f"{within} {setting} {measure}"] = {"direction": direction, "said": said}
     return out
 
 
-def same_decision(a: dict[str, str], b: dict[str, str]) -> list[str]:
+def same_decision(a: dict[str, dict[str, str]], b: dict[str, dict[str, str]]) -> list[str]:
     """The settings and measures whose direction differs between two `decided` (the intervals may move with the
     code's arithmetic; what is decided must not)."""
-    return [k for k in sorted(set(a) | set(b)) if (a.get(k) or "").split(" ")[0] != (b.get(k) or "").split(" ")[0]]
+    return [k for k in sorted(set(a) | set(b)) if (a.get(k) or {}).get("direction") != (b.get(k) or {}).get("direction")]
 
 
 def run_side(tree: Path, work: Path, experiment: str, overrides: list[str]) -> dict[str, Any]:
@@ -76,6 +76,10 @@ def run_side(tree: Path, work: Path, experiment: str, overrides: list[str]) -> d
     print(f"  rc {rc}, {wall:.0f} s, {len(verdicts)} verdict", flush=True)
     return {"rc": rc, "wall": wall, "sweep": str(verdicts[-1].parent) if verdicts else None,
             "decided": decided(verdict), "log": str(work / "sweep.log")}
+
+
+def _said(side: dict, key: str) -> str:
+    return (side["decided"].get(key) or {}).get("said", "-")
 
 
 def _clock(s: float) -> str:
@@ -97,10 +101,10 @@ def section(then: dict, now: dict, base: str, commit: str, experiment: str, over
            f"{'the same decisions' if not changed else f'{len(changed)} decisions differ'} |\n"]
     if changed:
         out.append("Decisions that differ: " + "; ".join(
-            f"{k}: {then['decided'].get(k, '-')} then, {now['decided'].get(k, '-')} now" for k in changed) + "\n")
+            f"{k}: {_said(then, k)} then, {_said(now, k)} now" for k in changed) + "\n")
     shown = list(now["decided"].items())[:8]
     if shown:
-        out.append("Now: " + "; ".join(f"{k}: {v} (then {then['decided'].get(k, '-')})" for k, v in shown) + "\n")
+        out.append("Now: " + "; ".join(f"{k}: {v['said']} (then {_said(then, k)})" for k, v in shown) + "\n")
     return "\n".join(out)
 
 

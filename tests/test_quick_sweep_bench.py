@@ -19,8 +19,10 @@ def _verdict(direction: str, diff: float, lo: float, hi: float) -> dict:
 
 def test_a_verdict_is_read_as_each_setting_and_measure_s_decision_in_points():
     got = quick_sweep.decided(_verdict("up", 0.171, 0.125, 0.217))
-    assert got == {"all reward.weights.shape=0.6 heldout/shape_right": "up +17.1 [+12.5, +21.7]",
-                   "all reward.weights.shape=0.6 heldout/fabric_right": "not measured"}
+    assert got == {"all reward.weights.shape=0.6 heldout/shape_right": {"direction": "up",
+                                                                        "said": "up +17.1 [+12.5, +21.7]"},
+                   "all reward.weights.shape=0.6 heldout/fabric_right": {"direction": "not measured",
+                                                                         "said": "not measured"}}
 
 
 def test_an_interval_that_moves_is_the_same_decision_a_direction_that_changes_is_not():
@@ -28,6 +30,9 @@ def test_an_interval_that_moves_is_the_same_decision_a_direction_that_changes_is
     assert quick_sweep.same_decision(a, quick_sweep.decided(_verdict("up", 0.175, 0.129, 0.225))) == []
     flipped = quick_sweep.decided(_verdict("unclear", 0.02, -0.01, 0.05))
     assert quick_sweep.same_decision(a, flipped) == ["all reward.weights.shape=0.6 heldout/shape_right"]
+    # "no clear change" and "no clear rise" share a first word and are different decisions
+    unclear = quick_sweep.decided(_verdict("no clear change", 0.0, -0.01, 0.01))
+    assert quick_sweep.same_decision(unclear, quick_sweep.decided(_verdict("no clear rise", 0.0, -0.01, 0.01)))
 
 
 def test_the_section_gives_the_ratio_and_says_when_a_decision_changed():
