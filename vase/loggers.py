@@ -220,6 +220,16 @@ def param_value(text: str) -> Any:
     return text
 
 
+def readable(value: Any) -> float:
+    """A derived number (a normalised reward weight) at the precision a person reads in a dashboard's column: four
+    significant digits (``0.09411764705882353`` -> ``0.09412``); the run's config file keeps the whole value.
+
+    >>> readable(0.09411764705882353), readable(0.6), readable(12.0)
+    (0.09412, 0.6, 12.0)
+    """
+    return float(f"{float(value):.4g}")
+
+
 def run_params(cfg: DictConfig, overrides: list[str] | None = None, swept: list[str] | None = None) -> dict[str, Any]:
     """What a dashboard compares runs by, in this order: the keys the sweep varies (``sweep/<key>``), the run's other
     overrides (``override/<key>``), each reward term's weight as the reward uses it (``weights/<term>``: a dimension's
@@ -235,6 +245,9 @@ def run_params(cfg: DictConfig, overrides: list[str] | None = None, swept: list[
     ...     "effective_weights": {"shape": 0.6}, "terms": {"bonus": {"weight": 0.1}}}})
     >>> run_params(cfg, ["reward.weights.shape=0.6", "seed=1", "paths.log_dir=/x"], ["reward.weights.shape"])
     {'sweep/reward.weights.shape': 0.6, 'override/seed': 1, 'weights/shape': 0.6, 'weights/bonus': 0.1, 'stage': 'grpo', 'reward.tau': 0.7}
+    >>> cfg.reward.effective_weights.shape = 0.09411764705882353  # a dimension's weight after normalize_weights
+    >>> run_params(cfg, [], [])["weights/shape"]
+    0.09412
     """
     swept = swept_keys() if swept is None else swept
     given: dict[str, Any] = {}
@@ -250,10 +263,10 @@ def run_params(cfg: DictConfig, overrides: list[str] | None = None, swept: list[
     out = {f"sweep/{k}": given[k] for k in swept if k in given}
     out.update({f"override/{k}": v for k, v in given.items() if k not in swept})
     effective = OmegaConf.select(cfg, "reward.effective_weights", default=None) or {}
-    out.update({f"weights/{k}": float(v) for k, v in effective.items()})
+    out.update({f"weights/{k}": readable(v) for k, v in effective.items()})
     for name, term in (OmegaConf.select(cfg, "reward.terms", default=None) or {}).items():
         if isinstance(term, DictConfig) and name not in effective and f"weights/{term.get('dimension')}" not in out:
-            out[f"weights/{name}"] = float(term.get("weight", 1.0))
+            out[f"weights/{name}"] = readable(term.get("weight", 1.0))
     for name, key in IDENTITY:
         v = OmegaConf.select(cfg, key, default=None)
         if isinstance(v, (int, float, str, bool)) and not {name, dashboard_key(key)} & set(given):  # no second copy
