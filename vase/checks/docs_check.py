@@ -140,6 +140,9 @@ class BrowserPage:
             target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
             self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
             self.send("Page.enable", session=True)
+            # the page itself at ``size``: --window-size sets the window, whose frame takes ~87 px of its height in
+            # Chromium's headless mode (a 1,400 x 900 window showed a 1,400 x 813 page)
+            self.resize(*self.size)
         except BaseException:
             self.__exit__(None, None, None)
             raise
