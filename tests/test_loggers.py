@@ -174,6 +174,14 @@ def test_tensorboard_gets_one_folder_per_job_named_by_its_overrides_with_the_swe
                                "hp/heldout/reward"]
         assert "hp/heldout/fabric_vs_start" in metrics
         assert "hp/overall_score" in metrics and "hp/train_reward_last20" in metrics
+        # every job has the comparison's values, the baseline at 0 (its own row, and a line in the parallel
+        # coordinates, which leave out a run without them)
+        compared = {k: ea.Scalars(k)[-1].value for k in metrics[:3]}
+        if folder.name == "grpo-w_shape=0":
+            assert compared == dict.fromkeys(metrics[:3], 0.0)
+        else:
+            assert compared["vs_baseline/heldout/total_low"] <= compared["vs_baseline/heldout/total"] \
+                <= compared["vs_baseline/heldout/total_high"]
 
 
 def test_wandb_s_record_shows_the_same_keys_and_metrics_and_groups_the_sweep(sweep: Path) -> None:

@@ -38,6 +38,7 @@ from vase.reports.ablation import verdict_rows
 from vase.reports.hypothesis import hypothesis_of
 from vase.reports.jobs import job_dirs, overrides_of
 from vase.reports.verdict_view import (
+    baseline_row,
     hypothesis_columns,
     job_comparison,
     read_verdict,
@@ -185,6 +186,10 @@ def log_to_tensorboard(config: DictConfig, sweep_dir: Path, written: list[str] |
         params.append({f"sweep/{dashboard_key(k)}": param_value(given[k]) for k in swept if k in given})
         comparisons.append(dashboard_keys(job_comparison(verdict, job.name)))
         folders.append(run)
+    # the baseline job at 0 on the others' comparison: its own row, and a line in the parallel coordinates (which
+    # leave out a run without the metric, and with it the baseline's value of the swept key)
+    compared = list(dict.fromkeys(k for c in comparisons for k in c))
+    comparisons = [c or baseline_row(verdict, run.parents[1].name, compared) for c, (_, run) in zip(comparisons, runs)]
     logged = dict.fromkeys(tensorboard_tags(folders), 0.0)
     todo = [i for i, run in enumerate(folders) if run.parents[1].name not in (written or [])]
     lost = tensorboard_sweep_columns([folders[i] for i in todo], [params[i] for i in todo],

@@ -108,6 +108,22 @@ def job_comparison(verdict: dict[str, Any], job: str) -> dict[str, float]:
                                 for m, r in found.items()})
 
 
+def baseline_row(verdict: dict[str, Any], job: str, keys: Iterable[str]) -> dict[str, float]:
+    """A baseline job's own row beside the jobs compared with it, for a view that draws every job on the same axes
+    (TensorBoard's parallel coordinates leave out a run without the metric): each of ``keys`` (the others'
+    ``vs_baseline/...``) at 0, the baseline's difference from itself. {} for any other job.
+
+    >>> v = {"baseline": "w=0", "jobs": {"0": {"setting": "w=0.0"}, "1": {"setting": "w=0.6"}}}
+    >>> baseline_row(v, "0", ["vs_baseline/shape", "vs_baseline/shape_low"]), baseline_row(v, "1", ["vs_baseline/shape"])
+    ({'vs_baseline/shape': 0.0, 'vs_baseline/shape_low': 0.0}, {})
+    """
+    where = (verdict.get("jobs") or {}).get(job)
+    baseline = verdict.get("baseline")
+    if not where or not baseline or not same_setting(str(where.get("setting", "")), str(baseline)):
+        return {}
+    return dict.fromkeys(keys, 0.0)
+
+
 def _comparison_metrics(per_move: dict[str, dict[str, Any]]) -> dict[str, float]:
     """``vs_baseline/<move>``, ``_low``, ``_high`` from each move's difference (``diff``, ``lo``, ``hi``), a share's in
     points, to 3 significant digits; a value not measured is left out, never 0.0."""
