@@ -174,6 +174,9 @@ def test_tensorboard_gets_one_folder_per_job_named_by_its_overrides_with_the_swe
                                "hp/heldout/reward"]
         assert "hp/heldout/fabric_vs_start" in metrics
         assert "hp/overall_score" in metrics and "hp/train_reward_last20" in metrics
+        # the verdict on TensorBoard's TEXT page, saying first that this debug-sized sweep is too short to decide
+        said = ea.Tensors("sweep/verdict/text_summary")[-1].tensor_proto.string_val[0].decode()
+        assert said.startswith("too short to decide (debug=fast): reward.weights.shape=0.6 vs 0: held-out total")
         # every job has the comparison's values, the baseline at 0 (its own row, and a line in the parallel
         # coordinates, which leave out a run without them)
         compared = {k: ea.Scalars(k)[-1].value for k in metrics[:3]}

@@ -391,14 +391,17 @@ def tensorboard_tags(runs: list[Path], prefix: str = "hp/") -> list[str]:
 
 def tensorboard_sweep_columns(runs: list[Path], params: list[dict[str, Any]], compared: list[str],
                               metrics: list[str], comparisons: list[dict[str, float]],
-                              every: list[dict[str, Any]] | None = None) -> list[tuple[Path, str]]:
+                              every: list[dict[str, Any]] | None = None,
+                              verdict: str | None = None) -> list[tuple[Path, str]]:
     """A sweep's TensorBoard hparams view, written at its end into each job's run (``runs``, with its swept values
     ``params``: ``sweep/<key>`` -> value): the swept keys as the columns, those the hypothesis compares first (ticked;
     its replicates, a seed, after them); each job's comparison with the baseline (``comparisons``:
     ``vs_baseline/<move>``, ``_low``, ``_high``) logged in its run and shown as the first metrics, then ``metrics``
     (the end metrics the jobs logged, the hypothesis's first). ``every``: the swept values of all the sweep's jobs,
-    where ``runs`` are some of them (the columns' types are the same for each). A job whose folder cannot be written
-    costs that job's columns only: returned with why, no thread's traceback printed."""
+    where ``runs`` are some of them (the columns' types are the same for each). ``verdict``: the sweep's verdict in one
+    line, as each run's text ``sweep/verdict`` (TensorBoard's TEXT page; a debug-sized sweep's starts with "too short
+    to decide"). A job whose folder cannot be written costs that job's columns only: returned with why, no thread's
+    traceback printed."""
     # lazy: torch's TensorBoard writer (torch): only sweeps that logged to TensorBoard need it
     from torch.utils.tensorboard import SummaryWriter
 
@@ -425,16 +428,18 @@ def tensorboard_sweep_columns(runs: list[Path], params: list[dict[str, Any]], co
     for run, comparison in zip(runs, comparisons):
         why = unwritable(run)
         if why is None:
-            why = _in_writer_thread(lambda r=run, c=comparison: _write_columns(SummaryWriter(str(r)), c, exp))
+            why = _in_writer_thread(lambda r=run, c=comparison: _write_columns(SummaryWriter(str(r)), c, exp, verdict))
         if why is not None:
             lost.append((run, why))
     return lost
 
 
-def _write_columns(w: Any, comparison: dict[str, float], exp: Any) -> None:
+def _write_columns(w: Any, comparison: dict[str, float], exp: Any, verdict: str | None = None) -> None:
     try:
         for key, value in comparison.items():
             w.add_scalar(key, value, 0)
+        if verdict:
+            w.add_text("sweep/verdict", verdict, 0)
         w._get_file_writer().add_summary(exp)
     finally:
         w.close()
