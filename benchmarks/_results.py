@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 from pathlib import Path
 
 
@@ -15,6 +16,15 @@ def _cpu_name() -> str | None:
         return cpu_record().get("cpu") or None
     except Exception:  # noqa: BLE001 - a benchmark's heading falls back to the architecture
         return None
+
+
+def commit_label(root: str | Path) -> str:
+    """The checkout's commit (10 hex digits), with " with changes" where tracked files differ from it; "?" outside git."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True).stdout.strip()
+
+    commit = git("rev-parse", "--short=10", "HEAD") or "?"
+    return commit + (" with changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def machine(device: str) -> str:

@@ -45,8 +45,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._results import commit_label, update_results  # noqa: E402
 from benchmarks._results import machine as describe_machine  # noqa: E402
-from benchmarks._results import update_results  # noqa: E402
 
 PHASES = ("vision", "decode", "reward", "reference", "policy", "optimizer")
 WHAT = {"vision": "the frozen vision tower, once per prompt",
@@ -323,11 +323,7 @@ def main() -> None:
             results.append(child(tokens, None))
     if args.json:
         Path(args.json).write_text(json.dumps({"now": results, "before": before}, indent=1))
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=10", "HEAD"], capture_output=True,
-                            text=True).stdout.strip() or "?"
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
-    text = section(results, commit + (" with changes" if dirty else ""), before or None, args.against or "")
+    text = section(results, commit_label(ROOT), before or None, args.against or "")
     print(text)
     if not args.no_write:
         update_results(args.results, "grpo_phases cpu hub", text)

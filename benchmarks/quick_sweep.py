@@ -30,8 +30,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._results import commit_label, update_results  # noqa: E402
 from benchmarks._results import machine as describe_machine  # noqa: E402
-from benchmarks._results import update_results  # noqa: E402
 from benchmarks.grpo_phases import worktree  # noqa: E402
 
 BASE = "2b860c6"
@@ -117,11 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("overrides", nargs="*", help="overrides for both sides, after --")
     args = ap.parse_args(argv)
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=10", "HEAD"], capture_output=True,
-                            text=True).stdout.strip() or "?"
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
-    commit += " with changes" if dirty else ""
+    commit = commit_label(ROOT)
     with contextlib.ExitStack() as stack:
         base = Path(args.keep) if args.keep else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         tree = stack.enter_context(worktree(args.against))
