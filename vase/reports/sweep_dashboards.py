@@ -195,7 +195,7 @@ def log_to_tensorboard(config: DictConfig, sweep_dir: Path, written: list[str] |
     lost = tensorboard_sweep_columns([folders[i] for i in todo], [params[i] for i in todo],
                                      [f"sweep/{dashboard_key(k)}" for k in q.get("compare") or []],
                                      dashboard_columns(logged, hypothesis_columns(q)), [comparisons[i] for i in todo],
-                                     every=params, verdict=(short_verdict(verdict) or None) if verdict else None)
+                                     every=params, verdict=short_verdict(verdict) or None)
     failed = {str(run) for run, _ in lost}
     done = [*(written or []), *(folders[i].parents[1].name for i in todo if str(folders[i]) not in failed)]
     return {"command": tensorboard_command(sweep_dir), "written": done,
