@@ -206,6 +206,57 @@ def test_an_orbit_video_goes_through_the_frozen_vision_tower_once_per_prompt(tin
         assert torch.allclose(module._logps(module.model, with_pixels, r.completion_ids.shape[1]), logps, atol=1e-5)
 
 
+def test_a_training_vision_tower_encodes_each_prompt_once_with_the_gradient_of_g_copies(tiny_model_dir: Path,
+                                                                                       synthetic_root: Path) -> None:
+    """freeze_vision=false (LoRA in the vision tower, the demos' setting): the reference and the policy forwards
+    encode each prompt's views once and repeat the features G times (PromptVisuals), not the G repeated pixels; the
+    log-probabilities and every LoRA gradient, the vision tower's included, equal those from the repeated pixels."""
+    from vase.data.datamodule import ChatDataset, PromptCollator
+    from vase.data.dataset import VaseDataset
+    from vase.models.loading import load_model, load_processor
+    from vase.training.grpo import GRPOModule
+    from vase.training.rollout import core_model
+
+    torch.manual_seed(0)
+    proc = load_processor(str(tiny_model_dir))
+    module = GRPOModule(load_model(str(tiny_model_dir)), LengthReward(), proc,
+                        lora={"r": 4, "alpha": 8, "dropout": 0.0, "freeze_vision": False},
+                        num_generations=4, max_completion_length=6, beta=0.04, temperature=1.0)
+    with torch.no_grad():  # adapters away from 0, so the policy differs from the reference and B's gradient is not 0
+        for n, p in module.model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.05)
+    assert not module._vision_frozen()
+    ds = ChatDataset(VaseDataset(synthetic_root, "train"), "caption")
+    batch = PromptCollator(proc)([ds[0], ds[1]])
+    patches = []
+    hook = core_model(module.model).visual.register_forward_hook(lambda _m, args, _o: patches.append(len(args[0])))
+    try:
+        r = module.rollout(batch)
+        assert "pixel_values" not in r.inputs and r.inputs["prompt_visuals"].g == 4
+        n = r.completion_ids.shape[1]
+        logps = module._logps(module.model, r.inputs, n)
+    finally:
+        hook.remove()
+    # the prefill, the reference and the policy each see the two prompts' pixels once, never 4 copies
+    assert patches == [len(batch["pixel_values"])] * 3
+    logps.sum().backward()
+    ours = {k: v.grad.clone() for k, v in module.model.named_parameters() if v.grad is not None}
+    assert any(".visual." in k for k in ours) and all(float(g.abs().sum()) > 0 for g in ours.values())
+    module.model.zero_grad(set_to_none=True)
+    with_pixels = {k: v for k, v in r.inputs.items() if k != "prompt_visuals"}
+    with_pixels["pixel_values"] = repeat_batch(batch, 4)["pixel_values"]
+    theirs = module._logps(module.model, with_pixels, n)
+    assert torch.allclose(theirs, logps, atol=1e-5)
+    theirs.sum().backward()
+    for k, p in module.model.named_parameters():
+        if k in ours:
+            assert torch.allclose(p.grad, ours[k], rtol=1e-4, atol=1e-6), k
+    with torch.no_grad(), module.model.disable_adapter():  # the reference: the adapter off in the vision tower too
+        assert torch.allclose(module._logps(module.model, with_pixels, n), r.ref_logps, atol=1e-5)
+    assert not torch.allclose(r.ref_logps, logps.detach(), atol=1e-4)
+
+
 def test_grpo_stage_runs_through_train_and_logs(train_cfg) -> None:
     from vase.pipeline import run_training
 

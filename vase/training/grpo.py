@@ -150,6 +150,40 @@ def _pooled(feats: tuple[torch.Tensor, ...]) -> Any:
     return BaseModelOutputWithPooling(pooler_output=feats)
 
 
+def encode_visuals(model: Any, kind: str, pixels: torch.Tensor, grid: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``model``'s vision tower on a batch's pixels: one feature tensor per image (``kind`` "image") or per video
+    ("video"), as the adapter state and gradient mode around the call make them."""
+    core = core_model(model)
+    encode = core.get_image_features if kind == "image" else core.get_video_features
+    return tuple(encode(pixels, grid, return_dict=True).pooler_output)
+
+
+def repeat_features(feats: tuple[torch.Tensor, ...], per_sample: list[int], g: int) -> tuple[torch.Tensor, ...]:
+    """Each prompt's features (``per_sample[i]`` tensors for prompt i) repeated ``g`` times in a row, the order of
+    `repeat_batch`'s rows. The copies are the same tensors: a backward through them sums their gradients.
+
+    >>> a, b, c = (torch.full((1,), float(i)) for i in range(3))
+    >>> [int(t) for t in repeat_features((a, b, c), [2, 1], 2)]
+    [0, 1, 0, 1, 2, 2]
+    """
+    starts = [sum(per_sample[:i]) for i in range(len(per_sample))]
+    return tuple(f for st, n in zip(starts, per_sample) for _ in range(g) for f in feats[st: st + n])
+
+
+@dataclass
+class PromptVisuals:
+    """A batch's pixels, one copy per prompt, for the forwards over its G-times repeated rows when the vision tower
+    trains (LoRA on it): `GRPOModule._logps` encodes them once per prompt through the model it is given (adapter on
+    or off, with or without gradient) and repeats the features (`repeat_features`). The same features as encoding
+    G repeated copies of the pixels, and a gradient summed over the copies, for 1/G of the vision tower's work."""
+
+    kind: str  # image | video
+    pixels: torch.Tensor
+    grid: torch.Tensor
+    per_sample: list[int]  # images (views) or videos per prompt
+    g: int
+
+
 def repeat_batch(batch: dict[str, Any], g: int, pixels: bool = True) -> dict[str, torch.Tensor]:
     """Each prompt repeated ``g`` times in a row, with its images or video (patches split per sample by their grids).
     ``pixels=False``: the grids only (the rollout hands on encoded features instead of repeated pixels)."""
@@ -323,6 +357,12 @@ class GRPOModule(LoRAStageModule):
         hidden states; the output head runs inside the chunked log-probabilities (`head_logprobs`, forward and
         backward), so the (rows, tokens, vocabulary) logits are never held: 1.2 GiB at 8 x 257 tokens of Qwen's
         vocabulary, growing with the completion length."""
+        visuals = r_inputs.get("prompt_visuals")
+        if visuals is not None:  # the vision tower trains: each prompt's pixels encoded once, here (PromptVisuals)
+            feats = encode_visuals(model, visuals.kind, visuals.pixels, visuals.grid)
+            r_inputs = {k: v for k, v in r_inputs.items() if k != "prompt_visuals"}
+            r_inputs["mm_encoder_outputs"] = {visuals.kind: _pooled(repeat_features(feats, visuals.per_sample,
+                                                                                    visuals.g))}
         hidden = core_model(model)(**r_inputs).last_hidden_state[:, -(n_completion + 1):-1]
         targets = r_inputs["input_ids"][:, -n_completion:]
         return head_logprobs(hidden, model.get_output_embeddings(), targets, self.temperature)
@@ -337,13 +377,19 @@ class GRPOModule(LoRAStageModule):
     def _encode_visuals(self, batch: dict[str, Any]) -> tuple[str, tuple[torch.Tensor, ...], list[int]] | None:
         """Each prompt's visual features from the (frozen) vision tower: ("image", one tensor per view, views per
         prompt) or ("video", one tensor per orbit, [1] * prompts); None for a text-only batch."""
-        core = core_model(self.model)
+        visuals = self._prompt_visuals(batch)
+        if visuals is None:
+            return None
+        return visuals.kind, encode_visuals(self.model, visuals.kind, visuals.pixels, visuals.grid), visuals.per_sample
+
+    def _prompt_visuals(self, batch: dict[str, Any]) -> PromptVisuals | None:
+        """The batch's pixels, grids and images (or videos) per prompt; None for a text-only batch."""
         if "pixel_values" in batch:
-            out = core.get_image_features(batch["pixel_values"], batch["image_grid_thw"], return_dict=True)
-            return "image", tuple(out.pooler_output), [len(x) for x in batch["images"]]
+            return PromptVisuals("image", batch["pixel_values"], batch["image_grid_thw"],
+                                 [len(x) for x in batch["images"]], self.G)
         if "pixel_values_videos" in batch:
-            out = core.get_video_features(batch["pixel_values_videos"], batch["video_grid_thw"], return_dict=True)
-            return "video", tuple(out.pooler_output), [1] * batch["input_ids"].shape[0]
+            return PromptVisuals("video", batch["pixel_values_videos"], batch["video_grid_thw"],
+                                 [1] * batch["input_ids"].shape[0], self.G)
         return None
 
     # ------------------------------------------------------------ rollout
@@ -363,11 +409,12 @@ class GRPOModule(LoRAStageModule):
             # (without this a 16-frame orbit went through the vision tower 2G + 1 times per prompt)
             kind, feats, per_sample = encoded
             prompts["mm_encoder_outputs"] = {kind: _pooled(feats)}
-            starts = [sum(per_sample[:i]) for i in range(len(per_sample))]
-            repeated = tuple(f for st, n in zip(starts, per_sample) for _ in range(self.G) for f in feats[st: st + n])
+            repeated = repeat_features(feats, per_sample, self.G)
         else:
             prompts.update({k: batch[k] for k in pixel_keys if k in batch})
-        rep = repeat_batch(batch, self.G, pixels=encoded is None)  # no G copies of pixels that features replace
+        # no G copies of the pixels: frozen, the features replace them; training, each forward encodes the prompts'
+        # own pixels once and repeats the features (PromptVisuals)
+        rep = repeat_batch(batch, self.G, pixels=False)
         with self._phase("decode"):  # the prefill and the sampled tokens
             completion = sample_groups(self.model, prompts, self.G, max_new_tokens=self.max_completion_length,
                                        eos_ids=self.eos_ids, pad_id=self.pad_id, temperature=self.temperature,
@@ -393,6 +440,8 @@ class GRPOModule(LoRAStageModule):
                   **{k: rep[k] for k in VISUAL_KEYS if k in rep}}  # the repeated pixels only where no features
         if encoded is not None:
             inputs["mm_encoder_outputs"] = {kind: _pooled(repeated)}
+        elif (visuals := self._prompt_visuals(batch)) is not None:
+            inputs["prompt_visuals"] = visuals
         n = completion.shape[1]
         with self._phase("reference"):  # the old (mu > 1) and the reference log-probabilities, no gradient
             old = self._logps(self.model, inputs, n) if self.num_iterations > 1 else None
