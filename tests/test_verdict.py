@@ -70,6 +70,36 @@ def test_seeds_are_replicates_pooled_by_vase_and_another_swept_key_stays_apart(t
     assert "Kept apart (never pooled): stage.module.multi_objective_aggregation." in md
 
 
+def test_a_change_the_interval_holds_at_0_says_the_smallest_change_its_vases_could_have_shown(tmp_path: Path) -> None:
+    """A quick form's "no clear change" is an answer only with its power: verdict.md's line gives, beside the
+    interval, the smallest difference its held-out vases would have shown 80 % of the time ((1.96 + 0.84) x the
+    per-vase differences' sd / sqrt(n)); a measure that moved says no such thing, nor one no vase changed on."""
+    import numpy as np
+
+    from vase.reports.verdict import write_verdict_report
+
+    rng = np.random.default_rng(0)
+    vases = [f"v{i}" for i in range(200)]
+    base = {v: float(x) for v, x in zip(vases, rng.normal(0.5, 0.1, len(vases)))}
+    noise = rng.normal(0.0, 0.05, len(vases))
+    other = {v: base[v] + float(e) for v, e in zip(vases, noise)}
+    q = ("hypothesis:\n  compare: stage.module.beta\n  baseline: 0.001\n  moves: [heldout/total, heldout/shape_right]\n"
+         "  replicates: [seed]\n")
+    _job(tmp_path / "sweep", 0, {"stage.module.beta": "0.001", "seed": "1"}, base, 0.5, q)
+    _job(tmp_path / "sweep", 1, {"stage.module.beta": "0.04", "seed": "1"}, other, 0.4, q)
+    verdict = write_verdict_report(tmp_path / "sweep")
+    total = verdict["blocks"]["all"]["stage.module.beta=0.04"]["heldout/total"]["pooled"]
+    assert total["direction"] == "no clear change"
+    assert total["detectable"] == pytest.approx(2.8016 * float(np.std(noise, ddof=1)) / np.sqrt(200), rel=1e-3)
+    line = (tmp_path / "sweep" / "verdict.md").read_text().splitlines()[2]
+    assert "held-out total reward: no clear change, " in line
+    assert f"(could detect ±{total['detectable']:.3g})" in line
+    shape = verdict["blocks"]["all"]["stage.module.beta=0.04"]["heldout/shape_right"]["pooled"]
+    said = "(no held-out answer differs)" if shape["detectable"] == 0 else "(could detect ±"
+    assert f"held-out shape right, points: {shape['direction']}, " in line and (shape["direction"] != "no clear change"
+                                                                                or said in line)
+
+
 def test_a_hypothesis_without_its_baseline_says_so_instead_of_a_verdict(tmp_path: Path) -> None:
     from vase.reports.verdict import write_verdict_report
 
@@ -168,26 +198,44 @@ def test_a_users_own_sweep_file_with_a_hypothesis_ends_with_its_verdict_in_the_l
 
 
 def _hypothesis_files() -> list[Path]:
-    """The shipped experiment and sweep files with a hypothesis whose keys are a grid in ``hydra.sweeper.params`` (the
-    search's keys come from its search space: `test_search_confirm.py` starts it)."""
+    """The shipped experiment and sweep files with a hypothesis (their own, or a file's in their defaults: the
+    presets' quick forms take the preset's) whose keys are a grid in ``hydra.sweeper.params`` (the search's keys come
+    from its search space: `test_search_confirm.py` starts it)."""
     from omegaconf import OmegaConf
 
+    def has_hypothesis(p: Path) -> bool:
+        raw = OmegaConf.load(p)
+        return "hypothesis:" in p.read_text() or any(
+            isinstance(d, str) and (p.parent / f"{d}.yaml").is_file() and has_hypothesis(p.parent / f"{d}.yaml")
+            for d in raw.get("defaults") or [])
+
     return sorted(p for d in ("experiments", "sweeps") for p in (ROOT / d).glob("*.yaml")
-                  if "hypothesis:" in p.read_text() and OmegaConf.select(OmegaConf.load(p), "hydra.sweeper.params"))
+                  if has_hypothesis(p) and "sweeper:" in p.read_text() and "search_space" not in p.read_text())
 
 
 @pytest.mark.parametrize("path", _hypothesis_files(), ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_every_shipped_sweep_with_a_hypothesis_passes_the_check_at_its_start(path: Path) -> None:
     """An experiment or sweep file that ships with a hypothesis is one its own command can answer: the check that stops a
-    sweep at its start (`check_hypothesis`) passes on what the file sweeps (``experiment=beyond_invrender`` named its
-    compared key with one value, against each job's own start, and stopped at once in ``make beyond-demo``)."""
+    sweep at its start (`check_hypothesis`) passes on what the file sweeps, as Hydra composes it (``experiment=
+    beyond_invrender`` named its compared key with one value, against each job's own start, and stopped at once in
+    ``make beyond-demo``; a quick form changes its preset's values and baseline)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
+    from tests.conftest import CONF
     from vase.config.naming import sweep_keys_of, sweep_values_of
     from vase.reports.hypothesis import check_hypothesis, hypothesis_of
 
-    cfg = OmegaConf.load(path)
+    group = {"experiments": "experiment", "sweeps": "sweep"}[path.parent.name]
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            cfg = compose(config_name="train", overrides=[f"{group}={path.stem}"], return_hydra_config=True)
+    finally:
+        GlobalHydra.instance().clear()
     params = OmegaConf.to_container(OmegaConf.select(cfg, "hydra.sweeper.params") or OmegaConf.create({}))
+    assert params, path
     q = hypothesis_of(cfg)
     assert q is not None
     check_hypothesis(q, sweep_keys_of([], params), list(params), sweep_values_of([], params))

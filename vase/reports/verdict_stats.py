@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from vase.eval.stats import bootstrap_ci
+from vase.metrics.paired import minimal_detectable
 from vase.metrics.registry import is_percent
 from vase.reports.jobs import (
     LAST_STEPS,
@@ -62,6 +63,20 @@ def _stratified(diffs: list[list[float]], seed: int = 0) -> tuple[float, float]:
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
+def within_sd(diffs: list[list[float]]) -> float | None:
+    """The standard deviation of per-vase differences around their own replicate's mean (pooled over replicates, one
+    degree of freedom per replicate); None with no more differences than replicates.
+
+    >>> within_sd([[1.0, 3.0], [10.0, 12.0]])  # each replicate's spread, not the 9 between their means
+    1.4142135623730951
+    """
+    arrays = [np.asarray(d, dtype=float) for d in diffs if len(d)]
+    dof = sum(len(a) for a in arrays) - len(arrays)
+    if dof < 1:
+        return None
+    return float(math.sqrt(sum(float(((a - a.mean()) ** 2).sum()) for a in arrays) / dof))
+
+
 def _direction(d: dict[str, Any]) -> str:
     """
     >>> _direction({"lo": 0.1, "hi": 0.3}), _direction({"lo": -0.1, "hi": 0.3}), _direction({"lo": None, "hi": None, "diff": -1})
@@ -105,6 +120,8 @@ def compare_move(move: str, base: dict[str, Path], other: dict[str, Path],
         lo, hi = _stratified(diffs)
         pooled.update(diff=float(np.mean(flat)), lo=lo, hi=hi, n=len(flat),
                       method="stratified bootstrap over held-out vases within each replicate")
+        if (sd := within_sd(diffs)) is not None:  # what a "no clear change" could have missed (80 % power)
+            pooled.update(sd=sd, detectable=minimal_detectable(sd, len(flat)))
     elif singles:
         pooled.update(diff=float(np.mean(singles)), n=len(singles), method="mean over replicates")
         if len(singles) >= MIN_REPLICATES:

@@ -50,6 +50,24 @@ def interval_cell(d: dict[str, Any], pct: bool) -> str:
     return f"{_fmt(d['diff'], pct)} [{_fmt(d['lo'], pct)}, {_fmt(d['hi'], pct)}]"
 
 
+def said_cell(d: dict[str, Any], pct: bool) -> str:
+    """A measure as the verdict's line says it: its direction and interval, and where it holds 0, the smallest change
+    the held-out vases could have shown (``detectable``: 80 % power, `vase.metrics.paired.minimal_detectable`).
+
+    >>> said_cell({"direction": "no clear change", "diff": 0.004, "lo": -0.01, "hi": 0.02, "detectable": 0.021}, True)
+    'no clear change, +0.4 [-1.0, +2.0] (could detect ±2.1)'
+    >>> said_cell({"direction": "no clear change", "diff": 0.0, "lo": 0.0, "hi": 0.0, "detectable": 0.0}, True)
+    'no clear change, +0.0 [+0.0, +0.0] (no held-out answer differs)'
+    """
+    said = f"{d['direction']}, {interval_cell(d, pct)}"
+    found = d.get("detectable")
+    if d.get("direction") != "no clear change" or found is None:
+        return said
+    if found == 0:
+        return f"{said} (no held-out answer differs)"
+    return f"{said} (could detect ±{_fmt(found, pct)[1:]})"
+
+
 def move_label(move: str) -> str:
     """
     >>> move_label("heldout/shape_right"), move_label("kl"), move_label("heldout/total")
