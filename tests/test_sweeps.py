@@ -384,6 +384,7 @@ def test_the_sfts_own_subset_keeps_one_shared_adapter_whatever_grpos_subset(tmp_
         return sft_key(compose_cfg("train", ["experiment=grpo_sanity", *extra], tmp_path, session_dirs))[0]
 
     assert key("data.limit_train=8") == key("data.limit_train=16") == key()  # sft.limit_train=null: all vases
+    assert key("data.pixel_cache_mb=0") == key()  # views kept in memory or not: the same tensors, the same adapter
     assert key("sft.limit_train=8") != key()
     plain = ["stage=grpo", "sft_init=true", "+stage@sft=sft"]
     k8 = sft_key(compose_cfg("train", [*plain, "data.limit_train=8"], tmp_path, session_dirs))[0]

@@ -212,6 +212,7 @@ class DataSchema:
     split: dict | None = None
     retrieval: dict | None = None
     max_video_frames: int = 16
+    pixel_cache_mb: float | None = 1024
     zoom: bool = False
     zoom_width: Any = 1.0
     zoom_direct: Any = 5
@@ -235,6 +236,8 @@ class DataSchema:
         check_value(self.modality != "orbit" or frames > 0, "data.modality", self.modality,
                "needs orbit frames: set render.orbit_frames (e.g. 16)")
         check_value(self.batch_size >= 1, "data.batch_size", self.batch_size, "must be at least 1")
+        check_value(self.pixel_cache_mb is None or self.pixel_cache_mb >= 0, "data.pixel_cache_mb", self.pixel_cache_mb,
+                    "must be 0 (off) or more MiB")
         # 0 would train on nothing and still mark the run finished: "no limit" is null
         check_value(self.limit_train is None or self.limit_train >= 1, "data.limit_train", self.limit_train,
                "must be at least 1, or null for no limit")

@@ -17,6 +17,8 @@ from vase.config.renames import strict as strict_deprecations
 from vase.data.dataset import VIEWS, VaseDataset, VaseExample, VideoFrames, models_to_render
 from vase.data.layouts import detect_layout, load_split, no_such_dataset, read_records
 from vase.data.loader import ResumableLoader, ResumableSampler
+from vase.data.pixel_cache import DEFAULT_MB, cached_pixels
+from vase.data.pixel_cache import configure as configure_view_store
 from vase.data.synthetic import SHAPE_SPECS, generate
 from vase.errors import ConfigError, DataError
 from vase.io import atomic_write_json, file_lock, own_output_dir, read_json
@@ -84,9 +86,11 @@ VISUAL_KEYS = ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_g
 
 
 def encode_prompts(processor: Any, prompts: list[str], visuals: list[Any], padding_side: str,
-                   systems: list[str] | None = None) -> Any:
+                   systems: list[str] | None = None, cache_views: bool = False) -> Any:
     """Tokenise chat prompts (each after its system prompt, where ``systems`` gives one) with their views (as
-    images) or orbit frames (as one video each)."""
+    images) or orbit frames (as one video each). ``cache_views``: each image's processed patches kept between calls
+    in this process's store (`vase.data.pixel_cache`: the same tensors, for training, which shows every view many
+    times); false: the processor on every image."""
     videos = [isinstance(v, VideoFrames) for v in visuals]
     if any(videos) and not all(videos):
         raise ValueError("a batch mixes orbit videos and multi-view images; use one data.modality per run")
@@ -94,7 +98,8 @@ def encode_prompts(processor: Any, prompts: list[str], visuals: list[Any], paddi
     if videos and all(videos):
         return processor(text=texts, videos=[list(v) for v in visuals], do_sample_frames=False, return_tensors="pt",
                          padding=True, padding_side=padding_side)
-    return processor(text=texts, images=visuals, return_tensors="pt", padding=True, padding_side=padding_side)
+    with cached_pixels(processor, cache_views) as proc:
+        return proc(text=texts, images=visuals, return_tensors="pt", padding=True, padding_side=padding_side)
 
 
 class ChatDataset(Dataset):
@@ -126,16 +131,17 @@ class SFTCollator:
     are expanded once, by the processor, and the label mask is exact.
     """
 
-    def __init__(self, processor: Any, max_length: int = 4096) -> None:
+    def __init__(self, processor: Any, max_length: int = 4096, cache_views: bool = False) -> None:
         self.processor = processor
         self.max_length = max_length
+        self.cache_views = cache_views  # encode_prompts
         tok = processor.tokenizer
         self.end_ids = tok("<|im_end|>\n", add_special_tokens=False)["input_ids"]
         self.pad_id = tok.pad_token_id
 
     def __call__(self, batch: list[ChatSample]) -> dict[str, torch.Tensor]:
         enc = encode_prompts(self.processor, [s.prompt for s in batch], [s.images for s in batch], "right",
-                             [s.system for s in batch])
+                             [s.system for s in batch], self.cache_views)
         rows, labels, types = [], [], []
         for b, s in enumerate(batch):
             n = int(enc["attention_mask"][b].sum())
@@ -171,12 +177,13 @@ class SFTCollator:
 class PromptCollator:
     """Prompts only, left-padded for generation, with what a reward needs: targets, reference answers, images."""
 
-    def __init__(self, processor: Any) -> None:
+    def __init__(self, processor: Any, cache_views: bool = False) -> None:
         self.processor = processor
+        self.cache_views = cache_views  # encode_prompts
 
     def __call__(self, batch: list[ChatSample]) -> dict[str, Any]:
         enc = encode_prompts(self.processor, [s.prompt for s in batch], [s.images for s in batch], "left",
-                             [s.system for s in batch])
+                             [s.system for s in batch], self.cache_views)
         return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
                 "mm_token_type_ids": enc["mm_token_type_ids"], **{k: enc[k] for k in VISUAL_KEYS if k in enc},
                 "targets": [s.target for s in batch], "reference": [s.answer for s in batch],
@@ -206,7 +213,8 @@ class VaseDataModule(pl.LightningDataModule):
                  limit_val: int | None = None, processor: Any = None, stage: str = "sft",
                  modality: str = "views", seed: int | None = None, layout: str = "auto",
                  split: dict | None = None, max_video_frames: int = 16, retrieval: dict | None = None,
-                 zoom: bool = False, zoom_width: float = 1.0, zoom_direct: int = 5, task: str | None = None) -> None:
+                 zoom: bool = False, zoom_width: float = 1.0, zoom_direct: int = 5, task: str | None = None,
+                 pixel_cache_mb: float | None = DEFAULT_MB) -> None:
         super().__init__()
         if task is not None:  # the keyword before 0.2, for one release
             if strict_deprecations():
@@ -222,6 +230,8 @@ class VaseDataModule(pl.LightningDataModule):
         self.layout = layout  # auto | vase | release | paper_eval | swift (vase.data.layouts)
         self.split = dict(split or {})  # for layouts without a train/val split: seed, val_fraction, file, cache_dir
         self.max_video_frames = max_video_frames
+        self.pixel_cache_mb = pixel_cache_mb  # views kept between batches, decoded and processed (vase.data.pixel_cache)
+        configure_view_store(pixel_cache_mb)
         self.seed = seed  # the training order's seed (default: torch's initial seed, i.e. the run's seed)
         self._resume: dict[str, int] | None = None
         self.root = Path(root)
@@ -452,8 +462,9 @@ class VaseDataModule(pl.LightningDataModule):
         if self.processor is None:
             raise RuntimeError("VaseDataModule needs a processor before it can build batches")
 
-        collate = (PromptCollator(self.processor) if self.stage == "grpo"
-                   else SFTCollator(self.processor, self.max_length))
+        keep = bool(self.pixel_cache_mb)
+        collate = (PromptCollator(self.processor, keep) if self.stage == "grpo"
+                   else SFTCollator(self.processor, self.max_length, keep))
         data = ChatDataset(self.train_set, self.mix, self.zoom, self.zoom_width, self.zoom_direct)
         seed = self.seed if self.seed is not None else torch.initial_seed()
         # each rank its own shard of every epoch's order (the trainer leaves sharding to vase: Lightning's wrapper

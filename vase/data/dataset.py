@@ -9,6 +9,7 @@ from PIL import Image, UnidentifiedImageError
 
 from vase.annotate import VaseRecord
 from vase.data.layouts import load_annotations
+from vase.data.pixel_cache import read_view
 from vase.errors import DataError
 from vase.views import VIEWS, default_model, find_orbit, find_view, orbit_dir, view_path
 
@@ -63,14 +64,18 @@ def load_views(root: str | Path | list, vase_id: str, views: tuple[str, ...] | l
 
 def read_rgb(path: Path, what: str) -> Image.Image:
     """An image file as RGB; an unreadable one is a DataError naming the file and ``what`` it should have shown."""
-    try:
-        with Image.open(path) as im:
-            return im.convert("RGB")
+    try:  # decoded once while this process's store holds it (vase.data.pixel_cache)
+        return read_view(path, _decode_rgb)
     except Image.DecompressionBombError as e:  # not an OSError: PIL's guard against images that would fill memory
         raise DataError(f"{path}: {what} is too large to decode safely (over PIL's limit of "
                         f"{2 * (Image.MAX_IMAGE_PIXELS or 0):,} pixels); shrink it or replace it") from e
     except (UnidentifiedImageError, OSError) as e:
         raise DataError(f"{path}: {what} is not a readable image ({e})") from e
+
+
+def _decode_rgb(path: Path) -> Image.Image:
+    with Image.open(path) as im:
+        return im.convert("RGB")
 
 
 class VideoFrames(list):

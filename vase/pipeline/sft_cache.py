@@ -35,7 +35,7 @@ from vase.models.loading import load_model_and_processor
 log = logging.getLogger("vase")
 
 # data settings that change batching or evaluation only, not the adapter SFT learns
-_DATA_IGNORED = ("batch_size", "eval_batch_size", "num_workers", "limit_val", "render")
+_DATA_IGNORED = ("batch_size", "eval_batch_size", "num_workers", "limit_val", "render", "pixel_cache_mb")
 
 
 def plain(cfg: DictConfig, key: str) -> Any:
