@@ -77,22 +77,28 @@ def test_a_sweep_is_an_mlflow_parent_run_with_every_job_a_child_that_shows_what_
                 "hp/heldout_captions/overall_score_start"} <= set(metrics)
         curve = client.get_metric_history(r.info.run_id, "train/reward")
         assert len(curve) >= 2  # a curve, not a single point
-        # MLflow's comparison page plots the first metric a run logged: the hypothesis's held-out change, 0 at the
-        # job's start (the start against itself, before the first step), its measured value after the last (the
-        # latest of the same step is the one MLflow shows)
-        assert list(metrics)[0] == "hp/heldout/shape_vs_start"
-        first, last = sorted(client.get_metric_history(r.info.run_id, "hp/heldout/shape_vs_start"),
-                             key=lambda m: m.timestamp)
-        assert first.value == 0.0 and first.timestamp <= min(m.timestamp for m in curve)
-        assert last.step == first.step and last.timestamp >= max(m.timestamp for m in curve)
-        assert last.value == metrics["hp/heldout/shape_vs_start"]
+        # MLflow's comparison page plots the first metric a run logged: the verdict's comparison with the baseline,
+        # 0 at the job's start (every job starts where the baseline does), the sweep's value at its end (the latest of
+        # the same step is the one MLflow shows; the baseline's 0, its own row); then the held-out change against the
+        # start, 0 at the start, its measured value after the last step
+        assert list(metrics)[:2] == ["vs_baseline/heldout/total", "hp/heldout/shape_vs_start"]
+        for key in ("vs_baseline/heldout/total", "hp/heldout/shape_vs_start"):
+            history = sorted(client.get_metric_history(r.info.run_id, key), key=lambda m: m.timestamp)
+            first, last = history[0], history[-1]  # (a job's comparison may be sent as it ends and at the sweep's end)
+            assert first.value == 0.0 and first.timestamp <= min(m.timestamp for m in curve)
+            assert last.step == first.step and last.timestamp >= max(m.timestamp for m in curve)
+            assert last.value == metrics[key]
         files = {a.path for d in ("tables", "report") for a in client.list_artifacts(r.info.run_id, d)}
         assert {"tables/train_completions.json", "tables/val_table.json", "report/loss.png"} <= files
         assert "config.yaml" in {a.path for a in client.list_artifacts(r.info.run_id)}  # the full config, a file
         assert r.data.tags["vase.run_dir"].endswith(("/0", "/1"))
     a, b = (r.data.params for r in children)
     assert sorted(float(r.data.params[SWEPT]) for r in children) == [0.0, 0.6]
-    assert {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)} == {SWEPT} | DETERMINED
+    # the comparison page's first plot takes the parameters that differ: the swept key alone; the weights it
+    # determines are tags, on each run's page
+    assert {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)} == {SWEPT}
+    ta, tb = (r.data.tags for r in children)
+    assert {k for k in ta.keys() | tb.keys() if k.startswith("weights/") and ta.get(k) != tb.get(k)} == DETERMINED
     exp = client.get_experiment(exp.experiment_id)  # opened on its runs in MLflow 3's UI, not the GenAI overview
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
     # the answer on the parent: its name says it, its description has the verdict line, its metrics the numbers
@@ -129,7 +135,9 @@ def test_a_sweep_is_an_mlflow_parent_run_with_every_job_a_child_that_shows_what_
     # to 3 significant digits, as people read them (MLflow shows every digit it holds)
     assert child.data.metrics["vs_baseline/heldout/total"] == float(f"{mine['diff']:.3g}")
     assert child.data.metrics["vs_baseline/heldout/total_low"] == float(f"{mine['lo']:.3g}")
-    assert "vs_baseline/heldout/total" not in next(r for r in children if r.info.run_name == "grpo-w_shape=0").data.metrics
+    base = next(r for r in children if r.info.run_name == "grpo-w_shape=0").data.metrics  # the baseline: 0, its own row
+    assert {k: v for k, v in base.items() if k.startswith("vs_baseline/")} == dict.fromkeys(
+        [k for k in child.data.metrics if k.startswith("vs_baseline/")], 0.0)
     # no parameter repeats another: a swept or given key is not also an identity parameter
     for r in children:
         assert not ({k.split("/", 1)[-1] for k in r.data.params if "/" in k} & {k for k in r.data.params if "/" not in k})
@@ -536,7 +544,7 @@ def test_a_sweeps_tensorboard_view_is_written_once_at_its_end_with_the_compariso
         w = SummaryWriter(str(run))
         w.add_scalar("hp/heldout/reward", 0.5, 0)
         w.close()
-    params = [{"sweep/seed": 1, "sweep/stage.module.beta": b} for b in (0.001, 0.04)]
+    params = [{"sweep_replicate/seed": 1, "sweep/stage.module.beta": b} for b in (0.001, 0.04)]
     comparisons = [{}, {"vs_baseline/heldout/total": 3.0, "vs_baseline/heldout/total_low": 1.0,
                         "vs_baseline/heldout/total_high": 5.0}]
     tensorboard_sweep_columns(runs, params, ["sweep/stage.module.beta"], ["hp/heldout/reward"], comparisons)
@@ -552,7 +560,10 @@ def test_a_sweeps_tensorboard_view_is_written_once_at_its_end_with_the_compariso
         assert [m.name.tag for m in exp.metric_infos] == ["vs_baseline/heldout/total", "vs_baseline/heldout/total_low",
                                                          "vs_baseline/heldout/total_high", "hp/heldout/reward"]
         assert [(h.name, h.differs) for h in exp.hparam_infos] == [("sweep/stage.module.beta", True),
-                                                                   ("sweep/seed", False)]
+                                                                   ("sweep_replicate/seed", False)]
+        # short titles, so that the parallel coordinates' axis titles do not run into each other
+        assert [h.display_name for h in exp.hparam_infos] == ["beta", "seed"]
+        assert [m.display_name for m in exp.metric_infos] == ["Δ total", "Δ total low", "Δ total high", "reward"]
         assert {k: ea.Scalars(k)[-1].value for k in comparison} == comparison
     said = tensorboard_command(sweep, here=tmp_path)
     assert said.startswith("tensorboard --logdir logs/train/multiruns/t/tensorboard, then http://localhost:6006/")

@@ -12,8 +12,8 @@ import pytest
 import torch
 from PIL import Image
 
-from vase.data.datamodule import encode_prompts
 from vase.data import pixel_cache
+from vase.data.datamodule import encode_prompts
 from vase.data.dataset import read_rgb
 from vase.data.pixel_cache import STORE, CachedImageProcessor
 from vase.errors import DataError

@@ -333,8 +333,9 @@ def test_a_sweep_run_under_a_debug_preset_says_it_is_too_short_to_decide_on_ever
         return
     assert verdict["debug"] == "fast"
     assert printed[0].startswith("Too short to decide (debug=fast):")
-    assert printed[0].endswith("the form that decides: the same sweep without debug=fast (its time is not measured "
-                               "yet).")
+    # the form that decides, with its measured time: the KL preset's quick form
+    assert "the form that decides: python train.py -m sweep=kl_quick (240 held-out vases; " in printed[0]
+    assert printed[0].endswith("alone on 2 cores, docs/getting-started.md).")
     assert printed[1].startswith("stage.module.beta=0.04 against stage.module.beta=0.001: KL")
     assert "\n**Too short to decide** (debug=fast)" in page
     # a report kind reads the verdict's own lines: the label is apart from them

@@ -28,6 +28,7 @@ from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 
 from vase import markdown as md
 from vase.config import SERVER_SCHEMES, swept_keys, view_order
+from vase.config.naming import short_key
 from vase.errors import ConfigError, VaseError
 from vase.io import atomic_write_text, path_lock
 from vase.metrics.registry import table_columns
@@ -230,13 +231,27 @@ def readable(value: Any) -> float:
     return float(f"{float(value):.4g}")
 
 
+def swept_param(key: str, hypothesis: Any = None) -> str:
+    """A swept key as a dashboard parameter: ``sweep/<key>``, or ``sweep_replicate/<key>`` for a key the hypothesis
+    repeats its comparison over (a seed, a data draw). MLflow's comparison page plots the first three parameters that
+    differ between the runs in the order of their names, so the compared key's axis comes before a seed's.
+
+    >>> swept_param("stage.module.beta", {"replicates": ["seed"]}), swept_param("seed", {"replicates": ["seed"]})
+    ('sweep/stage.module.beta', 'sweep_replicate/seed')
+    >>> sorted(["sweep_replicate/seed", "sweep/stage.module.beta"])[0]  # as MLflow orders its first plot's axes
+    'sweep/stage.module.beta'
+    """
+    replicates = list((hypothesis or {}).get("replicates") or [])
+    return f"{'sweep_replicate' if key in replicates else 'sweep'}/{dashboard_key(key)}"
+
+
 def run_params(cfg: DictConfig, overrides: list[str] | None = None, swept: list[str] | None = None) -> dict[str, Any]:
     """What a dashboard compares runs by, in this order: the keys the sweep varies (``sweep/<key>``), the run's other
     overrides (``override/<key>``), each reward term's weight as the reward uses it (``weights/<term>``: a dimension's
     after ``reward.normalize_weights``) and a few settings that say what the run is (``IDENTITY``). Paths, times and
     hashes are not here (they are tags, and the full config is a file of the run): two jobs of a sweep differ in
     these only where the sweep made them differ. A setting given on the command line is not repeated among the
-    ``IDENTITY`` ones (``sweep/seed`` and no ``seed``).
+    ``IDENTITY`` ones (``sweep_replicate/seed`` and no ``seed``).
 
     ``overrides`` and ``swept`` default to the running job's (its command line, and the keys its sweep varies).
 
@@ -259,8 +274,9 @@ def run_params(cfg: DictConfig, overrides: list[str] | None = None, swept: list[
     swept = view_order([k for k in swept if k in given], OmegaConf.select(cfg, "hypothesis", default=None))
     # a name every dashboard takes (MLflow allows letters, digits and _ - . : / and space): stage@sft -> stage:sft
     given = {dashboard_key(k): v for k, v in given.items()}
+    hypothesis = OmegaConf.select(cfg, "hypothesis", default=None)
+    out = {swept_param(k, hypothesis): given[dashboard_key(k)] for k in swept if dashboard_key(k) in given}
     swept = [dashboard_key(k) for k in swept]
-    out = {f"sweep/{k}": given[k] for k in swept if k in given}
     out.update({f"override/{k}": v for k, v in given.items() if k not in swept})
     effective = OmegaConf.select(cfg, "reward.effective_weights", default=None) or {}
     out.update({f"weights/{k}": readable(v) for k, v in effective.items()})
@@ -283,7 +299,14 @@ def log_config(loggers: list[Any], cfg: DictConfig, config_file: str | Path | No
     path = Path(config_file) if config_file is not None and Path(config_file).is_file() else None
     for lg in loggers:
         k = kind(lg)
-        lg.log_hyperparams(params)
+        if k == "mlflow":  # the reward's weights as tags: derived from the swept key, they are no axis of the
+            # comparison page's first plot (its first three differing parameters)
+            lg.log_hyperparams({n: v for n, v in params.items() if not n.startswith("weights/")})
+            for n, v in params.items():
+                if n.startswith("weights/"):
+                    lg.experiment.set_tag(lg.run_id, n, str(v))
+        else:
+            lg.log_hyperparams(params)
         log_code(lg, code)
         if path is None:
             continue
@@ -301,15 +324,39 @@ def log_config(loggers: list[Any], cfg: DictConfig, config_file: str | Path | No
 
 def log_hypothesis_start(loggers: list[Any], keys: list[str]) -> None:
     """MLflow's comparison page plots the first metric a run logged (its store keeps a run's metrics in the order they
-    came, and the page draws the first): when a job starts, before anything is measured, each held-out change the
-    sweep's hypothesis asks about (``hp/heldout/<dim>_vs_start``, ``keys`` in the hypothesis's order) is logged as 0, the
-    start against itself. Its value at the job's end replaces it, so that page plots the swept key against what the
-    sweep asks about. A measure with no value before training (a reward, a loss, KL) is not logged early. Only MLflow:
-    TensorBoard and W&B take their columns from the hparams record and the run config."""
-    start = {k: 0.0 for k in keys if k.endswith("_vs_start")}
+    came, and the page draws the first): when a job starts, before anything is measured, the comparison the verdict
+    makes (``vs_baseline/<first move>``: at the start every job is the baseline's start, 0 apart; `start_comparison`)
+    and each held-out change the sweep's hypothesis asks about (``hp/heldout/<dim>_vs_start``, ``keys`` in the
+    hypothesis's order) are logged as 0. Their values at the sweep's end and the job's replace them, so that page plots
+    the swept key against what the sweep asks, in the verdict's units. A measure with no value before training (a
+    reward, a loss, KL) is not logged early. Only MLflow: TensorBoard and W&B take their columns from the hparams
+    record and the run config."""
+    start = {k: 0.0 for k in keys if k.endswith("_vs_start") or k.startswith("vs_baseline/")}
     for lg in loggers:
         if start and kind(lg) == "mlflow":
             lg.log_metrics(start, step=0)
+
+
+TRAINING_KEYS = ("stage.", "reward.", "trainer.", "seed", "sft.")
+"""Keys that change how a job trains, never the model it starts from."""
+
+
+def start_comparison(hypothesis: dict[str, Any] | None) -> list[str]:
+    """The verdict's comparison of a job with the baseline (``vs_baseline/<first move>``, its dashboard name), where
+    it is known to be 0 when the job starts: the hypothesis compares a training setting (`TRAINING_KEYS`) against
+    another value of it, so every job starts where the baseline job starts; [] otherwise.
+
+    >>> start_comparison({"compare": ["stage.module.beta"], "baseline": 0.001, "moves": ["heldout/total", "kl"]})
+    ['vs_baseline/heldout/total']
+    >>> start_comparison({"compare": ["model.name_or_path"], "baseline": "a", "moves": ["heldout/total"]})
+    []
+    """
+    q = hypothesis or {}
+    moves, compare = list(q.get("moves") or []), list(q.get("compare") or [])
+    if not moves or not compare or q.get("baseline") in (None, "start") or not moves[0].startswith("heldout/") \
+            or not all(k.startswith(TRAINING_KEYS) for k in compare):
+        return []
+    return [dashboard_key(f"vs_baseline/{moves[0]}")]
 
 
 def log_code(lg: Any, code: dict[str, Any]) -> None:
@@ -419,9 +466,10 @@ def tensorboard_sweep_columns(runs: list[Path], params: list[dict[str, Any]], co
         else:
             kind = api_pb2.DATA_TYPE_STRING
         # TensorBoard puts the columns marked as differing first (by name): the compared keys; a replicate comes after
-        infos.append(api_pb2.HParamInfo(name=key, type=kind, differs=key in compared))
+        infos.append(api_pb2.HParamInfo(name=key, display_name=column_title(key), type=kind, differs=key in compared))
     data = plugin_data_pb2.HParamsPluginData(version=0, experiment=api_pb2.Experiment(
-        hparam_infos=infos, metric_infos=[api_pb2.MetricInfo(name=api_pb2.MetricName(tag=m)) for m in shown]))
+        hparam_infos=infos, metric_infos=[api_pb2.MetricInfo(name=api_pb2.MetricName(tag=m), display_name=column_title(m))
+                                          for m in shown]))
     exp = Summary(value=[Summary.Value(tag="_hparams_/experiment", metadata=SummaryMetadata(
         plugin_data=SummaryMetadata.PluginData(plugin_name="hparams", content=data.SerializeToString())))])
     lost: list[tuple[Path, str]] = []
@@ -432,6 +480,30 @@ def tensorboard_sweep_columns(runs: list[Path], params: list[dict[str, Any]], co
         if why is not None:
             lost.append((run, why))
     return lost
+
+
+def column_title(name: str) -> str:
+    """A column's title in TensorBoard's HPARAMS views, short enough that the parallel coordinates' axis titles do not
+    run into each other: a swept key as run names shorten it, a comparison with the baseline as a difference (its
+    bounds "low" and "high"), the end metrics without their prefix.
+
+    >>> column_title("sweep/reward.weights.shape"), column_title("vs_baseline/heldout/shape_right_low")
+    ('w_shape', 'Δ shape_right low')
+    >>> column_title("sweep_replicate/data.synthetic.seed")
+    'synthetic.seed'
+    >>> column_title("vs_baseline/kl"), column_title("hp/heldout/shape_vs_start")
+    ('Δ kl', 'shape_vs_start')
+    """
+    for swept in ("sweep/", "sweep_replicate/"):
+        if name.startswith(swept):
+            return short_key(name[len(swept):])
+    if name.startswith("vs_baseline/"):
+        move = name[len("vs_baseline/"):].removeprefix("heldout/")
+        for bound in ("low", "high"):
+            if move.endswith(f"_{bound}"):
+                return f"Δ {move[:-len(bound) - 1]} {bound}"
+        return f"Δ {move}"
+    return name.removeprefix("hp/").removeprefix("heldout/")
 
 
 def _write_columns(w: Any, comparison: dict[str, float], exp: Any, verdict: str | None = None) -> None:

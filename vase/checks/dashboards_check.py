@@ -125,10 +125,13 @@ empty caches and 165 s warm, alone; 2026-12-02), so the screenshots show an answ
 the SFT collapsed onto one shape and GRPO moved nothing: +0.0.)"""
 SWEPT = "sweep/reward.weights.shape"
 DETERMINED = {f"weights/{d}" for d in ("fabric", "technique", "shape", "dating", "decoration", "attribution")}
+"""The weights the swept key determines: tags of each job's run, no axis of the comparison page."""
 HELDOUT = "hp/heldout/shape_vs_start"
-"""What MLflow's comparison page plots against the swept key: the first metric each job logged."""
+"""Each job's held-out change from its start, a metric of its run."""
 MEASURE = "vs_baseline/heldout/shape_right"
 """The hypothesis's comparison of a job with the baseline, the runs tables' first metric."""
+SWEPT_TITLE, MEASURE_TITLE = "w_shape", "Δ shape_right"
+"""The swept key's and the comparison's column titles in TensorBoard's HPARAMS (`vase.loggers.column_title`)."""
 VERDICT = "reward.weights.shape=0.6 vs 0.0: held-out shape right"
 JOBS = ("grpo-w_shape=0.0", "grpo-w_shape=0.6")
 BOARD_RUNS = ("w_shape=0.0", "w_shape=0.6")
@@ -283,11 +286,12 @@ def check_mlflow(url: str, work: Path, artifacts: Path) -> dict[str, Any]:
                   for r in children]
     verdict_in_view = VERDICT in answer_page and " up" in answer_page.split(VERDICT, 1)[-1][:80]
     ok = (parent is not None and len(children) == 2 and swept == [0.0, 0.6]
-          and differing == sorted({SWEPT} | DETERMINED) and all(HELDOUT in h for h in heldout)
+          and differing == [SWEPT] and all(DETERMINED <= set(tags(r)) for r in children)
+          and all(HELDOUT in h for h in heldout)
           and any(f["path"].endswith("summary.md") for f in files)
           and any(f["path"].endswith("ablation_verdict.json") for f in tables)
           and bool(on_server) and not client_side
-          and axes[:1] == [SWEPT] and metric == [HELDOUT] and compare["ink"] >= MIN_INK and jobs_in_view
+          and axes == [SWEPT] and metric == [MEASURE] and compare["ink"] >= MIN_INK and jobs_in_view
           and VERDICT in parent_name and verdict_in_view and any(MEASURE in c for c in comparison)
           and any(k.endswith("/effect") for k in verdict_metrics) and any(k.endswith("/low") for k in verdict_metrics))
     return {"passed": ok, "runs": len(runs), "children": len(children), "swept_values": swept,
@@ -406,7 +410,7 @@ def check_server_gone_at_sweep_end(venv: Path, work: Path, cache: Path) -> dict[
     ok = (p.returncode == 0 and len(said) == 1 and said[0].endswith(f"python -m vase.mlflow_journal {sweep}") and kept
           and record.get("status") == "finished" and sync.returncode == 0 and len(parents) == 1
           and any(k.startswith("verdict/") for k in verdict) and len(children) == 2
-          and sorted(map(len, compared)) == [0, 1])
+          and sorted(map(len, compared)) == [1, 1])  # the baseline's at 0, its own row
     return {"passed": ok, "rc": p.returncode, "line": said[-1][:300] if said else p.stderr[-600:], "kept": kept,
             "record": record.get("status"), "sync_rc": sync.returncode, "sync_said": (sync.stdout + sync.stderr)[-300:],
             "parents": len(parents), "parent_metrics": verdict[:4], "children": len(children),
@@ -489,20 +493,84 @@ def check_tensorboard(url: str, work: Path) -> dict[str, Any]:
     metrics = [m["name"]["tag"] for m in hparams.get("metricInfos", [])]
     columns = [h["name"] for h in hparams.get("hparamInfos", [])]
     page = _page(f"{url}/#hparams", work / "tensorboard_hparams.png", script=IN_VIEW_TEXT,
-                 until=lambda t: "Trial ID" in t and all(j in t for j in BOARD_RUNS) and MEASURE in t)
-    in_view = SWEPT in page and MEASURE in page and all(j in page for j in BOARD_RUNS)
+                 until=lambda t: "Trial ID" in t and all(j in t for j in BOARD_RUNS) and MEASURE_TITLE in t)
+    in_view = SWEPT_TITLE in page and MEASURE_TITLE in page and all(j in page for j in BOARD_RUNS)
+    # the parallel coordinates: every job's line (the baseline's too: it holds the comparison at 0), the swept key's
+    # axis first, and no axis title run into another
+    parallel = parallel_coordinates(url, work / "tensorboard_parallel.png")
+    parallel_ok = (parallel["lines"] == len(BOARD_RUNS) and parallel["titles"][:1] == [SWEPT_TITLE]
+                   and MEASURE_TITLE in parallel["titles"] and not parallel["overlaps"])
     # the page the printed command names: the training curves drawn on the first screen, no one-point hp/* chart
     curves = drawn_page(f"{url}/?tagFilter={CURVES}#timeseries", work / "tensorboard_curves.png",
                         until=lambda t: "train/reward" in t.replace(" ", ""))
     joined = curves["text"].replace(" ", "")  # a card's title is two texts ("train", "/reward")
     curves_first = "train/reward" in joined and "hp/" not in joined and curves["ink"] >= MIN_INK
     ok = (sorted(runs) == sorted(BOARD_RUNS) and len(with_reward) == 2 and metrics[:1] == [MEASURE]
-          and columns[:1] == [SWEPT] and in_view and curves_first)
+          and columns[:1] == [SWEPT] and in_view and curves_first and parallel_ok)
     return {"passed": ok, "runs": runs, "runs_with_reward": with_reward, "hparams_columns": columns[:8],
             "hparams_metrics": metrics[:8], "swept_key_measure_and_jobs_on_first_screen": in_view,
+            "parallel_coordinates": parallel, "parallel_coordinates_every_job_readable_titles": parallel_ok,
             "first_screen": page[:600], "training_curves_drawn_first": curves_first, "curves_ink": curves["ink"],
             "curves_first_screen": curves["text"][:300],
-            "screenshots": [str(work / "tensorboard_hparams.png"), str(work / "tensorboard_curves.png")]}
+            "screenshots": [str(work / "tensorboard_hparams.png"), str(work / "tensorboard_parallel.png"),
+                            str(work / "tensorboard_curves.png")]}
+
+
+PARALLEL_TAB = """(() => {
+  const walk = (root) => {
+    for (const el of root.querySelectorAll('*')) {
+      if (el.children.length === 0 && /^parallel coordinates view$/i.test((el.textContent || '').trim())) {
+        el.click(); return true;
+      }
+      if (el.shadowRoot && walk(el.shadowRoot)) return true;
+    }
+    return false;
+  };
+  return walk(document);
+})()"""
+"""Clicks HPARAMS' "Parallel coordinates view" tab (true once clicked)."""
+
+PARALLEL_DRAWN = """(() => {
+  const got = {lines: 0, titles: [], overlaps: []};
+  const walk = (root) => {
+    for (const g of root.querySelectorAll('g.foreground')) {
+      for (const p of g.querySelectorAll('path')) {
+        const r = p.getBoundingClientRect();
+        if ((p.getAttribute('d') || '').length > 0 && getComputedStyle(p).display !== 'none' && r.width > 0) got.lines++;
+      }
+    }
+    for (const t of root.querySelectorAll('text.axis-title')) {
+      const r = t.getBoundingClientRect();
+      if (r.width > 0) got.titles.push({text: t.textContent, x0: r.left, x1: r.right, y0: r.top, y1: r.bottom});
+    }
+    for (const el of root.querySelectorAll('*')) if (el.shadowRoot) walk(el.shadowRoot);
+  };
+  walk(document);
+  const T = got.titles;
+  for (let i = 0; i < T.length; i++) for (let j = i + 1; j < T.length; j++)
+    if (T[i].x0 < T[j].x1 && T[j].x0 < T[i].x1 && T[i].y0 < T[j].y1 && T[j].y0 < T[i].y1) got.overlaps.push([T[i].text, T[j].text]);
+  return got;
+})()"""
+"""What TensorBoard's parallel coordinates draw: a line per job (``g.foreground`` paths), the axis titles with their
+boxes on the screen, and each pair of titles whose boxes overlap (text run into text)."""
+
+
+def parallel_coordinates(url: str, out: Path, timeout: float = 90) -> dict[str, Any]:
+    """HPARAMS' parallel coordinates at `SCREEN`, screenshotted into ``out``: the lines drawn, the axis titles and
+    those that overlap; empty without Chromium."""
+    exe = browser()
+    if not exe:
+        return {"lines": 0, "titles": [], "overlaps": []}
+    with BrowserPage(exe, SCREEN) as page:
+        page.goto(f"{url}/#hparams")
+        page.wait(PARALLEL_TAB, lambda clicked: bool(clicked), timeout)
+        got = page.wait(PARALLEL_DRAWN, lambda v: v and v.get("lines", 0) >= len(BOARD_RUNS) and v.get("titles"),
+                        timeout) or {}
+        time.sleep(1)  # its transitions settle
+        got = page.evaluate(PARALLEL_DRAWN) or got
+        page.screenshot(out)
+    return {"lines": got.get("lines", 0), "titles": [t["text"] for t in got.get("titles") or []],
+            "overlaps": got.get("overlaps") or []}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -567,6 +635,7 @@ def main(argv: list[str] | None = None) -> int:
         + "\n![MLflow: the sweep's jobs, from the printed link](mlflow_runs.png)\n\n"
         "![MLflow: the sweep's answer, from the printed link](mlflow_answer.png)\n\n"
         "![MLflow's comparison](mlflow_compare.png)\n\n![TensorBoard's hparams](tensorboard_hparams.png)\n\n"
+        "![TensorBoard's parallel coordinates](tensorboard_parallel.png)\n\n"
         "![TensorBoard's training curves](tensorboard_curves.png)\n")
     print(f"{'PASS' if ok else 'FAIL'}: dashboards check, {time.time() - started:.0f} s ({work})")
     return 0 if ok else 1

@@ -52,6 +52,18 @@ def run_name(prefix: str = "") -> str:
     return name_from_overrides(overrides, prefix)
 
 
+def short_key(key: str) -> str:
+    """A config key as run names and dashboard columns shorten it.
+
+    >>> short_key("reward.weights.shape"), short_key("stage.module.optimizer.lr"), short_key("seed")
+    ('w_shape', 'optimizer.lr', 'seed')
+    """
+    for long, short in _ABBREV:
+        if key.startswith(long):
+            return short + key[len(long):]
+    return key
+
+
 def name_from_overrides(overrides: list[str], prefix: str = "") -> str:
     """A short run name from overrides; paths, loggers and Hydra's own settings are left out.
 
@@ -66,11 +78,7 @@ def name_from_overrides(overrides: list[str], prefix: str = "") -> str:
         key = key.lstrip("+~")
         if any(key.startswith(p) for p in _NOT_IN_NAMES) or key in ("stage", "action"):
             continue
-        for long, short in _ABBREV:
-            if key.startswith(long):
-                key = short + key[len(long):]
-                break
-        parts.append(f"{key}={value}")
+        parts.append(f"{short_key(key)}={value}")
     return "-".join([prefix, *parts]) if prefix else "-".join(parts) or "run"
 
 

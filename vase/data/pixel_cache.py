@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-
 DEFAULT_MB = 1024
 """Each process's store (each data-loader worker has its own): the CPU demos' 240 training vases take 650 MiB, their
 six views decoded (150 KiB each at 224 px) and as the tiny model's patches (300 KiB each at its 112 px)."""

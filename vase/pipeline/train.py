@@ -21,7 +21,7 @@ import vase.config  # noqa: F401  (registers the config resolvers, e.g. vase.wan
 from vase import runs
 from vase.errors import ConfigError
 from vase.io import atomic_write_json, atomic_write_text, read_json
-from vase.loggers import build_loggers, log_config, log_hypothesis_start
+from vase.loggers import build_loggers, log_config, log_hypothesis_start, start_comparison
 from vase.models.loading import load_model_and_processor
 from vase.pipeline.build import (
     build_callbacks,
@@ -37,6 +37,7 @@ from vase.pipeline.evaluation import RunEvaluation
 from vase.pipeline.finish import finish_run
 from vase.pipeline.learned import learned_heads
 from vase.pipeline.sft_cache import shared_sft_adapter
+from vase.reports.hypothesis import hypothesis_of
 from vase.rewards.reward import effective_weights
 
 log = logging.getLogger("vase")
@@ -94,7 +95,7 @@ def _start(cfg: DictConfig, hypothesis_metrics: list[str]) -> _Run:
     datamodule = build_datamodule(cfg, processor, cfg.stage.name)
     loggers = build_loggers(cfg)
     log_config(loggers, cfg, out_dir / "config.yaml")
-    log_hypothesis_start(loggers, hypothesis_metrics)
+    log_hypothesis_start(loggers, [*start_comparison(hypothesis_of(cfg)), *hypothesis_metrics])
     stages = [(cfg.stage, out_dir)]
     if cfg.get("followup"):
         stages.append((cfg.followup, out_dir / str(cfg.followup.name)))

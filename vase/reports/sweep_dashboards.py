@@ -31,6 +31,7 @@ from vase.loggers import (
     mlflow_link,
     param_value,
     prepare_mlflow,
+    swept_param,
     tensorboard_sweep_columns,
     tensorboard_tags,
 )
@@ -38,9 +39,9 @@ from vase.reports.ablation import verdict_rows
 from vase.reports.hypothesis import hypothesis_of
 from vase.reports.jobs import job_dirs, overrides_of
 from vase.reports.verdict_view import (
-    baseline_row,
     hypothesis_columns,
     job_comparison,
+    job_comparisons,
     read_verdict,
     short_verdict,
     verdict_metrics,
@@ -180,20 +181,18 @@ def log_to_tensorboard(config: DictConfig, sweep_dir: Path, written: list[str] |
     verdict = read_verdict(sweep_dir)
     q = verdict.get("hypothesis") or hypothesis_of(config) or {}
     swept = sweep_keys_of(config.hydra.overrides.task, config.hydra.sweeper.get("params"))
-    folders, params, comparisons = [], [], []
+    folders, params = [], []
     for _, run in runs:
-        job, given = run.parents[1], overrides_of(run.parents[1])
-        params.append({f"sweep/{dashboard_key(k)}": param_value(given[k]) for k in swept if k in given})
-        comparisons.append(dashboard_keys(job_comparison(verdict, job.name)))
+        given = overrides_of(run.parents[1])
+        params.append({swept_param(k, q): param_value(given[k]) for k in swept if k in given})
         folders.append(run)
     # the baseline job at 0 on the others' comparison: its own row, and a line in the parallel coordinates (which
     # leave out a run without the metric, and with it the baseline's value of the swept key)
-    compared = list(dict.fromkeys(k for c in comparisons for k in c))
-    comparisons = [c or baseline_row(verdict, run.parents[1].name, compared) for c, (_, run) in zip(comparisons, runs)]
+    comparisons = [dashboard_keys(c) for c in job_comparisons(verdict, [run.parents[1].name for _, run in runs])]
     logged = dict.fromkeys(tensorboard_tags(folders), 0.0)
     todo = [i for i, run in enumerate(folders) if run.parents[1].name not in (written or [])]
     lost = tensorboard_sweep_columns([folders[i] for i in todo], [params[i] for i in todo],
-                                     [f"sweep/{dashboard_key(k)}" for k in q.get("compare") or []],
+                                     [swept_param(k, q) for k in q.get("compare") or []],
                                      dashboard_columns(logged, hypothesis_columns(q)), [comparisons[i] for i in todo],
                                      every=params, verdict=short_verdict(verdict) or None)
     failed = {str(run) for run, _ in lost}
@@ -263,7 +262,8 @@ def mlflow_plan(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]],
         tables["tables/ablation_verdict.json"] = {"columns": list(VERDICT_COLUMNS), "data": ablation}
     q = verdict.get("hypothesis") or hypothesis_of(config) or {}
     swept = sweep_keys_of(config.hydra.overrides.task, config.hydra.sweeper.get("params"))
-    key, state = jobs_view(group, [f"sweep/{dashboard_key(k)}" for k in view_order(swept, q)],
+    jobs = [j.name for j in job_dirs(sweep_dir)]  # each job's comparison, the baseline's at 0 (job_comparisons)
+    key, state = jobs_view(group, [swept_param(k, q) for k in view_order(swept, q)],
                            view_metrics(q, verdict) or hypothesis_columns(q))
     return {"tracking_uri": str(node.tracking_uri), "experiment_name": str(node.experiment_name),
             "artifact_location": node.get("artifact_location"), "group": group, "run_name": name[:250],
@@ -271,8 +271,7 @@ def mlflow_plan(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]],
             "tables": tables, "params": sweep_params(config),
             "metrics": dashboard_keys(verdict_metrics(verdict)),
             "files": [n for n in SWEEP_FILES if (sweep_dir / n).is_file()],
-            "children": {j.name: dashboard_keys(job_comparison(verdict, j.name))
-                         for j in job_dirs(sweep_dir)},
+            "children": dict(zip(jobs, (dashboard_keys(c) for c in job_comparisons(verdict, jobs)))),
             "view": {"key": key, "state": state}}
 
 

@@ -176,8 +176,18 @@ def write_verdict_report(sweep_dir: str | Path, q: dict[str, Any] | None = None)
 
 
 DECIDING_FORMS = {
-    "reward.weights.": "python train.py -m experiment=ablation_quick (240 held-out vases; 7 min 21 s from empty caches "
-                       "alone on 2 cores, docs/ablation.md)",
+    "reward.weights.": "python train.py -m experiment=ablation_quick (240 held-out vases; its time: docs/getting-started.md, "
+                       "How long each command takes)",
+    "stage.module.beta": "python train.py -m sweep=kl_quick (240 held-out vases; 4 min 19 s from empty caches alone on 2 "
+                         "cores, docs/getting-started.md)",
+    "stage.module.multi_objective_aggregation": "python train.py -m sweep=aggregation_quick (240 held-out vases; 2 min 10 "
+                                                "s with its SFT cached alone on 2 cores, docs/getting-started.md)",
+    "reward.tau": "python train.py -m sweep=tau_quick (240 held-out vases; 2 min 13 s with its SFT cached alone on 2 cores, "
+                  "docs/getting-started.md)",
+    "stage.module.optimizer.lr": "python train.py -m sweep=lr_quick (240 held-out vases; 2 min 9 s with the data rendered, "
+                                 "alone on 2 cores, docs/getting-started.md)",
+    "stage.module.lora.": "python train.py -m sweep=lora_rank_quick (240 held-out vases; 2 min 6 s with the data rendered, alone on 2 cores, "
+                          "docs/getting-started.md)",
 }
 """The form of a sweep that decides, by the prefix of the key it compares (the quick forms with a measured time)."""
 
@@ -186,8 +196,10 @@ def too_short(preset: str, q: dict[str, Any]) -> str:
     """verdict.md's first line for a sweep run under a debug preset: its numbers show that the report works, not
     whether the setting helps; the form that decides, and its measured time where one is.
 
-    >>> too_short("fast", {"compare": ["stage.module.beta"]}).split("; ")[-1]
+    >>> too_short("fast", {"compare": ["data.zoom_width"]}).split("; ")[-1]
     'the form that decides: the same sweep without debug=fast (its time is not measured yet).'
+    >>> too_short("fast", {"compare": ["stage.module.beta"]}).split("decides: ")[1][:36]
+    'python train.py -m sweep=kl_quick (2'
     >>> too_short("fast", {"compare": ["reward.weights.shape"]}).split("decides: ")[1][:45]
     'python train.py -m experiment=ablation_quick '
     """

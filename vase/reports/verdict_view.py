@@ -142,6 +142,21 @@ def baseline_row(verdict: dict[str, Any], job: str, keys: Iterable[str]) -> dict
     return dict.fromkeys(keys, 0.0)
 
 
+def job_comparisons(verdict: dict[str, Any], jobs: list[str]) -> list[dict[str, float]]:
+    """Each of ``jobs``' comparison with the baseline (`job_comparison`), the baseline jobs' at 0 on the same keys
+    (`baseline_row`): every job on a dashboard's axes, the baseline's value of the swept key with them.
+
+    >>> v = {"baseline": "w=0", "jobs": {"0": {"block": "all", "setting": "w=0", "replicate": "-"},
+    ...      "1": {"block": "all", "setting": "w=0.6", "replicate": "-"}},
+    ...      "blocks": {"all": {"w=0.6": {"heldout/total": {"per_replicate": {"-": {"diff": 0.2}}}}}}}
+    >>> job_comparisons(v, ["0", "1"])
+    [{'vs_baseline/heldout/total': 0.0}, {'vs_baseline/heldout/total': 0.2}]
+    """
+    found = [job_comparison(verdict, j) for j in jobs]
+    keys = list(dict.fromkeys(k for c in found for k in c))
+    return [c or baseline_row(verdict, j, keys) for c, j in zip(found, jobs)]
+
+
 def _comparison_metrics(per_move: dict[str, dict[str, Any]]) -> dict[str, float]:
     """``vs_baseline/<move>``, ``_low``, ``_high`` from each move's difference (``diff``, ``lo``, ``hi``), a share's in
     points, to 3 significant digits; a value not measured is left out, never 0.0."""
