@@ -65,6 +65,11 @@ def test_the_store_stays_within_its_bound_and_keeps_giving_the_same_tensors(tiny
         views = [_views(seed, 2)]
         _equal(encode_prompts(proc, ["x"], views, "left"), encode_prompts(proc, ["x"], views, "left", cache_views=True))
     assert len(STORE) == 3 and STORE.bytes <= STORE.max_bytes
+    # a batch whose new views push out one it found in the store: the one it found is still its own
+    kept, new = _views(4, 1), _views(7, 3)
+    encode_prompts(proc, ["x"], [kept], "left", cache_views=True)
+    _equal(encode_prompts(proc, ["x"], [kept + new], "left"),
+           encode_prompts(proc, ["x"], [kept + new], "left", cache_views=True))
 
 
 def test_the_processor_is_put_back_after_an_error_and_saves_as_it_loaded(tiny_model_dir: Path, tmp_path: Path,

@@ -141,8 +141,11 @@ class CachedImageProcessor:
         if not flat or any(k is None for k in keys):
             return self._inner(images, **kwargs)
         keys = [("patches", processor_key(self._inner), *k, args) for k in keys]
-        missing = list(dict.fromkeys(k for k in keys if self._store.get(k) is None))
-        fresh: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+        held: dict[tuple[Any, ...], tuple[Any, Any]] = {}  # what this batch takes from the store, held before the
+        for k in dict.fromkeys(keys):                        # misses' patches can push it out
+            if (found := self._store.get(k)) is not None:
+                held[k] = found
+        missing = [k for k in dict.fromkeys(keys) if k not in held]
         if missing:
             first = {k: i for i, k in reversed(list(enumerate(keys)))}
             out = self._inner([flat[first[k]] for k in missing], **kwargs)
@@ -152,11 +155,11 @@ class CachedImageProcessor:
                 return self._inner(images, **kwargs)  # an output this store does not know how to split
             counts = grid.prod(dim=-1).tolist()
             for k, rows, g in zip(missing, torch.split(pixels, counts), grid):
-                fresh[k] = (rows.clone(), g.clone())  # a view would keep the whole batch's tensor alive
-                self._store.put(k, fresh[k], rows.numel() * rows.element_size())
+                held[k] = (rows.clone(), g.clone())  # a view would keep the whole batch's tensor alive
+                self._store.put(k, held[k], rows.numel() * rows.element_size())
         self._store.misses += len(missing)
         self._store.hits += len(keys) - len(missing)
-        got = [fresh.get(k) or self._store.get(k) for k in keys]
+        got = [held[k] for k in keys]
         from transformers.feature_extraction_utils import BatchFeature
 
         return BatchFeature({"pixel_values": torch.cat([r for r, _ in got]),
