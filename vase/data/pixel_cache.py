@@ -129,6 +129,7 @@ class CachedImageProcessor:
         return getattr(self._inner, name)
 
     def __call__(self, images: Any, **kwargs: Any) -> Any:
+        # lazy: torch and transformers: vase.data.dataset imports this module, and reading a view needs neither
         import torch
         from transformers.image_utils import make_flat_list_of_images
 
@@ -160,7 +161,7 @@ class CachedImageProcessor:
         self._store.misses += len(missing)
         self._store.hits += len(keys) - len(missing)
         got = [held[k] for k in keys]
-        from transformers.feature_extraction_utils import BatchFeature
+        from transformers.feature_extraction_utils import BatchFeature  # lazy: transformers, as above
 
         return BatchFeature({"pixel_values": torch.cat([r for r, _ in got]),
                              "image_grid_thw": torch.stack([g for _, g in got])})
