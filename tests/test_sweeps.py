@@ -429,6 +429,25 @@ def test_submitits_repeated_sacct_warning_is_shown_once_with_its_meaning() -> No
 
 
 @pytest.mark.slow
+def cluster_failure(stdout: str) -> str:
+    r"""What failed in a cluster check, first in a failing test's message (its output's tail, all the message held
+    before, began inside a failing part's job logs and cut off the part's name and its conditions, 2026-12-04): each
+    FAIL line, and each failing part's findings from the check's cluster_check.json, its long logs left out.
+
+    >>> cluster_failure("PASS  ddp  (1 s)\nFAIL  two-node  (2 s)\nFAIL: cluster check, 2 parts, 0.1 min (/nowhere)")
+    'FAIL  two-node  (2 s)\nFAIL: cluster check, 2 parts, 0.1 min (/nowhere)\n'
+    """
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("FAIL")]
+    where = re.search(r"\((/[^()]+)\)\s*$", stdout)
+    found = Path(where.group(1)) / "cluster_check.json" if where else None
+    detail = ""
+    if found is not None and found.is_file():
+        results = json.loads(found.read_text()).get("results") or {}
+        detail = json.dumps({name: {k: v for k, v in r.items() if not isinstance(v, (list, dict)) or len(str(v)) < 300}
+                             for name, r in results.items() if not r.get("passed")}, indent=1, default=str)
+    return "\n".join(lines) + "\n" + (detail + "\n" if detail else "")
+
+
 def test_the_cluster_check_passes_on_a_real_slurm_cluster_its_time_limit_part_on_a_loaded_machine() -> None:
     """make cluster-check's ten parts on a one-node, then a two-node SLURM cluster on the loopback (Debian's slurm-wlm,
     installed by make when missing): a sweep on a CPU partition, preemption, a time limit, two ranks per node, GRPO on
@@ -442,7 +461,7 @@ def test_the_cluster_check_passes_on_a_real_slurm_cluster_its_time_limit_part_on
     assert deps.returncode == 0, deps.stdout[-2000:] + deps.stderr[-2000:]
     p = subprocess.run([sys.executable, "-m", "vase.checks.cluster_check"], cwd=ROOT, capture_output=True,
                        text=True, timeout=3600)
-    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
+    assert p.returncode == 0, cluster_failure(p.stdout) + p.stdout[-3000:] + p.stderr[-2000:]
     for part in ("sweep", "preemption", "time-limit", "ddp", "grpo-ddp", "two-node", "grpo-two-node",
                  "preemption-two-node", "sweep-two-node", "too-many-nodes"):
         assert f"PASS  {part}" in p.stdout, p.stdout[-4000:]
