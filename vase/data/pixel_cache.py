@@ -81,14 +81,15 @@ def configure(max_mb: float | None) -> None:
 def read_view(path: Path, decode: Callable[[Path], Any]) -> Any:
     """The image ``decode`` makes of ``path``, decoded once while the store holds it (a copy each call: the caller
     may change it), marked with its file (`SOURCE`) so that its patches are kept under the file too."""
+    if not STORE.max_bytes:  # nothing kept: the file decoded, as without the store
+        return decode(path)
     st = os.stat(path)
     source = (str(path), st.st_mtime_ns, st.st_size)
     key = ("decoded", *source)
-    image = STORE.get(key) if STORE.max_bytes else None
+    image = STORE.get(key)
     if image is None:
         image = decode(path)
-        if STORE.max_bytes:
-            STORE.put(key, image, len(image.getbands()) * image.size[0] * image.size[1])
+        STORE.put(key, image, len(image.getbands()) * image.size[0] * image.size[1])
     out = image.copy()
     setattr(out, SOURCE, source)
     return out

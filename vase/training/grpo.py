@@ -437,7 +437,7 @@ class GRPOModule(LoRAStageModule):
         inputs = {"input_ids": torch.cat([rep["input_ids"], completion], 1),
                   "attention_mask": torch.cat([rep["attention_mask"], mask], 1),
                   "mm_token_type_ids": torch.cat([rep["mm_token_type_ids"], torch.zeros_like(completion)], 1),
-                  **{k: rep[k] for k in VISUAL_KEYS if k in rep}}  # the repeated pixels only where no features
+                  **{k: rep[k] for k in VISUAL_KEYS if k in rep}}  # the grids: the pixels come as features or PromptVisuals
         if encoded is not None:
             inputs["mm_encoder_outputs"] = {kind: _pooled(repeated)}
         elif (visuals := self._prompt_visuals(batch)) is not None:
