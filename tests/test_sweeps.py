@@ -428,7 +428,6 @@ def test_submitits_repeated_sacct_warning_is_shown_once_with_its_meaning() -> No
     assert "another warning" in p.stderr
 
 
-@pytest.mark.slow
 def cluster_failure(stdout: str) -> str:
     r"""What failed in a cluster check, first in a failing test's message (its output's tail, all the message held
     before, began inside a failing part's job logs and cut off the part's name and its conditions, 2026-12-04): each
@@ -448,6 +447,7 @@ def cluster_failure(stdout: str) -> str:
     return "\n".join(lines) + "\n" + (detail + "\n" if detail else "")
 
 
+@pytest.mark.slow
 def test_the_cluster_check_passes_on_a_real_slurm_cluster_its_time_limit_part_on_a_loaded_machine() -> None:
     """make cluster-check's ten parts on a one-node, then a two-node SLURM cluster on the loopback (Debian's slurm-wlm,
     installed by make when missing): a sweep on a CPU partition, preemption, a time limit, two ranks per node, GRPO on
