@@ -124,7 +124,9 @@ def test_a_sweep_is_an_mlflow_parent_run_with_every_job_a_child_that_shows_what_
     assert sorted(r.info.run_name for r in shown) == ["grpo-w_shape=0", "grpo-w_shape=0.6"]
     # sorted by, and showing, each job against the baseline on the hypothesis's first measure with its interval
     assert view["orderByKey"] == "metrics.`vs_baseline/heldout/total`"
-    assert view["selectedColumns"] == ["params.`sweep/reward.weights.shape`", "metrics.`vs_baseline/heldout/total`",
+    # (after the swept key, the comparison as one text a person reads: the difference and both bounds)
+    assert view["selectedColumns"] == ["params.`sweep/reward.weights.shape`", "tags.`Δ total`",
+                                       "metrics.`vs_baseline/heldout/total`",
                                        "metrics.`vs_baseline/heldout/total_low`",
                                        "metrics.`vs_baseline/heldout/total_high`"]
     # each job's own run carries the hypothesis's comparison: its setting against the baseline job of its seed, in the
@@ -135,6 +137,8 @@ def test_a_sweep_is_an_mlflow_parent_run_with_every_job_a_child_that_shows_what_
     # to 3 significant digits, as people read them (MLflow shows every digit it holds)
     assert child.data.metrics["vs_baseline/heldout/total"] == float(f"{mine['diff']:.3g}")
     assert child.data.metrics["vs_baseline/heldout/total_low"] == float(f"{mine['lo']:.3g}")
+    assert child.data.tags["Δ total"] == f"{mine['diff']:+.3g} [{mine['lo']:+.3g}, {mine['hi']:+.3g}]"
+    assert next(r for r in children if r.info.run_name == "grpo-w_shape=0").data.tags["Δ total"] == "0 (baseline)"
     base = next(r for r in children if r.info.run_name == "grpo-w_shape=0").data.metrics  # the baseline: 0, its own row
     assert {k: v for k, v in base.items() if k.startswith("vs_baseline/")} == dict.fromkeys(
         [k for k in child.data.metrics if k.startswith("vs_baseline/")], 0.0)

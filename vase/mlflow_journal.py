@@ -277,6 +277,8 @@ def send_sweep(plan: dict[str, Any], sweep_dir: Path, tracking_uri: str | None =
             job = Path(str(run.data.tags.get("vase.run_dir", ""))).name
             for key, value in plan["children"].get(job, {}).items():  # its setting against the baseline's job
                 client.log_metric(run.info.run_id, key, value)
+            for key, text in (plan.get("children_tags") or {}).get(job, {}).items():  # the same, as people read it
+                client.set_tag(run.info.run_id, key, text)
     view = plan.get("view")
     if view:
         client.set_experiment_tag(exp_id, SHARED_VIEW_TAG + str(view["key"]), str(view["state"]))

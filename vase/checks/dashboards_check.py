@@ -17,8 +17,9 @@ would; starts TensorBoard on the sweep; then:
    0.6 job holding its comparison with the baseline (``vs_baseline/...``); the parent holds the answer as
    ``verdict/...`` metrics and in its name. Every file went to the server's artifact store. Through the rendered
    pages (headless Chromium, shadow DOM included), reading only what is on the first screen at 1,400 x 900
-   (`IN_VIEW_TEXT`): the jobs link vase printed shows both jobs, the swept key as the first parameter column and
-   each job against the baseline; the answer link shows the verdict (``... up``); the run comparison's first plot
+   (`IN_VIEW_TEXT`): the jobs link vase printed shows, whole (`WHOLE_IN_VIEW_TEXT`: no title cut short, nothing
+   one scroll away) with MLflow's Assistant panel open, both jobs, the swept key as the first parameter column and
+   each job against the baseline with both bounds under a title with its unit (`CELL_TITLE`); the answer link shows the verdict (``... up``); the run comparison's first plot
    has the swept key as its first axis, and is drawn: coloured pixels in its box (`ink`), not a grey placeholder.
 2. ``mlflow-single-run``: ``train.py logger=mlflow`` alone (no sweep) against the same server: its run finishes on
    the server, every tag a value (no None), its config file in the server's artifact store.
@@ -60,7 +61,7 @@ import numpy as np
 from PIL import Image
 
 from vase import markdown as md
-from vase.checks.docs_check import DEEP_TEXT, IN_VIEW_TEXT, BrowserPage, browser, rendered
+from vase.checks.docs_check import DEEP_TEXT, IN_VIEW_TEXT, WHOLE_IN_VIEW_TEXT, BrowserPage, browser, rendered
 from vase.checks.slurm import free_port
 from vase.checks.venvs import tool_venv, tools_dir
 from vase.io import atomic_write_json, atomic_write_text
@@ -130,6 +131,10 @@ HELDOUT = "hp/heldout/shape_vs_start"
 """Each job's held-out change from its start, a metric of its run."""
 MEASURE = "vs_baseline/heldout/shape_right"
 """The hypothesis's comparison of a job with the baseline, the runs tables' first metric."""
+CELL_TITLE = "Δ shape_right in points"
+"""The jobs view's column of each job against the baseline as text (`vase.reports.verdict_view.job_cells`)."""
+CELL = re.compile(r"[+-]\d+\.\d \[[+-]\d+\.\d, [+-]\d+\.\d\]")
+"""A compared job's cell there: the difference in points and both bounds (``+20.0 [+12.5, +27.5]``)."""
 SWEPT_TITLE, MEASURE_TITLE = "w_shape", "Δ shape_right"
 """The swept key's and the comparison's column titles in TensorBoard's HPARAMS (`vase.loggers.column_title`)."""
 VERDICT = "reward.weights.shape=0.6 vs 0.0: held-out shape right"
@@ -270,12 +275,15 @@ def check_mlflow(url: str, work: Path, artifacts: Path) -> dict[str, Any]:
     log = (work / "sweep.log").read_text(errors="replace")
     printed = re.findall(r"MLflow: the sweep's jobs, with the swept values and the hypothesis's measures: (\S+)", log)
     answer_link = re.findall(r"MLflow: the sweep is run \S+, its answer: (\S+)", log)
-    # the first screen of the page the printed link opens: each job by its swept value, the swept key before any
-    # other parameter (a replicate never first), and each job against the baseline
-    runs_page = _page(printed[-1], work / "mlflow_runs.png", script=IN_VIEW_TEXT,
-                      until=lambda t: all(j in t for j in JOBS) and MEASURE in t) if printed else ""
+    # the first screen of the page the printed link opens, what is shown whole on it (a title cut short or a bound
+    # one scroll to the right is not), with MLflow's Assistant panel open as a new user finds it: each job by its
+    # swept value, the swept key before any other parameter (a replicate never first), and each job against the
+    # baseline with both bounds under a title that says the unit
+    runs_page = _page(printed[-1], work / "mlflow_runs.png", script=WHOLE_IN_VIEW_TEXT,
+                      until=lambda t: all(j in t for j in JOBS) and CELL_TITLE in t) if printed else ""
     first_key = next(iter(re.findall(r"\bsweep/\S+", runs_page)), None)
-    jobs_in_view = all(j in runs_page for j in JOBS) and MEASURE in runs_page and first_key == SWEPT
+    jobs_in_view = (all(j in runs_page for j in JOBS) and CELL_TITLE in runs_page and first_key == SWEPT
+                    and "0 (baseline)" in runs_page and bool(CELL.search(runs_page)))
     # the parent's page: the whole verdict in its name, on the first screen
     parent_run = next((r for r in runs if r["info"]["run_id"] == parent), None) if parent else None
     parent_name = parent_run["info"].get("run_name", "") if parent_run else ""

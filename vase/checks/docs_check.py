@@ -107,6 +107,43 @@ IN_VIEW_TEXT = """(() => {
 """The text a reader sees without scrolling: every text whose box lies (partly) inside the window, shadow DOM
 included (a screenshot's words, for checks that assert what is on the first screen)."""
 
+WHOLE_IN_VIEW_TEXT = """(() => {
+  const out = []; const W = window.innerWidth, H = window.innerHeight;
+  const box = (el) => {  // the window, cut by every ancestor that clips what overflows it (a table cell, a panel)
+    let r = {l: 0, t: 0, r: W, b: H};
+    for (let a = el; a && a.nodeType === 1; a = a.parentElement) {
+      const s = getComputedStyle(a);
+      if (s.overflowX !== 'visible' || s.overflowY !== 'visible' || s.textOverflow === 'ellipsis') {
+        const b = a.getBoundingClientRect();
+        r = {l: Math.max(r.l, b.left), t: Math.max(r.t, b.top), r: Math.min(r.r, b.right), b: Math.min(r.b, b.bottom)};
+      }
+    }
+    return r;
+  };
+  const walk = (n) => {
+    if (!n) return;
+    if (n.nodeType === 3) {
+      const t = n.textContent.trim(); if (!t) return;
+      const g = document.createRange(); g.selectNodeContents(n); const b = g.getBoundingClientRect();
+      if (b.width <= 0) return;
+      const c = box(n.parentElement);
+      if (b.left >= c.l - 0.5 && b.right <= c.r + 0.5 && b.top >= c.t - 0.5 && b.bottom <= c.b + 0.5) out.push(t);
+      return;
+    }
+    if (n.nodeType === 1) {
+      if (['SCRIPT', 'STYLE', 'TEMPLATE'].includes(n.tagName)) return;
+      const s = getComputedStyle(n); if (s.visibility === 'hidden' || s.display === 'none') return;
+    }
+    if (n.shadowRoot) walk(n.shadowRoot);
+    for (const c of n.childNodes) walk(c);
+  };
+  walk(document.body || document);
+  return out.join(' ').replace(/\\s+/g, ' ');
+})()"""
+"""The text a reader sees whole without scrolling: every text whose box lies wholly inside the window and inside
+every box around it that clips (a column cut to its width, an ellipsis): a header cut to ``sweep/reward.weights.shap``
+or a number one scroll to the right is not in it."""
+
 
 class BrowserPage:
     """One headless Chromium page driven over its DevTools pipe (no extra package: JSON messages on fds 3 and 4),

@@ -40,6 +40,7 @@ from vase.reports.hypothesis import hypothesis_of
 from vase.reports.jobs import job_dirs, overrides_of
 from vase.reports.verdict_view import (
     hypothesis_columns,
+    job_cells,
     job_comparison,
     job_comparisons,
     read_verdict,
@@ -263,8 +264,11 @@ def mlflow_plan(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]],
     q = verdict.get("hypothesis") or hypothesis_of(config) or {}
     swept = sweep_keys_of(config.hydra.overrides.task, config.hydra.sweeper.get("params"))
     jobs = [j.name for j in job_dirs(sweep_dir)]  # each job's comparison, the baseline's at 0 (job_comparisons)
+    # the same comparison as text a person reads, one column per measure: the difference, both bounds, the unit
+    cells = [dashboard_keys(c) for c in job_cells(verdict, jobs, list(q.get("moves") or [])[:VIEW_CELLS])]
     key, state = jobs_view(group, [swept_param(k, q) for k in view_order(swept, q)],
-                           view_metrics(q, verdict) or hypothesis_columns(q))
+                           view_metrics(q, verdict) or hypothesis_columns(q),
+                           list(dict.fromkeys(k for c in cells for k in c)))
     return {"tracking_uri": str(node.tracking_uri), "experiment_name": str(node.experiment_name),
             "artifact_location": node.get("artifact_location"), "group": group, "run_name": name[:250],
             "tags": {"sweep_group": group, "job_type": "sweep", "mlflow.note.content": inert_markdown(note)},
@@ -272,6 +276,7 @@ def mlflow_plan(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]],
             "metrics": dashboard_keys(verdict_metrics(verdict)),
             "files": [n for n in SWEEP_FILES if (sweep_dir / n).is_file()],
             "children": dict(zip(jobs, (dashboard_keys(c) for c in job_comparisons(verdict, jobs)))),
+            "children_tags": {j: c for j, c in zip(jobs, cells) if c},
             "view": {"key": key, "state": state}}
 
 
@@ -305,6 +310,21 @@ def log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]
             "answer": mlflow_link(uri, exp_id, sent["parent"]), "parent": sent["parent"]}
 
 
+VIEW_CELLS = 3
+"""The measures whose comparison the jobs view shows as text (`job_cells`), the hypothesis's first ones."""
+
+
+def column_width(title: str) -> int:
+    """Pixels a column of MLflow's runs table needs to show ``title`` whole (its header's font, about 7 px a
+    character, and the cell's padding and sort icon), measured on MLflow 3.17's page in Chromium: the swept key and the
+    comparison's title, whole, beside the run names on a 1,400-px screen with MLflow's Assistant panel open.
+
+    >>> column_width("sweep/reward.weights.shape"), column_width("Δ shape_right in points"), column_width("x")
+    (210, 189, 120)
+    """
+    return max(120, 7 * len(title) + 28)
+
+
 def view_metrics(q: dict[str, Any], verdict: dict[str, Any]) -> list[str]:
     """The metric columns a runs table shows for a hypothesis's answer (`job_comparison`'s names): each job against the
     baseline on the hypothesis's first measure with its interval's bounds, then on its next measures (four columns in
@@ -320,19 +340,30 @@ def view_metrics(q: dict[str, Any], verdict: dict[str, Any]) -> list[str]:
     return [dashboard_key(m) for m in [first, f"{first}_low", f"{first}_high", *(f"vs_baseline/{m}" for m in moves[1:])]][:4]
 
 
-def jobs_view(group: str, params: list[str], metrics: list[str]) -> tuple[str, str]:
+def jobs_view(group: str, params: list[str], metrics: list[str], cells: list[str] | tuple[str, ...] = ()
+              ) -> tuple[str, str]:
     """A view of a sweep's jobs, as MLflow's UI shares views, saved on its experiment when the sweep is sent: the
     jobs alone (not collapsed under their parent run), sorted by the first of ``metrics``, with its columns (the swept
-    keys, then ``metrics``: the hypothesis's comparison) shown. Returns its key and its state (the tag's value under
+    keys, then ``cells``: each job against the baseline as one text with both bounds and the unit in the title
+    (`vase.reports.verdict_view.job_cells`, the jobs' tags), then ``metrics``: the same numbers, sortable) shown,
+    each as wide as its title. Returns its key and its state (the tag's value under
     `vase.mlflow_journal.SHARED_VIEW_TAG`). MLflow's runs page shows no parameter or metric column by default, and a
-    client cannot change that default: the link vase prints opens this view."""
+    client cannot change that default: the link vase prints opens this view.
+
+    >>> state = json.loads(jobs_view("g", ["sweep/reward.weights.shape"], ["vs_baseline/heldout/shape_right"],
+    ...                              ["Δ shape_right in points"])[1])
+    >>> state["columnOrder"]
+    ['params.`sweep/reward.weights.shape`', 'tags.`Δ shape_right in points`', 'metrics.`vs_baseline/heldout/shape_right`']
+    >>> list(state["columnWidths"].values())
+    [210, 189, 245]
+    """
     def col(kind: str, name: str) -> str:
         return f"{kind}.`{name}`"
 
-    # each column wide enough for its name's telling end: all of them on a laptop's first screen beside the names
-    shown = [col("params", k) for k in params] + [col("metrics", m) for m in metrics[:4]]
+    shown = [col("params", k) for k in params] + [col("tags", c) for c in cells] + \
+        [col("metrics", m) for m in metrics[:4]]
     view = {"searchFilter": f"tags.sweep_group = '{group}' and tags.job_type != 'sweep'",
             "orderByKey": col("metrics", metrics[0]) if metrics else "attributes.start_time", "orderByAsc": False,
             "selectedColumns": shown, "columnOrder": shown,
-            "columnWidths": {c: 170 if c.startswith("params.") else 165 for c in shown}}
+            "columnWidths": {c: column_width(c.split(".", 1)[1].strip("`")) for c in shown}}
     return f"vase-{group}", json.dumps(view)

@@ -157,6 +157,52 @@ def job_comparisons(verdict: dict[str, Any], jobs: list[str]) -> list[dict[str, 
     return [c or baseline_row(verdict, j, keys) for c, j in zip(found, jobs)]
 
 
+def cell_title(move: str) -> str:
+    """The title of a runs table's column that holds each job's comparison with the baseline on ``move`` as people read
+    it (`job_cells`): the difference and its unit, short enough for a laptop's first screen (a tag key: letters of any
+    script, digits, ``_ - . /`` and spaces, as MLflow takes them on every system).
+
+    >>> cell_title("heldout/shape_right"), cell_title("heldout/total"), cell_title("kl")
+    ('Δ shape_right in points', 'Δ total', 'Δ kl')
+    """
+    return f"Δ {move.removeprefix('heldout/')}" + (" in points" if is_share(move) else "")
+
+
+BASELINE_CELL = "0 (baseline)"
+
+
+def job_cells(verdict: dict[str, Any], jobs: list[str], moves: Iterable[str]) -> list[dict[str, str]]:
+    """Each of ``jobs``' comparison with the baseline job of its replicate on each of ``moves``, one text per move:
+    the difference with its interval's bounds in the measure's unit (``+20.0 [+12.5, +27.5]``, a share's in points),
+    under `cell_title`; a baseline job's reads `BASELINE_CELL`, a measure its results lack ``not measured`` (never
+    0.0). One column of a runs table then holds the comparison and both bounds, where three numeric columns did not
+    fit a laptop's first screen. {} for a job the verdict does not hold.
+
+    >>> v = {"baseline": "w=0", "jobs": {"0": {"block": "all", "setting": "w=0", "replicate": "-"},
+    ...      "1": {"block": "all", "setting": "w=0.6", "replicate": "-"}}, "blocks": {"all": {"w=0.6": {
+    ...      "heldout/shape_right": {"per_replicate": {"-": {"diff": 0.2, "lo": 0.125, "hi": 0.275}}}}}}}
+    >>> job_cells(v, ["0", "1", "2"], ["heldout/shape_right", "kl"])  # doctest: +NORMALIZE_WHITESPACE
+    [{'Δ shape_right in points': '0 (baseline)', 'Δ kl': '0 (baseline)'},
+     {'Δ shape_right in points': '+20.0 [+12.5, +27.5]', 'Δ kl': 'not measured'}, {}]
+    """
+    moves = list(moves)
+    out = []
+    for job in jobs:
+        where = (verdict.get("jobs") or {}).get(job)
+        if not where or not moves:
+            out.append({})
+        elif verdict.get("baseline") and same_setting(str(where.get("setting", "")), str(verdict["baseline"])):
+            out.append(dict.fromkeys(map(cell_title, moves), BASELINE_CELL))
+        else:
+            found = ((verdict.get("blocks") or {}).get(where.get("block")) or {}).get(where.get("setting")) or {}
+            cells = {}
+            for m in moves:
+                d = ((found.get(m) or {}).get("per_replicate") or {}).get(where.get("replicate")) or {}
+                cells[cell_title(m)] = interval_cell(d, is_share(m)) if d.get("diff") is not None else "not measured"
+            out.append(cells)
+    return out
+
+
 def _comparison_metrics(per_move: dict[str, dict[str, Any]]) -> dict[str, float]:
     """``vs_baseline/<move>``, ``_low``, ``_high`` from each move's difference (``diff``, ``lo``, ``hi``), a share's in
     points, to 3 significant digits; a value not measured is left out, never 0.0."""
