@@ -38,6 +38,12 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert "MLflow: the sweep's jobs, with the swept values and the hypothesis's measures: " in p.stdout
     assert "/#/experiments/1/runs?viewStateShareKey=vase-multirun-" in p.stdout
     (logs / "sweep_stdout.txt").write_text(p.stdout)
+    # a clean end: no TensorBoard reader's "Directory watcher" lines, no plugin chatter; every command it prints
+    # names the sweep's folders and the store relative to where the user ran it
+    assert "Directory watcher" not in p.stdout + p.stderr and "setup plugin" not in p.stdout + p.stderr
+    commands = [ln for ln in p.stdout.splitlines() if ln.startswith(("W&B (offline): push", "TensorBoard:", "MLflow:"))]
+    assert len(commands) >= 4 and not any(str(logs) in ln for ln in commands), commands
+    assert "mlflow ui --backend-store-uri sqlite:///logs/mlflow.db, then" in p.stdout
     assert "hypothesis: this sweep compares reward.weights.shape against 0 on heldout/total (replicates: seed); at " \
            "its end ablation.md" in p.stdout
     return logs

@@ -12,6 +12,7 @@ import json
 import os
 import pickle
 import re
+import shlex
 import shutil
 import socket
 import tempfile
@@ -21,6 +22,41 @@ from pathlib import Path
 from typing import Any
 
 from vase.errors import ConfigError, DataError, first_line
+
+
+def shown_path(path: str | Path, here: Path | None = None) -> str:
+    """``path`` as a printed command names it, quoted for the shell: relative to ``here`` (the current folder) when
+    it lies under it, as the docs write it, else whole.
+
+    >>> shown_path("/srv/logs/train/multiruns/x", Path("/srv"))
+    'logs/train/multiruns/x'
+    >>> shown_path("/data/my runs/x", Path("/srv"))
+    "'/data/my runs/x'"
+    """
+    here, where = (here or Path.cwd()).resolve(), Path(path).resolve()
+    return shlex.quote(str(where.relative_to(here) if where.is_relative_to(here) else where))
+
+
+def shown_store(uri: str, here: Path | None = None) -> str:
+    """A local MLflow store's URI as a printed command names it: a ``sqlite:///`` or ``file:`` store under the
+    current folder by its relative path (SQLAlchemy and MLflow read a relative one from where the command runs),
+    quoted for the shell; a server's URI, or a store elsewhere, as it is.
+
+    >>> shown_store("sqlite:////srv/logs/mlflow.db", Path("/srv"))
+    'sqlite:///logs/mlflow.db'
+    >>> shown_store("sqlite:////elsewhere/mlflow.db", Path("/srv"))
+    'sqlite:////elsewhere/mlflow.db'
+    >>> shown_store("http://127.0.0.1:5000", Path("/srv"))
+    'http://127.0.0.1:5000'
+    """
+    for scheme in ("sqlite:///", "file://", "file:"):
+        if uri.startswith(scheme):
+            where = Path(uri[len(scheme):])
+            here = (here or Path.cwd()).resolve()
+            if where.is_absolute() and where.resolve().is_relative_to(here):
+                return shlex.quote(scheme + str(where.resolve().relative_to(here)))
+            return shlex.quote(uri)
+    return uri
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:

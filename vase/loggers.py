@@ -30,7 +30,7 @@ from vase import markdown as md
 from vase.config import SERVER_SCHEMES, swept_keys, view_order
 from vase.config.naming import short_key
 from vase.errors import ConfigError, VaseError
-from vase.io import atomic_write_text, path_lock
+from vase.io import atomic_write_text, path_lock, shown_store
 from vase.metrics.registry import table_columns
 from vase.provenance import code_stamp
 from vase.runs import job_overrides
@@ -382,7 +382,7 @@ def mlflow_link(tracking_uri: str, experiment_id: str, run_id: str | None = None
     page = f"#/experiments/{experiment_id}/runs" + (f"/{run_id}" if run_id else "")
     if urlparse(tracking_uri).scheme in ("http", "https"):
         return f"{tracking_uri.rstrip('/')}/{page}"
-    return f"mlflow ui --backend-store-uri {tracking_uri}, then http://127.0.0.1:5000/{page}"
+    return f"mlflow ui --backend-store-uri {shown_store(tracking_uri)}, then http://127.0.0.1:5000/{page}"
 
 
 def log_end_metrics(loggers: list[Any], cfg: DictConfig, metrics: dict[str, float],

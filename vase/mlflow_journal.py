@@ -41,7 +41,7 @@ from pytorch_lightning.utilities import rank_zero_only
 
 from vase.config.entry import check_only
 from vase.errors import VaseError, first_line
-from vase.io import append_jsonl, atomic_write_text
+from vase.io import append_jsonl, atomic_write_text, shown_path
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,7 @@ class JournaledMLFlowLogger(MLFlowLogger):
                          for what, n in self.kept.items() if n) or "nothing"
         folder = run_dir if run_dir is not None else self.journal.parent
         return (f"MLflow: not logged to {self._tracking_uri} (run {self._run_id}), the server having stopped "
-                f"answering: {kept}; kept in {self.journal}; once it is back: python -m vase.mlflow_journal {folder}")
+                f"answering: {kept}; kept in {self.journal}; once it is back: python -m vase.mlflow_journal {shown_path(folder)}")
 
 
 PROBE_S = 5.0

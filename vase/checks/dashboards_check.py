@@ -398,7 +398,9 @@ def check_server_gone_at_sweep_end(venv: Path, work: Path, cache: Path) -> dict[
     kept = (sweep / "mlflow_sweep_unsent.json").is_file()
     record = json.loads((sweep / ".vase-run.json").read_text()) if (sweep / ".vase-run.json").is_file() else {}
     with server(cmd, work / "gone_at_end_2.log", url, "/health"):  # back, on the same store
-        sync = subprocess.run([sys.executable, "-m", "vase.mlflow_journal", str(sweep)], cwd=client,
+        # the printed command as the user types it, from where the sweep ran (a relative path: `shown_path`)
+        printed = said[0].rsplit("python -m vase.mlflow_journal ", 1)[-1] if said else str(sweep)
+        sync = subprocess.run([sys.executable, "-m", "vase.mlflow_journal", *shlex.split(printed)], cwd=ROOT,
                               capture_output=True, text=True, timeout=600, env={**os.environ, "WANDB_MODE": "disabled"})
         runs = _runs_of(url, str(sweep))
         exp = _api(url, "/api/2.0/mlflow/experiments/get-by-name?" + urllib.parse.urlencode({"experiment_name": "vase"}))
@@ -415,7 +417,8 @@ def check_server_gone_at_sweep_end(venv: Path, work: Path, cache: Path) -> dict[
     children = [r for r in runs if parent and tags(r).get("mlflow.parentRunId") == parent["info"]["run_id"]]
     compared = [sorted(m["key"] for m in r["data"].get("metrics", []) if m["key"].startswith("vs_baseline/"))
                 for r in children]
-    ok = (p.returncode == 0 and len(said) == 1 and said[0].endswith(f"python -m vase.mlflow_journal {sweep}") and kept
+    ok = (p.returncode == 0 and len(said) == 1 and "python -m vase.mlflow_journal " in said[0]
+          and (ROOT / shlex.split(printed)[0]).resolve() == sweep.resolve() and kept
           and record.get("status") == "finished" and sync.returncode == 0 and len(parents) == 1
           and any(k.startswith("verdict/") for k in verdict) and len(children) == 2
           and sorted(map(len, compared)) == [1, 1])  # the baseline's at 0, its own row
@@ -472,8 +475,10 @@ def check_server_dies(venv: Path, work: Path, cache: Path) -> dict[str, Any]:
     history = json.loads((run / "train_history.json").read_text()) if (run / "train_history.json").is_file() else []
     adapter = (run / "adapter" / "adapter_config.json").is_file()
     with server(cmd, work / "server_dies_2.log", url, "/health"):  # back, on the same store
-        sync = subprocess.run([sys.executable, "-m", "vase.mlflow_journal", str(run)], cwd=client, capture_output=True,
-                              text=True, timeout=600, env={**os.environ, "WANDB_MODE": "disabled"})
+        # the printed command as the user types it, where the run ran (the run's folder relative to it)
+        printed = said[-1].rsplit("python -m vase.mlflow_journal ", 1)[-1] if said else str(run)
+        sync = subprocess.run([sys.executable, "-m", "vase.mlflow_journal", *shlex.split(printed)], cwd=client,
+                              capture_output=True, text=True, timeout=600, env={**os.environ, "WANDB_MODE": "disabled"})
         runs = _runs_of(url, str(run))
         steps = _loss_steps(url, runs[0]["info"]["run_id"]) if runs else []
         status = runs[0]["info"]["status"] if runs else None
@@ -481,6 +486,7 @@ def check_server_dies(venv: Path, work: Path, cache: Path) -> dict[str, Any]:
     want = sorted({int(h["step"]) for h in history})
     mid_run = bool(killed_at and want) and killed_at[0] < max(want)  # else the check tested nothing: say so
     ok = (rc == 0 and mid_run and adapter and len(said) == 1 and sync.returncode == 0 and bool(want)
+          and (client / shlex.split(printed)[0]).resolve() == run.resolve()
           and steps == want and status == "FINISHED" and any(k.startswith("hp/") for k in metrics))
     return {"passed": ok, "rc": rc, "server_killed_after_step": killed_at[0] if killed_at else None,
             "killed_mid_run": mid_run,

@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from vase.config import group_name, name_from_overrides, sweep_keys_of, view_order, wandb_offline
 from vase.errors import VaseError, first_line
 from vase.eval.stats import dashboard_columns
-from vase.io import atomic_write_json, inert_markdown, read_json
+from vase.io import atomic_write_json, inert_markdown, read_json, shown_path
 from vase.loggers import (
     dashboard_key,
     dashboard_keys,
@@ -97,13 +97,6 @@ def comparison_table(verdict: dict[str, Any], rows: list[dict[str, Any]]) -> tup
     keys = list(dict.fromkeys(k for _, c in per_job for k in c))
     return ["job", "overrides", *keys], [[r["job"], r.get("overrides", ""), *(c.get(k) for k in keys)]
                                          for r, c in per_job]
-
-
-def shown_path(path: Path, here: Path | None = None) -> str:
-    """``path`` as a printed command names it, quoted for the shell: relative to ``here`` (the current folder) when
-    it lies under it, as the docs write it, else whole."""
-    here, where = (here or Path.cwd()).resolve(), Path(path).resolve()
-    return shlex.quote(str(where.relative_to(here) if where.is_relative_to(here) else where))
 
 
 def wandb_sync_command(sweep_dir: Path, here: Path | None = None) -> str | None:
@@ -304,7 +297,7 @@ def log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]
                else f"{type(e).__name__}: {first_line(e, 160)}")
         journal = atomic_write_json(sweep_dir / SWEEP_JOURNAL, {**plan, "error": why})
         return {"kept": f"MLflow: {uri} did not take the sweep's parent run and its jobs' comparisons ({why}); kept in "
-                        f"{journal}; once it answers: python -m vase.mlflow_journal {shlex.quote(str(sweep_dir))}"}
+                        f"{journal}; once it answers: python -m vase.mlflow_journal {shown_path(sweep_dir)}"}
     exp_id, key = sent["experiment_id"], plan["view"]["key"]
     return {"jobs": mlflow_link(uri, exp_id) + f"?viewStateShareKey={urllib.parse.quote(key)}",
             "answer": mlflow_link(uri, exp_id, sent["parent"]), "parent": sent["parent"]}
