@@ -82,16 +82,19 @@ DEEP_TEXT = """(() => {
 """What a page shows as text once its scripts have rendered it, shadow roots (Polymer, web components) and same-origin
 frames included: what ``--dump-dom`` leaves out."""
 
-IN_VIEW_TEXT = """(() => {
+def _text_walk(shown: str, helpers: str = "") -> str:
+    """A page script that returns the page's text (shadow DOM included, hidden elements left out) whose text nodes
+    pass ``shown``, a JS expression of the node ``n`` and a range ``g`` holding its text; ``helpers`` are JS lines
+    it can call."""
+    return """(() => {
   const out = []; const W = window.innerWidth, H = window.innerHeight;
+""" + helpers + """
   const walk = (n) => {
     if (!n) return;
     if (n.nodeType === 3) {
       const t = n.textContent.trim(); if (!t) return;
-      const r = document.createRange(); r.selectNodeContents(n);
-      for (const b of r.getClientRects()) {
-        if (b.width > 0 && b.bottom > 0 && b.right > 0 && b.top < H && b.left < W) { out.push(t); break; }
-      }
+      const g = document.createRange(); g.selectNodeContents(n);
+      if (""" + shown + """) out.push(t);
       return;
     }
     if (n.nodeType === 1) {
@@ -104,11 +107,14 @@ IN_VIEW_TEXT = """(() => {
   walk(document.body || document);
   return out.join(' ').replace(/\\s+/g, ' ');
 })()"""
+
+
+IN_VIEW_TEXT = _text_walk(
+    "[...g.getClientRects()].some((b) => b.width > 0 && b.bottom > 0 && b.right > 0 && b.top < H && b.left < W)")
 """The text a reader sees without scrolling: every text whose box lies (partly) inside the window, shadow DOM
 included (a screenshot's words, for checks that assert what is on the first screen)."""
 
-WHOLE_IN_VIEW_TEXT = """(() => {
-  const out = []; const W = window.innerWidth, H = window.innerHeight;
+WHOLE_IN_VIEW_TEXT = _text_walk("whole(n, g)", """
   const box = (el) => {  // the window, cut by every ancestor that clips what overflows it (a table cell, a panel)
     let r = {l: 0, t: 0, r: W, b: H};
     for (let a = el; a && a.nodeType === 1; a = a.parentElement) {
@@ -120,26 +126,11 @@ WHOLE_IN_VIEW_TEXT = """(() => {
     }
     return r;
   };
-  const walk = (n) => {
-    if (!n) return;
-    if (n.nodeType === 3) {
-      const t = n.textContent.trim(); if (!t) return;
-      const g = document.createRange(); g.selectNodeContents(n); const b = g.getBoundingClientRect();
-      if (b.width <= 0) return;
-      const c = box(n.parentElement);
-      if (b.left >= c.l - 0.5 && b.right <= c.r + 0.5 && b.top >= c.t - 0.5 && b.bottom <= c.b + 0.5) out.push(t);
-      return;
-    }
-    if (n.nodeType === 1) {
-      if (['SCRIPT', 'STYLE', 'TEMPLATE'].includes(n.tagName)) return;
-      const s = getComputedStyle(n); if (s.visibility === 'hidden' || s.display === 'none') return;
-    }
-    if (n.shadowRoot) walk(n.shadowRoot);
-    for (const c of n.childNodes) walk(c);
-  };
-  walk(document.body || document);
-  return out.join(' ').replace(/\\s+/g, ' ');
-})()"""
+  const whole = (n, g) => {
+    const b = g.getBoundingClientRect(); if (b.width <= 0) return false;
+    const c = box(n.parentElement);
+    return b.left >= c.l - 0.5 && b.right <= c.r + 0.5 && b.top >= c.t - 0.5 && b.bottom <= c.b + 0.5;
+  };""")
 """The text a reader sees whole without scrolling: every text whose box lies wholly inside the window and inside
 every box around it that clips (a column cut to its width, an ellipsis): a header cut to ``sweep/reward.weights.shap``
 or a number one scroll to the right is not in it."""
