@@ -789,6 +789,38 @@ def test_the_cluster_check_names_what_two_runs_read_differently(tmp_path: Path) 
     assert _inputs_difference(tmp_path / "two", tmp_path / "none") == [f"no inputs record in {tmp_path / 'none'}/inputs"]
 
 
+def test_a_resumed_start_records_what_it_read_beside_the_first_start_s_record(tmp_path: Path) -> None:
+    """The preempted two-node part's history parted from its reference once (CI, 2026-12-04) with no record of its
+    first start left: the resumed start had written over it. A resumed start now writes rank<r>-from<step>.json, and
+    the part compares the first start with the reference's and the resumed start's model and data with it."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from vase.checks.cluster_check import _read_apart
+    from vase.training.callbacks import InputsRecord
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"\0" * 64)
+    batch = {"input_ids": torch.tensor([[1, 2, 3]]), "ids": ["a#caption"]}
+    for job, starts in (("ref", [0]), ("preempted", [0, 12])):
+        for step in starts:  # each start of the job is a new process, with a new callback
+            InputsRecord(str(tmp_path / job / "0" / "inputs"), str(model)).on_train_batch_start(
+                SimpleNamespace(global_rank=1, global_step=step), None, batch, 0)
+    written = sorted(p.name for p in (tmp_path / "preempted" / "0" / "inputs").iterdir())
+    assert written == ["rank1-from12.json", "rank1.json"]
+    assert json.loads((tmp_path / "preempted" / "0" / "inputs" / "rank1.json").read_text())["step"] == 0
+    assert _read_apart(tmp_path / "preempted", tmp_path / "ref", same=True) == {}
+    assert _read_apart(tmp_path / "preempted", tmp_path / "ref", same=False) == {
+        "inputs_differ": [], "resumed_inputs_differ": [], "resumed_records": ["rank1-from12.json"]}
+    (model / "model.safetensors").write_bytes(b"\1" * 64)  # the model changed before the resumed start read it
+    InputsRecord(str(tmp_path / "preempted" / "0" / "inputs"), str(model)).on_train_batch_start(
+        SimpleNamespace(global_rank=1, global_step=12), None, batch, 0)
+    (said,) = _read_apart(tmp_path / "preempted", tmp_path / "ref", same=False)["resumed_inputs_differ"]
+    assert said.startswith("rank1-from12.json model_digest: ")
+
+
 def test_the_sweep_summary_shows_a_users_terms_swept_weight(tmp_path: Path) -> None:
     """A sweep over a user's own term's weight (``reward.terms.amphora.weight=0,0.5``) had no ``w/amphora`` column:
     the summary showed the paper's six weights, identical in every job, and not the one swept."""

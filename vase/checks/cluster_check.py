@@ -139,9 +139,11 @@ def _first_difference(a: list[dict[str, Any]], b: list[dict[str, Any]], tol: flo
     return None if len(a) == len(b) > 0 else {"rows": len(a), "reference_rows": len(b)}
 
 
-def _inputs(job: Path) -> dict[str, dict[str, Any]]:
-    """What each rank of a job read as its first step started (`vase.training.callbacks.InputsRecord`), by file."""
-    return {p.name: json.loads(p.read_text()) for p in sorted(job.glob("inputs/rank*.json"))}
+def _inputs(job: Path, resumed: bool = False) -> dict[str, dict[str, Any]]:
+    """What each rank of a job read as its first step started (`vase.training.callbacks.InputsRecord`), by file; with
+    ``resumed``, what it read as a resumed start began (``rank<r>-from<step>.json``)."""
+    want = re.compile(r"rank\d+-from\d+\.json" if resumed else r"rank\d+\.json")
+    return {p.name: json.loads(p.read_text()) for p in sorted(job.glob("inputs/rank*.json")) if want.fullmatch(p.name)}
 
 
 def _inputs_difference(job: Path, reference: Path) -> list[str]:
@@ -368,7 +370,22 @@ def check_two_node_preemption(work: Path, cache: Path, slurm: LocalSlurm) -> dic
             "saved_at_steps": saves, "resumed_on_node_ranks": resumed, "steps": len(history),
             "reference_steps": len(reference), "history_equals_uninterrupted": same,
             "first_difference": _first_difference(history, reference), "sweep": str(sweep),
-            "reference_sweep": str(ref_sweep)}
+            "reference_sweep": str(ref_sweep), **_read_apart(sweep, ref_sweep, same)}
+
+
+def _read_apart(sweep: Path | None, ref_sweep: Path | None, same: bool) -> dict[str, Any]:
+    """For a preempted job whose history parts from its uninterrupted reference: what its first start read against
+    the reference's (the model, the data, each rank's first batch), and what its resumed start read (the model and
+    the data: its first batch is a later step's); {} when they agree."""
+    if same or sweep is None or ref_sweep is None:
+        return {}
+    job, ref = sweep / "0", ref_sweep / "0"
+    first = _inputs(ref)
+    resumed = [f"{name} {key}: {rec.get(key)} against {first.get(name.split('-')[0] + '.json', {}).get(key)}"
+               for name, rec in _inputs(job, resumed=True).items() for key in ("model_digest", "data_digest")
+               if rec.get(key) != first.get(name.split("-")[0] + ".json", {}).get(key)]
+    return {"inputs_differ": _inputs_difference(job, ref), "resumed_inputs_differ": resumed,
+            "resumed_records": sorted(_inputs(job, resumed=True))}
 
 
 def check_too_many_nodes(work: Path, cache: Path, env: dict[str, str]) -> dict[str, Any]:

@@ -420,9 +420,11 @@ def batch_digest(batch: Any) -> dict[str, str]:
 
 class InputsRecord(pl.Callback):
     """What a run read, written as its first step starts: the model folder and its digest (`files_digest`), the data
-    root and its digest (its files' names and sizes: the batch's digest sees their contents), and this rank's first batch (`batch_digest`), to ``<dirpath>/rank<r>.json`` (a later stage's
-    in its own folder). Two runs that should agree (one node against two, a resumed run against one that was not) and
-    part at their first step then say which of those they read differently."""
+    root and its digest (its files' names and sizes: the batch's digest sees their contents), and this rank's first
+    batch (`batch_digest`), to ``<dirpath>/rank<r>.json`` (a later stage's in its own folder). A resumed start writes
+    ``rank<r>-from<step>.json`` beside it: the first start's record stays. Two runs that should agree (one node
+    against two, a preempted run against one that was not) and part at a step then say which of those they read
+    differently."""
 
     def __init__(self, dirpath: str, model: str, data: str | None = None) -> None:
         self.dirpath, self.model, self.data = Path(dirpath), str(model), data
@@ -433,7 +435,9 @@ class InputsRecord(pl.Callback):
         if self._written:
             return
         self._written = True
-        atomic_write_json(self.dirpath / f"rank{trainer.global_rank}.json", {
-            "step": int(trainer.global_step), "model": self.model, "model_digest": files_digest(self.model),
+        step = int(trainer.global_step)
+        name = f"rank{trainer.global_rank}" + (f"-from{step}" if step else "")
+        atomic_write_json(self.dirpath / f"{name}.json", {
+            "step": step, "model": self.model, "model_digest": files_digest(self.model),
             "data": self.data, "data_digest": files_digest(self.data, sample=0) if self.data else None,
             "first_batch": batch_digest(batch)})
