@@ -24,6 +24,12 @@ from typing import Any
 from vase.errors import ConfigError, DataError, first_line
 
 
+def _relative(path: str | Path, here: Path | None = None) -> str:
+    """``path`` relative to ``here`` (the current folder) when it lies under it, else whole."""
+    here, where = (here or Path.cwd()).resolve(), Path(path).resolve()
+    return str(where.relative_to(here) if where.is_relative_to(here) else where)
+
+
 def shown_path(path: str | Path, here: Path | None = None) -> str:
     """``path`` as a printed command names it, quoted for the shell: relative to ``here`` (the current folder) when
     it lies under it, as the docs write it, else whole.
@@ -33,30 +39,30 @@ def shown_path(path: str | Path, here: Path | None = None) -> str:
     >>> shown_path("/data/my runs/x", Path("/srv"))
     "'/data/my runs/x'"
     """
-    here, where = (here or Path.cwd()).resolve(), Path(path).resolve()
-    return shlex.quote(str(where.relative_to(here) if where.is_relative_to(here) else where))
+    return shlex.quote(_relative(path, here))
 
 
 def shown_store(uri: str, here: Path | None = None) -> str:
-    """A local MLflow store's URI as a printed command names it: a ``sqlite:///`` or ``file:`` store under the
-    current folder by its relative path (SQLAlchemy and MLflow read a relative one from where the command runs),
-    quoted for the shell; a server's URI, or a store elsewhere, as it is.
+    """A local MLflow store's URI as a printed command names it, quoted for the shell: a ``sqlite:///`` store under
+    the current folder by its relative path (SQLAlchemy reads a relative one from where the command runs), a
+    ``file:`` store as its folder (`shown_path`: MLflow takes a local path as a file store, and ``file://logs``
+    would name a host); a server's URI, or a store elsewhere, as it is.
 
     >>> shown_store("sqlite:////srv/logs/mlflow.db", Path("/srv"))
     'sqlite:///logs/mlflow.db'
     >>> shown_store("sqlite:////elsewhere/mlflow.db", Path("/srv"))
     'sqlite:////elsewhere/mlflow.db'
+    >>> shown_store("file:///srv/mlruns", Path("/srv")), shown_store("file:/srv/my runs", Path("/srv"))
+    ('mlruns', "'my runs'")
     >>> shown_store("http://127.0.0.1:5000", Path("/srv"))
     'http://127.0.0.1:5000'
     """
-    for scheme in ("sqlite:///", "file://", "file:"):
-        if uri.startswith(scheme):
-            where = Path(uri[len(scheme):])
-            here = (here or Path.cwd()).resolve()
-            if where.is_absolute() and where.resolve().is_relative_to(here):
-                return shlex.quote(scheme + str(where.resolve().relative_to(here)))
-            return shlex.quote(uri)
-    return uri
+    if uri.startswith("sqlite:///") and Path(uri[len("sqlite:///"):]).is_absolute():
+        return shlex.quote("sqlite:///" + _relative(uri[len("sqlite:///"):], here))
+    for scheme in ("file://", "file:"):
+        if uri.startswith(scheme) and Path(uri[len(scheme):]).is_absolute():
+            return shown_path(uri[len(scheme):], here)
+    return shlex.quote(uri) if uri.startswith(("sqlite:", "file:")) else uri
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:

@@ -380,12 +380,14 @@ def _read_apart(sweep: Path | None, ref_sweep: Path | None, same: bool) -> dict[
     if same or sweep is None or ref_sweep is None:
         return {}
     job, ref = sweep / "0", ref_sweep / "0"
-    first = _inputs(ref)
-    resumed = [f"{name} {key}: {rec.get(key)} against {first.get(name.split('-')[0] + '.json', {}).get(key)}"
-               for name, rec in _inputs(job, resumed=True).items() for key in ("model_digest", "data_digest")
-               if rec.get(key) != first.get(name.split("-")[0] + ".json", {}).get(key)]
+    first, later = _inputs(ref), _inputs(job, resumed=True)
+    resumed = []
+    for name, rec in later.items():
+        theirs = first.get(name.split("-")[0] + ".json", {})  # rank<r>-from<step>.json against rank<r>.json
+        resumed += [f"{name} {key}: {rec.get(key)} against {theirs.get(key)}" for key in ("model_digest", "data_digest")
+                    if rec.get(key) != theirs.get(key)]
     return {"inputs_differ": _inputs_difference(job, ref), "resumed_inputs_differ": resumed,
-            "resumed_records": sorted(_inputs(job, resumed=True))}
+            "resumed_records": sorted(later)}
 
 
 def check_too_many_nodes(work: Path, cache: Path, env: dict[str, str]) -> dict[str, Any]:

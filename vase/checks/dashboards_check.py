@@ -373,6 +373,15 @@ GONE_SWEEP = ["stage.module.lora.r=4,8", "+hypothesis.compare=stage.module.lora.
 from a checkout)."""
 
 
+def _journal_folder(line: str) -> str:
+    """The folder a printed ``python -m vase.mlflow_journal <folder>`` hint names, as printed (quoted for the shell).
+
+    >>> _journal_folder("MLflow: ...; once it is back: python -m vase.mlflow_journal 'my logs/run'")
+    "'my logs/run'"
+    """
+    return line.rsplit("python -m vase.mlflow_journal ", 1)[-1]
+
+
 def check_server_gone_at_sweep_end(venv: Path, work: Path, cache: Path) -> dict[str, Any]:
     """A sweep whose server is killed (SIGKILL, its whole process group) once its jobs are on it, as its end's MLflow
     part starts: the sweep ends with exit 0 and one line naming the tracking URI in use and the command; the server
@@ -399,7 +408,7 @@ def check_server_gone_at_sweep_end(venv: Path, work: Path, cache: Path) -> dict[
     record = json.loads((sweep / ".vase-run.json").read_text()) if (sweep / ".vase-run.json").is_file() else {}
     with server(cmd, work / "gone_at_end_2.log", url, "/health"):  # back, on the same store
         # the printed command as the user types it, from where the sweep ran (a relative path: `shown_path`)
-        printed = said[0].rsplit("python -m vase.mlflow_journal ", 1)[-1] if said else str(sweep)
+        printed = _journal_folder(said[0]) if said else shlex.quote(str(sweep))
         sync = subprocess.run([sys.executable, "-m", "vase.mlflow_journal", *shlex.split(printed)], cwd=ROOT,
                               capture_output=True, text=True, timeout=600, env={**os.environ, "WANDB_MODE": "disabled"})
         runs = _runs_of(url, str(sweep))
@@ -476,7 +485,7 @@ def check_server_dies(venv: Path, work: Path, cache: Path) -> dict[str, Any]:
     adapter = (run / "adapter" / "adapter_config.json").is_file()
     with server(cmd, work / "server_dies_2.log", url, "/health"):  # back, on the same store
         # the printed command as the user types it, where the run ran (the run's folder relative to it)
-        printed = said[-1].rsplit("python -m vase.mlflow_journal ", 1)[-1] if said else str(run)
+        printed = _journal_folder(said[-1]) if said else shlex.quote(str(run))
         sync = subprocess.run([sys.executable, "-m", "vase.mlflow_journal", *shlex.split(printed)], cwd=client,
                               capture_output=True, text=True, timeout=600, env={**os.environ, "WANDB_MODE": "disabled"})
         runs = _runs_of(url, str(run))
