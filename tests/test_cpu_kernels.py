@@ -39,6 +39,10 @@ print(torch.backends.cpu.get_cpu_capability(), h, mkl_branch())
 CLEAN = {k: v for k, v in os.environ.items() if k not in KERNEL_ENV}
 """This environment without any kernel setting: a machine as a user starts it."""
 
+WIDER_THAN_AVX2 = "avx512f" in cpu_identity()["flags"]
+"""Whether this CPU has kernels wider than AVX2 (torch's, oneDNN's and MKL's AVX-512 paths need avx512f): where it
+has none, a setting asking for the widest is AVX2 itself."""
+
 
 def _ops(mode: str, **env: str) -> tuple[str, str, str]:
     p = subprocess.run([sys.executable, "-c", _OPS, mode], cwd=ROOT, capture_output=True, text=True, timeout=300,
@@ -142,15 +146,14 @@ def test_the_demo_prints_the_same_table_under_two_kernel_settings(tmp_path: Path
     widest the CPU has (as a machine with AVX-512 FP16 picks them by itself). The demo pins cpu_kernels=portable, so
     both print the same table: every model's every metric, and the same GRPO history, byte for byte. The first run is
     also the README's demo on seed 42, which must learn (`assert_the_demo_learns`). On a CPU whose widest kernels
-    are AVX2 the two settings are one, and the second run would repeat the first (that a run repeated gives the same bits
-    is test_ablation_demo's): there only the first runs, and the kernel probe below still compares
-    the settings op by op."""
+    are AVX2 the two settings are one, and the second run would repeat the first (that a run repeated gives the same
+    bits is test_ablation_demo's): there only the first runs, and the kernel probe below still compares the settings
+    op by op."""
     # two settings that, unpinned, compute other last bits on an AVX-512 CPU (test above); the two runs side by side,
     # a thread each (threads are the probe's test below: 16 of them on 2 cores would take this one minutes)
     widest = {k: v for k, v in WIDEST.items() if not k.startswith("OMP_")}
     settings = [{"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2"}, widest]
-    wider = "avx512f" in cpu_identity()["flags"]  # torch's, oneDNN's and MKL's widest paths beyond AVX2 need it
-    settings = settings if wider else settings[:1]
+    settings = settings if WIDER_THAN_AVX2 else settings[:1]
     run_side_by_side([[sys.executable, "train.py", "experiment=demo", "logger=none", f"hydra.run.dir={tmp_path / f'run{k}'}",
                        f"paths.cache_dir={tmp_path / f'cache{k}'}", f"paths.log_dir={tmp_path / f'logs{k}'}"]
                       for k in range(len(settings))], envs=[{**CLEAN, **env} for env in settings])
@@ -165,7 +168,7 @@ def test_the_demo_prints_the_same_table_under_two_kernel_settings(tmp_path: Path
     plain = results(0)
     assert_the_demo_learns(tmp_path / "run0")  # the README's demo, seed 42, learns (seeds 1 and 2: test_end_to_end)
     assert len(plain[0]) == 3  # untrained, SFT and GRPO
-    if not wider:
+    if not WIDER_THAN_AVX2:
         pytest.skip("this CPU's widest kernels are AVX2: the demo ran once, under the one setting it has (and learned)")
     wide = results(1)
     assert plain[0] == wide[0]  # every metric of every model
@@ -196,7 +199,7 @@ def test_the_kernel_probe_finds_no_difference_under_the_pins_and_names_the_op_wh
     phases = {r["phase"] for r in portable[1]}
     assert phases == {"sft step 1", "grpo step 1"}  # both stages traced, the GRPO rollout among them
     assert first_difference(portable[1], wide[1]) == {"same": True, "ops": same["ops"]}
-    if "avx512f" in cpu_identity()["flags"]:
+    if WIDER_THAN_AVX2:
         assert native["same"] is False and native["kind"] == "output" and native["a"]["op"].startswith("aten."), native
         assert f"first difference at op {native['index']:,}" in p.stdout
     c = subprocess.run([sys.executable, "-m", "vase.checks.kernel_probe", "--compare", str(tmp_path / "probe" / "portable"),
