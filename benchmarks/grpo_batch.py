@@ -49,15 +49,13 @@ def run_batch(batch: int, prompts: int, work: Path, cache: Path) -> dict[str, An
            "val.heldout=null", f"paths.log_dir={logs}", f"paths.cache_dir={cache}"]
     env = {**os.environ, "WANDB_MODE": "offline", "TOKENIZERS_PARALLELISM": "false"}
     print(f"batch {batch}: {steps} steps", flush=True)
-    t = time.perf_counter()
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t
     if p.returncode:
         raise SystemExit(f"batch {batch} failed (rc {p.returncode}): {' '.join(cmd[1:])}\n{p.stderr[-3000:]}")
     (record,) = sorted(logs.glob("*/runs/*/perf/throughput.json"))
     got = json.loads(record.read_text())
     ran = json.loads((record.parent.parent / RUN_FILE).read_text())
-    return {"batch": batch, "steps": steps, "wall": wall, "s_per_step": got["s_per_step"],
+    return {"batch": batch, "s_per_step": got["s_per_step"],
             "phases": got.get("phases_s_per_step") or {}, "timed_steps": got.get("optimizer_steps_timed"),
             "machine": kernels_label(ran.get("machine"))}
 
