@@ -789,6 +789,48 @@ def test_the_cluster_check_names_what_two_runs_read_differently(tmp_path: Path) 
     assert _inputs_difference(tmp_path / "two", tmp_path / "none") == [f"no inputs record in {tmp_path / 'none'}/inputs"]
 
 
+def test_the_cluster_check_names_a_start_that_differs_with_the_same_inputs(tmp_path: Path) -> None:
+    """The two-node part parted from the one-node run at step 0 again (2026-12-05, a fresh-clone CI run) with every
+    input the same (model, data, each rank's first batch): each rank now also records what else its first step
+    depends on (`start_state`: threads, CPUs, random state, the trainable weights in memory), and the part names it."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from vase.checks.cluster_check import _inputs_difference
+    from vase.training.callbacks import InputsRecord, start_state
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"\0" * 64)
+    batch = {"input_ids": torch.tensor([[1, 2, 3]]), "ids": ["a#caption"]}
+    net = torch.nn.Linear(2, 2)
+    net.bias.requires_grad_(False)
+    state = start_state(net)
+    assert state["threads"] == torch.get_num_threads() and state["cpus"] >= 1
+    assert start_state(net) == state  # reading the state leaves it as it was
+    with torch.no_grad():
+        net.bias.add_(1.0)  # a frozen weight: not the adapter's
+    assert start_state(net)["trainable_digest"] == state["trainable_digest"]
+    with torch.no_grad():
+        net.weight.add_(1.0)  # another initialisation of a trainable weight
+    assert start_state(net)["trainable_digest"] != state["trainable_digest"]
+    torch.rand(1)  # the random state moved on
+    assert start_state(net)["rng_digest"] != state["rng_digest"]
+    for job, threads in (("one", torch.get_num_threads()), ("two", torch.get_num_threads() + 1)):
+        previous = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            torch.manual_seed(0)
+            InputsRecord(str(tmp_path / job / "inputs"), str(model)).on_train_batch_start(
+                SimpleNamespace(global_rank=0, global_step=0), net, batch, 0)
+        finally:
+            torch.set_num_threads(previous)
+    assert _inputs_difference(tmp_path / "one", tmp_path / "one") == []
+    (said,) = _inputs_difference(tmp_path / "two", tmp_path / "one")
+    assert said == f"rank0.json threads: {previous + 1} against {previous}"
+
+
 def test_a_resumed_start_records_what_it_read_beside_the_first_start_s_record(tmp_path: Path) -> None:
     """The preempted two-node part's history parted from its reference once (CI, 2026-12-04) with no record of its
     first start left: the resumed start had written over it. A resumed start now writes rank<r>-from<step>.json, and

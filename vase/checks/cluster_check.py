@@ -146,17 +146,22 @@ def _inputs(job: Path, resumed: bool = False) -> dict[str, dict[str, Any]]:
     return {p.name: json.loads(p.read_text()) for p in sorted(job.glob("inputs/rank*.json")) if want.fullmatch(p.name)}
 
 
+START_STATE = ("threads", "cpus", "rng_digest", "trainable_digest")
+"""What `vase.training.callbacks.start_state` records beside the inputs: a step's other dependencies."""
+
+
 def _inputs_difference(job: Path, reference: Path) -> list[str]:
-    """Where two jobs that should agree read different things: per rank, the model (folder, digest), the data (root,
-    digest) or a tensor of the first batch; [] when they read the same (the difference is then in the training), or
-    a line saying a record is missing."""
+    """Where two jobs that should agree read or started differently: per rank, the model (folder, digest), the data
+    (root, digest), torch's threads, the CPUs, the random state, the trainable weights in memory, or a tensor of the
+    first batch; [] when all agree (the difference is then in the training itself), or a line saying a record is
+    missing."""
     mine, theirs = _inputs(job), _inputs(reference)
     if not mine or not theirs:
         return [f"no inputs record in {job if not mine else reference}/inputs"]
     out = []
     for name in sorted(set(mine) | set(theirs)):
         a, b = mine.get(name, {}), theirs.get(name, {})
-        for key in ("step", "model", "model_digest", "data", "data_digest"):
+        for key in ("step", "model", "model_digest", "data", "data_digest", *START_STATE):
             if a.get(key) != b.get(key):
                 out.append(f"{name} {key}: {a.get(key)} against {b.get(key)}")
         for key in sorted(set(a.get("first_batch", {})) | set(b.get("first_batch", {}))):

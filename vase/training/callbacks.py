@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -418,10 +419,29 @@ def batch_digest(batch: Any) -> dict[str, str]:
     return out
 
 
+def start_state(pl_module: Any) -> dict[str, Any]:
+    """What a step's result depends on besides its inputs, as the step starts: torch's threads, the CPUs the process
+    may run on, a digest of torch's random state and of the trainable parameters in memory (an adapter's fresh
+    initialisation, which no file holds; only the trainable ones: cheap beside a frozen 7B)."""
+    def digest(tensors: Any) -> str:
+        h = hashlib.sha256()
+        for t in tensors:
+            h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        return h.hexdigest()[:16]
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    out: dict[str, Any] = {"threads": int(torch.get_num_threads()), "cpus": cpus,
+                           "rng_digest": digest([torch.random.get_rng_state()])}
+    if pl_module is not None:
+        out["trainable_digest"] = digest(p for _, p in sorted(pl_module.named_parameters()) if p.requires_grad)
+    return out
+
+
 class InputsRecord(pl.Callback):
     """What a run read, written as its first step starts: the model folder and its digest (`files_digest`), the data
-    root and its digest (its files' names and sizes: the batch's digest sees their contents), and this rank's first
-    batch (`batch_digest`), to ``<dirpath>/rank<r>.json`` (a later stage's in its own folder). A resumed start writes
+    root and its digest (its files' names and sizes: the batch's digest sees their contents), this rank's first
+    batch (`batch_digest`) and what else the step depends on (`start_state`: threads, CPUs, random state, the
+    trainable weights in memory), to ``<dirpath>/rank<r>.json`` (a later stage's in its own folder). A resumed start writes
     ``rank<r>-from<step>.json`` beside it: the first start's record stays. Two runs that should agree (one node
     against two, a preempted run against one that was not) and part at a step then say which of those they read
     differently."""
@@ -440,4 +460,4 @@ class InputsRecord(pl.Callback):
         atomic_write_json(self.dirpath / f"{name}.json", {
             "step": step, "model": self.model, "model_digest": files_digest(self.model),
             "data": self.data, "data_digest": files_digest(self.data, sample=0) if self.data else None,
-            "first_batch": batch_digest(batch)})
+            "first_batch": batch_digest(batch), **start_state(pl_module)})
