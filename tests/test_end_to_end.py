@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.wheel import ENV, install_wheel
+from vase.checks.cluster_check import history_ranks
 from vase.checks.wheel_check import tree_digest
 
 
@@ -111,3 +112,6 @@ def test_ddp_over_gloo_runs_two_processes(tmp_path: Path, session_dirs: dict) ->
     ranks = [json.loads((tmp_path / "run" / "inputs" / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0]["model_digest"] == ranks[1]["model_digest"] and ranks[0]["data_digest"] == ranks[1]["data_digest"]
     assert ranks[0]["first_batch"]["input_ids"] != ranks[1]["first_batch"]["input_ids"]
+    # the history is rank 0's losses, not whichever rank finished last (each rank's record keeps its first loss)
+    assert ranks[0]["loss"] != ranks[1]["loss"]
+    assert history_ranks(tmp_path / "run") == ["rank0"]

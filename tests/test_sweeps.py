@@ -879,3 +879,41 @@ def test_the_sweep_summary_shows_a_users_terms_swept_weight(tmp_path: Path) -> N
     jobs = json.loads(paths["json"].read_text())["jobs"]
     assert [j.get("w/amphora") for j in jobs] == [0.0, 0.5] and "w/penalty" not in jobs[0]
     assert "w/amphora" in paths["md"].read_text()
+
+
+def test_only_rank_zero_writes_the_history_and_the_cluster_check_says_whose_it_is(tmp_path: Path) -> None:
+    """The cause of the two-node part's step-0 difference (2026-12-05): every rank wrote ``train_history.json``, each
+    its own batches' losses, so the file held whichever rank finished last: rank 0's in one run, rank 1's in the
+    next. Rank 0 alone writes it now; each rank's inputs record keeps its first step's loss, so the check reads whose
+    losses a history holds."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from vase.checks.cluster_check import history_ranks
+    from vase.pipeline.train import keep_history
+    from vase.training.callbacks import InputsRecord
+
+    job = tmp_path / "job"
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"\0" * 8)
+    losses = {0: [{"step": 0.0, "loss": 6.9197}, {"step": 1.0, "loss": 6.5}],
+              1: [{"step": 0.0, "loss": 6.9487}, {"step": 1.0, "loss": 6.6}]}
+    for rank in (1, 0):  # rank 1 ends first here; the old code's last writer would have been rank 0, then 1
+        module = SimpleNamespace(history=[], named_parameters=lambda: [])
+        record = InputsRecord(str(job / "inputs"), str(model))
+        trainer = SimpleNamespace(global_rank=rank, global_step=0, is_global_zero=rank == 0)
+        record.on_train_batch_start(trainer, module, {"input_ids": torch.tensor([[rank]])}, 0)
+        record.on_train_batch_end(trainer, module, None, {}, 0)  # no step in the history yet: no loss
+        assert "loss" not in json.loads((job / "inputs" / f"rank{rank}.json").read_text())
+        module.history = list(losses[rank])
+        record.on_train_batch_end(trainer, module, None, {}, 0)
+        assert json.loads((job / "inputs" / f"rank{rank}.json").read_text())["loss"] == losses[rank][0]["loss"]
+        wrote = keep_history(trainer, job / "train_history.json", module.history)
+        assert wrote == (rank == 0)
+    assert json.loads((job / "train_history.json").read_text()) == losses[0]
+    assert history_ranks(job) == ["rank0"]
+    # what every rank writing the file did: the last one to finish left its own losses, and the check names it
+    (job / "train_history.json").write_text(json.dumps(losses[1]))
+    assert history_ranks(job) == ["rank1"]

@@ -16,7 +16,7 @@ side by side (a part's line names the parts that ran beside it where that matter
    the machine's speed. It starts first and runs beside the others (their jobs share its node and the cores, as on
    a busy cluster): its line names the parts that ran beside it.
 4. ``ddp``: two tasks on the node (``cluster.tasks_per_node=2``, gloo): Lightning takes its ranks from SLURM, both
-   ranks train, one adapter and one history are written, and only rank 0 writes the report.
+   ranks train, one adapter and one history (rank 0's losses) are written, and only rank 0 writes the report.
 5. ``grpo-ddp``: a GRPO job the same way (group statistics gathered across the two ranks).
 
 And, at the same time, a second cluster of two nodes (two ``slurmd`` on this machine, ``vase-n1`` and ``vase-n2``):
@@ -171,6 +171,18 @@ def _inputs_difference(job: Path, reference: Path) -> list[str]:
     return out
 
 
+def history_ranks(job: Path, tol: float = 1e-5) -> list[str]:
+    """Whose losses a job's ``train_history.json`` holds: the ranks whose first step's loss (their inputs record's
+    ``loss``) equals the history's loss at that step (rank 0's alone, since only rank 0 writes it)."""
+    history = {int(h["step"]): float(h["loss"]) for h in _history(job) if "step" in h and "loss" in h}
+    out = []
+    for name, rec in _inputs(job).items():
+        step, loss = rec.get("step"), rec.get("loss")
+        if loss is not None and step in history and abs(history[step] - float(loss)) <= tol * max(1.0, abs(loss)):
+            out.append(name.removesuffix(".json"))
+    return out
+
+
 def _lora_sweep(sweep: Path | None) -> tuple[dict[str, int | None], str]:
     """A ``stage.module.lora.r=4,8`` sweep's outcome: each job's adapter rank, and its summary.md."""
     ranks = {}
@@ -316,9 +328,11 @@ def _ddp(work: Path, cache: Path, env: dict[str, str], name: str, extra: list[st
     reports = sorted(str(p.relative_to(job)) for p in job.rglob("report.md")) if job.is_dir() else []
     adapters = sorted(str(p.parent.relative_to(job)) for p in job.rglob("adapter_config.json")) if job.is_dir() else []
     history = _history(job)
-    ok = rc == 0 and ranks == ["0", "1"] and len(adapters) == 1 and len(reports) == 1 and len(history) > 0
+    of_ranks = history_ranks(job) if job.is_dir() else []  # the history is rank 0's (its losses, not rank 1's)
+    ok = (rc == 0 and ranks == ["0", "1"] and len(adapters) == 1 and len(reports) == 1 and len(history) > 0
+          and "rank0" in of_ranks)
     return {"passed": ok, "rc": rc, "ranks_seen": ranks, "adapters": adapters, "reports": reports,
-            "steps": len(history), "sweep": str(sweep), "node_ranks": _node_ranks(text),
+            "steps": len(history), "history_of_ranks": of_ranks, "sweep": str(sweep), "node_ranks": _node_ranks(text),
             "world_size": sorted(set(re.findall(r"MEMBER: \d/(\d+)", text)))}
 
 
@@ -337,8 +351,11 @@ def _two_node(work: Path, cache: Path, env: dict[str, str], name: str, extra: li
     out["history_equals_one_node_two_tasks"] = _same_losses(history, reference)
     out["first_difference"] = _first_difference(history, reference)
     if out["first_difference"] is not None and out.get("sweep") and one_node and one_node.get("sweep"):
-        # what each run read as its first step started: the model, the data, each rank's first batch
-        out["inputs_differ"] = _inputs_difference(Path(out["sweep"]) / "0", Path(one_node["sweep"]) / "0")
+        # what each run read as its first step started: the model, the data, each rank's first batch; and whose
+        # losses each history holds (rank 0's: until 2026-12-06 every rank wrote it, the last one's stayed)
+        mine, theirs = Path(out["sweep"]) / "0", Path(one_node["sweep"]) / "0"
+        out["inputs_differ"] = _inputs_difference(mine, theirs)
+        out["one_node_history_of_ranks"] = history_ranks(theirs)
     out["passed"] = (out["passed"] and out["node_ranks"] == ["0", "1"] and out["world_size"] == ["2"]
                      and out["history_equals_one_node_two_tasks"])
     return out

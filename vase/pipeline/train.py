@@ -125,10 +125,21 @@ def _train_stage(cfg: DictConfig, run: _Run, i: int, stage: DictConfig, stage_di
         ev.captions(module, run.datamodule, "untrained", before=True)
     trainer.fit(module, datamodule=run.datamodule, ckpt_path=str(ckpt) if ckpt else None, weights_only=True)
     ev.histories[str(stage.name)] = list(module.history)
-    atomic_write_json(run.out_dir / ("train_history.json" if i == 0 else f"train_history_{stage.name}.json"),
-                      module.history)
+    keep_history(trainer, run.out_dir / ("train_history.json" if i == 0 else f"train_history_{stage.name}.json"),
+                 module.history)
     if trainer.is_global_zero:
         ev.after_stage(module, run.datamodule, stage, i == 0, bool(run.merged), run.shared_sft)
+
+
+def keep_history(trainer: Any, path: Path, history: list[dict[str, Any]]) -> bool:
+    """Write the stage's history (its steps' losses, as global rank 0 logs them) to ``path``: rank 0 alone writes it.
+    Each rank of a multi-process run keeps its own history (its own batches' losses), and every rank writing the one
+    file left whichever finished last: rank 0's losses one run, rank 1's the next (the cluster check's two-node part
+    parted from the one-node run at step 0 so, with the same inputs). True when this process wrote it."""
+    if not getattr(trainer, "is_global_zero", True):
+        return False
+    atomic_write_json(path, history)
+    return True
 
 
 def trained_with(stage: DictConfig) -> dict[str, str]:

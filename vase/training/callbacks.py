@@ -441,7 +441,8 @@ class InputsRecord(pl.Callback):
     """What a run read, written as its first step starts: the model folder and its digest (`files_digest`), the data
     root and its digest (its files' names and sizes: the batch's digest sees their contents), this rank's first
     batch (`batch_digest`) and what else the step depends on (`start_state`: threads, CPUs, random state, the
-    trainable weights in memory), to ``<dirpath>/rank<r>.json`` (a later stage's in its own folder). A resumed start writes
+    trainable weights in memory), to ``<dirpath>/rank<r>.json`` (a later stage's in its own folder), and that step's
+    loss once it is known. A resumed start writes
     ``rank<r>-from<step>.json`` beside it: the first start's record stays. Two runs that should agree (one node
     against two, a preempted run against one that was not) and part at a step then say which of those they read
     differently."""
@@ -449,6 +450,8 @@ class InputsRecord(pl.Callback):
     def __init__(self, dirpath: str, model: str, data: str | None = None) -> None:
         self.dirpath, self.model, self.data = Path(dirpath), str(model), data
         self._written = False
+        self._record: dict[str, Any] | None = None
+        self._path = self.dirpath / "rank0.json"
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
                              batch_idx: int) -> None:
@@ -457,7 +460,21 @@ class InputsRecord(pl.Callback):
         self._written = True
         step = int(trainer.global_step)
         name = f"rank{trainer.global_rank}" + (f"-from{step}" if step else "")
-        atomic_write_json(self.dirpath / f"{name}.json", {
+        self._record = {
             "step": step, "model": self.model, "model_digest": files_digest(self.model),
             "data": self.data, "data_digest": files_digest(self.data, sample=0) if self.data else None,
-            "first_batch": batch_digest(batch), **start_state(pl_module)})
+            "first_batch": batch_digest(batch), **start_state(pl_module)}
+        self._path = self.dirpath / f"{name}.json"
+        atomic_write_json(self._path, self._record)
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        """Once this rank's first step is in its history, its loss (``loss``) joins the record: which rank's losses
+        a run's ``train_history.json`` holds can then be read off (rank 0's)."""
+        record = self._record
+        if record is None or "loss" in record:
+            return
+        mine = [h for h in getattr(pl_module, "history", []) or [] if int(h.get("step", -1)) == record["step"]]
+        if mine:
+            record["loss"] = float(mine[0]["loss"])
+            atomic_write_json(self._path, record)
