@@ -917,3 +917,15 @@ def test_only_rank_zero_writes_the_history_and_the_cluster_check_says_whose_it_i
     # what every rank writing the file did: the last one to finish left its own losses, and the check names it
     (job / "train_history.json").write_text(json.dumps(losses[1]))
     assert history_ranks(job) == ["rank1"]
+    # a GRPO step is kept under the step count after its optimizer step, and a resumed start's history already holds
+    # the steps before it: the record takes the first entry its own start added
+    resumed = SimpleNamespace(history=[{"step": 1.0, "loss": 0.5}], named_parameters=lambda: [])
+    record = InputsRecord(str(tmp_path / "grpo" / "inputs"), str(model))
+    trainer = SimpleNamespace(global_rank=0, global_step=1, is_global_zero=True)
+    record.on_train_batch_start(trainer, resumed, {"input_ids": torch.tensor([[0]])}, 0)
+    record.on_train_batch_end(trainer, resumed, None, {}, 0)  # a GRPO step buffers its rollouts: nothing new yet
+    assert "loss" not in json.loads((tmp_path / "grpo" / "inputs" / "rank0-from1.json").read_text())
+    resumed.history.append({"step": 2.0, "loss": 0.25})
+    record.on_train_batch_end(trainer, resumed, None, {}, 0)
+    kept = json.loads((tmp_path / "grpo" / "inputs" / "rank0-from1.json").read_text())
+    assert (kept["step"], kept["loss"], kept["loss_step"]) == (1, 0.25, 2.0)

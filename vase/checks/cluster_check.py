@@ -174,10 +174,10 @@ def _inputs_difference(job: Path, reference: Path) -> list[str]:
 def history_ranks(job: Path, tol: float = 1e-5) -> list[str]:
     """Whose losses a job's ``train_history.json`` holds: the ranks whose first step's loss (their inputs record's
     ``loss``) equals the history's loss at that step (rank 0's alone, since only rank 0 writes it)."""
-    history = {int(h["step"]): float(h["loss"]) for h in _history(job) if "step" in h and "loss" in h}
+    history = {float(h["step"]): float(h["loss"]) for h in _history(job) if "step" in h and "loss" in h}
     out = []
     for name, rec in _inputs(job).items():
-        step, loss = rec.get("step"), rec.get("loss")
+        step, loss = rec.get("loss_step"), rec.get("loss")
         if loss is not None and step in history and abs(history[step] - float(loss)) <= tol * max(1.0, abs(loss)):
             out.append(name.removesuffix(".json"))
     return out

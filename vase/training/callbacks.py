@@ -452,6 +452,7 @@ class InputsRecord(pl.Callback):
         self._written = False
         self._record: dict[str, Any] | None = None
         self._path = self.dirpath / "rank0.json"
+        self._kept = 0
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
                              batch_idx: int) -> None:
@@ -465,16 +466,18 @@ class InputsRecord(pl.Callback):
             "data": self.data, "data_digest": files_digest(self.data, sample=0) if self.data else None,
             "first_batch": batch_digest(batch), **start_state(pl_module)}
         self._path = self.dirpath / f"{name}.json"
+        self._kept = len(getattr(pl_module, "history", None) or [])  # a resumed start's history holds earlier steps
         atomic_write_json(self._path, self._record)
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
-        """Once this rank's first step is in its history, its loss (``loss``) joins the record: which rank's losses
-        a run's ``train_history.json`` holds can then be read off (rank 0's)."""
+        """Once this rank's first step is in its history, its loss joins the record (``loss``, and the step the
+        history gives it, ``loss_step``: a GRPO step is kept under the step count after its optimizer step): which
+        rank's losses a run's ``train_history.json`` holds can then be read off (rank 0's)."""
         record = self._record
-        if record is None or "loss" in record:
+        history = getattr(pl_module, "history", None) or []
+        if record is None or "loss" in record or len(history) <= self._kept:
             return
-        mine = [h for h in getattr(pl_module, "history", []) or [] if int(h.get("step", -1)) == record["step"]]
-        if mine:
-            record["loss"] = float(mine[0]["loss"])
-            atomic_write_json(self._path, record)
+        first = history[self._kept]
+        record["loss"], record["loss_step"] = float(first["loss"]), float(first.get("step", record["step"]))
+        atomic_write_json(self._path, record)
