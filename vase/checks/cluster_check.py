@@ -29,7 +29,9 @@ And, at the same time, a second cluster of two nodes (two ``slurmd`` on this mac
 9. ``too-many-nodes``: ``cluster.nodes=3`` is refused by vase before submitting, in one line.
 
 Writes ``cluster_check.json`` / ``.md`` under ``logs/cluster_check/<time>/`` with each part's folder; the slurmctld
-and slurmd logs are kept there when a part fails.
+and slurmd logs are kept there when a part fails. Each cluster's watchdog resumes a node SLURM drained because a job
+step's processes outlived their kill timeout ("Kill task failed", as a loaded 2-core machine once gave: every job after
+it waited until the test's timeout) and says so in a line of the log and the report (``node_events``).
 """
 
 from __future__ import annotations
@@ -439,7 +441,14 @@ def check_grpo_ddp(work: Path, cache: Path, env: dict[str, str]) -> dict[str, An
     return out
 
 
-def report(results: dict[str, dict[str, Any]], seconds: float, spinning: int = 0) -> str:
+def node_lines(events: list[dict[str, Any]]) -> list[str]:
+    """One line per node a cluster's watchdog found drained or down (`LocalSlurm.check_nodes`), and what it did."""
+    return [f"node {e['node']} {e['state']} at {e['at']} ({e['reason']}): "
+            + ("resumed, its jobs went on" if e["resumed"] else "left as it was; jobs on it wait") for e in events]
+
+
+def report(results: dict[str, dict[str, Any]], seconds: float, spinning: int = 0,
+           events: list[dict[str, Any]] | None = None) -> str:
     load = f" ({spinning} busy processes beside it)" if spinning else ""
     lines = ["# SLURM cluster check (one node, then two, on the loopback)", "",
              f"{machine_stamp()['date']}, {os.cpu_count()} CPU cores{load}, {seconds / 60:.1f} minutes", "",
@@ -447,6 +456,8 @@ def report(results: dict[str, dict[str, Any]], seconds: float, spinning: int = 0
     for name, r in results.items():
         details = ", ".join(f"{k}={v}" for k, v in r.items() if k not in ("passed", "seconds", "sweep"))
         lines.append(f"| {name} | {'PASS' if r['passed'] else 'FAIL'} | {r.get('seconds', '')} | {details} |")
+    if events:
+        lines += ["", *(f"- {line}" for line in node_lines(events))]
     return "\n".join(lines) + "\n"
 
 
@@ -519,6 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     # Both clusters at once, each node offering twice the machine's cores (jobs of different parts share them, as on
     # a busy cluster): on each, the parts in BESIDE start first in a lane of their own and the rest run one after
     # another in another lane (LANE_ORDER: the one-node DDP parts first, which the two-node parts compare with)
+    clusters: list[LocalSlurm] = []
     with contextlib.ExitStack() as stack:
         lanes = []
         for nodes, group in ((1, one_node), (2, two_nodes)):
@@ -529,16 +541,21 @@ def main(argv: list[str] | None = None) -> int:
             slurm = stack.enter_context(LocalSlurm(cpus=2 * (os.cpu_count() or 1) * nodes, nodes=nodes,
                                                    keep_logs_to=work / "slurm-logs" / f"{nodes}-node",
                                                    first_job_id=FIRST_JOB_ID[nodes]))
+            clusters.append(slurm)
             lanes += [[step(n, p, slurm)] for n, p in chosen.items() if n in BESIDE]
             lanes.append([step(n, p, slurm) for n, p in chosen.items() if n not in BESIDE])
         parts.lanes(*lanes)
     results = parts.ordered()
+    events = [e for c in clusters for e in c.events]
+    for line in node_lines(events):
+        print(line)
     ok = bool(results) and all(r["passed"] for r in results.values())
-    if ok:  # the daemons' logs are kept for failures only
+    if ok and not events:  # the daemons' logs are kept for failures and drained nodes only
         shutil.rmtree(work / "slurm-logs", ignore_errors=True)  # this check's own folder under its run directory
-    atomic_write_json(work / "cluster_check.json", {"machine": machine_stamp(), "load": a.load, "results": results})
+    atomic_write_json(work / "cluster_check.json", {"machine": machine_stamp(), "load": a.load, "results": results,
+                                                    "node_events": events})
     atomic_write_text(work / "cluster_check.md", report(results, time.time() - started,
-                                                        0 if a.load_parts else a.load))
+                                                        0 if a.load_parts else a.load, events))
     print(f"{'PASS' if ok else 'FAIL'}: cluster check, {len(results)} parts, {(time.time() - started) / 60:.1f} min "
           f"({work})")
     return 0 if ok else 1

@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,9 @@ MessageTimeout=60
 SlurmdTimeout=30
 InactiveLimit=0
 KillWait=10
+# a job step's processes may take over a minute to go after SIGKILL on 2 loaded cores (a checkpoint's fsync beside
+# other jobs): at SLURM 22.05's default of 60 s the node was drained ("Kill task failed") and every later job waited
+UnkillableStepTimeout=300
 MinJobAge=600
 FirstJobId={first_job_id}
 {node_lines}
@@ -105,6 +109,9 @@ class LocalSlurm:
         self.conf = self.root / "slurm.conf"
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
         self._pids: list[int] = []
+        self.events: list[dict[str, Any]] = []  # nodes the watchdog found drained, and what it did
+        self._stop = threading.Event()
+        self._watchdog: threading.Thread | None = None
 
     def _write_conf(self) -> None:
         (self.root / "state").mkdir()
@@ -148,6 +155,8 @@ class LocalSlurm:
             for name in self.node_names:
                 self._start([_tool("slurmd"), "-f", str(self.conf), "-N", name], self.root / f"slurmd-{name}.pid")
             self.wait_idle()
+            self._watchdog = threading.Thread(target=self._watch, name="slurm-watchdog", daemon=True)
+            self._watchdog.start()
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -167,6 +176,38 @@ class LocalSlurm:
             time.sleep(0.5)
         raise RuntimeError(f"the SLURM node did not come up (state {state!r}); slurmctld log: "
                            f"{self.log_tail('slurmctld.log')}")
+
+    def node_states(self) -> list[tuple[str, str, str]]:
+        """Each node's name, state and reason (``sinfo -N``); [] when the controller does not answer."""
+        p = self.run("sinfo", "-h", "-N", "-o", "%N|%T|%E", timeout=30)
+        rows = [line.split("|", 2) for line in p.stdout.splitlines() if line.count("|") >= 2] if p.returncode == 0 else []
+        return [(n, state, reason) for n, state, reason in rows]
+
+    def check_nodes(self) -> list[dict[str, Any]]:
+        """Resume a node that SLURM drained because a job step's processes outlived its kill timeout ("Kill task
+        failed": the machine was slow to end them, not vase; a cluster's admin resumes such a node), so the jobs
+        after it run instead of waiting for ever; any other drained or down node is recorded, not touched. Returns
+        what it found this time (each also kept in ``events``)."""
+        found = []
+        for name, state, reason in self.node_states():
+            if not any(word in state for word in ("drain", "down", "fail")):
+                continue
+            if any(e["node"] == name and e["reason"] == reason and not e["resumed"] for e in self.events):
+                continue  # said once
+            resumed = reason.startswith("Kill task failed") and self.run(
+                "scontrol", "update", f"NodeName={name}", "State=RESUME", timeout=30).returncode == 0
+            event = {"node": name, "state": state, "reason": reason, "resumed": resumed,
+                     "at": time.strftime("%H:%M:%S")}
+            self.events.append(event)
+            found.append(event)
+        return found
+
+    def _watch(self, every: float = 5.0) -> None:
+        while not self._stop.wait(every):
+            try:
+                self.check_nodes()
+            except (OSError, subprocess.SubprocessError):
+                continue
 
     def log_tail(self, name: str, chars: int = 2000) -> str:
         path = self.root / name
@@ -204,6 +245,9 @@ class LocalSlurm:
         return found
 
     def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._watchdog is not None:
+            self._watchdog.join(timeout=60)
         try:
             self._drain()
         except (OSError, subprocess.SubprocessError):
