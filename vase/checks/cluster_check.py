@@ -545,17 +545,21 @@ def main(argv: list[str] | None = None) -> int:
             lanes += [[step(n, p, slurm)] for n, p in chosen.items() if n in BESIDE]
             lanes.append([step(n, p, slurm) for n, p in chosen.items() if n not in BESIDE])
         parts.lanes(*lanes)
-    results = parts.ordered()
-    events = [e for c in clusters for e in c.events]
+    return _finish(work, parts.ordered(), [e for c in clusters for e in c.events], started, a.load,
+                   0 if a.load_parts else a.load)
+
+
+def _finish(work: Path, results: dict[str, dict[str, Any]], events: list[dict[str, Any]], started: float, load: int,
+            spinning: int) -> int:
+    """The check's end: the drained nodes' lines, cluster_check.json and .md, the PASS/FAIL line; its exit code."""
     for line in node_lines(events):
         print(line)
     ok = bool(results) and all(r["passed"] for r in results.values())
     if ok and not events:  # the daemons' logs are kept for failures and drained nodes only
         shutil.rmtree(work / "slurm-logs", ignore_errors=True)  # this check's own folder under its run directory
-    atomic_write_json(work / "cluster_check.json", {"machine": machine_stamp(), "load": a.load, "results": results,
+    atomic_write_json(work / "cluster_check.json", {"machine": machine_stamp(), "load": load, "results": results,
                                                     "node_events": events})
-    atomic_write_text(work / "cluster_check.md", report(results, time.time() - started,
-                                                        0 if a.load_parts else a.load, events))
+    atomic_write_text(work / "cluster_check.md", report(results, time.time() - started, spinning, events))
     print(f"{'PASS' if ok else 'FAIL'}: cluster check, {len(results)} parts, {(time.time() - started) / 60:.1f} min "
           f"({work})")
     return 0 if ok else 1
