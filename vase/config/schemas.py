@@ -30,6 +30,7 @@ from vase.choices import (
 )
 from vase.errors import ConfigError
 from vase.views import VIEWS
+from vase.workers import workers_for
 
 
 def check_value(cond: bool, key: str, value: Any, why: str) -> None:
@@ -278,8 +279,13 @@ class RenderSchema:
     on_error: str = "raise"
     orbit_video: bool = False
     sheets: bool = False
+    workers: Any = "auto"  # auto or a positive count (vase.workers.workers_for)
 
     def __post_init__(self) -> None:
+        try:
+            workers_for(self.workers, 1)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
         check_value(not self.orbit_video or self.orbit_frames > 0, "render.orbit_video", self.orbit_video,
                "needs render.orbit_frames > 0 (the frames the video is made of)")
         check_value(self.on_error in ("raise", "skip"), "render.on_error", self.on_error, "must be 'raise' or 'skip'")

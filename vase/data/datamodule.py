@@ -307,7 +307,8 @@ class VaseDataModule(pl.LightningDataModule):
     def _prepare(self) -> None:
         if self.synthetic:
             generate(self.root, num=int(self.synthetic["num_vases"]), seed=int(self.synthetic["seed"]),
-                     val_fraction=float(self.synthetic["val_fraction"]), detail=bool(self.synthetic.get("detail")))
+                     val_fraction=float(self.synthetic["val_fraction"]), detail=bool(self.synthetic.get("detail")),
+                     workers=self.render.get("workers", "auto"))
         if not self.render.get("enabled", False):
             return
         orbit = int(self.render.get("orbit_frames", 0) or 0)
@@ -332,7 +333,8 @@ class VaseDataModule(pl.LightningDataModule):
                                 out_root=out_root, keep_existing=out_root == self.root and not self.owns_root,
                                 on_error=str(self.render.get("on_error", "raise")),
                                 orbit_video=bool(self.render.get("orbit_video", False)),
-                                sheets=bool(self.render.get("sheets", False)))
+                                sheets=bool(self.render.get("sheets", False)),
+                                workers=self.render.get("workers", "auto"))
         _record_failures(failures_path, result["failed"])
         if result["failed"]:
             shown = "; ".join(f"{f['id']}: {f['reason']}" for f in result["failed"][:3])

@@ -19,6 +19,16 @@ from vase.errors import DataError, VaseError
 from vase.io import user_output_dir
 from vase.render.renderer import RenderSettings, render_dataset
 from vase.views import RENDER_CACHE_FILE, VIEWS, at_settings, render_cache_root
+from vase.workers import workers_for
+
+
+def _workers(value: str) -> str:
+    """``--workers``: ``auto`` or a positive count (argparse's error names the flag otherwise)."""
+    try:
+        workers_for(value, 1, key="--workers")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sheets", action="store_true", help="a contact sheet per vase in images/sheets/")
     ap.add_argument("--views", default=",".join(VIEWS))
     ap.add_argument("--on-error", choices=("raise", "skip"), default="raise")
+    ap.add_argument("--workers", type=_workers, default="auto",
+                    help="processes that render: auto (one per core, for 64 vases or more) or a number")
     args = ap.parse_args(argv)
     root = Path(args.root)
     views = tuple(v for v in args.views.split(",") if v)
@@ -52,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         pairs = models_to_render(root, views, args.orbit_frames, missing_splits_ok=True)
         result = render_dataset(root, pairs, RenderSettings(args.resolution, args.fov_deg), views=views,
                                 orbit_frames=args.orbit_frames, out_root=out, keep_existing=out == root,
-                                on_error=args.on_error, orbit_video=args.orbit_video, sheets=args.sheets)
+                                on_error=args.on_error, orbit_video=args.orbit_video, sheets=args.sheets,
+                                workers=args.workers)
     except VaseError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

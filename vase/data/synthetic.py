@@ -40,6 +40,7 @@ from vase.io import (
 )
 from vase.progress import progress_bar
 from vase.prompt_tasks.invrender import VaseParams
+from vase.workers import ordered_map, workers_for
 
 # the generator's version: written into synthetic.json, and part of every cache key built on synthetic data (a set
 # written by an older generator is regenerated, and an SFT adapter trained on one is not reused)
@@ -380,9 +381,11 @@ def mesh_to_glb(mesh) -> bytes:
 
 @one_builder_at_a_time
 def generate(root: str | Path, num: int = 32, seed: int = 0, val_fraction: float = 0.25,
-             overwrite: bool = False, progress: bool = True, detail: bool = False) -> dict[str, list[VaseRecord]]:
+             overwrite: bool = False, progress: bool = True, detail: bool = False,
+             workers: int | str = 1) -> dict[str, list[VaseRecord]]:
     """Write ``num`` procedural vases under ``root``; byte-identical output for the same (num, seed, val_fraction,
-    detail). ``detail``: the figures' attributes (`SUBJECT_GLYPHS`; the same records, the same vases otherwise).
+    detail), whatever ``workers``. ``detail``: the figures' attributes (`SUBJECT_GLYPHS`; the same records, the same
+    vases otherwise). ``workers``: processes that build the meshes (`vase.workers.workers_for`: ``auto`` or a count).
 
     Existing output with the same parameters is reused (``overwrite=False``): the manifest records them.
     """
@@ -412,24 +415,34 @@ def generate(root: str | Path, num: int = 32, seed: int = 0, val_fraction: float
     # the whole set is written in a hidden sibling and moved into place at once: a kill leaves no half-written root
     # (which a later run would rightly refuse as a folder the generator did not write)
     with atomic_directory(root, replace=True) as tmp:
-        splits = _write_set(tmp, num, seed, val_fraction, params, progress)
+        splits = _write_set(tmp, num, seed, val_fraction, params, progress, workers)
     return splits
 
 
+def vase_glb(task: tuple[VaseRecord, int, int, bool]) -> bytes:
+    """The GLB bytes of vase ``i`` of draw ``seed``: ``task`` is (record, seed, i, detail). Its texture's randomness
+    is its own (seeded by draw and index), so vases can be built in any order or process."""
+    rec, seed, i, detail = task
+    return mesh_to_glb(build_mesh(rec, np.random.default_rng([seed, i]), detail=detail))
+
+
 def _write_set(root: Path, num: int, seed: int, val_fraction: float, params: dict,
-               progress: bool) -> dict[str, list[VaseRecord]]:
+               progress: bool, workers: int | str = 1) -> dict[str, list[VaseRecord]]:
     (root / "models").mkdir(parents=True, exist_ok=True)
     (root / "annotations").mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    records = []
-    iterator = range(num)
+    records = [sample_record(rng, i) for i in range(num)]  # one stream of draws, in order: the same set every time
+    detail = bool(params.get("detail"))
+    glbs = ordered_map(vase_glb, [(rec, seed, i, detail) for i, rec in enumerate(records)],
+                       workers_for(workers, num))
+    built: Any = zip(records, glbs)
     if progress:
-        iterator = progress_bar(iterator, desc="synthesising vases", unit="vase")
-    for i in iterator:
-        rec = sample_record(rng, i)
-        mesh = build_mesh(rec, np.random.default_rng([seed, i]), detail=bool(params.get("detail")))
-        atomic_write_bytes(root / rec.model, mesh_to_glb(mesh))
-        records.append(rec)
+        built = progress_bar(built, total=num, desc="synthesising vases", unit="vase")
+    try:
+        for rec, glb in built:
+            atomic_write_bytes(root / rec.model, glb)
+    finally:
+        glbs.close()  # stops the workers now, also on an error
     n_val = max(1, int(round(num * val_fraction)))
     splits = {"train": records[:-n_val], "val": records[-n_val:]}
     for split, recs in splits.items():

@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import multiprocessing
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from vase.errors import DataError
 from vase.io import atomic_write_bytes, atomic_write_json, inside
 from vase.progress import progress_bar
 from vase.views import RENDER_CACHE_FILE, VIEWS, model_file, orbit_dir, sheet_path, view_path
+from vase.workers import ordered_map, workers_for
 
 VERTEX_SHADER = """
 #version 330
@@ -402,6 +405,7 @@ def render_dataset(
     on_error: str = "raise",
     orbit_video: bool = False,
     sheets: bool = False,
+    workers: int | str = 1,
 ) -> dict[str, Any]:
     """Render every (id, GLB path relative to ``root``) into ``<out_root>/images/<view>/<id>.png`` (``out_root``
     defaults to ``root``), skipping cached ones.
@@ -412,7 +416,9 @@ def render_dataset(
     own): only missing views are rendered. ``on_error="raise"`` stops at the first GLB that fails, naming it;
     ``"skip"`` records the failure (id, model, reason) and goes on. ``orbit_video`` also writes each orbit as an
     H.264 MP4 beside its frames (``images/orbit/<id>.mp4``); ``sheets`` writes a contact sheet of the views (and
-    orbit frames) per vase to ``images/sheets/<id>.jpg``. Returns counts and the failures.
+    orbit frames) per vase to ``images/sheets/<id>.jpg``. ``workers``: processes that render (``auto`` or a count,
+    `vase.workers.workers_for`), each with its own context; this process writes every file, in the vases' order, so
+    the views are the same bytes whatever the count. Returns counts and the failures.
     """
     if on_error not in ("raise", "skip"):
         raise ValueError(f"render.on_error={on_error!r} must be 'raise' or 'skip'")
@@ -450,21 +456,76 @@ def render_dataset(
         else:
             todo.append((vid, model, glb, key))
     if todo:
-        iterator: Any = todo
-        if progress:
-            iterator = progress_bar(todo, desc="rendering views", unit="vase")
-        with Renderer(settings) as r:
-            for vid, model, glb, key in iterator:
-                try:
-                    shots = r.render_views(glb, views)
-                    frames = r.render_orbit(glb, orbit_frames) if orbit_frames else []
-                except Exception as e:  # noqa: BLE001 - every failure is either raised or recorded with its reason
-                    fail(vid, model, f"{glb}: vase {vid!r} could not be rendered: {e}", e)
+        tasks = [_RenderTask(out_root, vid, glb, tuple(views), orbit_frames, orbit_video, sheets) for vid, _, glb, _ in todo]
+        mapped = ordered_map(_render_in_worker, tasks, workers_for(workers, len(tasks)),
+                             initializer=_start_renderer, initargs=(settings,))
+        results: Any = progress_bar(mapped, total=len(todo), desc="rendering views", unit="vase") if progress else mapped
+        try:
+            for (vid, model, glb, key), (files, error) in zip(todo, results):
+                if error is not None:
+                    fail(vid, model, f"{glb}: vase {vid!r} could not be rendered: {error}", RuntimeError(error))
                     continue
-                for target, data in _vase_files(out_root, vid, views, shots, frames, orbit_video, sheets).items():
+                for target, data in files.items():
                     if keep_existing and target.exists():
                         continue  # never overwrite a view the dataset ships
                     atomic_write_bytes(target, data)
                 cache[vid] = key
                 atomic_write_json(cache_path, cache)
+        finally:
+            mapped.close()  # stops the workers now, also when a failure is raised
+            _stop_renderer()
     return {"rendered": len(todo) - len(failed), "cached": cached, "failed": failed}
+
+
+@dataclass(frozen=True)
+class _RenderTask:
+    """One vase for `_render_in_worker`: where its files go, its GLB and what to render of it."""
+
+    out_root: Path
+    vid: str
+    glb: Path
+    views: tuple[str, ...]
+    orbit_frames: int
+    orbit_video: bool
+    sheets: bool
+
+
+_RENDERER: list[Renderer] = []
+"""The renderer of this process while `render_dataset` runs (a worker's, or this process's own)."""
+
+
+_START_ERROR: list[BaseException] = []
+"""Why a worker's renderer could not start: raised by its first task, so the caller sees the error (a pool whose
+initializer raises would start new workers for ever)."""
+
+
+def _start_renderer(settings: RenderSettings) -> None:
+    """A worker's (or this process's) renderer. A spawned worker's llvmpipe rasterises on one thread unless
+    LP_NUM_THREADS says otherwise: the workers are the parallelism."""
+    _stop_renderer()
+    if multiprocessing.parent_process() is None:
+        _RENDERER.append(Renderer(settings))  # this process: an error is raised here and now
+        return
+    os.environ.setdefault("LP_NUM_THREADS", "1")
+    try:
+        _RENDERER.append(Renderer(settings))
+    except Exception as e:  # noqa: BLE001 - kept, and raised by the worker's first task
+        _START_ERROR.append(e)
+
+
+def _stop_renderer() -> None:
+    while _RENDERER:
+        _RENDERER.pop().close()
+
+
+def _render_in_worker(task: _RenderTask) -> tuple[dict[Path, bytes], str | None]:
+    """One vase's files by path (views, orbit, MP4, sheet) and None, or no files and why it failed."""
+    if _START_ERROR:
+        raise _START_ERROR[0]
+    r = _RENDERER[-1]
+    try:
+        shots = r.render_views(task.glb, task.views)
+        frames = r.render_orbit(task.glb, task.orbit_frames) if task.orbit_frames else []
+        return _vase_files(task.out_root, task.vid, task.views, shots, frames, task.orbit_video, task.sheets), None
+    except Exception as e:  # noqa: BLE001 - every failure is either raised or recorded with its reason
+        return {}, str(e) or type(e).__name__
