@@ -461,7 +461,7 @@ def render_dataset(
                              initializer=_start_renderer, initargs=(settings,))
         results: Any = progress_bar(mapped, total=len(todo), desc="rendering views", unit="vase") if progress else mapped
         try:
-            for (vid, model, glb, key), (files, error) in zip(todo, results):
+            for (files, error), (vid, model, glb, key) in zip(results, todo):  # results first: the bar ends
                 if error is not None:
                     fail(vid, model, f"{glb}: vase {vid!r} could not be rendered: {error}", RuntimeError(error))
                     continue
