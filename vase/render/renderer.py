@@ -503,6 +503,7 @@ def _start_renderer(settings: RenderSettings) -> None:
     """A worker's (or this process's) renderer. A spawned worker's llvmpipe rasterises on one thread unless
     LP_NUM_THREADS says otherwise: the workers are the parallelism."""
     _stop_renderer()
+    _START_ERROR.clear()  # an earlier call's: not this one's
     if multiprocessing.parent_process() is None:
         _RENDERER.append(Renderer(settings))  # this process: an error is raised here and now
         return
