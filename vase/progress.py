@@ -106,3 +106,42 @@ def progress_bar(iterable: Iterable[Any] | None = None, *, total: int | None = N
     if getattr(stream, "isatty", lambda: False)():
         return tqdm(iterable, total=total, initial=initial, desc=desc, unit=unit, file=stream)
     return LogLines(iterable, total=total, initial=initial, desc=desc, unit=unit, file=stream)
+
+
+class LabelledLines:
+    """A text stream whose every line starts with ``label``: what each job of a parallel sweep prints
+    (``[#1] grpo: step 76/300 ...``), so that two jobs' lines in one terminal or log say whose they are. Never a
+    terminal (`progress_bar` then prints plain lines: two jobs' bars on one line would overwrite each other).
+
+    >>> import io
+    >>> s = io.StringIO(); out = LabelledLines(s, "[#1] "); _ = out.write("a\\nb"); _ = out.write("c\\n"); s.getvalue()
+    '[#1] a\\n[#1] bc\\n'
+    """
+
+    def __init__(self, stream: IO[str], label: str) -> None:
+        self.stream, self.label = stream, label
+        self._at_start = True
+
+    def write(self, text: str) -> int:
+        out = []
+        for piece in text.splitlines(keepends=True):
+            if self._at_start:
+                out.append(self.label)
+            out.append(piece)
+            self._at_start = piece.endswith(("\n", "\r"))
+        self.stream.write("".join(out))
+        if "\n" in text:
+            self.stream.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)

@@ -48,7 +48,7 @@ def workers_for(setting: Any, n_items: int, key: str = "render.workers") -> int:
 
 
 @contextlib.contextmanager
-def _callers_script_hidden() -> Iterator[None]:
+def callers_script_hidden() -> Iterator[None]:
     """While the workers start, the caller's ``__main__`` names no file or module: a spawned process then does not
     run the caller's script again (which, without an ``if __name__ == "__main__":`` guard, would start the work once
     more in every worker and fail). The workers run only vase's own functions, so they never need it."""
@@ -80,7 +80,7 @@ def ordered_map(fn: Callable[[T], R], items: Iterable[T], workers: int, *,
             yield fn(item)
         return
     ctx = multiprocessing.get_context("spawn")
-    with _callers_script_hidden():
+    with callers_script_hidden():
         pool = ctx.Pool(processes=workers, initializer=initializer, initargs=initargs)
     try:
         yield from pool.imap(fn, items, chunksize=max(1, chunksize))

@@ -1,6 +1,6 @@
 """vase's sweeper and launchers where Hydra looks for plugins (only under ``hydra_plugins``): a sweep that goes on
 past a failed or killed job and names it in its report. The logic is `vase.launchers`; these names are what the
-configs' ``_target_`` give (conf/hydra/sweeper/keep_going.yaml, conf/cluster/local.yaml and slurm.yaml). And vase's
+configs' ``_target_`` give (conf/hydra/sweeper/keep_going.yaml, conf/hydra/launcher/parallel.yaml, conf/cluster/local.yaml and slurm.yaml). And vase's
 configs on every command's search path, after the primary folder (`VaseConfigs`), so that a command whose primary
 folder is the user's project (``vase train --config-dir conf``) composes vase's groups too, and the user's file of the
 same name wins; where vase's folder is the primary one (``python train.py``) that adds nothing new.
@@ -16,8 +16,8 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 from vase import launchers, search
 from vase.config.options import CONF_DIR
 
-__all__ = ["CheckingOptunaSweeper", "KeepGoingBasicSweeper", "SearchConfirmSweeper", "SubmititLocalLauncher",
-           "SubmititSlurmLauncher", "VaseConfigs"]
+__all__ = ["CheckingOptunaSweeper", "KeepGoingBasicSweeper", "ParallelLocalLauncher", "SearchConfirmSweeper",
+           "SubmititLocalLauncher", "SubmititSlurmLauncher", "VaseConfigs"]
 
 
 class VaseConfigs(SearchPathPlugin):
@@ -38,6 +38,10 @@ class CheckingOptunaSweeper(launchers.CheckingOptunaSweeper):
 
 class SubmititLocalLauncher(launchers.SubmititLocalLauncher):
     """`vase.launchers.SubmititLocalLauncher`, registered with Hydra."""
+
+
+class ParallelLocalLauncher(launchers.ParallelLocalLauncher):
+    """`vase.launchers.ParallelLocalLauncher`, registered with Hydra."""
 
 
 class SubmititSlurmLauncher(launchers.SubmititSlurmLauncher):

@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 import vase.config  # noqa: F401  (registers the config resolvers, e.g. vase.wandb_offline)
 from vase import runs
+from vase.config import check_only
 from vase.errors import ConfigError
 from vase.io import atomic_write_json, atomic_write_text, read_json
 from vase.loggers import build_loggers, log_config, log_hypothesis_start, start_comparison
@@ -180,12 +181,27 @@ def _claim(cfg: DictConfig) -> tuple[Path, str | None]:
     learned_heads(cfg)  # reward.terms.learned.checkpoint=train: trained on this run's training vases (GRPO runs)
     pl.seed_everything(int(cfg.seed), workers=True)
     out_dir = runs.claim(cfg.paths.output_dir, str(cfg.get("resume") or "never"))
+    runs.record_machine_held()  # the CPU, kernels and threads its numbers come from, in the record of the folder just
+    #                             claimed (a sweep job's is claimed here, after the config's check recorded the others)
     if cfg.get("reward") is not None:
         # what the reward really uses: config.yaml, W&B and the sweep summary show it beside the weights given
         with open_dict(cfg):
             cfg.reward.effective_weights = effective_weights(cfg.reward)
     atomic_write_text(out_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     return out_dir, cfg.get("init_adapter") or shared_init
+
+
+def prepare_shared(cfg: DictConfig) -> None:
+    """What a sweep job shares with the sweep's other jobs, built before they start (`vase.launchers`' parallel
+    launcher, with every core, one job's config at a time): the shared SFT adapter (``sft_init``, with the model and
+    the data it trains on) and the reward's learned heads where the run trains them. Each is cached under its key,
+    as the job would have built it; the job then finds it. A config check (``VASE_CHECK_CONFIG``) builds nothing."""
+    if check_only() is not None or runs.finished_sweep_job(cfg.paths.output_dir, str(cfg.get("resume") or "never")):
+        return
+    check_run(cfg)  # a bad input fails here as it would in the job (the launcher leaves it to the job)
+    if not cfg.get("init_adapter") and cfg.get("sft_init"):
+        shared_sft_adapter(cfg, run_training)
+    learned_heads(cfg)
 
 
 def objective(out: dict[str, Any], key: str) -> float:
