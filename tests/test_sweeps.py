@@ -256,6 +256,17 @@ def test_a_parallel_sweep_prints_the_numbers_of_one_run_one_job_at_a_time(tmp_pa
     assert losses["parallel"] == losses["basic"] and len(losses["basic"][1]) == 3, losses
 
 
+@pytest.mark.parametrize("setting", ["hydra.launcher.jobs=0", "hydra.launcher.threads_per_job=two"])
+def test_a_bad_parallel_launcher_setting_is_one_line_naming_its_key(tmp_path: Path, setting: str) -> None:
+    p = subprocess.run([sys.executable, "train.py", "-m", "hydra/launcher=parallel", "stage.module.lora.r=4,8",
+                        "debug=fast", "logger=none", setting, f"paths.log_dir={tmp_path}"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "WANDB_MODE": "disabled"})
+    assert p.returncode == 2, (p.stdout + p.stderr)[-2000:]
+    assert "Traceback" not in p.stderr and f"config error: {setting.split('=')[0]}=" in p.stderr, p.stderr[-2000:]
+    assert "must be 'auto' or a positive number" in p.stderr
+    assert not list(tmp_path.glob("*/multiruns/*/0")), "no job ran"
+
+
 def test_a_job_that_fails_in_the_sweep_s_process_is_named_and_the_others_finish(tmp_path: Path,
                                                                                 session_dirs: dict) -> None:
     """The basic launcher: job 1 raises; job 0 still ends with its adapter, the summary names job 1, rc 1; the same
@@ -742,7 +753,8 @@ def test_hydra_finds_vase_s_sweeper_and_launchers_from_any_working_folder(tmp_pa
     p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == str([f"hydra_plugins.vase_launchers.{c}" for c in
-                                    ("CheckingOptunaSweeper", "KeepGoingBasicSweeper", "SearchConfirmSweeper", "SubmititLocalLauncher",
+                                    ("CheckingOptunaSweeper", "KeepGoingBasicSweeper", "ParallelLocalLauncher", "SearchConfirmSweeper",
+                                     "SubmititLocalLauncher",
                                      "SubmititSlurmLauncher", "VaseConfigs")])
 
 
