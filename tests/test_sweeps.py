@@ -235,6 +235,7 @@ def test_a_parallel_sweep_runs_its_jobs_side_by_side_a_killed_one_fails_alone_an
     assert [r["status"] for r in json.loads((sweep / "summary.json").read_text())["jobs"]] == ["done", "done"]
 
 
+@pytest.mark.slow  # heavy (two sweeps of two jobs each): make test-slow keeps the default suite under 15 minutes
 def test_a_parallel_sweep_prints_the_numbers_of_one_run_one_job_at_a_time(tmp_path: Path, session_dirs: dict) -> None:
     """The parallel launcher's jobs keep the threads they would use alone (threads asleep when idle): their losses
     are those of the same sweep on the basic launcher, to the last bit, with no thread count given anywhere. At the
@@ -265,6 +266,33 @@ def test_a_bad_parallel_launcher_setting_is_one_line_naming_its_key(tmp_path: Pa
     assert "Traceback" not in p.stderr and f"config error: {setting.split('=')[0]}=" in p.stderr, p.stderr[-2000:]
     assert "must be 'auto' or a positive number" in p.stderr
     assert not list(tmp_path.glob("*/multiruns/*/0")), "no job ran"
+
+
+@pytest.mark.slow  # heavy (a sweep's SFT and GRPO jobs in subprocesses, twice): make test-slow
+def test_a_parallel_sweep_stopped_while_its_shared_sft_trains_starts_no_job_and_the_same_command_completes_it(
+        tmp_path: Path) -> None:
+    """hydra/launcher=parallel trains the shared SFT in the sweep's process before any job starts: a SIGTERM there
+    (a Ctrl-C, a scheduler's stop) ends the sweep as a job would end (exit 143, no traceback), with no job process
+    started; the same command then trains it, runs both GRPO jobs side by side from it, and ends with its report."""
+    cache, logs = tmp_path / "cache", tmp_path / "logs"
+    cmd = [sys.executable, "train.py", "-m", "sweep=tau", "reward.tau=0.5,0.9", "hypothesis.baseline=0.5", "debug=fast",
+           "hydra/launcher=parallel", "logger=none", "render.resolution=64", "+callbacks.signal._target_=tests.signals.SignalAt",
+           f"paths.log_dir={logs}", f"paths.cache_dir={cache}"]
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
+                           env={**env, "VASE_TEST_SIGNAL_AT": "1:15", "VASE_TEST_SIGNAL_JOB": "0"})
+    said = first.stdout + first.stderr
+    assert first.returncode == 143, said[-3000:]
+    assert "Traceback" not in said and "[#0]" not in said and "[#1]" not in said, said[-3000:]
+    assert not list(logs.glob("train/multiruns/*/*/train_history.json"))
+    assert not [d for d in (cache / "sft").iterdir() if d.is_dir() and not d.name.startswith(".")]  # none half-made
+    second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
+    said = second.stdout + second.stderr
+    assert second.returncode == 0, said[-3000:]
+    assert "training the shared SFT adapter" in said and "[#0] grpo: step" in said and "[#1] grpo: step" in said
+    assert len([d for d in (cache / "sft").iterdir() if d.is_dir()]) == 1
+    (sweep,) = [d for d in (logs / "train" / "multiruns").iterdir() if (d / "summary.json").is_file()]
+    assert [r["status"] for r in json.loads((sweep / "summary.json").read_text())["jobs"]] == ["done", "done"]
 
 
 def test_a_job_that_fails_in_the_sweep_s_process_is_named_and_the_others_finish(tmp_path: Path,

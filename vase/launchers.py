@@ -47,7 +47,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from submitit.core.utils import FailedJobError
 
 from vase.config import check_cluster, check_only, check_slurm_nodes, check_slurm_signal, validate
-from vase.errors import ConfigError, config_exit, first_line
+from vase.errors import ConfigError, Interrupted, config_exit, first_line
 from vase.io import atomic_write_bytes
 from vase.progress import LabelledLines
 from vase.reports.sweep_summary import failed_line
@@ -328,6 +328,11 @@ class ParallelLocalLauncher(Launcher):
 
         try:
             prepare_shared(task_cfg)
+        except Interrupted as e:  # a signal stopped it (its line said): the sweep stops, as the job building it would
+            exit_as = getattr(e, "exit", None)
+            if exit_as is not None:
+                exit_as()
+            raise SystemExit(128 + e.signum) from None
         except (Exception, SystemExit) as e:  # noqa: BLE001 - the job meets the same error and fails with its own record
             log.warning("#%d: its shared inputs were not prepared before the fan-out (%s); the job builds them",
                         num, first_line(e, 300) or type(e).__name__)
