@@ -217,7 +217,7 @@ def test_a_parallel_sweep_runs_its_jobs_side_by_side_a_killed_one_fails_alone_an
     assert first.returncode == 1, said[-3000:]
     assert "Launching 2 jobs on this machine, 2 at a time, each with the threads it would use alone" in said
     assert "[#0] sft: step 3/3" in said and "[#1] sft: step 1/3" in said, said[-3000:]  # whose each line is
-    assert "error: sweep job #1 (" in first.stderr and "ended without a result (exit code -9" in first.stderr
+    assert "error: sweep job #1 (" in first.stderr and "ended without a result (killed by SIGKILL" in first.stderr
     (sweep,) = list((logs / "train" / "multiruns").iterdir())
     assert json.loads((sweep / "0" / "adapter" / "adapter_config.json").read_text())["r"] == 4  # the other job went on
     record = json.loads((sweep / "1" / ".vase-run.json").read_text())

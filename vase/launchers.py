@@ -24,6 +24,7 @@ import multiprocessing
 import os
 import pickle
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -385,10 +386,30 @@ class ParallelLocalLauncher(Launcher):
                 print(failed_line(num, overrides, ret._return_value, sweep_dir / str(num)), file=sys.stderr, flush=True)
             return ret
         folder = sweep_dir / str(num)  # hydra.sweep.subdir is the job's number (conf/hydra/default.yaml)
-        err = JobLost(f"its process ended without a result (exit code {proc.exitcode}: killed, or out of memory)")
+        err = JobLost(f"its process ended without a result ({exit_said(proc.exitcode, num)})")
         record_lost(folder, str(err))
         print(failed_line(num, overrides, err, folder), file=sys.stderr, flush=True)
         return JobReturn(overrides=overrides, working_dir=str(folder), status=JobStatus.FAILED, _return_value=err)
+
+
+def exit_said(code: int | None, num: int = 0) -> str:
+    """Job ``num``'s process's exit code in words.
+
+    >>> exit_said(-9), exit_said(143)
+    ('killed by SIGKILL: by hand, or out of memory', 'stopped by SIGTERM (exit code 143)')
+    >>> exit_said(2, 1)
+    'exit code 2: its [#1] lines above say why'
+    """
+    if code is None:
+        return "still running"
+    if code < 0 or code > 128:
+        try:
+            name = signal.Signals(-code if code < 0 else code - 128).name
+        except ValueError:
+            name = f"signal {-code if code < 0 else code - 128}"
+        return f"killed by {name}: by hand, or out of memory" if code == -signal.SIGKILL else \
+            f"{'killed' if code < 0 else 'stopped'} by {name}" + ("" if code < 0 else f" (exit code {code})")
+    return f"exit code {code}: its [#{num}] lines above say why"
 
 
 def on_cpu(config: DictConfig) -> bool:
