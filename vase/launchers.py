@@ -53,7 +53,7 @@ from vase.io import atomic_write_bytes
 from vase.progress import LabelledLines
 from vase.reports.sweep_summary import failed_line
 from vase.runs import record_lost
-from vase.workers import callers_script_hidden, usable_cores
+from vase.workers import callers_script_hidden, is_auto, positive_count, usable_cores
 
 log = logging.getLogger("vase")
 
@@ -301,25 +301,16 @@ class ParallelLocalLauncher(Launcher):
             log.info("the jobs' shared inputs ready in %.0f s; starting the jobs", time.monotonic() - t0)
         return self._fan_out([list(o) for o in job_overrides], nums, at_once, threads, sweep_dir)
 
-    def _job_config(self, overrides: list[str], num: int) -> DictConfig:
-        cfg = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
-        with open_dict(cfg):
-            cfg.hydra.job.id = num
-            cfg.hydra.job.num = num
-        return cfg
-
     def _in_process(self, overrides: list[str], num: int) -> JobReturn:
         ret = run_job(hydra_context=self.hydra_context, task_function=self.task_function,
-                      config=self._job_config(overrides, num), job_dir_key="hydra.sweep.dir",
+                      config=job_config(self.hydra_context, self.config, overrides, num), job_dir_key="hydra.sweep.dir",
                       job_subdir_key="hydra.sweep.subdir")
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         return ret
 
     def _prepare(self, overrides: list[str], num: int) -> None:
         """What job ``num`` shares with others (`vase.pipeline.train.prepare_shared`), built here with every core."""
-        cfg = self._job_config(overrides, num)
-        with read_write(cfg.hydra.runtime):
-            cfg.hydra.runtime.output_dir = str(Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir))
+        cfg = job_config(self.hydra_context, self.config, overrides, num, with_output_dir=True)
         HydraConfig.instance().set_config(cfg)
         task_cfg = copy.deepcopy(cfg)
         with read_write(task_cfg), open_dict(task_cfg):
@@ -375,9 +366,7 @@ class ParallelLocalLauncher(Launcher):
     def _collect(self, proc: Any, num: int, overrides: list[str], out: Path, sweep_dir: Path) -> JobReturn:
         if out.is_file():
             end = pickle.loads(out.read_bytes())
-            cfg = self._job_config(overrides, num)
-            with read_write(cfg.hydra.runtime):
-                cfg.hydra.runtime.output_dir = str(sweep_dir / str(cfg.hydra.sweep.subdir))
+            cfg = job_config(self.hydra_context, self.config, overrides, num, with_output_dir=True)
             task_cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
             ret = JobReturn(overrides=overrides, cfg=task_cfg, hydra_cfg=OmegaConf.masked_copy(cfg, "hydra"),
                             working_dir=end["working_dir"], task_name=end["task_name"],
@@ -390,6 +379,21 @@ class ParallelLocalLauncher(Launcher):
         record_lost(folder, str(err))
         print(failed_line(num, overrides, err, folder), file=sys.stderr, flush=True)
         return JobReturn(overrides=overrides, working_dir=str(folder), status=JobStatus.FAILED, _return_value=err)
+
+
+def job_config(hydra_context: Any, config: DictConfig, overrides: list[str], num: int,
+               with_output_dir: bool = False) -> DictConfig:
+    """Sweep job ``num``'s config, composed as Hydra's basic launcher composes it (its id and number set);
+    ``with_output_dir``: its ``hydra.runtime.output_dir`` too, which Hydra sets only when the job runs (what the
+    parent needs to prepare a job's shared inputs, or to report on it, without running it)."""
+    cfg = hydra_context.config_loader.load_sweep_config(config, list(overrides))
+    with open_dict(cfg):
+        cfg.hydra.job.id = num
+        cfg.hydra.job.num = num
+    if with_output_dir:
+        with read_write(cfg.hydra.runtime):
+            cfg.hydra.runtime.output_dir = str(Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir))
+    return cfg
 
 
 def exit_said(code: int | None, num: int = 0) -> str:
@@ -438,27 +442,14 @@ def parallel_plan(jobs: Any, threads_per_job: Any, n_jobs: int, cores: int | Non
     ValueError: hydra.launcher.jobs=0 must be 'auto' or a positive number of jobs at once
     """
     cores = cores if cores is not None else usable_cores()
-    if _auto(jobs):
+    if is_auto(jobs):
         at_once = min(cores, n_jobs) if on_cpu else 1
     else:
-        at_once = _count(jobs, "hydra.launcher.jobs", "jobs at once")
+        at_once = positive_count(jobs, "hydra.launcher.jobs", "jobs at once")
     at_once = max(1, min(at_once, n_jobs))
-    threads = None if _auto(threads_per_job) else _count(threads_per_job, "hydra.launcher.threads_per_job", "threads")
+    threads = None if is_auto(threads_per_job) else \
+        positive_count(threads_per_job, "hydra.launcher.threads_per_job", "threads")
     return at_once, threads
-
-
-def _auto(value: Any) -> bool:
-    return value is None or str(value).strip().lower() == "auto"
-
-
-def _count(value: Any, key: str, what: str) -> int:
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        n = 0
-    if n < 1 or str(value).strip() not in (str(n), f"{n}.0"):
-        raise ValueError(f"{key}={value!r} must be 'auto' or a positive number of {what}")
-    return n
 
 
 @contextlib.contextmanager
@@ -495,11 +486,8 @@ def _parallel_job(state: bytes, overrides: list[str], num: int, threads: int | N
     singleton, hydra_context, task_function, config = cloudpickle.loads(state)
     Singleton.set_state(singleton)
     setup_globals()
-    cfg = hydra_context.config_loader.load_sweep_config(config, list(overrides))
-    with open_dict(cfg):
-        cfg.hydra.job.id = num
-        cfg.hydra.job.num = num
-    ret = run_job(hydra_context=hydra_context, task_function=task_function, config=cfg,
+    ret = run_job(hydra_context=hydra_context, task_function=task_function,
+                  config=job_config(hydra_context, config, overrides, num),
                   job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
     # what comes back: the job's end, not its configs (Hydra's structured config classes do not pickle across
     # processes); the sweep recomposes those from the overrides

@@ -36,15 +36,26 @@ def workers_for(setting: Any, n_items: int, key: str = "render.workers") -> int:
     """The processes for ``n_items`` at ``setting``: ``auto`` (or None) gives one per usable core, at most one per
     `MIN_ITEMS_PER_WORKER` items (so fewer than twice that run in this process); a positive integer is taken as is
     (never more than the items). Anything else raises, naming ``key``."""
-    if setting is None or str(setting).strip().lower() == "auto":
+    if is_auto(setting):
         return max(1, min(usable_cores(), n_items // MIN_ITEMS_PER_WORKER))
+    return max(1, min(positive_count(setting, key, "processes"), n_items))
+
+
+def is_auto(setting: Any) -> bool:
+    """Whether a count setting is ``auto`` (or unset)."""
+    return setting is None or str(setting).strip().lower() == "auto"
+
+
+def positive_count(setting: Any, key: str, what: str) -> int:
+    """A count setting that is not ``auto``, as a positive integer (``3`` or ``3.0``); anything else raises,
+    naming ``key``: ``<key>=<value> must be 'auto' or a positive number of <what>``."""
     try:
         count = int(setting)
     except (TypeError, ValueError):
         count = 0
     if count < 1 or str(setting).strip() not in (str(count), f"{count}.0"):
-        raise ValueError(f"{key}={setting!r} must be 'auto' or a positive number of processes")
-    return max(1, min(count, n_items))
+        raise ValueError(f"{key}={setting!r} must be 'auto' or a positive number of {what}")
+    return count
 
 
 @contextlib.contextmanager
