@@ -428,8 +428,7 @@ def render_dataset(
     cache_path = out_root / "images" / RENDER_CACHE_FILE
     cache = {} if force else _read_cache(cache_path)
     todo, cached, failed = [], 0, []
-    view_key = settings.key() + ":" + ",".join(views) + f":orbit{orbit_frames}" + (":mp4" if orbit_video else "") + (
-        ":sheet" if sheets else "")
+    view_key = _view_key(settings, views, orbit_frames, orbit_video, sheets)
 
     def fail(vid: str, model: str, reason: str, exc: BaseException | None = None) -> None:
         if on_error == "raise":
@@ -442,8 +441,7 @@ def render_dataset(
         except DataError as e:
             fail(vid, model, str(e), e)
             continue
-        if keep_existing and all(view_path(out_root, v, vid).is_file() for v in views) and (
-                not orbit_frames or any(orbit_dir(out_root, vid).glob("*.png"))):
+        if keep_existing and _has_views(out_root, vid, views, orbit_frames):
             cached += 1
             continue
         if not glb.is_file():
@@ -465,16 +463,36 @@ def render_dataset(
                 if error is not None:
                     fail(vid, model, f"{glb}: vase {vid!r} could not be rendered: {error}", RuntimeError(error))
                     continue
-                for target, data in files.items():
-                    if keep_existing and target.exists():
-                        continue  # never overwrite a view the dataset ships
-                    atomic_write_bytes(target, data)
+                _write_renders(files, keep_existing)
                 cache[vid] = key
                 atomic_write_json(cache_path, cache)
         finally:
             mapped.close()  # stops the workers now, also when a failure is raised
             _stop_renderer()
     return {"rendered": len(todo) - len(failed), "cached": cached, "failed": failed}
+
+
+def _view_key(settings: RenderSettings, views: tuple[str, ...] | list[str], orbit_frames: int, orbit_video: bool,
+              sheets: bool) -> str:
+    """What a vase's renders depend on besides its GLB: the settings, the views, the orbit, the video and the sheet
+    (part of each vase's cache entry)."""
+    return (settings.key() + ":" + ",".join(views) + f":orbit{orbit_frames}" + (":mp4" if orbit_video else "")
+            + (":sheet" if sheets else ""))
+
+
+def _write_renders(files: dict[Path, bytes], keep_existing: bool) -> None:
+    """One vase's rendered files, each written whole; with ``keep_existing`` a file already there (a view the dataset
+    ships) is never overwritten."""
+    for target, data in files.items():
+        if keep_existing and target.exists():
+            continue
+        atomic_write_bytes(target, data)
+
+
+def _has_views(out_root: Path, vid: str, views: tuple[str, ...] | list[str], orbit_frames: int) -> bool:
+    """Whether every view of vase ``vid`` (and an orbit frame, when orbits are asked) is already under ``out_root``."""
+    return all(view_path(out_root, v, vid).is_file() for v in views) and (
+        not orbit_frames or any(orbit_dir(out_root, vid).glob("*.png")))
 
 
 @dataclass(frozen=True)
