@@ -33,6 +33,8 @@ MIN_EVAL_VASES = 2
 """The fewest vases a caption evaluation scores: FID compares two sets of caption embeddings, each of at least 2."""
 CPU_KERNELS = ("native", "portable")
 """``cpu_kernels``'s values: the CPU's widest kernels, or pinned ones whose numbers travel between x86 CPUs (``vase.kernels``)."""
+CPU_ALLOCATORS = ("keep", "system")
+"""``cpu_allocator``'s values: freed memory stays mapped for the next step, or the C library's defaults (``vase.allocator``)."""
 
 PAPER_TAU = 0.7
 """The paper's reward threshold tau (the ablation's tau plot marks it)."""

@@ -35,6 +35,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from vase.allocator import cpu_allocator_held
 from vase.choices import CPU_KERNELS
 from vase.errors import ConfigError
 
@@ -161,9 +162,11 @@ def cpu_identity() -> dict[str, Any]:
 
 
 def cpu_record() -> dict[str, Any]:
-    """Which CPU ran and which kernels it took, for a results file's machine: `cpu_identity`, ``cpu_kernels``, torch's
-    capability, MKL's branch (`mkl_branch`), oneDNN's instruction cap, and torch's thread count."""
-    out: dict[str, Any] = {**cpu_identity(), "cpu_kernels": "portable" if portable_pinned() else "native"}
+    """Which CPU ran and which kernels it took, for a results file's machine: `cpu_identity`, ``cpu_kernels``,
+    ``cpu_allocator`` (what it changes is time, not numbers), torch's capability, MKL's branch (`mkl_branch`),
+    oneDNN's instruction cap, and torch's thread count."""
+    out: dict[str, Any] = {**cpu_identity(), "cpu_kernels": "portable" if portable_pinned() else "native",
+                           "cpu_allocator": cpu_allocator_held()}
     torch = sys.modules.get("torch")
     if torch is not None:
         out.update(cpu_capability=str(torch.backends.cpu.get_cpu_capability()),

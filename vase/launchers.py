@@ -47,6 +47,7 @@ from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLaunche
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from submitit.core.utils import FailedJobError
 
+from vase.allocator import set_cpu_allocator
 from vase.config import check_cluster, check_only, check_slurm_nodes, check_slurm_signal, validate
 from vase.errors import ConfigError, Interrupted, config_exit, first_line
 from vase.io import atomic_write_bytes
@@ -319,6 +320,7 @@ class ParallelLocalLauncher(Launcher):
         from vase.pipeline.train import prepare_shared
 
         try:
+            set_cpu_allocator(str(task_cfg.get("cpu_allocator") or "system"))  # as its job would (validated)
             prepare_shared(task_cfg)
         except Interrupted as e:  # a signal stopped it (its line said): the sweep stops, as the job building it would
             exit_as = getattr(e, "exit", None)

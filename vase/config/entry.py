@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 from omegaconf import DictConfig, open_dict
 
+from vase.allocator import set_cpu_allocator
 from vase.config.renames import renamed_keys, say_deprecated
 from vase.config.validate import validate
 from vase.errors import ConfigError, Interrupted, VaseError, storage_problem
@@ -54,10 +55,12 @@ def validated(cfg: DictConfig, reach: Callable[[DictConfig], list[str]] | None =
     ``VASE_CHECK_CONFIG=1`` asked only for the check (the run directory is marked ``checked``). With that check,
     ``reach(cfg)`` also checks what the run reaches first (``vase.pipeline.reach``: the dataset, the checkpoint, a
     tracking server), and its lines, what was checked and what was not, follow ``config ok``. Pins the CPU kernels
-    ``cpu_kernels`` asks for first: validation imports the targets it checks, and with them torch."""
+    ``cpu_kernels`` asks for first: validation imports the targets it checks, and with them torch; then
+    ``cpu_allocator`` (`vase.allocator`)."""
     warning = or_exit(pin_cpu_kernels, str(cfg.get("cpu_kernels") or "native"))
     if warning:
         print(warning, file=sys.stderr)
+    or_exit(set_cpu_allocator, str(cfg.get("cpu_allocator") or "system"))
     # a config file written for a name 0.2 changed: its value under the new name, one line said (or refused)
     or_exit(renamed_keys, cfg, say_deprecated, job_overrides())
     every_stage(cfg)  # a debug preset's epochs and grad_accum on a follow-up stage too, before validation

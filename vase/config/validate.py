@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from vase.annotate.vocab import DIMENSIONS
-from vase.choices import CPU_KERNELS, MIN_EVAL_VASES, TINY_OPEN_CLIP_NAME, VQA_PROTOCOLS
+from vase.choices import CPU_ALLOCATORS, CPU_KERNELS, MIN_EVAL_VASES, TINY_OPEN_CLIP_NAME, VQA_PROTOCOLS
 from vase.config.cluster import check_cluster
 from vase.config.decoding import Decoding
 from vase.config.entry_actions import EVAL_ACTIONS, FILTER_ACTIONS
@@ -112,6 +112,9 @@ def validate(cfg: DictConfig) -> None:
             Decoding.of(_resolved(cfg, key), key)
     if cfg.get("cpu_kernels") is not None:
         check_value(cfg.cpu_kernels in CPU_KERNELS, "cpu_kernels", cfg.cpu_kernels, f"must be one of {list(CPU_KERNELS)}")
+    if cfg.get("cpu_allocator") is not None:
+        check_value(cfg.cpu_allocator in CPU_ALLOCATORS, "cpu_allocator", cfg.cpu_allocator,
+                    f"must be one of {list(CPU_ALLOCATORS)}")
     _validate_limits(cfg)
     _validate_owned_paths(cfg)
     _validate_entry_keys(cfg)
