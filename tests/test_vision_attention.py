@@ -1,0 +1,63 @@
+"""The vision tower's equal windows in one attention call (`vase.models.vision_attention`): the same bits as
+transformers' call per window, forward and backward, and transformers' own path where windows differ."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from vase.models.loading import load_model
+from vase.models.vision_attention import equal_windows_class
+
+
+def _attention_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def counted(q: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        calls.append(q.shape[0])
+        return sdpa(q, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", counted)
+    return calls
+
+
+def _forward_backward(model, pixels: torch.Tensor, grid: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    visual = model.model.visual
+    visual.zero_grad(set_to_none=True)
+    out = visual(pixels, grid_thw=grid)
+    out = out.pooler_output if hasattr(out, "pooler_output") else out
+    out.pow(2).sum().backward()
+    return out.detach().clone(), [p.grad.clone() for p in visual.parameters() if p.grad is not None]
+
+
+def _as_transformers_has_it(model) -> None:
+    cls = equal_windows_class()
+    for module in model.modules():
+        if type(module) is cls:
+            module.__class__ = cls.__bases__[0]
+
+
+@pytest.mark.parametrize("sizes", [[(8, 8)] * 12, [(8, 8), (4, 8), (8, 8)]], ids=["equal views", "views of two sizes"])
+def test_equal_windows_are_one_call_with_the_same_bits(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       sizes: list[tuple[int, int]]) -> None:
+    torch.manual_seed(0)
+    model = load_model(str(tiny_model_dir))  # the class vase loads every Qwen2.5-VL with
+    cfg = model.model.visual.config
+    assert sum(type(m) is equal_windows_class() for m in model.modules()) == cfg.depth
+    grid = torch.tensor([[1, h, w] for h, w in sizes])
+    pixels = torch.randn(int(grid.prod(-1).sum()), 3 * cfg.temporal_patch_size * cfg.patch_size ** 2)
+    calls = _attention_calls(monkeypatch)
+    batched = _forward_backward(model, pixels, grid)
+    batched_calls = list(calls)
+    calls.clear()
+    _as_transformers_has_it(model)
+    plain = _forward_backward(model, pixels, grid)
+    assert torch.equal(batched[0], plain[0])
+    assert len(batched[1]) == len(plain[1]) > 0 and all(torch.equal(a, b) for a, b in zip(*(batched[1], plain[1])))
+    if len(set(sizes)) == 1:  # each block one call of every window: 12 views x 4 windows, then 12 whole views
+        assert batched_calls == [12 * 4, 12] and len(calls) == 12 * 4 + 12
+    else:  # the window block's windows are all 16 patches (one call); the full block's views differ: one call each
+        assert batched_calls == [4 + 2 + 4, 1, 1, 1] and len(calls) == 10 + 3
