@@ -1,17 +1,19 @@
 """What a process does with the memory its tensors free (``cpu_allocator``).
 
 A CPU tensor's storage comes from the C library's ``malloc``. With glibc's defaults, a block above its mmap threshold
-(128 KiB, growing with what is freed) is a fresh ``mmap`` of zeroed pages, and freed memory at the top of the heap
-goes back to the system once 128 KiB of it are free. A training step allocates and frees the same buffers every
-step (activations, logits, gradients), so each step faults the same pages in again: on the quick sweep's GRPO job
-(``experiment=ablation_quick``, 2026-12-06) 35,000 page faults a step, about a tenth of its time.
+(128 KiB, growing with what is freed) is a mapping of its own, given back when freed, and freed memory at the top of
+the heap goes back to the system once more than twice that threshold is free. A training step takes and frees the
+same buffers every step (activations, logits, gradients), so each step can fault the same pages in again: the quick
+sweep's GRPO job (``experiment=ablation_quick``, 61 steps, 2026-12-06) took 2.0 million page faults, against 0.45
+million with ``keep``.
 
-``keep`` (the default) tells glibc, through ``mallopt``, to keep them: blocks up to 32 MiB come from the heap, 4 GiB
-of free memory stay mapped before any goes back, and the heap grows 256 MiB at a time. The faults drop by four fifths
-and the step's time by 3-14 % on this machine (benchmarks/RESULTS.md, "Time to a verdict"). Nothing computed
-changes: the same kernels run on the same numbers, only where their buffers live (tests/test_allocator.py compares a
-GRPO job's numbers both ways). The cost: a process's resident memory stays near its peak instead of shrinking after
-it. ``system`` leaves glibc's defaults; where the C library is not glibc (macOS, musl) ``keep`` does nothing, and
+``keep`` (the default) tells glibc, through ``mallopt``, to keep them: blocks up to 32 MiB (glibc's largest mmap
+threshold) come from the heap, 4 GiB of free memory stay mapped before any goes back, and the heap grows 256 MiB at
+a time. Measured on that job (benchmarks/RESULTS.md, "Time to a verdict"): alone, a step's time within this machine's
+noise; two jobs side by side, as ``hydra/launcher=parallel`` runs them, 0.87x. Nothing computed changes: the same
+kernels run on the same numbers, only where their buffers live (tests/test_allocator.py compares a GRPO run's history
+both ways). The cost: a process's resident memory stays near its peak instead of shrinking after it. ``system``
+leaves glibc's defaults; where the C library is not glibc (macOS, musl) ``keep`` does nothing, and
 `set_cpu_allocator` says so.
 """
 
