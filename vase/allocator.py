@@ -10,7 +10,8 @@ million with ``keep``.
 ``keep`` (the default) tells glibc, through ``mallopt``, to keep them: blocks up to 32 MiB (glibc's largest mmap
 threshold) come from the heap, 4 GiB of free memory stay mapped before any goes back, and the heap grows 256 MiB at
 a time. Measured on that job (benchmarks/RESULTS.md, "Time to a verdict"): alone, a step's time within this machine's
-noise; two jobs side by side, as ``hydra/launcher=parallel`` runs them, 0.87x. Nothing computed changes: the same
+noise; two jobs side by side, as ``hydra/launcher=parallel`` runs them, 0.87x in one run and 0.98x in
+another (benchmarks/overhead.py): a few percent, within this machine's drift. Nothing computed changes: the same
 kernels run on the same numbers, only where their buffers live (tests/test_allocator.py compares a GRPO run's history
 both ways). The cost: a process's resident memory stays near its peak instead of shrinking after it. ``system``
 leaves glibc's defaults; where the C library is not glibc (macOS, musl) ``keep`` does nothing, and
