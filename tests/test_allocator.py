@@ -70,6 +70,7 @@ def test_a_bad_allocator_setting_is_one_line() -> None:
                                                       "['keep', 'system']", p.stderr[-2000:]
 
 
+@pytest.mark.slow  # two processes of about 10 s beside the other worker: 23 s of make test, which is over its budget
 def test_a_grpo_run_computes_the_same_numbers_either_way_and_records_which(tmp_path: Path,
                                                                           session_dirs: dict[str, Path]) -> None:
     """Three GRPO steps of the tiny model, once with ``keep`` (the default) and once with ``system``, side by side on a
@@ -90,3 +91,13 @@ def test_a_grpo_run_computes_the_same_numbers_either_way_and_records_which(tmp_p
     held = {mode: json.loads((run / ".vase-run.json").read_text())["machine"]["cpu_allocator"]
             for mode, run in runs.items()}
     assert held == {"keep": "keep" if GLIBC else "system", "system": "system"}
+
+
+def test_a_results_file_s_machine_names_the_allocator(monkeypatch: pytest.MonkeyPatch) -> None:
+    import vase.allocator as allocator
+    from vase.kernels import cpu_record
+
+    monkeypatch.setattr(allocator, "_applied", "keep")
+    assert cpu_record()["cpu_allocator"] == "keep"
+    monkeypatch.setattr(allocator, "_applied", None)
+    assert cpu_record()["cpu_allocator"] == "system"
