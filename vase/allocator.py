@@ -14,8 +14,8 @@ noise; two jobs side by side, as ``hydra/launcher=parallel`` runs them, 0.87x in
 another (benchmarks/overhead.py): a few percent, within this machine's drift. Nothing computed changes: the same
 kernels run on the same numbers, only where their buffers live (tests/test_allocator.py compares a GRPO run's history
 both ways). The cost: a process's resident memory stays near its peak instead of shrinking after it. ``system``
-leaves glibc's defaults; where the C library is not glibc (macOS, musl) ``keep`` does nothing, and
-`set_cpu_allocator` says so.
+leaves glibc's defaults; where the C library is not glibc (macOS, musl) ``keep`` does nothing, and a run record's
+machine says ``system`` (`cpu_allocator_held`).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def set_cpu_allocator(mode: str) -> str:
     """Apply ``cpu_allocator`` to this process (``keep``: freed memory stays mapped for the next step; ``system``: the
     C library's defaults). Returns what holds now: ``keep``, ``system``, or ``system (the C library is not glibc)``.
     Once ``keep`` is set, ``system`` in the same process (a later job of an in-process sweep) cannot undo it: the
-    thresholds glibc chose itself are gone, and the line says so.
+    thresholds glibc chose itself are gone, and the run record's machine says ``keep`` (`cpu_allocator_held`).
 
     >>> set_cpu_allocator("nothing")
     Traceback (most recent call last):

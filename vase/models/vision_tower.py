@@ -85,15 +85,16 @@ def vision_classes() -> tuple[type, type]:
     return EqualWindowsAttention, GridMemoVisionTower
 
 
-def fast_vision_tower(model: Any) -> int:
+def fast_vision_tower(model: Any, fast: bool = True) -> int:
     """Make ``model``'s Qwen2.5-VL vision tower a `GridMemoVisionTower` and its attention modules
-    `EqualWindowsAttention` (the same weights and modules; only their classes change). Returns how many modules it
-    changed."""
+    `EqualWindowsAttention` (the same weights and modules; only their classes change); ``fast=False`` gives them
+    transformers' own classes back (what a comparison measures against). Returns how many modules it changed."""
+    swap = {cls.__bases__[0]: cls for cls in vision_classes()}
+    if not fast:
+        swap = {mine: theirs for theirs, mine in swap.items()}
     changed = 0
-    for cls in vision_classes():
-        base = cls.__bases__[0]
-        for module in model.modules():
-            if type(module) is base:
-                module.__class__ = cls
-                changed += 1
+    for module in model.modules():
+        if type(module) in swap:
+            module.__class__ = swap[type(module)]
+            changed += 1
     return changed
