@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -1082,3 +1083,24 @@ def test_only_rank_zero_writes_the_history_and_the_cluster_check_says_whose_it_i
     record.on_train_batch_end(trainer, resumed, None, {}, 0)
     kept = json.loads((tmp_path / "grpo" / "inputs" / "rank0-from1.json").read_text())
     assert (kept["step"], kept["loss"], kept["loss_step"]) == (1, 0.25, 2.0)
+
+
+@pytest.mark.slow  # a sweep's SFT and two GRPO jobs in subprocesses (30 s): make test-slow
+def test_a_parallel_sweep_trains_its_shared_sft_with_the_kernels_and_allocator_its_config_asks_for(
+        tmp_path: Path) -> None:
+    """hydra/launcher=parallel trains the shared SFT in the sweep's process, not in a job: it takes the config's
+    ``cpu_kernels`` and ``cpu_allocator`` there as a job does (`vase.config.process_settings`). Before, a
+    ``cpu_kernels=portable`` sweep's SFT trained on the machine's widest kernels under the portable cache key."""
+    cache = tmp_path / "cache"
+    cmd = [sys.executable, "train.py", "-m", "sweep=tau", "reward.tau=0.5,0.9", "hypothesis.baseline=0.5", "debug=fast",
+           "hydra/launcher=parallel", "logger=none", "render.resolution=64", "cpu_kernels=portable",
+           f"paths.log_dir={tmp_path / 'logs'}", f"paths.cache_dir={cache}"]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, "WANDB_MODE": "disabled"})
+    said = p.stdout + p.stderr
+    assert p.returncode == 0, said[-3000:]
+    assert "training the shared SFT adapter" in said and "[#" not in said.split("training the shared SFT adapter")[0]
+    (record,) = (cache / "sft").glob("*/.vase-run.json")
+    machine = json.loads(record.read_text())["machine"]
+    assert machine["cpu_kernels"] == "portable" and machine["cpu_capability"] == "AVX2", machine
+    assert machine["mkl_branch"] in (None, "COMPATIBLE,STRICT"), machine  # as MKL itself reports it
+    assert machine["cpu_allocator"] == ("keep" if platform.libc_ver()[0] == "glibc" else "system"), machine

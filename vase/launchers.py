@@ -47,10 +47,10 @@ from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLaunche
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from submitit.core.utils import FailedJobError
 
-from vase.allocator import set_cpu_allocator
-from vase.config import check_cluster, check_only, check_slurm_nodes, check_slurm_signal, validate
+from vase.config import check_cluster, check_only, check_slurm_nodes, check_slurm_signal, process_settings, validate
 from vase.errors import ConfigError, Interrupted, config_exit, first_line
 from vase.io import atomic_write_bytes
+from vase.kernels import apply_portable_threads
 from vase.progress import LabelledLines
 from vase.reports.sweep_summary import failed_line
 from vase.runs import record_lost
@@ -320,7 +320,11 @@ class ParallelLocalLauncher(Launcher):
         from vase.pipeline.train import prepare_shared
 
         try:
-            set_cpu_allocator(str(task_cfg.get("cpu_allocator") or "system"))  # as its job would (validated)
+            unpinned = process_settings(task_cfg)  # the kernels and allocator its job would take (validated)
+            if unpinned:  # torch loaded here before the pins: the job, which pins first, builds them with its kernels
+                log.warning("#%d: its shared inputs are left to the job: %s", num, unpinned)
+                return
+            apply_portable_threads()
             prepare_shared(task_cfg)
         except Interrupted as e:  # a signal stopped it (its line said): the sweep stops, as the job building it would
             exit_as = getattr(e, "exit", None)

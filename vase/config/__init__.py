@@ -31,7 +31,16 @@ from vase.config.cluster import (
     slurm_tasks,
 )
 from vase.config.decoding import Decoding
-from vase.config.entry import CHECK_ONLY_ENV, check_only, one_line, or_exit, run_entry, scratch_sweep_dir, validated
+from vase.config.entry import (
+    CHECK_ONLY_ENV,
+    check_only,
+    one_line,
+    or_exit,
+    process_settings,
+    run_entry,
+    scratch_sweep_dir,
+    validated,
+)
 from vase.config.entry_actions import (
     EVAL_ACTIONS,
     FILTER_ACTIONS,
@@ -119,6 +128,7 @@ __all__ = [
     "name_from_overrides",
     "one_line",
     "or_exit",
+    "process_settings",
     "overrides_hash",
     "preflight_overrides",
     "RENAMED",

@@ -57,10 +57,9 @@ def validated(cfg: DictConfig, reach: Callable[[DictConfig], list[str]] | None =
     tracking server), and its lines, what was checked and what was not, follow ``config ok``. Pins the CPU kernels
     ``cpu_kernels`` asks for first: validation imports the targets it checks, and with them torch; then
     ``cpu_allocator`` (`vase.allocator`)."""
-    warning = or_exit(pin_cpu_kernels, str(cfg.get("cpu_kernels") or "native"))
+    warning = or_exit(process_settings, cfg)
     if warning:
         print(warning, file=sys.stderr)
-    or_exit(set_cpu_allocator, str(cfg.get("cpu_allocator") or "system"))
     # a config file written for a name 0.2 changed: its value under the new name, one line said (or refused)
     or_exit(renamed_keys, cfg, say_deprecated, job_overrides())
     every_stage(cfg)  # a debug preset's epochs and grad_accum on a follow-up stage too, before validation
@@ -77,6 +76,16 @@ def validated(cfg: DictConfig, reach: Callable[[DictConfig], list[str]] | None =
     for line in lines:
         print(line)
     return False
+
+
+def process_settings(cfg: DictConfig) -> str | None:
+    """What a process that computes takes from ``cfg`` before its first tensor: ``cpu_kernels``'s pins (they hold only
+    if torch has not loaded yet) and ``cpu_allocator``. `validated` applies them in every job; the parallel launcher's
+    sweep process, which trains the jobs' shared SFT itself, too. Returns `pin_cpu_kernels`' warning (torch was
+    loaded before with other kernels), else None; a bad value raises ConfigError."""
+    warning = pin_cpu_kernels(str(cfg.get("cpu_kernels") or "native"))
+    set_cpu_allocator(str(cfg.get("cpu_allocator") or "system"))
+    return warning
 
 
 def every_stage(cfg: DictConfig) -> None:
