@@ -10,8 +10,11 @@ the tiny model, the synthetic vases, their renders, the shared SFT, start out em
 that tree's vase first on the import path of every process it starts (``PYTHONPATH``). The earlier code is a
 detached git worktree in a temporary folder, removed at the end. The two run one after the other, never together
 (two torch jobs on 2 cores would slow each other), the earlier first. Wall time is from the command's start to its
-exit (the sweep's end has printed its verdict then); each sweep's verdict.json is read back and the two compared
-target by target: a speed-up that changes what the sweep decides is not a speed-up.
+exit (the sweep's end has printed its verdict then). What each sweep decided is read back and the two compared:
+its targets from ablation.json ((i), (ii) and the dose-response: held, not held or not decided), which must be the
+same on both sides (a speed-up that changes what the sweep decides is not a speed-up), and every measure's direction
+from verdict.json, whose differences are listed beside them (a cheaper form can move a measure that is not a target:
+the page that states its results says which).
 """
 
 from __future__ import annotations
@@ -60,6 +63,17 @@ def same_decision(a: dict[str, dict[str, str]], b: dict[str, dict[str, str]]) ->
     return [k for k in sorted(set(a) | set(b)) if (a.get(k) or {}).get("direction") != (b.get(k) or {}).get("direction")]
 
 
+TARGETS = (("i", "target (i)"), ("ii", "target (ii)"), ("dose_response", "dose-response"))
+"""ablation.json's targets, as the page names them."""
+
+
+def targets(ablation: dict[str, Any]) -> dict[str, str]:
+    """What a sweep's ablation.json decides on its targets: ``{"target (i)": "held" | "not held" | "not decided"}``
+    (a target its grid cannot decide is null there)."""
+    return {name: "not decided" if ablation.get(key) is None else "held" if ablation[key] else "not held"
+            for key, name in TARGETS if key in ablation}
+
+
 def run_side(tree: Path, work: Path, experiment: str, overrides: list[str]) -> dict[str, Any]:
     """One sweep from an empty folder with ``tree``'s code: its wall seconds, exit code, folder and decisions."""
     work.mkdir(parents=True)
@@ -73,9 +87,11 @@ def run_side(tree: Path, work: Path, experiment: str, overrides: list[str]) -> d
     wall = time.perf_counter() - t
     verdicts = sorted(work.glob("logs/*/multiruns/*/verdict.json"))
     verdict = json.loads(verdicts[-1].read_text()) if verdicts else {}
+    ablation = verdicts[-1].parent / "ablation.json" if verdicts else None
     print(f"  rc {rc}, {wall:.0f} s, {len(verdicts)} verdict", flush=True)
     return {"rc": rc, "wall": wall, "sweep": str(verdicts[-1].parent) if verdicts else None,
-            "decided": decided(verdict), "log": str(work / "sweep.log")}
+            "decided": decided(verdict), "log": str(work / "sweep.log"),
+            "targets": targets(json.loads(ablation.read_text())) if ablation and ablation.is_file() else {}}
 
 
 def _said(side: dict, key: str) -> str:
@@ -89,16 +105,28 @@ def _clock(s: float) -> str:
 def section(then: dict, now: dict, base: str, commit: str, experiment: str, overrides: list[str]) -> str:
     ratio = now["wall"] / then["wall"] if then["wall"] else float("nan")
     changed = same_decision(then["decided"], now["decided"])
+    t_then, t_now = then.get("targets") or {}, now.get("targets") or {}
+    moved = [k for k in sorted(set(t_then) | set(t_now)) if t_then.get(k) != t_now.get(k)]
     typed = " ".join(["python train.py -m", f"experiment={experiment}", *overrides])
+
+    def said_targets(t: dict[str, str]) -> str:
+        return ", ".join(f"{k} {v}" for k, v in t.items()) or "no ablation.json"
+
     out = [f"### Time to a verdict: `{typed}` from empty caches, {base} vs {commit} (cpu, {describe_machine('cpu')}, "
            f"{time.strftime('%Y-%m-%d')})\n",
            f"`python benchmarks/quick_sweep.py --against {base}` (method in its docstring): each side from a new empty "
            "folder, one after the other in one run, alone on the machine.\n",
-           "| code | exit | wall | verdict |\n|---|---|---|---|",
-           f"| {base} | {then['rc']} | {_clock(then['wall'])} | {len(then['decided'])} measures decided |",
-           f"| {commit} | {now['rc']} | {_clock(now['wall'])} | {len(now['decided'])} measures decided |",
+           "| code | exit | wall | targets | measures |\n|---|---|---|---|---|",
+           f"| {base} | {then['rc']} | {_clock(then['wall'])} | {said_targets(t_then)} | "
+           f"{len(then['decided'])} decided |",
+           f"| {commit} | {now['rc']} | {_clock(now['wall'])} | {said_targets(t_now)} | "
+           f"{len(now['decided'])} decided |",
            f"| **ratio now / then** | | **{ratio:.2f}x** | "
+           f"{'the same targets' if not moved else f'{len(moved)} targets differ'} | "
            f"{'the same decisions' if not changed else f'{len(changed)} decisions differ'} |\n"]
+    if moved:
+        out.append("Targets that differ: " + "; ".join(f"{k}: {t_then.get(k, '-')} then, {t_now.get(k, '-')} now"
+                                                       for k in moved) + "\n")
     if changed:
         out.append("Decisions that differ: " + "; ".join(
             f"{k}: {_said(then, k)} then, {_said(now, k)} now" for k in changed) + "\n")

@@ -35,12 +35,27 @@ def test_an_interval_that_moves_is_the_same_decision_a_direction_that_changes_is
     assert quick_sweep.same_decision(unclear, quick_sweep.decided(_verdict("no clear rise", 0.0, -0.01, 0.01)))
 
 
-def test_the_section_gives_the_ratio_and_says_when_a_decision_changed():
-    then = {"rc": 0, "wall": 440.0, "decided": quick_sweep.decided(_verdict("up", 0.171, 0.125, 0.217))}
-    now = {"rc": 0, "wall": 154.0, "decided": quick_sweep.decided(_verdict("up", 0.171, 0.125, 0.217))}
+def test_an_ablation_json_is_read_as_its_targets():
+    got = quick_sweep.targets({"i": True, "ii": None, "dose_response": False, "table": "..."})
+    assert got == {"target (i)": "held", "target (ii)": "not decided", "dose-response": "not held"}
+    assert quick_sweep.targets({}) == {}
+
+
+def test_the_section_gives_the_ratio_and_says_when_a_target_or_a_decision_changed():
+    held = {"target (i)": "held", "target (ii)": "not decided", "dose-response": "held"}
+    then = {"rc": 0, "wall": 440.0, "decided": quick_sweep.decided(_verdict("up", 0.171, 0.125, 0.217)),
+            "targets": dict(held)}
+    now = {"rc": 0, "wall": 154.0, "decided": quick_sweep.decided(_verdict("up", 0.171, 0.125, 0.217)),
+           "targets": dict(held)}
     text = quick_sweep.section(then, now, "2b860c6", "abc", "ablation_quick", [])
-    assert "| 2b860c6 | 0 | 7 min 20 s |" in text and "| abc | 0 | 2 min 34 s |" in text
-    assert "**0.35x**" in text and "the same decisions" in text
+    assert "| 2b860c6 | 0 | 7 min 20 s | target (i) held, target (ii) not decided, dose-response held |" in text
+    assert "| abc | 0 | 2 min 34 s |" in text
+    assert "**0.35x** | the same targets | the same decisions |" in text
+    # a measure that is not a target moved: listed, while the targets stay the same
     now["decided"] = quick_sweep.decided(_verdict("unclear", 0.02, -0.01, 0.05))
     text = quick_sweep.section(then, now, "2b860c6", "abc", "ablation_quick", [])
-    assert "1 decisions differ" in text and "up +17.1 [+12.5, +21.7] then, unclear +2.0 [-1.0, +5.0] now" in text
+    assert "| the same targets | 1 decisions differ |" in text
+    assert "up +17.1 [+12.5, +21.7] then, unclear +2.0 [-1.0, +5.0] now" in text
+    now["targets"]["target (i)"] = "not held"
+    text = quick_sweep.section(then, now, "2b860c6", "abc", "ablation_quick", [])
+    assert "1 targets differ" in text and "Targets that differ: target (i): held then, not held now" in text
