@@ -1,11 +1,12 @@
 """Fewer, larger GRPO steps with the same samples: what one prompt's share of a step costs at each batch size, on
-the quick sweep's own GRPO job (``experiment=ablation_quick``, the tiny model at width 128, G 4, 48 tokens).
+the quick sweep's GRPO job as it ran until 2026-12-07 (`QUICK_JOB`: six views, the tiny model at width 128, G 4, 48
+tokens; ``experiment=ablation_quick`` has since shown two views in steps of 16 prompts, which this measurement led to).
 
     python benchmarks/grpo_batch.py                       # batches of 4 (the quick form's), 8 and 16 prompts
     python benchmarks/grpo_batch.py --batches 4,16 --prompts 96 --no-write
 
 Each batch size runs in a process of its own, one after the other, alone on the machine: ``python train.py
-experiment=ablation_quick hydra.mode=RUN reward.weights.shape=0.6 stage.batch_size=<B> trainer.max_steps=<P/B + 1>
+experiment=ablation_demo val.vqa=null hydra.mode=RUN reward.weights.shape=0.6 stage.batch_size=<B> trainer.max_steps=<P/B + 1>
 val.heldout=null`` (the job as the sweep runs it, without its held-out scoring), so every size sees the same number
 of prompts after the first step. The seconds are the run's own ``perf/throughput.json`` (vase's throughput callback:
 the mean over the optimizer steps after the first, and each phase's share: decode, reference, policy, reward,
@@ -39,14 +40,17 @@ from vase.runs import RUN_FILE  # noqa: E402
 QUICK_PROMPTS = 300 * 4
 """The quick form's GRPO job: 300 steps of 4 prompts (conf/shared/cpu_grpo.yaml)."""
 
+QUICK_JOB = ["experiment=ablation_demo", "val.vqa=null"]
+"""The quick sweep's GRPO job as these benchmarks measured it (six views, 4 prompts a step): experiment=ablation_quick
+until 2026-12-07, which is experiment=ablation_demo on one draw without QA's transfer, one job at a time here."""
+
 
 def run_batch(batch: int, prompts: int, work: Path, cache: Path) -> dict[str, Any]:
     """One GRPO job at ``batch`` prompts a step over ``prompts`` timed prompts: its throughput record."""
     steps = prompts // batch + 1  # the callback leaves the first step out (warm-up)
     logs = work / f"b{batch}"
-    cmd = [sys.executable, str(ROOT / "train.py"), "experiment=ablation_quick", "hydra.mode=RUN",
-           "reward.weights.shape=0.6", f"stage.batch_size={batch}", f"trainer.max_steps={steps}",
-           "val.heldout=null", f"paths.log_dir={logs}", f"paths.cache_dir={cache}"]
+    cmd = [sys.executable, str(ROOT / "train.py"), *QUICK_JOB, "hydra.mode=RUN", "reward.weights.shape=0.6",
+           f"stage.batch_size={batch}", f"trainer.max_steps={steps}", "val.heldout=null", f"paths.log_dir={logs}", f"paths.cache_dir={cache}"]
     env = {**os.environ, "WANDB_MODE": "offline", "TOKENIZERS_PARALLELISM": "false"}
     print(f"batch {batch}: {steps} steps", flush=True)
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)

@@ -7,8 +7,9 @@
    views of 112 pixels (an SFT batch of 8 vases x 6 views), forward and backward of the vision tower, in this process,
    alternating vase's classes and transformers' own (`--rounds` of 20 calls each, after one untimed call each); the
    outputs and gradients are compared bit for bit.
-2. **`cpu_allocator`** (`vase.allocator`): the quick sweep's GRPO job (``experiment=ablation_quick hydra.mode=RUN``,
-   its SFT cached: the first pair builds it, untimed), two at a time side by side with ``OMP_WAIT_POLICY=PASSIVE`` as
+2. **`cpu_allocator`** (`vase.allocator`): the quick sweep's GRPO job as it ran then (six views, 4 prompts a step:
+   ``experiment=ablation_demo val.vqa=null hydra.mode=RUN``, `benchmarks.grpo_batch.QUICK_JOB`; its SFT cached: the
+   first pair builds it, untimed), two at a time side by side with ``OMP_WAIT_POLICY=PASSIVE`` as
    ``hydra/launcher=parallel`` runs them (shape weight 0.6 and 0), ``--pairs`` pairs with ``cpu_allocator=keep`` and
    as many with ``system``, alternated. Each job's seconds a step are its own ``perf/throughput.json`` (the steps
    after the first); its page faults and system time are the kernel's (``os.wait4``); the two settings' histories
@@ -33,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._results import commit_label, update_results  # noqa: E402
 from benchmarks._results import machine as describe_machine  # noqa: E402
+from benchmarks.grpo_batch import QUICK_JOB  # noqa: E402
 
 
 def vision_tower(cache: Path, rounds: int) -> dict[str, Any]:
@@ -75,7 +77,7 @@ def vision_tower(cache: Path, rounds: int) -> dict[str, Any]:
 
 def _grpo_job(mode: str, shape: str, steps: int, work: Path, cache: Path) -> subprocess.Popen:
     logs = work / f"{mode}-{shape}-{time.monotonic_ns()}"
-    cmd = [sys.executable, str(ROOT / "train.py"), "experiment=ablation_quick", "hydra.mode=RUN",
+    cmd = [sys.executable, str(ROOT / "train.py"), *QUICK_JOB, "hydra.mode=RUN",
            f"reward.weights.shape={shape}", f"trainer.max_steps={steps}", "val.heldout=null",
            f"cpu_allocator={mode}", f"paths.log_dir={logs}", f"paths.cache_dir={cache}"]
     env = {**os.environ, "WANDB_MODE": "offline", "TOKENIZERS_PARALLELISM": "false", "OMP_WAIT_POLICY": "PASSIVE"}

@@ -6,8 +6,8 @@ for what a user sees.
 Starts a real MLflow tracking server (``mlflow server`` from MLflow's own virtualenv, built under
 ``~/.cache/vase/tools/`` (`tools_dir`) from the package index when missing: vase itself installs only MLflow's client) on 127.0.0.1,
 with its SQLite store and its artifact store in a folder of its own; runs a two-job reward-weight sweep with a real
-effect (`SWEEP`: experiment=ablation_quick with fewer GRPO steps, GRPO at shape weight 0 and 0.6 from one shared
-SFT, held-out verdict on) with ``logger=[mlflow,tensorboard]`` from another working directory, as a second machine
+effect (`SWEEP`: experiment=ablation_quick on six views and 100 GRPO steps of 4 prompts, GRPO at shape weight 0 and
+0.6 from one shared SFT, held-out verdict on) with ``logger=[mlflow,tensorboard]`` from another working directory, as a second machine
 would; starts TensorBoard on the sweep; then:
 
 0. ``real-effect``: the sweep's answer is ``up`` with an interval above 0 (held-out shape right), so what the pages
@@ -116,10 +116,12 @@ def _api(url: str, path: str, body: dict[str, Any] | None = None) -> dict[str, A
         return json.loads(r.read() or b"{}")
 
 
-SWEEP = ["experiment=ablation_quick", "trainer.max_steps=100", "val.vqa=null",
-         "hypothesis.moves=[heldout/shape_right,heldout/fabric_right]", "logger=[mlflow,tensorboard]"]
+SWEEP = ["experiment=ablation_quick", "data.views=[front,back,left,right,top,bottom]", "stage.batch_size=4",
+         "trainer.max_steps=100", "val.vqa=null", "hypothesis.moves=[heldout/shape_right,heldout/fabric_right]",
+         "logger=[mlflow,tensorboard]"]
 """A sweep with a real effect, small enough for a check: experiment=ablation_quick (one SFT on 240 vases, GRPO at
-shape weight 0 and 0.6, the held-out verdict on 240 vases) with 100 GRPO steps instead of 300, where the shape weight
+shape weight 0 and 0.6, the held-out verdict on 240 vases) as it was measured for this check, on six views with 100
+GRPO steps of 4 prompts (the quick form itself now shows two views in 75 steps of 16), where the shape weight
 moves held-out shape up with an interval that excludes 0 (measured: +19.6 [+14.2, +25.0] points on AMD EPYC, 4 min
 35 s from an empty cache on 2 cores; +12.1 [+6.2, +17.9] on an Intel Xeon, where the whole check took 316 s from
 empty caches and 165 s warm, alone; 2026-12-02), so the screenshots show an answer, not ``+0 [+0, +0]``. (On 160 vases

@@ -176,7 +176,7 @@ def write_verdict_report(sweep_dir: str | Path, q: dict[str, Any] | None = None)
 
 
 DECIDING_FORMS = {
-    "reward.weights.": "python train.py -m experiment=ablation_quick (240 held-out vases; 5 min 10 s from empty caches "
+    "reward.weights.": "python train.py -m experiment=ablation_quick (240 held-out vases; 3 min 19 s from empty caches "
                        "alone on 2 cores, docs/getting-started.md)",
     "stage.module.beta": "python train.py -m sweep=kl_quick (240 held-out vases; 4 min 19 s from empty caches alone on 2 "
                          "cores, docs/getting-started.md)",
