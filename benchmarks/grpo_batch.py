@@ -6,15 +6,15 @@ tokens; ``experiment=ablation_quick`` has since shown two views in steps of 16 p
     python benchmarks/grpo_batch.py --batches 4,16 --prompts 96 --no-write
 
 Each batch size runs in a process of its own, one after the other, alone on the machine: ``python train.py
-experiment=ablation_demo val.vqa=null hydra.mode=RUN reward.weights.shape=0.6 stage.batch_size=<B> trainer.max_steps=<P/B + 1>
-val.heldout=null`` (the job as the sweep runs it, without its held-out scoring), so every size sees the same number
-of prompts after the first step. The seconds are the run's own ``perf/throughput.json`` (vase's throughput callback:
-the mean over the optimizer steps after the first, and each phase's share: decode, reference, policy, reward,
-optimizer). The shared SFT they start from is built by the first run if the cache lacks it, outside the timed steps.
-A prompt's cost is a step's seconds over its prompts; the ratio is that cost against the smallest batch's. The
-section in RESULTS.md then says what the quick sweep's two GRPO jobs would take at each size: the quick form's 300
-steps of 4 prompts, as the same 1,200 prompts in larger steps (the training itself would change: fewer optimizer
-steps, so its decisions would have to be checked again).
+experiment=ablation_demo val.vqa=null hydra.mode=RUN reward.weights.shape=0.6 stage.batch_size=<B>
+trainer.max_steps=<P/B + 1> val.heldout=null`` (the job as the sweep runs it, without its held-out scoring), so every
+size sees the same number of prompts after the first step. The seconds are the run's own ``perf/throughput.json``
+(vase's throughput callback: the mean over the optimizer steps after the first, and each phase's share: decode,
+reference, policy, reward, optimizer). The shared SFT they start from is built by the first run if the cache lacks
+it, outside the timed steps. A prompt's cost is a step's seconds over its prompts; the ratio is that cost against the
+smallest batch's. The section in RESULTS.md then says what the quick sweep's two GRPO jobs would take at each size:
+the quick form's 300 steps of 4 prompts, as the same 1,200 prompts in larger steps (the training itself would change:
+fewer optimizer steps, so its decisions would have to be checked again).
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ def run_batch(batch: int, prompts: int, work: Path, cache: Path) -> dict[str, An
     steps = prompts // batch + 1  # the callback leaves the first step out (warm-up)
     logs = work / f"b{batch}"
     cmd = [sys.executable, str(ROOT / "train.py"), *QUICK_JOB, "hydra.mode=RUN", "reward.weights.shape=0.6",
-           f"stage.batch_size={batch}", f"trainer.max_steps={steps}", "val.heldout=null", f"paths.log_dir={logs}", f"paths.cache_dir={cache}"]
+           f"stage.batch_size={batch}", f"trainer.max_steps={steps}", "val.heldout=null", f"paths.log_dir={logs}",
+           f"paths.cache_dir={cache}"]
     env = {**os.environ, "WANDB_MODE": "offline", "TOKENIZERS_PARALLELISM": "false"}
     print(f"batch {batch}: {steps} steps", flush=True)
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)

@@ -10,11 +10,11 @@ the tiny model, the synthetic vases, their renders, the shared SFT, start out em
 that tree's vase first on the import path of every process it starts (``PYTHONPATH``). The earlier code is a
 detached git worktree in a temporary folder, removed at the end. The two run one after the other, never together
 (two torch jobs on 2 cores would slow each other), the earlier first. Wall time is from the command's start to its
-exit (the sweep's end has printed its verdict then). What each sweep decided is read back and the two compared:
-its targets from ablation.json ((i), (ii) and the dose-response: held, not held or not decided), which must be the
-same on both sides (a speed-up that changes what the sweep decides is not a speed-up), and every measure's direction
-from verdict.json, whose differences are listed beside them (a cheaper form can move a measure that is not a target:
-the page that states its results says which).
+exit (the sweep's end has printed its verdict then). What each sweep decided is read back and the two compared: its
+targets from ablation.json ((i), (ii), the dose-response: held, not held or not decided, as `verdict_rows` reads them
+for the dashboards), which must be the same on both sides (a speed-up that changes what the sweep decides is not a
+speed-up), and every measure's direction from verdict.json, whose differences are listed beside them (a cheaper form
+can move a measure that is not a target: the page that states its results says which).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._results import commit_label, update_results  # noqa: E402
 from benchmarks._results import machine as describe_machine  # noqa: E402
 from benchmarks.grpo_phases import worktree  # noqa: E402
+from vase.reports.ablation import verdict_rows  # noqa: E402
 
 BASE = "2b860c6"
 """The code the issue measured its 7 min 21 s against (2026-12-03)."""
@@ -63,15 +64,11 @@ def same_decision(a: dict[str, dict[str, str]], b: dict[str, dict[str, str]]) ->
     return [k for k in sorted(set(a) | set(b)) if (a.get(k) or {}).get("direction") != (b.get(k) or {}).get("direction")]
 
 
-TARGETS = (("i", "target (i)"), ("ii", "target (ii)"), ("dose_response", "dose-response"))
-"""ablation.json's targets, as the page names them."""
-
-
 def targets(ablation: dict[str, Any]) -> dict[str, str]:
-    """What a sweep's ablation.json decides on its targets: ``{"target (i)": "held" | "not held" | "not decided"}``
-    (a target its grid cannot decide is null there)."""
-    return {name: "not decided" if ablation.get(key) is None else "held" if ablation[key] else "not held"
-            for key, name in TARGETS if key in ablation}
+    """What a sweep's ablation.json decides on each target, as its dashboards show it (`verdict_rows`: (i), (ii),
+    (iii), the dose-response, ...): ``{"(i)": "held", "(ii)": "not decided", "dose": "held"}``, a result without the
+    reason its rule adds after a colon (target (ii) outside the grid)."""
+    return {target: result.split(":")[0] for target, _asks, result in verdict_rows(ablation)}
 
 
 def run_side(tree: Path, work: Path, experiment: str, overrides: list[str]) -> dict[str, Any]:

@@ -36,19 +36,21 @@ def test_an_interval_that_moves_is_the_same_decision_a_direction_that_changes_is
 
 
 def test_an_ablation_json_is_read_as_its_targets():
-    got = quick_sweep.targets({"i": True, "ii": None, "dose_response": False, "table": "..."})
-    assert got == {"target (i)": "held", "target (ii)": "not decided", "dose-response": "not held"}
+    got = quick_sweep.targets({"swept": "reward.weights.shape", "weights": [0.0, 0.6], "i": True, "ii": None,
+                               "ii_rule": "not decided: the paper's weight 0.15 is not in this sweep's grid (0, 0.6)",
+                               "dose_response": False, "table": "..."})
+    assert got == {"(i)": "held", "(ii)": "not decided", "dose": "not held"}
     assert quick_sweep.targets({}) == {}
 
 
 def test_the_section_gives_the_ratio_and_says_when_a_target_or_a_decision_changed():
-    held = {"target (i)": "held", "target (ii)": "not decided", "dose-response": "held"}
+    held = {"(i)": "held", "(ii)": "not decided", "dose": "held"}
     then = {"rc": 0, "wall": 440.0, "decided": quick_sweep.decided(_verdict("up", 0.171, 0.125, 0.217)),
             "targets": dict(held)}
     now = {"rc": 0, "wall": 154.0, "decided": quick_sweep.decided(_verdict("up", 0.171, 0.125, 0.217)),
            "targets": dict(held)}
     text = quick_sweep.section(then, now, "2b860c6", "abc", "ablation_quick", [])
-    assert "| 2b860c6 | 0 | 7 min 20 s | target (i) held, target (ii) not decided, dose-response held |" in text
+    assert "| 2b860c6 | 0 | 7 min 20 s | (i) held, (ii) not decided, dose held |" in text
     assert "| abc | 0 | 2 min 34 s |" in text
     assert "**0.35x** | the same targets | the same decisions |" in text
     # a measure that is not a target moved: listed, while the targets stay the same
@@ -56,6 +58,6 @@ def test_the_section_gives_the_ratio_and_says_when_a_target_or_a_decision_change
     text = quick_sweep.section(then, now, "2b860c6", "abc", "ablation_quick", [])
     assert "| the same targets | 1 decisions differ |" in text
     assert "up +17.1 [+12.5, +21.7] then, unclear +2.0 [-1.0, +5.0] now" in text
-    now["targets"]["target (i)"] = "not held"
+    now["targets"]["(i)"] = "not held"
     text = quick_sweep.section(then, now, "2b860c6", "abc", "ablation_quick", [])
-    assert "1 targets differ" in text and "Targets that differ: target (i): held then, not held now" in text
+    assert "1 targets differ" in text and "Targets that differ: (i): held then, not held now" in text
