@@ -141,8 +141,9 @@ def test_every_extension_point_works_from_a_users_project_without_installing_it(
     """An evaluation action needed a package installed with an entry point, a prompt task or training mix could not be
     added from outside, and only vase evaluate loaded plugins (2026-12-03; vase runs none). Now a module the project's conf/plugins.yaml
     lists is loaded by every command from the folder it runs in: its action runs (vase evaluate), its mix passes the
-    check and its report kind is known at a sweep's start (vase train), and vase verdict writes that kind's report
-    for a sweep of the project, and vase runs says whether each module imports now. Without the plugins file, each is one line saying what registers it."""
+    check and its report kind is known at a sweep's start (vase train), and vase verdict --config-dir conf writes that
+    kind's report for a sweep of the project, and vase runs --config-dir says whether each module imports now (without
+    it, neither imports what the record names). Without the plugins file, each is one line saying what registers it."""
     project = build_project(tmp_path / "myproject")  # docs/library.md's files, as the page shows them
     env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
     env.pop("VASE_CHECK_CONFIG", None)
@@ -174,16 +175,19 @@ def test_every_extension_point_works_from_a_users_project_without_installing_it(
     assert chat.startswith("stage.module.optimizer.lr=0.001 against stage.module.optimizer.lr=0.0001: training loss")
     assert f"chat: {chat.strip()}" in p.stdout and (sweep / "verdict.md").is_file()
     (sweep / "chat.txt").unlink()
-    p = vase("verdict", str(sweep))  # no --config-dir: the sweep's record names its project's conf
+    p = vase("verdict", str(sweep))  # a reader imports no module a record names: one line saying how to
+    assert p.returncode == 2 and "lists mylab.ext in" in p.stderr and "--config-dir conf" in p.stderr, p.stderr
+    p = vase("verdict", "--config-dir", "conf", str(sweep))  # the project named now, as vase train names it
     assert p.returncode == 0 and (sweep / "chat.txt").read_text() == chat, p.stderr[-2000:]
     job = next(j for j in sweep.iterdir() if (j / ".vase-run.json").is_file())
-    p = subprocess.run([sys.executable, "-m", "vase.cli", "runs", str(job)], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=600, env=env)  # vase runs too, from elsewhere: the project's modules load
+    runs = [sys.executable, "-m", "vase.cli", "runs", "--config-dir", str(project / "conf"), str(job)]
+    p = subprocess.run(runs, cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                       env=env)  # vase runs too, from elsewhere: the project's modules load from the folder named
     assert p.returncode == 0 and "  plugins:   mylab.ext: each imports now" in p.stdout, p.stdout + p.stderr[-2000:]
     good = (project / "mylab" / "ext.py").read_text()
     (project / "mylab" / "ext.py").write_text("raise ImportError('the lab renamed its helpers')\n")
-    p = subprocess.run([sys.executable, "-m", "vase.cli", "runs", str(job)], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=600, env=env)  # the record still prints; the line says what fails
+    p = subprocess.run(runs, cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                       env=env)  # the record still prints; the line says what fails
     assert p.returncode == 0 and "again:" in p.stdout and "module mylab.ext failed to import: ImportError: the lab " \
         "renamed its helpers" in p.stdout and "'again' needs it to import" in p.stdout, p.stdout + p.stderr[-2000:]
     (project / "mylab" / "ext.py").write_text(good)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, one_line
 
 CHECK = {**os.environ, "VASE_CHECK_CONFIG": "1", "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
 
@@ -197,32 +197,47 @@ def test_a_sweep_file_or_command_line_with_the_old_question_block_is_checked_at_
 
 
 def test_an_old_name_beside_its_new_one_is_refused_in_one_line_naming_both(tmp_path: Path) -> None:
-    """``evaluate.after=false val.after=true``: the later silently won; and a file's old key beside the command line's
-    new one: the file's old value silently won. Each is one line naming both names, exit 2."""
+    """``evaluate.after=false val.after=true``: the later silently won; a file's old key beside the command line's new
+    one: the file's old value silently won; a sweep file with question: and hypothesis: compared against one baseline
+    while every job kept the other. Each is one line naming both names (and the file), exit 2, before any
+    deprecation line, and a sweep is refused before its folder is made."""
     from vase.config import renamed_overrides
     from vase.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"^evaluate.after and val.after are both given, and evaluate.after is the "
-                                          r"old name of val.after: the later would win without a word; give "
-                                          r"val.after alone$"):
-        renamed_overrides(["evaluate.after=false", "val.after=true"], say=lambda line: None)
+    said: list[str] = []
+    with pytest.raises(ConfigError, match=r"^evaluate.after and val.after are both given on the command line, and "
+                                          r"evaluate.after is the old name of val.after: the later would win without "
+                                          r"a word; give val.after alone$"):
+        renamed_overrides(["evaluate.after=false", "val.after=true"], say=said.append)
+    assert said == []
     p = subprocess.run([sys.executable, "train.py", "evaluate.after=false", "val.after=true",
                         f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env=CHECK)
-    lines = [ln for ln in p.stderr.splitlines() if not ln.startswith("deprecated: ")]
-    assert p.returncode == 2 and lines == ["config error: evaluate.after and val.after are both given, and "
-                                           "evaluate.after is the old name of val.after: the later would win "
-                                           "without a word; give val.after alone"], p.stderr[-2000:]
+    assert one_line(p) == ("config error: evaluate.after and val.after are both given on the command line, and "
+                           "evaluate.after is the old name of val.after: the later would win without a word; give "
+                           "val.after alone")
     conf = tmp_path / "conf" / "experiment"
     conf.mkdir(parents=True)
     (conf / "old.yaml").write_text("# @package _global_\nevaluate:\n  after: false\n")
     p = subprocess.run([sys.executable, "train.py", "--config-dir", str(tmp_path / "conf"), "experiment=old",
                         "val.after=true", f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True,
                        text=True, timeout=300, env=CHECK)
-    assert p.returncode == 2, p.stderr[-2000:]
-    assert p.stderr.strip().splitlines()[-1] == (
+    assert one_line(p) == (
         f"config error: evaluate in {conf / 'old.yaml'} and val.after=true on the command line are both given, and "
         f"evaluate is the old name of val: the file's value would win without a word; rename it val in the file")
+    sweep = tmp_path / "conf" / "sweep"
+    sweep.mkdir()
+    (sweep / "both.yaml").write_text("# @package _global_\nhydra:\n  sweeper:\n    params:\n      seed: 1,2\n"
+                                     "question:\n  compare: seed\n  baseline: 1\nhypothesis:\n  compare: seed\n"
+                                     "  baseline: 2\n")
+    for env in (CHECK, {**CHECK, "VASE_CHECK_CONFIG": ""}):  # the check says so too, and a real sweep makes no folder
+        p = subprocess.run([sys.executable, "train.py", "--config-dir", str(tmp_path / "conf"), "-m", "sweep=both",
+                            "debug=fast", "logger=none", f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=300, env=env)
+        assert one_line(p) == (f"config error: question in {sweep / 'both.yaml'} and hypothesis in "
+                               f"{sweep / 'both.yaml'} are both given, and question is the old name of hypothesis: "
+                               f"one would win without a word; give hypothesis alone") and p.stdout == ""
+    assert not (tmp_path / "logs" / "train" / "multiruns").exists()
 
 
 def test_vase_deprecations_error_refuses_every_old_name_for_a_projects_ci(tmp_path: Path) -> None:

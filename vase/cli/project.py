@@ -12,47 +12,18 @@ from pathlib import Path
 from hydra.core.plugins import Plugins
 
 from vase import runs
-from vase.config import CONF_DIR, load_plugins
-from vase.config.entry_actions import PROJECT_PLUGINS
+from vase.config import CONF_DIR
+from vase.config.entry_actions import (
+    IMPORT_PLUGINS_FLAG,
+    PROJECT_PLUGINS,
+    listed_project_plugins,
+    load_reader_plugins,
+    take_config_dir,
+)
 from vase.config.validate import entry_keys
 from vase.errors import ConfigError
 from vase.provenance import PROJECT_ENV
 from vase.runs import describe
-
-FLAGS = ("--config-dir", "-cd")
-
-
-def take_config_dir(argv: list[str]) -> tuple[list[str], Path | None]:
-    """``argv`` without ``--config-dir DIR`` (``-cd DIR``, ``--config-dir=DIR``), and that folder, resolved.
-
-    >>> take_config_dir(["experiment=demo"])
-    (['experiment=demo'], None)
-
-    Raises:
-        ConfigError: the flag without a folder, given twice, or naming something that is not a folder.
-    """
-    rest: list[str] = []
-    given: list[str] = []
-    it = iter(argv)
-    for a in it:
-        if a in FLAGS:
-            value = next(it, None)
-            if value is None or value.startswith("-"):
-                raise ConfigError(f"{a}: give your project's config folder (e.g. {a} conf)")
-            given.append(value)
-        elif a.startswith("--config-dir="):
-            given.append(a.split("=", 1)[1])
-        else:
-            rest.append(a)
-    if len(given) > 1:
-        raise ConfigError(f"--config-dir is given {len(given)} times ({', '.join(given)}); give one folder")
-    if not given:
-        return rest, None
-    folder = Path(given[0]).expanduser().resolve()
-    if not folder.is_dir():
-        raise ConfigError(f"--config-dir {given[0]}: no such folder ({folder}); it is your project's conf/, with "
-                          f"vase's group folders in it (experiment/, sweep/, callbacks/, ...)")
-    return rest, folder
 
 
 def shadowed(folder: Path) -> list[str]:
@@ -114,36 +85,51 @@ def groups_help(entry: str, conf: Path) -> str:
 
 
 def runs_main(argv: list[str] | None = None) -> int:
-    """``vase runs``: `vase.runs.describe.main`, with the plugins loaded as every vase command loads them (installed packages'
-    entry points; for one run or sweep of a user's project, the modules its ``conf/plugins.yaml`` lists, imported from
-    the project's folder). One run's record ends with a ``plugins:`` line: the modules it names and whether each
-    imports now; one that does not is said there (its 'again' needs it), and the record is still printed."""
+    """``vase runs``: `vase.runs.describe.main`. For one run or sweep of a user's project, its record ends with a
+    ``plugins:`` line: the modules its project's ``conf/plugins.yaml`` lists, read as data and never imported from
+    the record's folder (a run folder received from someone else runs none of its code when it is inspected), unless
+    the user names the project now (``--config-dir conf``: imported from there, as ``vase train`` imports them) or
+    asks for the record's own (``--import-plugins``); then whether each imports now (its 'again' needs it)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    trust = IMPORT_PLUGINS_FLAG in argv
+    try:
+        argv, conf = take_config_dir([a for a in argv if a != IMPORT_PLUGINS_FLAG])
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     rc = describe.main(argv)
     roots = [a for a in argv if not a.startswith("-")]
     if rc == 0 and len(roots) == 1 and (Path(roots[0]) / runs.RUN_FILE).is_file():
-        line = plugins_line(roots[0])
+        line = plugins_line(roots[0], conf, trust)
         if line:
             print(line)
     return rc
 
 
-def plugins_line(run: str | Path) -> str | None:
-    """The ``plugins:`` line of `runs_main`: what the run's project and the installed packages add, loaded now; None
-    for a run of vase's own configs where no installed package adds any."""
-    conf = describe.project_conf_of(run)
-    listed = Path(conf) / PROJECT_PLUGINS if conf else None
-    if listed is not None and not listed.is_file():
-        listed = None
+def plugins_line(run: str | Path, conf: Path | None = None, trust: bool = False) -> str | None:
+    """The ``plugins:`` line of `runs_main`: what the run's project lists and the installed packages add, and, where
+    the user named where to import the project's from (``conf``, ``trust``), whether each imports now; None for a
+    run of vase's own configs where no installed package adds any."""
+    recorded = describe.project_conf_of(run)
     head = "  plugins:   "
-    if conf:
-        folder = str(Path(conf).resolve().parent)
-        if folder not in sys.path:
-            sys.path.insert(0, folder)  # the project's modules, as its commands imported them from its folder
     try:
-        loaded = load_plugins(conf)
+        listed = listed_project_plugins(recorded)
+    except ConfigError as e:
+        return f"{head}{e}"
+    if conf is None and not trust and listed:
+        return (f"{head}{', '.join(listed)} (listed by {Path(str(recorded)) / PROJECT_PLUGINS}): not imported, since "
+                f"reading a run runs none of its code; to check that each imports, run from its project with "
+                f"--config-dir conf, or add {IMPORT_PLUGINS_FLAG} to import them from {Path(str(recorded)).parent}")
+    try:
+        loaded = load_reader_plugins(conf, recorded, trust)
     except ConfigError as e:
         return f"{head}{e}: 'again' needs it to import"
+    source = conf if conf is not None else recorded if trust else None
     if not loaded:
-        return f"{head}none (its project lists none, and no installed package adds any)" if conf else None
-    return f"{head}{', '.join(loaded)}: each imports now" + (f" (from {listed})" if listed else "")
+        return f"{head}none (its project lists none, and no installed package adds any)" if recorded else None
+    missing = [m for m in listed if m not in loaded]
+    return (f"{head}{', '.join(loaded)}: each imports now"
+            + (f" (from {Path(str(source)) / PROJECT_PLUGINS})" if source is not None and
+               (Path(str(source)) / PROJECT_PLUGINS).is_file() else "")
+            + (f"; its project listed {', '.join(missing)}, which {Path(str(conf)) / PROJECT_PLUGINS} does not"
+               if missing and conf is not None else ""))

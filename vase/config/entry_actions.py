@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, replace
 from importlib.metadata import entry_points
@@ -149,9 +150,9 @@ REGISTERS = ("register it from a module of yours: list the module in your projec
 """What a line about an unknown extension says registers one (an action, a report kind, a training mix)."""
 
 
-def load_project_plugins(conf: str | Path | None) -> list[str]:
-    """Import the modules a user's project lists in ``<conf>/plugins.yaml`` (`PROJECT_PLUGINS`); returns their
-    names. A file that is no list of modules, or a module that fails to import, is one line naming it (ConfigError)."""
+def listed_project_plugins(conf: str | Path | None) -> list[str]:
+    """The modules a project's ``<conf>/plugins.yaml`` (`PROJECT_PLUGINS`) lists, read as data: nothing is imported
+    ([] where there is no such file). A file that is no list of modules is one line naming it (ConfigError)."""
     path = Path(conf) / PROJECT_PLUGINS if conf else None
     if path is None or not path.is_file():
         return []
@@ -162,20 +163,83 @@ def load_project_plugins(conf: str | Path | None) -> list[str]:
                           f"modules: [mylab.ext, ...]") from None
     if not isinstance(listed, list) or not all(isinstance(m, str) and m for m in listed):
         raise ConfigError(f"{path}: modules must be a list of module names (modules: [mylab.ext]), got {listed!r}")
+    return [str(m) for m in listed]
+
+
+def load_project_plugins(conf: str | Path | None) -> list[str]:
+    """Import the modules a user's project lists in ``<conf>/plugins.yaml`` (`listed_project_plugins`); returns their
+    names. A file that is no list of modules, or a module that fails to import, is one line naming it (ConfigError)."""
+    listed = listed_project_plugins(conf)
     for module in listed:
         try:
             importlib.import_module(module)
         except Exception as e:  # noqa: BLE001 - the user's module: its failure is named, not raised raw
-            raise ConfigError(f"{path}: module {module} failed to import: {type(e).__name__}: "
+            raise ConfigError(f"{Path(conf) / PROJECT_PLUGINS}: module {module} failed to import: {type(e).__name__}: "
                               f"{str(e).splitlines()[0] if str(e) else ''} (it is imported from the folder you run "
                               f"in)") from None
-    return list(listed)
+    return listed
 
 
 def load_plugins(conf: str | Path | None = None) -> list[str]:
     """What every vase command loads before it runs, the same way: installed packages' modules (`PLUGIN_GROUP`),
     then the user's project's (``conf``: its conf folder, `load_project_plugins`)."""
     return [*load_eval_action_plugins(), *load_project_plugins(conf)]
+
+
+CONFIG_DIR_FLAGS = ("--config-dir", "-cd")
+"""How a command is given the user's project's conf folder."""
+
+
+def take_config_dir(argv: list[str]) -> tuple[list[str], Path | None]:
+    """``argv`` without ``--config-dir DIR`` (``-cd DIR``, ``--config-dir=DIR``), and that folder, resolved.
+
+    >>> take_config_dir(["experiment=demo"])
+    (['experiment=demo'], None)
+
+    Raises:
+        ConfigError: the flag without a folder, given twice, or naming something that is not a folder.
+    """
+    rest: list[str] = []
+    given: list[str] = []
+    it = iter(argv)
+    for a in it:
+        if a in CONFIG_DIR_FLAGS:
+            value = next(it, None)
+            if value is None or value.startswith("-"):
+                raise ConfigError(f"{a}: give your project's config folder (e.g. {a} conf)")
+            given.append(value)
+        elif a.startswith("--config-dir="):
+            given.append(a.split("=", 1)[1])
+        else:
+            rest.append(a)
+    if len(given) > 1:
+        raise ConfigError(f"--config-dir is given {len(given)} times ({', '.join(given)}); give one folder")
+    if not given:
+        return rest, None
+    folder = Path(given[0]).expanduser().resolve()
+    if not folder.is_dir():
+        raise ConfigError(f"--config-dir {given[0]}: no such folder ({folder}); it is your project's conf/, with "
+                          f"vase's group folders in it (experiment/, sweep/, callbacks/, ...)")
+    return rest, folder
+
+
+IMPORT_PLUGINS_FLAG = "--import-plugins"
+"""A reader's flag (``vase runs``, ``vase verdict``): import the modules the *record's* project lists, from the folder
+the record names, as the run itself did. Without it a record is read as data: a run folder received from someone
+else (a shared result, an archive) runs none of its code when it is inspected."""
+
+
+def load_reader_plugins(conf: Path | None, recorded: str | None, trust_record: bool) -> list[str]:
+    """What a command that reads a run or sweep folder imports: installed packages' modules always (they are this
+    environment's, not the record's); a project's only from the conf folder the user names now (``conf``:
+    ``--config-dir``, its folder and the current one on the import path, as ``vase train`` imports them), or from the
+    one the record names (``recorded``) where the user says so (`IMPORT_PLUGINS_FLAG`). Returns the names imported."""
+    source = conf if conf is not None else (recorded if trust_record else None)
+    if source is not None:
+        for folder in dict.fromkeys([str(Path.cwd()), str(Path(source).resolve().parent)]):
+            if folder not in sys.path:
+                sys.path.insert(0, folder)  # the project's modules, as its own commands import them
+    return load_plugins(source)
 
 
 def register_eval_action(name: str, action: EvalAction, replace: bool = False) -> EvalAction:

@@ -14,6 +14,7 @@ import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -78,13 +79,14 @@ def say_deprecated(line: str) -> None:
 def renamed_overrides(argv: list[str], say: Callable[[str], None] = say_deprecated) -> list[str]:
     """``argv`` with each override of an old name (``data.task=qa``, ``task=vqa``, ``+sft.data_task=both``) given its
     new name, one deprecation line said for each; everything else as it was. An old name given beside its new one
-    (``evaluate.after=false val.after=true``: the later would silently win) is refused in one line naming both."""
-    out, given = [], {}
+    (``evaluate.after=false val.after=true``: the later would silently win) is refused in one line naming both, before
+    any deprecation line."""
+    out, given, lines = [], {}, []
     for arg in argv:
         m = _OVERRIDE.match(arg)
         new = renamed(m.group(2)) if m and not arg.startswith("-") else None
         if new is not None:
-            say(deprecation(m.group(2), new, "on the command line"))
+            lines.append(deprecation(m.group(2), new, "on the command line"))
             arg = f"{m.group(1)}{new}{m.group(3) or ''}"
             given.setdefault(new, []).append(m.group(2))
         elif m and not arg.startswith("-"):
@@ -93,8 +95,10 @@ def renamed_overrides(argv: list[str], say: Callable[[str], None] = say_deprecat
     for new, names in given.items():
         old = next((n for n in names if n != new), None)
         if len(set(names)) > 1 and old is not None:
-            raise ConfigError(f"{' and '.join(dict.fromkeys(names))} are both given, and {old} is the old name of "
-                              f"{new}: the later would win without a word; give {new} alone")
+            raise ConfigError(f"{' and '.join(dict.fromkeys(names))} are both given on the command line, and {old} is "
+                              f"the old name of {new}: the later would win without a word; give {new} alone")
+    for line in lines:
+        say(line)
     return out
 
 
@@ -119,17 +123,12 @@ def renamed_keys(cfg: DictConfig, say: Callable[[str], None] = say_deprecated,
     the command line's overrides; an old key of a file moved onto a key the command line sets is refused in one line
     naming both (the file's old value would silently win)."""
     moved = []
+    both_given(cfg, given)
     for old, new in RENAMED.items():
         value = OmegaConf.select(cfg, old, default=_ABSENT, throw_on_missing=False)
         if value is _ABSENT:
             continue
         where = files_with(old)
-        set_new = [o for o in given or [] if _OVERRIDE.match(o) and
-                   (k := _OVERRIDE.match(o).group(2)) is not None and (k == new or k.startswith(new + "."))]
-        if set_new:
-            raise ConfigError(f"{old} in {', '.join(where) or 'a config file'} and {set_new[0].lstrip('+~')} on the "
-                              f"command line are both given, and {old} is the old name of {new}: the file's value "
-                              f"would win without a word; rename it {new} in the file")
         parent, _, leaf = old.rpartition(".")
         node = OmegaConf.select(cfg, parent) if parent else cfg
         with open_dict(cfg):
@@ -141,12 +140,39 @@ def renamed_keys(cfg: DictConfig, say: Callable[[str], None] = say_deprecated,
     return moved
 
 
-def files_with(key: str) -> list[str]:
-    """The config files of the running Hydra job that set ``key`` at the top of the config: its primary config and
-    each chosen option of a ``# @package _global_`` group (experiment, sweep, debug preset) on the search path, as
-    paths; [] outside Hydra."""
+PACKAGE_CONF = (Path(__file__).resolve().parents[1] / "conf").resolve()
+"""vase's own configs (`vase.config.options.CONF_DIR`): a new name there is a default, not a value someone gave."""
+
+
+def both_given(cfg: DictConfig, given: list[str] | None = None, hc: Any = None) -> None:
+    """Refuse, in one line naming both and their files, an old name that a composed config holds beside its new one
+    given too: in one file (a sweep file with ``question:`` and ``hypothesis:``), in another file of the user's, or on
+    the command line (``given``: its overrides). Moved, the old value would win over the new one without a word.
+    ``hc``: the ``hydra`` node of a config Hydra has not set as its job's yet (a sweep's, at its start)."""
+    for old, new in RENAMED.items():
+        if OmegaConf.select(cfg, old, default=_ABSENT, throw_on_missing=False) is _ABSENT:
+            continue
+        where = files_with(old, hc)
+        on_line = [o.lstrip("+~") for o in given or [] if (m := _OVERRIDE.match(o)) is not None
+                   and (m.group(2) == new or m.group(2).startswith(new + "."))]
+        beside = [f for f in files_with(new, hc)
+                  if f in where or not any(d.resolve() == PACKAGE_CONF for d in Path(f).parents)]
+        if beside:
+            raise ConfigError(f"{old} in {', '.join(where) or 'a config file'} and {new} in {', '.join(beside)} are "
+                              f"both given, and {old} is the old name of {new}: one would win without a word; give "
+                              f"{new} alone")
+        if on_line:
+            raise ConfigError(f"{old} in {', '.join(where) or 'a config file'} and {on_line[0]} on the command line "
+                              f"are both given, and {old} is the old name of {new}: the file's value would win without "
+                              f"a word; rename it {new} in the file")
+
+
+def files_with(key: str, hc: Any = None) -> list[str]:
+    """The config files of the running Hydra job (or of the one whose ``hydra`` node is ``hc``: a sweep's, before its
+    jobs) that set ``key`` at the top of the config: its primary config and each chosen option of a
+    ``# @package _global_`` group (experiment, sweep, debug preset) on the search path, as paths; [] outside Hydra."""
     try:
-        hc = HydraConfig.get()
+        hc = HydraConfig.get() if hc is None else hc
     except ValueError:
         return []
     roots = [Path(str(src.path)) for src in hc.runtime.config_sources if src.schema == "file"]

@@ -25,6 +25,7 @@ from vase.io import atomic_write_json, read_json, save_figure, write_markdown
 from vase.provenance import machine_stamp
 from vase.reports.ablation import CAPTION_TARGETS
 from vase.reports.jobs import code_lines, code_of_jobs, heldout_of, job_dirs, machines_of_jobs
+from vase.runs import reading_records
 
 STATE = "search.json"  # vase.runs.SEARCH_STATE reads it too (a test keeps the two one name)
 TARGETS = CAPTION_TARGETS
@@ -285,7 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m vase.reports.search_confirm <multirun folder of sweep=search_claim>", file=sys.stderr)
         return 2
-    got = write_search_verdict(Path(argv[0]), {})
+    with reading_records():
+        got = write_search_verdict(Path(argv[0]), {})
     if got is None:
         print(f"error: {argv[0]}: no {STATE}; this is no search-then-confirm sweep", file=sys.stderr)
         return 2

@@ -26,7 +26,8 @@ from vase import markdown
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import DATA_MIXES, PROTOCOL_LABELS
 from vase.config import check_only, sweep_keys_of, sweep_values_of, wandb_offline
-from vase.errors import ConfigError, config_exit
+from vase.config.renames import both_given
+from vase.errors import ConfigError, VaseError, config_exit
 from vase.eval.stats import format_heldout, heldout_difference, mix_of, wilson_interval
 from vase.io import atomic_write_json, atomic_write_text, read_json, save_figure, write_markdown
 from vase.metrics.registry import is_percent
@@ -50,7 +51,7 @@ from vase.reports.sweep_dashboards import (
 from vase.reports.sweep_end import SweepEnd
 from vase.reports.verdict import decide_sweep
 from vase.reports.verdict_view import verdict_text
-from vase.runs import RUN_FILE, note_multirun, sweep_jobs_finished
+from vase.runs import RUN_FILE, note_multirun, reading_records, sweep_jobs_finished
 
 log = logging.getLogger("vase")
 
@@ -316,6 +317,10 @@ class SweepSummary(Callback):
     before it submits are `vase.launchers.SlurmPreflight`'s, which runs first.)"""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:  # an old name beside its new one: refused here, once, not by each job after the sweep's folder is made
+            both_given(config, list(config.hydra.overrides.task), config.hydra)
+        except ConfigError as e:
+            config_exit(e)
         note_multirun(list(config.hydra.overrides.task), str(config.hydra.sweeper.get("_target_", "")), config)
         for line in report_notices(config):
             print(line, flush=True)
@@ -391,8 +396,13 @@ def _main(argv: list[str]) -> int:
     if len(argv) != 1 or not Path(argv[0]).is_dir():
         print("usage: python -m vase.reports.sweep_summary <multirun directory>", file=sys.stderr)
         return 2
-    print(write_sweep_summary(argv[0])["md"])
-    answered = decide_sweep(argv[0])
+    try:
+        with reading_records():
+            print(write_sweep_summary(argv[0])["md"])
+            answered = decide_sweep(argv[0])
+    except (VaseError, OSError) as e:  # a record that is not one, a report kind nothing registered: one line
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if answered is not None:
         print(verdict_text(answered))
     return 0

@@ -39,7 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from vase import markdown as md
-from vase.config.entry_actions import load_plugins
+from vase.config.entry_actions import (
+    IMPORT_PLUGINS_FLAG,
+    PROJECT_PLUGINS,
+    listed_project_plugins,
+    load_reader_plugins,
+    take_config_dir,
+)
 from vase.errors import ConfigError
 from vase.io import atomic_write_json, write_markdown
 from vase.provenance import machine_stamp
@@ -54,6 +60,7 @@ from vase.reports.jobs import (
 )
 from vase.reports.verdict_stats import compare_move, is_share, same_setting, value_of
 from vase.reports.verdict_view import interval_cell, move_label, said_cell, verdict_text
+from vase.runs import reading_records
 from vase.runs.describe import project_conf_of
 
 
@@ -239,16 +246,28 @@ def _sort_key(setting: str) -> tuple[Any, ...]:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m vase.reports.verdict <sweep folder>``: (re)write a finished sweep's answer (verdict.md, and what
-    its hypothesis's report kind writes beside it) from the hypothesis its jobs ran with, and print its verdict lines."""
+    its hypothesis's report kind writes beside it) from the hypothesis its jobs ran with, and print its verdict lines.
+    A report kind of the user's project is imported from the project the user names now (``--config-dir conf``, run
+    from the project's folder as ``vase train`` is) or, with ``--import-plugins``, from the one the sweep's record
+    names: reading a sweep folder never imports what the folder itself names."""
     prog = sys.argv[0] if sys.argv[0].startswith("vase ") else "python -m vase.reports.verdict"  # as typed
     ap = argparse.ArgumentParser(prog=prog, description=main.__doc__.splitlines()[0])
     ap.add_argument("sweep", help="a sweep's folder (logs/train/multiruns/<time>)")
+    ap.add_argument("--config-dir", "-cd", metavar="CONF",
+                    help="your project's conf folder: the modules its plugins.yaml lists are imported (a report kind "
+                         "of yours), from the folder you run in")
+    ap.add_argument(IMPORT_PLUGINS_FLAG, action="store_true",
+                    help="import the modules the sweep's own project lists (its record names the folder): only for a "
+                         "sweep whose code you trust")
     args = ap.parse_args(argv)
+    recorded = project_conf_of(args.sweep)
     try:
-        load_plugins(project_conf_of(args.sweep))  # its report kind may be a package's or the sweep's project's
-        answer = decide_sweep(args.sweep)
+        conf = take_config_dir(["--config-dir", args.config_dir])[1] if args.config_dir else None
+        load_reader_plugins(conf, recorded, args.import_plugins)
+        with reading_records():
+            answer = decide_sweep(args.sweep)
     except (ConfigError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {e}{project_hint(recorded, args.config_dir or args.import_plugins)}", file=sys.stderr)
         return 2
     if answer is None:
         print(f"error: {args.sweep}: no job there has a hypothesis: block, or none finished with something to decide "
@@ -256,6 +275,18 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(verdict_text(answer))
     return 0
+
+
+def project_hint(recorded: str | None, named: Any) -> str:
+    """After an error of `main` with no project named (``named``): the modules the sweep's project lists, not imported,
+    and how to import them ('' where it lists none)."""
+    try:
+        listed = [] if named else listed_project_plugins(recorded)
+    except ConfigError:
+        listed = []
+    return (f" (the sweep's project lists {', '.join(listed)} in {Path(str(recorded)) / PROJECT_PLUGINS}, which a "
+            f"reader does not import: run from that project with --config-dir conf, or add {IMPORT_PLUGINS_FLAG})"
+            if listed else "")
 
 
 if __name__ == "__main__":

@@ -16,11 +16,13 @@ when the process dies, even by SIGKILL), and records its task, overrides and sta
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -286,6 +288,21 @@ def _resumable(base: Path, key: str, sweep: bool = False) -> Path | None:
     return None
 
 
+_reading: list[bool] = []  # non-empty while a reader reads run or sweep folders (`reading_records`)
+
+
+@contextlib.contextmanager
+def reading_records() -> Iterator[None]:
+    """While a command reads run or sweep folders (``vase runs``, ``vase verdict``): a record's
+    ``${vase.run_dir:...}`` is refused, not resolved. Resolving it makes and claims the folder it names, and a record
+    received from someone else is data, not a recipe for where to write."""
+    _reading.append(True)
+    try:
+        yield
+    finally:
+        _reading.pop()
+
+
 def root_digest(*, _root_: Any) -> str:
     """``${vase.config_digest:}``: `config_digest` of the config it is resolved in."""
     return config_digest(_root_)
@@ -297,6 +314,8 @@ def run_dir(base: str, resume: str = "never", kind: str = "run", digest: str = "
     (``${vase.config_digest:}``). A sweep rerun with ``resume=auto`` takes up the newest
     unfinished sweep of the same command when its sweeper sends the same jobs again (the grid sweeper; an optuna
     search starts a new folder)."""
+    if _reading:
+        raise ConfigError(f"a record names ${{vase.run_dir:{base},...}}, a folder to make: reading a run makes none")
     memo_key = (str(base), str(resume), str(kind))
     if memo_key in _memo:
         return _memo[memo_key]

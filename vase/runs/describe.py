@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from vase import provenance
 from vase.errors import ConfigError
 from vase.provenance import CODE_PACKAGES, PATCH_CAP, code_label, code_stamp, project_label, project_stamp
-from vase.runs import LOG_DIR_ENV, RUN_FILE, list_runs, log_root, read_status, status_of
+from vase.runs import LOG_DIR_ENV, RUN_FILE, list_runs, log_root, read_status, reading_records, status_of
 
 
 def load_record(path: str | Path) -> dict[str, Any]:
@@ -49,18 +49,36 @@ def _entry_and_overrides(path: Path, record: dict[str, Any]) -> tuple[str, list[
     entry = ""
     project = launched = None
     if hydra_file.is_file():
-        saved = OmegaConf.load(hydra_file)
-        entry = str(OmegaConf.select(saved, "hydra.job.name", default="") or "")
-        launched = OmegaConf.select(saved, "hydra.runtime.cwd", default=None)
-        main = [str(src.get("path")) for src in OmegaConf.select(saved, "hydra.runtime.config_sources", default=None)
-                or [] if src.get("provider") == "main" and src.get("schema") == "file"]
+        saved = raw_yaml(hydra_file)
+        entry = str(_at(saved, "hydra.job.name") or "")
+        entry = entry if entry.isidentifier() else ""  # a module of vase's, never a path or an interpolation
+        launched = _at(saved, "hydra.runtime.cwd")
+        main = [str(src.get("path")) for src in _at(saved, "hydra.runtime.config_sources") or []
+                if isinstance(src, dict) and src.get("provider") == "main" and src.get("schema") == "file"]
         if main and Path(main[0]).resolve() != PACKAGE_CONF:
             project = main[0]
         if sweep:
-            overrides = [str(o) for o in OmegaConf.select(saved, "hydra.overrides.task", default=None) or overrides]
+            overrides = [str(o) for o in _at(saved, "hydra.overrides.task") or overrides]
     if not sweep and (path / ".hydra" / "overrides.yaml").is_file():
-        overrides = [str(o) for o in OmegaConf.load(path / ".hydra" / "overrides.yaml")]
+        overrides = [str(o) for o in raw_yaml(path / ".hydra" / "overrides.yaml") or []]
     return entry, overrides, sweep, project, None if launched is None else str(launched)
+
+
+def raw_yaml(path: Path) -> Any:
+    """A YAML file of a record as plain data: its ``${...}`` left as written, never resolved (a resolver of vase's may
+    make a folder); ConfigError naming the file where it does not parse."""
+    try:
+        return OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    except Exception as e:  # noqa: BLE001 - a record's file: one line naming it
+        raise ConfigError(f"{path}: not readable YAML ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+                          f"; the run's other files are as it left them") from None
+
+
+def _at(data: Any, dotted: str) -> Any:
+    """``data``'s value at ``a.b.c`` (None where any part is missing)."""
+    for part in dotted.split("."):
+        data = data.get(part) if isinstance(data, dict) else None
+    return data
 
 
 def project_conf_of(path: str | Path) -> str | None:
@@ -167,6 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     finished, failed (with its reason), interrupted (saved on a signal), killed (its process gone without a word),
     checked (its config only). Given one run's folder, its record: the code that made it and the command that makes
     it again."""
+    with reading_records():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None = None) -> int:
+    """`main`, reading."""
     prog = sys.argv[0] if sys.argv[0].startswith("vase ") else "python -m vase.runs"  # as the user typed it
     ap = argparse.ArgumentParser(prog=prog, description=main.__doc__.splitlines()[0])
     ap.add_argument("roots", nargs="*", default=[str(log_root())],
