@@ -12,11 +12,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, one_line
 
 FAULT = "+hydra.callbacks.end_fault._target_=tests.end_faults.EndFault"
 
@@ -248,3 +249,36 @@ def test_mlflow_gone_at_the_end_keeps_the_parent_and_comparisons_and_the_journal
     assert runs["1"].data.metrics == {"vs_baseline/heldout/total": 0.5}
     assert send_sweep(plan, sweep, store)["parent"] == parent.info.run_id  # sent again: the same parent
     assert len(client.search_runs([exp], max_results=10)) == 3
+
+
+def test_a_sweep_into_a_folder_the_user_chose_has_its_record_its_end_recovers_and_a_second_is_refused(
+        tmp_path: Path, session_dirs: dict) -> None:
+    """``hydra.sweep.dir=<mine>`` had no sweep record (2026-12-07): a fault at its end was not recovered by the printed
+    command (``already holds files vase did not write``), and a second identical sweep into the folder while the
+    first ran was accepted and exited 0 with a failed job. Now: the record, a broken dashboard at the end (exit 1,
+    ``failed``), the same command finishing only the end (``finished``, no job trained again); a second sweep started
+    while one holds the folder: one line, exit 2, the first untouched."""
+    mine = tmp_path / "mine"
+    cmd = [*_sweep(tmp_path / "logs", session_dirs["cache"]), f"hydra.sweep.dir={mine}"]
+    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                       env={**env, "VASE_TEST_END_FAULT": "fails:tensorboard"})
+    assert p.returncode == 1 and _record(mine)["status"] == "failed", p.stderr[-2000:]
+    assert p.stdout.count("sft: step") == 4 and not (tmp_path / "logs" / "train" / "multiruns").exists()
+    first = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for _ in range(600):  # until the first holds the folder (its record says running, under its pid)
+            if _record(mine).get("pid") == first.pid and _record(mine)["status"] == "running":
+                break
+            assert first.poll() is None, first.communicate()
+            time.sleep(0.1)
+        second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+        out, err = first.communicate(timeout=600)
+    finally:
+        first.kill()
+    assert one_line(second) == (f"config error: run directory {mine} is in use by another running process (pid "
+                                f"{first.pid}); wait for it, or choose another folder (hydra.sweep.dir=...)")
+    assert first.returncode == 0 and out.count("sft: step") == 0, err[-2000:]
+    assert f"finishing the end of the sweep {mine}" in out or "keeping the finished sweep job" in out, out[-1500:]
+    record = _record(mine)
+    assert record["status"] == "finished" and record["end"]["done"].get("tensorboard") is True, record

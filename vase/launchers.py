@@ -47,7 +47,16 @@ from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLaunche
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from submitit.core.utils import FailedJobError
 
-from vase.config import check_cluster, check_only, check_slurm_nodes, check_slurm_signal, process_settings, validate
+from vase.choices import CPU_ALLOCATORS, CPU_KERNELS
+from vase.config import (
+    check_cluster,
+    check_only,
+    check_slurm_nodes,
+    check_slurm_signal,
+    process_settings,
+    sweep_values_of,
+    validate,
+)
 from vase.errors import ConfigError, Interrupted, config_exit, first_line
 from vase.io import atomic_write_bytes
 from vase.kernels import apply_portable_threads
@@ -243,6 +252,56 @@ class SlurmPreflight(Callback):
                       "run the command on the cluster's login node, or use cluster=local to run the same jobs here "
                       "through submitit", file=sys.stderr, flush=True)
                 raise SystemExit(2)
+
+
+PROCESS_SETTINGS = {"cpu_kernels": CPU_KERNELS, "cpu_allocator": CPU_ALLOCATORS, "resume": ("auto", "never")}
+"""The keys each job's process takes before it computes (`vase.config.process_settings`), and the values each may have:
+checked for the whole sweep at its start, swept or not, so that a bad one is one line before any folder is made."""
+
+
+class SweepPreflight(Callback):
+    """Hydra callback (``conf/hydra/default.yaml``, the first): before a sweep makes its folder, every process setting
+    each of its jobs would take (`PROCESS_SETTINGS`, each value a sweep gives one too) and the parallel launcher's
+    ``jobs`` and ``threads_per_job`` are checked; a bad value is one line and exit 2, and leaves no folder behind.
+    ``jobs`` above this process's usable cores is capped there, with a line."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        params = config.hydra.sweeper.get("params")
+        swept = sweep_values_of(config.hydra.overrides.task, params)
+        try:
+            for key, allowed in PROCESS_SETTINGS.items():
+                values = swept.get(key) or [OmegaConf.select(config, key, default=None)]
+                for value in values:
+                    if value is not None and str(value) not in allowed:
+                        raise ConfigError(f"{key}={value!r} must be one of {list(allowed)}")
+            launcher = config.hydra.launcher
+            if str(launcher.get("_target_", "")).endswith("ParallelLocalLauncher"):
+                at_once = cap_jobs(launcher.get("jobs", "auto"), launcher.get("threads_per_job", "auto"))
+                if at_once is not None:
+                    with read_write(launcher), open_dict(launcher):
+                        launcher.jobs = at_once
+        except (ConfigError, ValueError) as e:
+            config_exit(ConfigError(str(e)))
+
+
+def cap_jobs(jobs: Any, threads_per_job: Any, cores: int | None = None) -> int | None:
+    """Check the parallel launcher's ``jobs`` and ``threads_per_job`` (ValueError naming the key); returns the number
+    of jobs at once to use where ``jobs`` asks for more than the usable ``cores`` (a line says so), else None.
+
+    >>> cap_jobs(999, "auto", cores=2)
+    hydra.launcher.jobs=999 asks for more jobs at once than the 2 usable cores: 2 at a time
+    2
+    >>> cap_jobs("auto", 1, cores=2) is None, cap_jobs(2, "auto", cores=2) is None
+    (True, True)
+    """
+    cores = cores if cores is not None else usable_cores()
+    if not is_auto(threads_per_job):
+        positive_count(threads_per_job, "hydra.launcher.threads_per_job", "threads")
+    if is_auto(jobs) or positive_count(jobs, "hydra.launcher.jobs", "jobs at once") <= cores:
+        return None
+    print(f"hydra.launcher.jobs={jobs} asks for more jobs at once than the {cores} usable cores: {cores} at a time",
+          flush=True)
+    return cores
 
 
 class ParallelLocalLauncher(Launcher):

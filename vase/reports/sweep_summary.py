@@ -51,7 +51,7 @@ from vase.reports.sweep_dashboards import (
 from vase.reports.sweep_end import SweepEnd
 from vase.reports.verdict import decide_sweep
 from vase.reports.verdict_view import verdict_text
-from vase.runs import RUN_FILE, note_multirun, reading_records, sweep_jobs_finished
+from vase.runs import RUN_FILE, hold_sweep_dir, note_multirun, reading_records, sweep_jobs_finished
 
 log = logging.getLogger("vase")
 
@@ -322,6 +322,12 @@ class SweepSummary(Callback):
         except ConfigError as e:
             config_exit(e)
         note_multirun(list(config.hydra.overrides.task), str(config.hydra.sweeper.get("_target_", "")), config)
+        given = OmegaConf.to_container(config.hydra.sweep, resolve=False).get("dir")
+        if not str(given).startswith("${vase.run_dir:"):  # a folder the user chose: its record, as vase's own get
+            try:
+                hold_sweep_dir(str(config.hydra.sweep.dir), str(config.get("resume") or "auto"))
+            except ConfigError as e:
+                config_exit(e)
         for line in report_notices(config):
             print(line, flush=True)
 

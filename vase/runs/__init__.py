@@ -120,7 +120,8 @@ def _try_lock(path: Path) -> int | None:
     return fd
 
 
-def claim(path: str | Path, resume: str = "auto", overrides: list[str] | None = None, key: str | None = None) -> Path:
+def claim(path: str | Path, resume: str = "auto", overrides: list[str] | None = None, key: str | None = None,
+          setting: str = "hydra.run.dir") -> Path:
     """Hold ``path`` as this process's run directory for as long as the process lives.
 
     Raises ConfigError when another live process holds it, or when it holds an earlier run that this one would
@@ -134,7 +135,7 @@ def claim(path: str | Path, resume: str = "auto", overrides: list[str] | None = 
     fd = _try_lock(path)
     status = read_status(path)
     try:
-        _refuse_earlier(path, status, fd is None, resume)
+        _refuse_earlier(path, status, fd is None, resume, setting)
     except ConfigError:
         if fd is not None:
             os.close(fd)
@@ -161,17 +162,18 @@ def claim(path: str | Path, resume: str = "auto", overrides: list[str] | None = 
     return path
 
 
-def _refuse_earlier(path: Path, status: dict[str, Any], live: bool, resume: str | None) -> None:
+def _refuse_earlier(path: Path, status: dict[str, Any], live: bool, resume: str | None,
+                    key: str = "hydra.run.dir") -> None:
     """Refuse a run directory that another live process holds, or whose earlier run this one would overwrite (a
-    finished run; an interrupted one with ``resume=never``)."""
+    finished run; an interrupted one with ``resume=never``); ``key``: the setting that chose the folder."""
     if live:
         raise ConfigError(f"run directory {path} is in use by another running process (pid {status.get('pid', '?')});"
-                          f" wait for it, or choose another folder (hydra.run.dir=...)")
+                          f" wait for it, or choose another folder ({key}=...)")
     earlier = status.get("status")
     if earlier == "finished" or (earlier and resume == "never"):
         how = "" if earlier == "finished" else "; resume=auto continues it"
         raise ConfigError(f"run directory {path} holds an earlier {'finished' if earlier == 'finished' else 'interrupted'}"
-                          f" run, which this one would overwrite{how}; choose a new folder (hydra.run.dir=...)")
+                          f" run, which this one would overwrite{how}; choose a new folder ({key}=...)")
 
 
 def set_status(path: str | Path, status: str, reason: str | None = None, **fields: Any) -> None:
@@ -363,6 +365,20 @@ def note_multirun(overrides: list[str], sweeper: str, config: Any = None) -> Non
     _multirun.update(overrides=list(overrides), sweeper=str(sweeper), digest=config_digest(config))
 
 
+def hold_sweep_dir(path: str | Path, resume: str = "auto") -> Path:
+    """A sweep folder the user chose (``hydra.sweep.dir=...``, on the command line or in a file), held and recorded as
+    a folder `run_dir` chooses is: a new, empty or earlier sweep's folder of vase's (never a user's files, never one a
+    running sweep holds), claimed with the multirun's key (`note_multirun`), so that its end is recorded and the same
+    command takes it up again. Called at the multirun's start, before Hydra writes there; ConfigError otherwise."""
+    held = Path(path).resolve()
+    if held in _held:
+        return held
+    check_given_dir(held, "hydra.sweep.dir", resume)
+    overrides = list(_multirun.get("overrides", []))
+    return claim(held, resume, overrides=overrides, key=run_key(overrides, str(_multirun.get("digest", ""))),
+                 setting="hydra.sweep.dir")
+
+
 def finished_sweep_job(path: str | Path, resume: str) -> bool:
     """In a sweep taken up again (``resume=auto``): whether this job's folder holds its finished run, which is kept
     and not trained again. A folder holding another job's run (the sweep changed since) is refused."""
@@ -440,7 +456,7 @@ def check_given_dir(path: str | Path, key: str = "hydra.run.dir", resume: str | 
             fd = _try_lock(path)
             if fd is not None:
                 os.close(fd)
-            _refuse_earlier(path.resolve(), status, fd is None, resume)
+            _refuse_earlier(path.resolve(), status, fd is None, resume, key)
         return
     foreign = sorted(p.name for p in path.iterdir() if p.name not in _HYDRA_FILES and not p.name.endswith(".log"))
     if foreign:
