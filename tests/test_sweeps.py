@@ -9,6 +9,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -1104,3 +1105,73 @@ def test_a_parallel_sweep_trains_its_shared_sft_with_the_kernels_and_allocator_i
     assert machine["cpu_kernels"] == "portable" and machine["cpu_capability"] == "AVX2", machine
     assert machine["mkl_branch"] in (None, "COMPATIBLE,STRICT"), machine  # as MKL itself reports it
     assert machine["cpu_allocator"] == ("keep" if platform.libc_ver()[0] == "glibc" else "system"), machine
+
+
+def _stop_when_both_train(cmd: list[str], logs: Path, signum: int, group: bool) -> tuple[int, str, Path]:
+    """Start the parallel sweep ``cmd`` in a session of its own, send ``signum`` to its process group (Ctrl-C in its
+    terminal) or, without ``group``, to the sweep's process alone, once both jobs have trained a step; its exit
+    status, all it printed, and its folder."""
+    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True, env={**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"})
+    said, seen = [], set()
+    try:
+        for line in p.stdout:
+            said.append(line)
+            seen |= {j for j in ("[#0] sft: step", "[#1] sft: step") if line.startswith(j)}
+            if len(seen) == 2:
+                (os.killpg if group else os.kill)(p.pid, signum)
+                break
+        said.append(p.stdout.read())
+        p.wait(timeout=600)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    (sweep,) = list((logs / "train" / "multiruns").iterdir())
+    return p.returncode, "".join(said), sweep
+
+
+def test_ctrl_c_on_a_parallel_sweep_is_one_line_each_job_saves_once_and_every_record_says_interrupted(
+        tmp_path: Path) -> None:
+    """Ctrl-C in the terminal of a parallel sweep (SIGINT to its process group) printed a 44-line KeyboardInterrupt
+    traceback, left the sweep's record ``running``, and each job said ``SIGTERM:`` after its ``SIGINT:`` (the sweep
+    terminated them as they saved). Now: exit 130, one ``interrupted`` line, each job's one ``SIGINT:`` line and where
+    it saved, the sweep's record and each job's ``interrupted`` with its reason."""
+    logs = tmp_path / "logs"
+    cmd = [*_sweep_cmd(logs, tmp_path / "cache", "hydra/launcher=parallel", "hydra.launcher.jobs=2"),
+           "trainer.max_steps=400", "stage.epochs=100", "callbacks.checkpoint.every_n_train_steps=1000"]
+    rc, said, sweep = _stop_when_both_train(cmd, logs, signal.SIGINT, group=True)
+    assert rc == 130 and "Traceback" not in said and "SIGTERM" not in said, said[-3000:]
+    assert [ln for ln in said.splitlines() if ln.startswith("interrupted")] == [
+        "interrupted (Ctrl-C): the sweep stopped; its record says interrupted, and the same command takes it up again "
+        "(resume=auto: what was saved is kept)"], said[-3000:]
+    for job in ("0", "1"):
+        assert said.count(f"[#{job}] SIGINT: saving a checkpoint") == 1 and f"[#{job}] saved step " in said
+        record = json.loads((sweep / job / ".vase-run.json").read_text())
+        assert record["status"] == "interrupted" and record["reason"].startswith("saved step "), record
+    assert "[#0] \n" not in said and not [ln for ln in said.splitlines() if ln.startswith("error: sweep job")]
+    record = json.loads((sweep / ".vase-run.json").read_text())
+    assert record["status"] == "interrupted" and record["reason"] == "stopped by Ctrl-C", record
+
+
+@pytest.mark.slow  # two more sweeps of two jobs: make test-slow
+def test_a_sigterm_to_a_parallel_sweep_alone_stops_its_jobs_and_the_same_command_finishes_them(
+        tmp_path: Path) -> None:
+    """SIGTERM to the sweep's process alone (a scheduler's stop; its jobs never hear it) ended the sweep at once and left
+    its jobs training unwatched. Now the sweep hands it on: each job saves once, exit 143, one line; the same command
+    resumes both jobs from their checkpoints and finishes the sweep."""
+    logs = tmp_path / "logs"
+    cmd = [*_sweep_cmd(logs, tmp_path / "cache", "hydra/launcher=parallel", "hydra.launcher.jobs=2"),
+           "trainer.max_steps=60", "stage.epochs=10", "callbacks.checkpoint.every_n_train_steps=1000"]
+    rc, said, sweep = _stop_when_both_train(cmd, logs, signal.SIGTERM, group=False)
+    assert rc == 143 and "Traceback" not in said and said.count("SIGTERM: saving a checkpoint") == 2, said[-3000:]
+    assert "interrupted (SIGTERM): the sweep stopped" in said
+    assert json.loads((sweep / ".vase-run.json").read_text())["reason"] == "stopped by SIGTERM"
+    saved = {j: json.loads((sweep / j / ".vase-run.json").read_text())["reason"] for j in ("0", "1")}
+    assert all(r.startswith("saved step ") for r in saved.values()), saved
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
+                       env={**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"})
+    assert p.returncode == 0 and list((logs / "train" / "multiruns").iterdir()) == [sweep], p.stderr[-3000:]
+    for job in ("0", "1"):
+        steps = [int(h["step"]) for h in json.loads((sweep / job / "train_history.json").read_text())]
+        assert steps == list(range(60)), steps  # each step once: the first run's, then the rest from the checkpoint
+    assert json.loads((sweep / ".vase-run.json").read_text())["status"] == "finished"

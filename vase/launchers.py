@@ -57,6 +57,7 @@ from vase.config import (
     sweep_values_of,
     validate,
 )
+from vase.config.entry import interrupted_exit
 from vase.errors import ConfigError, Interrupted, config_exit, first_line
 from vase.io import atomic_write_bytes
 from vase.kernels import apply_portable_threads
@@ -400,12 +401,14 @@ class ParallelLocalLauncher(Launcher):
                  sweep_dir: Path) -> list[JobReturn]:
         """The jobs in waves of ``at_once``, each wave started together and waited for whole. OpenMP's threads sleep
         when idle only in a wave of several: a job alone (an odd sweep's last) spins as usual, which on 2 cores is
-        0.34 against 0.51 s a GRPO step (benchmarks/RESULTS.md, "Time to a verdict")."""
+        0.34 against 0.51 s a GRPO step (benchmarks/RESULTS.md, "Time to a verdict"). Ctrl-C (or SIGTERM) stops the
+        sweep as it stops a run: each job saves at the end of its step (`_wind_down`), one line says so, and the
+        sweep's record says ``interrupted``; no job outlives its sweep."""
         ctx = multiprocessing.get_context("spawn")
         state = cloudpickle.dumps((Singleton.get_state(), self.hydra_context, self.task_function, self.config))
         results: dict[int, JobReturn] = {}
         jobs = list(zip(nums, overrides))
-        with tempfile.TemporaryDirectory(prefix="vase-sweep-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="vase-sweep-") as tmp, sigterm_as_interrupt():
             for first in range(0, len(jobs), at_once):
                 wave = jobs[first:first + at_once]
                 running: dict[int, tuple[Any, list[str], Path]] = {}
@@ -421,14 +424,37 @@ class ParallelLocalLauncher(Launcher):
                         proc.join()
                         results[num] = self._collect(proc, num, ovr, out, sweep_dir)
                         del running[num]
+                except KeyboardInterrupt as e:  # Ctrl-C, or a SIGTERM (`sigterm_as_interrupt`)
+                    by = getattr(e, "by", "Ctrl-C")
+                    self._wind_down(running, sweep_dir, by)
+                    interrupted_exit("the sweep", by)
                 finally:
-                    for proc, _, _ in running.values():  # Ctrl-C or SIGTERM here: no job outlives its sweep
-                        proc.terminate()
-                    for proc, _, _ in running.values():
-                        proc.join(10)
+                    for proc, _, _ in running.values():  # a second Ctrl-C while they saved: nothing outlives the sweep
+                        if proc.is_alive():
+                            proc.kill()
+                            proc.join(10)
         return [results[n] for n in nums]
 
-    def _collect(self, proc: Any, num: int, overrides: list[str], out: Path, sweep_dir: Path) -> JobReturn:
+    def _wind_down(self, running: dict[int, tuple[Any, list[str], Path]], sweep_dir: Path, by: str) -> None:
+        """After Ctrl-C (``by``): the jobs heard it too (one process group) and save at the end of their step; one
+        that has not ended within `WIND_DOWN_S` (the Ctrl-C was the sweep's alone: ``kill -INT``), or every job
+        after a SIGTERM, which only the sweep heard, is sent SIGTERM, which it takes as the same request (its line is
+        said once). Each job's record then says how it ended; a second Ctrl-C stops them at once."""
+        deadline = time.monotonic() + (0 if by == "SIGTERM" else WIND_DOWN_S)
+        for proc, _, _ in running.values():
+            proc.join(max(0.0, deadline - time.monotonic()))
+        for proc, _, _ in running.values():
+            if proc.is_alive():
+                proc.terminate()
+        for num, (proc, ovr, out) in list(running.items()):
+            proc.join()
+            self._collect(proc, num, ovr, out, sweep_dir, stopped_by=by)
+
+    def _collect(self, proc: Any, num: int, overrides: list[str], out: Path, sweep_dir: Path,
+                 stopped_by: str | None = None) -> JobReturn:
+        """Job ``num``'s return, from what its process left in ``out``; one that left none (killed, or ``stopped_by``
+        the sweep's Ctrl-C or SIGTERM before it could say) gets a record saying how it ended. A failed job's line is
+        said here, not a stopped one's: its own lines said where it saved."""
         if out.is_file():
             end = pickle.loads(out.read_bytes())
             cfg = job_config(self.hydra_context, self.config, overrides, num, with_output_dir=True)
@@ -436,14 +462,47 @@ class ParallelLocalLauncher(Launcher):
             ret = JobReturn(overrides=overrides, cfg=task_cfg, hydra_cfg=OmegaConf.masked_copy(cfg, "hydra"),
                             working_dir=end["working_dir"], task_name=end["task_name"],
                             status=JobStatus[end["status"]], _return_value=end["value"])
-            if ret.status == JobStatus.FAILED:
+            if ret.status == JobStatus.FAILED and stopped_by is None:
                 print(failed_line(num, overrides, ret._return_value, sweep_dir / str(num)), file=sys.stderr, flush=True)
             return ret
         folder = sweep_dir / str(num)  # hydra.sweep.subdir is the job's number (conf/hydra/default.yaml)
-        err = JobLost(f"its process ended without a result ({exit_said(proc.exitcode, num)})")
-        record_lost(folder, str(err))
-        print(failed_line(num, overrides, err, folder), file=sys.stderr, flush=True)
+        if stopped_by is not None:
+            err = JobLost(f"stopped by the sweep's {stopped_by} ({exit_said(proc.exitcode, num)}) before it saved")
+            record_lost(folder, str(err), status="interrupted")
+        else:
+            err = JobLost(f"its process ended without a result ({exit_said(proc.exitcode, num)})")
+            record_lost(folder, str(err))
+            print(failed_line(num, overrides, err, folder), file=sys.stderr, flush=True)
         return JobReturn(overrides=overrides, working_dir=str(folder), status=JobStatus.FAILED, _return_value=err)
+
+
+WIND_DOWN_S = 30.0
+"""After Ctrl-C, how long the sweep waits for its jobs to save at the end of their step before it sends them SIGTERM
+(a job that never heard the Ctrl-C: it was sent to the sweep's process alone)."""
+
+
+class SweepStopped(KeyboardInterrupt):
+    """A SIGTERM to the sweep's process while its jobs run, taken as its Ctrl-C is (``by``: what stopped it)."""
+
+    by = "SIGTERM"
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While a sweep's jobs run in their processes: SIGTERM raises `SweepStopped` in the sweep's process (by default
+    it ended the process at once, its jobs running on unwatched, its record ``running``)."""
+    def stop(signum: int, frame: Any) -> None:
+        raise SweepStopped()
+
+    try:
+        before = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: signals stay with whoever has them
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def job_config(hydra_context: Any, config: DictConfig, overrides: list[str], num: int,

@@ -113,8 +113,11 @@ class LabelledLines:
     (``[#1] grpo: step 76/300 ...``), so that two jobs' lines in one terminal or log say whose they are. Never a
     terminal (`progress_bar` then prints plain lines: two jobs' bars on one line would overwrite each other).
 
+    An empty line is left out (a bare label says nothing; a job's ``\\nSIGINT: ...`` breaks off a bar only on a
+    terminal, which this never is).
+
     >>> import io
-    >>> s = io.StringIO(); out = LabelledLines(s, "[#1] "); _ = out.write("a\\nb"); _ = out.write("c\\n"); s.getvalue()
+    >>> s = io.StringIO(); out = LabelledLines(s, "[#1] "); _ = out.write("a\\nb"); _ = out.write("c\\n\\n"); s.getvalue()
     '[#1] a\\n[#1] bc\\n'
     """
 
@@ -125,6 +128,8 @@ class LabelledLines:
     def write(self, text: str) -> int:
         out = []
         for piece in text.splitlines(keepends=True):
+            if self._at_start and piece in ("\n", "\r\n"):
+                continue
             if self._at_start:
                 out.append(self.label)
             out.append(piece)

@@ -126,9 +126,9 @@ def run_entry(body: Any, cfg: DictConfig) -> Any:
     job = job_dir()
     try:
         out = or_exit(body, cfg)
-    except Interrupted:
-        if job is not None:
-            set_status(job, "interrupted")
+    except Interrupted as e:
+        if job is not None:  # where it saved, and how to go on: the record says it, as the run's line did
+            set_status(job, "interrupted", one_line(e))
         raise
     except KeyboardInterrupt:  # Ctrl-C outside training (which saves and raises Interrupted): evaluating, a report
         interrupted_exit("the run")
@@ -142,14 +142,15 @@ def run_entry(body: Any, cfg: DictConfig) -> Any:
     return out
 
 
-def interrupted_exit(what: str) -> NoReturn:
-    """Ctrl-C: every run folder this process holds that is still running (a sweep's job and the sweep's own) records
-    ``interrupted``; one line says so and how to go on; exit 130 (a shell's code for SIGINT), no traceback."""
+def interrupted_exit(what: str, by: str = "Ctrl-C") -> NoReturn:
+    """Ctrl-C (or ``by``: SIGTERM): every run folder this process holds that is still running (a sweep's job and the
+    sweep's own) records ``interrupted``; one line says so and how to go on; exit 130 (a shell's code for SIGINT; 143
+    for SIGTERM), no traceback."""
     with contextlib.suppress(OSError):
-        set_status_held("interrupted", "stopped by Ctrl-C")
-    print(f"interrupted (Ctrl-C): {what} stopped; its record says interrupted, and the same command takes it up again "
+        set_status_held("interrupted", f"stopped by {by}")
+    print(f"interrupted ({by}): {what} stopped; its record says interrupted, and the same command takes it up again "
           f"(resume=auto: what was saved is kept)", file=sys.stderr, flush=True)
-    raise SystemExit(130)
+    raise SystemExit(143 if by == "SIGTERM" else 130)
 
 
 def or_exit(check: Any, *args: Any) -> Any:

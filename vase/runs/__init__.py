@@ -242,15 +242,16 @@ def status_of(path: str | Path) -> str:
     return "failed" if (record.get("end") or {}).get("state") == "writing" else "killed"
 
 
-def record_lost(path: str | Path, reason: str) -> bool:
+def record_lost(path: str | Path, reason: str, status: str = "failed") -> bool:
     """Record a run whose process is gone without a word (`status_of`: ``killed``), or that failed before it had a
-    record (e.g. an import error before the run began), as ``failed`` with ``reason``: what the launcher of a sweep
-    job learns when the job ends without a result. Returns whether it did."""
+    record (e.g. an import error before the run began), as ``failed`` (or ``status``: ``interrupted``, for a job its
+    sweep stopped) with ``reason``: what the launcher of a sweep job learns when the job ends without a result.
+    Returns whether it did."""
     path = Path(path)
     if (path / RUN_FILE).is_file() and status_of(path) != "killed":
         return False
     path.mkdir(parents=True, exist_ok=True)  # a sweep job's own folder (hydra.sweep.dir/<n>)
-    atomic_write_json(path / RUN_FILE, {**read_status(path), "status": "failed", "ended": time.time(),
+    atomic_write_json(path / RUN_FILE, {**read_status(path), "status": status, "ended": time.time(),
                                         "reason": reason})
     return True
 

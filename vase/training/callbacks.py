@@ -155,6 +155,8 @@ class ResumeCheckpoint(pl.Callback):
         if self._signal is not None and signum == signal.SIGINT:
             self._restore_handlers()
             raise KeyboardInterrupt  # a second Ctrl-C: stop now, the last periodic checkpoint stands
+        if self._signal is not None:  # the same request again (a sweep's SIGTERM after its Ctrl-C): said once
+            return
         self._signal = signum
         print(f"\n{signal.Signals(signum).name}: saving a checkpoint when the current step ends "
               "(Ctrl-C again stops at once)", file=sys.stderr, flush=True)
