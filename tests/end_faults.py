@@ -8,6 +8,7 @@ name the fault in ``VASE_TEST_END_FAULT=<fault>:<part>``, the part one of `vase.
 - ``ctrl-c``: as the part starts, SIGINT to the sweep's process, as Ctrl-C in its terminal;
 - ``swallowed``: the same, the KeyboardInterrupt then swallowed inside the part, as a library may do it;
 - ``fails``: the part raises RuntimeError (a dashboard whose library breaks);
+- ``gone-job0``: as the part starts, job 0's TensorBoard events files are deleted (a user tidying a folder);
 - ``kill``: as the part starts, SIGKILL to the process group ``VASE_TEST_KILL_GROUP`` (a tracking server), and the
   part waits until the group is gone.
 
@@ -61,6 +62,9 @@ class EndFault(Callback):
                 folders = [sweep_dir] if fault == "readonly" else list(sweep_dir.glob("1/tensorboard/*/"))
                 for folder in folders:
                     subprocess.run(["mount", "--bind", "-o", "ro", str(folder), str(folder)], check=True)
+            elif fault == "gone-job0":
+                for events in sweep_dir.glob("0/tensorboard/*/events.out.*"):
+                    events.unlink()
             elif fault == "fails":
                 raise RuntimeError(f"{part} broke (the test's fault)")
             elif fault == "kill":

@@ -248,6 +248,8 @@ def test_mlflow_gone_at_the_end_keeps_the_parent_and_comparisons_and_the_journal
     assert runs["1"].data.tags["mlflow.parentRunId"] == parent.info.run_id
     assert runs["1"].data.metrics == {"vs_baseline/heldout/total": 0.5}
     assert send_sweep(plan, sweep, store)["parent"] == parent.info.run_id  # sent again: the same parent
+    # a job whose run the server does not have (deleted since) is named, not silently left out of the parent's
+    assert send_sweep({**plan, "children": {**plan["children"], "2": {}}}, sweep, store)["missing"] == ["2"]
     assert len(client.search_runs([exp], max_results=10)) == 3
 
 
@@ -282,3 +284,23 @@ def test_a_sweep_into_a_folder_the_user_chose_has_its_record_its_end_recovers_an
     assert f"finishing the end of the sweep {mine}" in out or "keeping the finished sweep job" in out, out[-1500:]
     record = _record(mine)
     assert record["status"] == "finished" and record["end"]["done"].get("tensorboard") is True, record
+
+
+def test_a_jobs_tensorboard_events_gone_before_the_end_are_named_and_the_record_says_without(
+        tmp_path: Path, session_dirs: dict) -> None:
+    """Job 0's (the baseline's) TensorBoard events file deleted before the end: rc 0, ``finished``, and the baseline
+    silently missing from the board (2026-12-07). Now one line names the job and its folder, and the record says
+    ``finished`` with the reason ``without: ...``, which vase runs shows."""
+    logs = tmp_path / "logs"
+    p = subprocess.run(_sweep(logs, session_dirs["cache"]), cwd=ROOT, capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1",
+                            "VASE_TEST_END_FAULT": "gone-job0:tensorboard"})
+    (sweep,) = (logs / "train" / "multiruns").iterdir()
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    said = f"job 0's TensorBoard run (no events file in {sweep / '0' / 'tensorboard'})"
+    assert _lines(p.stderr, "note: ") == [f"note: the sweep's end was written without {said}: the dashboards show the "
+                                          f"other jobs"], p.stderr[-2000:]
+    record = _record(sweep)
+    assert record["status"] == "finished" and record["reason"] == f"without: {said}", record
+    shown = subprocess.run([sys.executable, "-m", "vase.runs", str(sweep)], capture_output=True, text=True, timeout=300)
+    assert f"status:    finished (without: {said})" in shown.stdout, shown.stdout

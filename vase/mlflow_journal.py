@@ -249,7 +249,8 @@ def send_sweep(plan: dict[str, Any], sweep_dir: Path, tracking_uri: str | None =
     its parent run (``run_name``, ``tags``; found again by ``tags.sweep_group`` where an earlier attempt made it) with
     its ``params``, ``metrics``, ``tables`` and the sweep's ``files``; every job's run of the group made its child,
     with its comparison with the baseline (``children``: job folder name -> metrics); the jobs ``view`` saved on the
-    experiment. Returns ``{"experiment_id", "parent"}``. Any failure of the server propagates: the caller keeps the
+    experiment. Returns ``{"experiment_id", "parent", "missing"}`` (the jobs of ``children`` whose run the server
+    does not have: deleted, or logged elsewhere). Any failure of the server propagates: the caller keeps the
     plan (`SWEEP_JOURNAL`)."""
     from mlflow.tracking import MlflowClient  # lazy: mlflow, slow to import
 
@@ -271,10 +272,12 @@ def send_sweep(plan: dict[str, Any], sweep_dir: Path, tracking_uri: str | None =
     for name in plan["files"]:
         if (sweep_dir / name).is_file():
             client.log_artifact(parent, str(sweep_dir / name), artifact_path="sweep")
+    found_jobs = set()
     for run in client.search_runs([exp_id], filter_string=f"tags.sweep_group = '{group}'", max_results=10000):
         if run.info.run_id != parent:
             client.set_tag(run.info.run_id, "mlflow.parentRunId", parent)
             job = Path(str(run.data.tags.get("vase.run_dir", ""))).name
+            found_jobs.add(job)
             for key, value in plan["children"].get(job, {}).items():  # its setting against the baseline's job
                 client.log_metric(run.info.run_id, key, value)
             for key, text in (plan.get("children_tags") or {}).get(job, {}).items():  # the same, as people read it
@@ -283,7 +286,8 @@ def send_sweep(plan: dict[str, Any], sweep_dir: Path, tracking_uri: str | None =
     if view:
         client.set_experiment_tag(exp_id, SHARED_VIEW_TAG + str(view["key"]), str(view["state"]))
     client.set_terminated(parent)
-    return {"experiment_id": str(exp_id), "parent": str(parent)}
+    return {"experiment_id": str(exp_id), "parent": str(parent),
+            "missing": sorted(set(plan["children"]) - found_jobs, key=lambda j: (len(j), j))}
 
 
 def replay_sweep(sweep_dir: Path, tracking_uri: str | None = None) -> str:

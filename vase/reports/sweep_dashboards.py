@@ -48,6 +48,8 @@ from vase.reports.verdict_view import (
     verdict_metrics,
     verdict_table,
 )
+from vase.runs import read_status
+from vase.runs.describe import raw_yaml
 
 log = logging.getLogger("vase")
 
@@ -170,8 +172,9 @@ def log_to_tensorboard(config: DictConfig, sweep_dir: Path, written: list[str] |
     columns are written and a line for each job whose folder could not take them; None when no job logged to
     TensorBoard."""
     runs = board_runs(sweep_dir)
+    missing = missing_boards(sweep_dir)
     if not runs:
-        return None
+        return {"command": None, "written": list(written or []), "lost": [], "missing": missing} if missing else None
     verdict = read_verdict(sweep_dir)
     q = verdict.get("hypothesis") or hypothesis_of(config) or {}
     swept = sweep_keys_of(config.hydra.overrides.task, config.hydra.sweeper.get("params"))
@@ -191,8 +194,24 @@ def log_to_tensorboard(config: DictConfig, sweep_dir: Path, written: list[str] |
                                      every=params, verdict=short_verdict(verdict) or None)
     failed = {str(run) for run, _ in lost}
     done = [*(written or []), *(folders[i].parents[1].name for i in todo if str(folders[i]) not in failed)]
-    return {"command": tensorboard_command(sweep_dir), "written": done,
+    return {"command": tensorboard_command(sweep_dir), "written": done, "missing": missing,
             "lost": [f"job {Path(run).parents[1].name}'s columns not written ({why})" for run, why in lost]}
+
+
+def missing_boards(sweep_dir: Path) -> list[str]:
+    """The finished jobs that logged to TensorBoard (``logger.tensorboard`` in their config) whose events are gone
+    from their folder (deleted since, or never written): each a line naming the job and the folder. The board shows
+    the others; without this line a missing baseline was only missing."""
+    out = []
+    for job in job_dirs(sweep_dir):
+        config = job / ".hydra" / "config.yaml"
+        if read_status(job).get("status") != "finished" or not config.is_file():
+            continue
+        saved = raw_yaml(config)
+        loggers = saved.get("logger") if isinstance(saved, dict) else None
+        if isinstance(loggers, dict) and "tensorboard" in loggers and not any(job.glob("tensorboard/*/events.out.*")):
+            out.append(f"job {job.name}'s TensorBoard run (no events file in {job / 'tensorboard'})")
+    return out
 
 
 CURVES = urllib.parse.quote("train/(reward|loss|kl)$", safe="")
@@ -300,7 +319,9 @@ def log_to_mlflow(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]
                         f"{journal}; once it answers: python -m vase.mlflow_journal {shown_path(sweep_dir)}"}
     exp_id, key = sent["experiment_id"], plan["view"]["key"]
     return {"jobs": mlflow_link(uri, exp_id) + f"?viewStateShareKey={urllib.parse.quote(key)}",
-            "answer": mlflow_link(uri, exp_id, sent["parent"]), "parent": sent["parent"]}
+            "answer": mlflow_link(uri, exp_id, sent["parent"]), "parent": sent["parent"],
+            "missing": [f"job {job}'s MLflow run (none of the sweep's group at {uri} names {sweep_dir / job})"
+                        for job in sent.get("missing") or []]}
 
 
 VIEW_CELLS = 3

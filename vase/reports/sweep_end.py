@@ -87,6 +87,7 @@ class SweepEnd:
             self.done.pop(part, None)
         self.failed: dict[str, str] = {}
         self.unsent: dict[str, str] = {}
+        self.without: dict[str, str] = {}  # a part written without a job's share, which no rerun brings back
         self.record_error: str | None = None
         self.ctrl_c = CtrlC()
 
@@ -171,8 +172,12 @@ class SweepEnd:
             self._record(lambda: set_status(self.sweep_dir, "failed", line, end=self.state("failed")))
         elif complete:
             (self.sweep_dir / ERRORS_FILE).unlink(missing_ok=True)  # an earlier end's traceback, of a part now written
-            waits = "; ".join(self.unsent.values())
+            without = "; ".join(self.without.values())
+            waits = "; ".join([*self.unsent.values(), *([f"without: {without}"] if without else [])])
             self._record(lambda: set_status(self.sweep_dir, "finished", waits or None, end=self.state("written")))
+            if without:
+                print(f"note: the sweep's end was written without {without}: the dashboards show the other jobs",
+                      file=sys.stderr, flush=True)
         else:
             self._record(lambda: set_status(self.sweep_dir, "interrupted", None, end=self.state("written")))
         if self.failed:

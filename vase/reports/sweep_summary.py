@@ -385,6 +385,8 @@ def write_end(config: DictConfig, sweep_dir: Path, end: SweepEnd) -> None:
         ok, board = end.run("tensorboard", lambda: log_to_tensorboard(config, sweep_dir, written or []))
         if ok and board is not None and board["lost"]:
             end.fail("tensorboard", "; ".join(board["lost"]), done=board["written"])
+        if ok and board is not None and board.get("missing"):
+            end.without["tensorboard"] = "; ".join(board["missing"])
         if ok and board is not None and board["command"]:
             print(f"TensorBoard: the jobs side by side, named by their swept values: {board['command']}")
     if end.todo("mlflow"):
@@ -393,6 +395,8 @@ def write_end(config: DictConfig, sweep_dir: Path, end: SweepEnd) -> None:
             print(links["kept"], file=sys.stderr, flush=True)
             end.unsent["mlflow"] = links["kept"]
         elif links:
+            if links.get("missing"):
+                end.without["mlflow"] = "; ".join(links["missing"])
             print(f"MLflow: the sweep's jobs, with the swept values and the hypothesis's measures: {links['jobs']}")
             print(f"MLflow: the sweep is run {links['parent']}, its answer: {links['answer']}")
     print(f"sweep summary: {paths['md']}")
