@@ -279,6 +279,46 @@ def test_strings_from_a_sweep_file_reach_the_pages_inert(tmp_path: Path) -> None
     assert "data.note=&lt;img src=x onerror=alert(1)>" in page  # shown as text, not an image
     html = MarkdownIt("commonmark", {"html": True}).render(page)  # a viewer that passes HTML through
     assert "<img" not in html and "onerror=alert(1)" in html
+    # what vase sends to the dashboards: MLflow's parent run's name, TensorBoard's sweep/verdict text (which kept the
+    # tag, and so requested its URL: 2026-12-07)
+    from omegaconf import OmegaConf
+
+    from vase.loggers import _write_columns
+    from vase.reports.sweep_dashboards import mlflow_plan
+    from vase.reports.verdict_view import read_verdict, short_verdict
+
+    config = OmegaConf.create({"logger": {"mlflow": {"tracking_uri": "http://127.0.0.1:9", "experiment_name": "e"}},
+                               "hydra": {"runtime": {"choices": {"sweep": "mine"}}, "sweeper": {"params": None},
+                                         "overrides": {"task": ["data.note=plain,x", "seed=1,2"]}}})
+    plan = mlflow_plan(config, sweep, [], [])
+    assert hostile in short_verdict(read_verdict(sweep)) and "<img" not in plan["run_name"], plan["run_name"]
+    assert "&lt;img src=x onerror=alert(1)>" in plan["run_name"]
+    texts: dict[str, str] = {}
+
+    class Writer:  # TensorBoard's SummaryWriter, as _write_columns uses it
+        def add_scalar(self, *a: object) -> None: ...
+        def add_text(self, tag: str, text: str, step: int) -> None: texts[tag] = text
+        def _get_file_writer(self) -> "Writer": return self
+        def add_summary(self, *a: object) -> None: ...
+        def close(self) -> None: ...
+
+    _write_columns(Writer(), {}, None, short_verdict(read_verdict(sweep)))
+    assert "<img" not in MarkdownIt("commonmark", {"html": True}).render(texts["sweep/verdict"])
+
+
+def test_a_labels_markdown_is_shown_as_written_never_followed(tmp_path: Path) -> None:
+    """A hypothesis's label put a live link into compare.md's headings (``[click](https://...)``): its Markdown is now
+    escaped, so a viewer shows the brackets and follows nothing; the words read the same."""
+    from markdown_it import MarkdownIt
+
+    from vase.reports.compare import Idea, comparison_lines
+
+    idea = Idea(key="data.retrieval", off="false", on="true", targets=("shape",),
+                label="retrieval [click](https://evil.example/a_b) ![i](https://evil.example/i.png) *now*")
+    html = MarkdownIt("commonmark", {"html": True}).render("\n".join(comparison_lines(idea, "true",
+        {"dimensions": {}, "targets": ["shape"], "rule": "r", "held": False})))
+    assert "<a " not in html and "<img" not in html and "<em>" not in html, html
+    assert "retrieval [click](https://evil.example/a_b) ![i](https://evil.example/i.png) *now*" in html, html
 
 
 def test_every_measure_the_start_check_accepts_is_measured_at_the_end(tmp_path: Path) -> None:

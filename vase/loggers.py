@@ -30,7 +30,7 @@ from vase import markdown as md
 from vase.config import SERVER_SCHEMES, swept_keys, view_order
 from vase.config.naming import short_key
 from vase.errors import ConfigError, VaseError
-from vase.io import atomic_write_text, path_lock, shown_store
+from vase.io import atomic_write_text, inert_markdown, path_lock, shown_store
 from vase.metrics.registry import table_columns
 from vase.provenance import code_stamp
 from vase.runs import job_overrides
@@ -113,7 +113,7 @@ def log_table(loggers: list[Any], key: str, columns: list[str], rows: list[list[
         if k == "wandb":
             lg.log_table(key=key, columns=columns, data=rows)
         elif k == "tensorboard":
-            lg.experiment.add_text(key, _markdown(columns, rows), global_step=step or 0)
+            lg.experiment.add_text(key, inert_markdown(_markdown(columns, rows)), global_step=step or 0)
         elif k == "mlflow":
             data = {"columns": columns, "data": [[v if isinstance(v, (int, float, str, type(None))) else str(v)
                                                   for v in r] for r in rows]}
@@ -511,7 +511,7 @@ def _write_columns(w: Any, comparison: dict[str, float], exp: Any, verdict: str 
         for key, value in comparison.items():
             w.add_scalar(key, value, 0)
         if verdict:
-            w.add_text("sweep/verdict", verdict, 0)
+            w.add_text("sweep/verdict", inert_markdown(verdict), 0)  # TensorBoard renders tags a value carries
         w._get_file_writer().add_summary(exp)
     finally:
         w.close()

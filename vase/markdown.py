@@ -1,9 +1,24 @@
-"""Markdown tables, written one way: every report, results file and docs page vase writes builds its tables here."""
+"""Markdown written one way: every report, results file and docs page vase writes builds its tables here, and puts a
+user's own words (a hypothesis's label) into a page through `text`."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+_MARKUP = re.compile(r"([\\`*_{}\[\]()#+!|~])")
+
+
+def text(words: Any) -> str:
+    """A user's words (a label from a sweep file) as Markdown that shows them as written: every character Markdown
+    reads as markup is escaped, so a link, an image or emphasis in them is shown, never followed; the words on one
+    line. (A tag's ``<`` is `vase.io.inert_markdown`'s, which every page vase writes goes through.)
+
+    >>> print(text("retrieval [click](https://x.y/a_b) *bold*"))
+    retrieval \\[click\\]\\(https://x.y/a\\_b\\) \\*bold\\*
+    """
+    return _MARKUP.sub(r"\\\1", " ".join(str(words).split()))
 
 
 def table(header: Sequence[Any], rows: Iterable[Sequence[Any]] = (), align: str = "") -> list[str]:

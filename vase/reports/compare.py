@@ -138,7 +138,7 @@ def comparison_verdict(pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]],
 
 def comparison_lines(idea: Idea, on: str, verdict: dict[str, Any]) -> list[str]:
     against = f"`{idea.key}={idea.off}`" if idea.off is not None else "each job's own start (the SFT it began from)"
-    lines = [f"## {idea.label}: `{idea.key}={on}` against {against}", "",
+    lines = [f"## {md.text(idea.label)}: `{idea.key}={on}` against {against}", "",
              *md.table(["dimension", "draw, seed", "without", "with", "with - without, points [95 % CI]"],
                        align="llrrl")]
     ordered = sorted(verdict["dimensions"].items(), key=lambda kv: not kv[1]["target"])
@@ -242,7 +242,7 @@ def write_comparison(sweep_dir: str | Path, q: dict[str, Any]) -> dict[str, Any]
     on = idea.on if idea.on in found else sorted(found, key=_value_order)[-1]
     verdict = {"idea": idea.label, "key": idea.key, "off": idea.off, "on": on, "within_file": idea.within, **found[on],
                "probes": {v: r for v, r in found.items() if v != on}, "machine": machine_stamp()}
-    lines = [f"# {idea.label} against the same pipeline without it", ""]
+    lines = [f"# {md.text(idea.label)} against the same pipeline without it", ""]
     code = code_of_jobs(jobs)
     head, tail = code_lines(code, machines_of_jobs(jobs))
     lines += head

@@ -282,7 +282,7 @@ def mlflow_plan(config: DictConfig, sweep_dir: Path, rows: list[dict[str, Any]],
                            view_metrics(q, verdict) or hypothesis_columns(q),
                            list(dict.fromkeys(k for c in cells for k in c)))
     return {"tracking_uri": str(node.tracking_uri), "experiment_name": str(node.experiment_name),
-            "artifact_location": node.get("artifact_location"), "group": group, "run_name": name[:250],
+            "artifact_location": node.get("artifact_location"), "group": group, "run_name": inert_markdown(name)[:250],
             "tags": {"sweep_group": group, "job_type": "sweep", "mlflow.note.content": inert_markdown(note)},
             "tables": tables, "params": sweep_params(config),
             "metrics": dashboard_keys(verdict_metrics(verdict)),
