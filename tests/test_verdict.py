@@ -298,7 +298,7 @@ def test_strings_from_a_sweep_file_reach_the_pages_inert(tmp_path: Path) -> None
     class Writer:  # TensorBoard's SummaryWriter, as _write_columns uses it
         def add_scalar(self, *a: object) -> None: ...
         def add_text(self, tag: str, text: str, step: int) -> None: texts[tag] = text
-        def _get_file_writer(self) -> "Writer": return self
+        def _get_file_writer(self) -> Writer: return self
         def add_summary(self, *a: object) -> None: ...
         def close(self) -> None: ...
 
@@ -315,8 +315,8 @@ def test_a_labels_markdown_is_shown_as_written_never_followed(tmp_path: Path) ->
 
     idea = Idea(key="data.retrieval", off="false", on="true", targets=("shape",),
                 label="retrieval [click](https://evil.example/a_b) ![i](https://evil.example/i.png) *now*")
-    html = MarkdownIt("commonmark", {"html": True}).render("\n".join(comparison_lines(idea, "true",
-        {"dimensions": {}, "targets": ["shape"], "rule": "r", "held": False})))
+    lines = comparison_lines(idea, "true", {"dimensions": {}, "targets": ["shape"], "rule": "r", "held": False})
+    html = MarkdownIt("commonmark", {"html": True}).render("\n".join(lines))
     assert "<a " not in html and "<img" not in html and "<em>" not in html, html
     assert "retrieval [click](https://evil.example/a_b) ![i](https://evil.example/i.png) *now*" in html, html
 
