@@ -269,3 +269,24 @@ def test_sigterm_mid_grpo_saves_records_and_the_same_command_resumes_to_the_unin
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-5, abs=1e-6), (a, b)
         assert a["reward"] == pytest.approx(b["reward"], rel=1e-5, abs=1e-6), (a, b)
     assert json.loads((run / ".vase-run.json").read_text())["status"] == "finished"
+
+
+def test_a_broken_checkpoint_the_rerun_would_resume_is_named_with_the_way_to_start_afresh(
+        tmp_path: Path, session_dirs: dict) -> None:
+    """The run's own last.ckpt cut short (a disk that filled as it was written by something else, a copy that
+    stopped): the rerun's line named ``ckpt_path=``, which the user never gave, and not how to start afresh. Now it
+    names the file, says resume=auto found it, and that resume=never starts afresh; the folder is kept as it is."""
+    logs = tmp_path / "logs"
+    cmd = ["callbacks.checkpoint.every_n_train_steps=5", "+callbacks.signal._target_=tests.signals.SignalAt",
+           "stage.epochs=1"]
+    run, ckpt = _stopped_by_sigterm_at_step_2(logs, session_dirs["cache"], cmd)
+    ckpt.write_bytes(ckpt.read_bytes()[:4096])
+    p = _train(logs, session_dirs["cache"], cmd)
+    out, _ = p.communicate(timeout=600)
+    lines = [ln for ln in out.splitlines() if ln.startswith(("config error:", "error:"))]
+    assert p.returncode == 2 and "Traceback" not in out, out[-2000:]
+    assert len(lines) == 1 and lines[0].startswith(f"config error: {ckpt}: the checkpoint this run would resume from "
+                                                   f"(resume=auto found it in the run's folder) is unusable: "), lines
+    assert "ckpt_path=" not in lines[0] and lines[0].endswith("resume=never starts afresh in a new folder, and this "
+                                                               "one is kept as it is"), lines[0]
+    assert len(ckpt.read_bytes()) == 4096 and _runs(logs) == [run]

@@ -367,3 +367,17 @@ def test_every_entry_point_leaves_every_user_path_untouched(user_world: dict, tm
         assert out, name
         assert tree_hash(w["ckpt"].parent) == before, f"{name} changed a user's file"
     assert (tmp_path / "train" / "results.json").is_file() and (tmp_path / "score" / "results.json").is_file()
+
+
+@pytest.mark.parametrize("name", ["", "  "])
+def test_vase_init_with_an_empty_name_writes_nothing(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """``vase init ''`` wrote its 14 files into the current folder (``wrote 14 files into ; next: cd  && ...``)."""
+    from vase.cli.init import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["vase init", name])
+    assert main() == 2
+    assert capsys.readouterr().err == ("error: give the new project's folder (vase init mylab): an empty name names "
+                                       "none\n")
+    assert list(tmp_path.iterdir()) == []

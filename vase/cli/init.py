@@ -229,6 +229,9 @@ def main() -> int:
     ap.add_argument("folder", help="a new (or empty) folder for the project")
     ap.add_argument("--package", help="the Python package's name (default: from the folder's name)")
     a = ap.parse_args(sys.argv[1:])
+    if not a.folder.strip():  # '' is the current folder to Path: it wrote there, naming no folder
+        print("error: give the new project's folder (vase init mylab): an empty name names none", file=sys.stderr)
+        return 2
     try:
         written = init(a.folder, a.package)
     except VaseError as e:

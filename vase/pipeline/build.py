@@ -129,13 +129,22 @@ def build_callbacks(cfg: DictConfig, stage_dir: Path | None = None) -> list[Any]
     return out
 
 
-def _epochs_to_continue(ckpt: Path | None, max_epochs: int, max_steps: int) -> int | None:
+def _epochs_to_continue(ckpt: Path | None, max_epochs: int, max_steps: int, given: bool = True) -> int | None:
     """Where a checkpoint already completed ``max_epochs`` but stopped short of ``max_steps`` (a finished run
-    continued with a larger ``trainer.max_steps``), the epoch cap to train on to ``max_steps`` with: -1 (none)."""
+    continued with a larger ``trainer.max_steps``), the epoch cap to train on to ``max_steps`` with: -1 (none).
+    ``given``: the user named it (``ckpt_path=``); else ``resume=auto`` found it in the run's folder."""
     if ckpt is None:
         return None
     # read here, before Lightning does, so a file that would run code is one line (mmap: nothing copied)
-    state = load_tensors(ckpt, "ckpt_path", mmap=True)
+    try:
+        state = load_tensors(ckpt, "ckpt_path", mmap=True)
+    except ConfigError as e:
+        if given:
+            raise
+        why = str(e).removeprefix(f"ckpt_path={ckpt}: ")
+        raise ConfigError(f"{ckpt}: the checkpoint this run would resume from (resume=auto found it in the run's "
+                          f"folder) is unusable: {why}; resume=never starts afresh in a new folder, and this one is "
+                          f"kept as it is") from None
     if max_steps <= 0 or max_epochs < 0:
         return None
     done = int(state["loops"]["fit_loop"]["epoch_progress"]["current"]["completed"])
@@ -199,7 +208,7 @@ def build_trainer(cfg: DictConfig, stage: DictConfig, callbacks: list[Any], logg
         steps = min(s for s in (cap, own) if s > 0) if max(cap, own) > 0 else -1
         epochs = int(stage.epochs)
         kwargs.update(max_epochs=epochs, max_steps=steps)
-    more = _epochs_to_continue(ckpt, epochs, steps)
+    more = _epochs_to_continue(ckpt, epochs, steps, given=first and bool(cfg.get("ckpt_path")))
     if more is not None:
         kwargs["max_epochs"] = more
     strategy = cfg.trainer.get("strategy")
