@@ -293,3 +293,31 @@ def test_every_markdown_table_is_built_by_the_one_helper() -> None:
                   if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
                   and re.search(r"\|\s*:?-{3}", n.value)]
     assert not found, found
+
+
+MODULE_LINES, FUNCTION_LINES = 600, 80
+"""One room, one job: no module of vase over 600 lines, no function over 80 (issue "one room, one job, round 3" left
+none; two modules had crept back over by 2026-12-07)."""
+
+
+def _over_limits(path: Path) -> list[str]:
+    import ast
+
+    text = path.read_text()
+    over = [f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: {len(text.splitlines())} lines"] \
+        if len(text.splitlines()) > MODULE_LINES else []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                node.end_lineno - node.lineno + 1 > FUNCTION_LINES:
+            over.append(f"{path.name}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1} lines")
+    return over
+
+
+def test_no_module_over_600_lines_and_no_function_over_80(tmp_path: Path) -> None:
+    over = [o for p in sorted([*(ROOT / "vase").rglob("*.py"), *(ROOT / "hydra_plugins").rglob("*.py")])
+            for o in _over_limits(p)]
+    assert over == [], f"split these by job (ARCHITECTURE.md): {over}"
+    planted = tmp_path / "big.py"  # the check itself finds both kinds
+    planted.write_text("def f():\n" + "    x = 1\n" * FUNCTION_LINES + "\n" * (MODULE_LINES - FUNCTION_LINES))
+    assert [o.split(": ", 1)[1] for o in _over_limits(planted)] == [f"{MODULE_LINES + 1} lines",
+                                                                  f"{FUNCTION_LINES + 1} lines"]

@@ -419,7 +419,7 @@ def test_a_record_that_never_closes_is_named_once_the_wait_is_over(tmp_path: Pat
 def test_mlflow_s_file_store_is_one_line_naming_the_uri_and_what_to_use(tmp_path: Path) -> None:
     """MLFLOW_TRACKING_URI=file://...: MLflow 3's file store refuses (46 lines of its exception once)."""
     from vase.errors import ConfigError
-    from vase.loggers import prepare_mlflow
+    from vase.mlflow_store import prepare_mlflow
 
     uri = f"file://{tmp_path / 'mlruns'}"
     with pytest.raises(ConfigError) as e:
@@ -545,8 +545,8 @@ def test_a_sweeps_tensorboard_view_is_written_once_at_its_end_with_the_compariso
     from tensorboard.plugins.hparams import plugin_data_pb2
     from torch.utils.tensorboard import SummaryWriter
 
-    from vase.loggers import tensorboard_sweep_columns, tensorboard_tags
     from vase.reports.sweep_dashboards import tensorboard_command
+    from vase.tensorboard_sweep import tensorboard_sweep_columns, tensorboard_tags
 
     sweep = tmp_path / "logs" / "train" / "multiruns" / "t"
     runs = [sweep / "0" / "tensorboard" / "grpo-beta=0.001-seed=1", sweep / "1" / "tensorboard" / "grpo-beta=0.04-seed=1"]

@@ -283,9 +283,9 @@ def test_strings_from_a_sweep_file_reach_the_pages_inert(tmp_path: Path) -> None
     # tag, and so requested its URL: 2026-12-07)
     from omegaconf import OmegaConf
 
-    from vase.loggers import _write_columns
     from vase.reports.sweep_dashboards import mlflow_plan
     from vase.reports.verdict_view import read_verdict, short_verdict
+    from vase.tensorboard_sweep import write_columns
 
     config = OmegaConf.create({"logger": {"mlflow": {"tracking_uri": "http://127.0.0.1:9", "experiment_name": "e"}},
                                "hydra": {"runtime": {"choices": {"sweep": "mine"}}, "sweeper": {"params": None},
@@ -295,14 +295,14 @@ def test_strings_from_a_sweep_file_reach_the_pages_inert(tmp_path: Path) -> None
     assert "&lt;img src=x onerror=alert(1)>" in plan["run_name"]
     texts: dict[str, str] = {}
 
-    class Writer:  # TensorBoard's SummaryWriter, as _write_columns uses it
+    class Writer:  # TensorBoard's SummaryWriter, as write_columns uses it
         def add_scalar(self, *a: object) -> None: ...
         def add_text(self, tag: str, text: str, step: int) -> None: texts[tag] = text
         def _get_file_writer(self) -> Writer: return self
         def add_summary(self, *a: object) -> None: ...
         def close(self) -> None: ...
 
-    _write_columns(Writer(), {}, None, short_verdict(read_verdict(sweep)))
+    write_columns(Writer(), {}, None, short_verdict(read_verdict(sweep)))
     assert "<img" not in MarkdownIt("commonmark", {"html": True}).render(texts["sweep/verdict"])
 
 

@@ -10,10 +10,6 @@ import logging
 import os
 import re
 import sys
-import tempfile
-import threading
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -22,16 +18,13 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 from PIL import Image
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
-from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 
 from vase import markdown as md
-from vase.config import SERVER_SCHEMES, swept_keys, view_order
-from vase.config.naming import short_key
-from vase.errors import ConfigError, VaseError
-from vase.io import atomic_write_text, inert_markdown, path_lock, shown_store
+from vase.config import swept_keys, view_order
+from vase.errors import ConfigError
+from vase.io import atomic_write_text, inert_markdown, shown_store
 from vase.metrics.registry import table_columns
+from vase.mlflow_store import prepare_mlflow
 from vase.provenance import code_stamp
 from vase.runs import job_overrides
 from vase.wandb_record import wait_until_complete
@@ -403,7 +396,7 @@ def log_end_metrics(loggers: list[Any], cfg: DictConfig, metrics: dict[str, floa
 def _tensorboard_hparams(lg: Any, params: dict[str, Any], metrics: dict[str, float]) -> None:
     """TensorBoard's hparams records for this run: the session (this run's values) and, for a single run, the
     experiment (its columns, every parameter of `run_params`). A job of a sweep writes no experiment: TensorBoard keeps
-    the first one a run holds, and the sweep's end writes it for every job at once (`tensorboard_sweep_columns`), with
+    the first one a run holds, and the sweep's end writes it for every job at once (`vase.tensorboard_sweep.tensorboard_sweep_columns`), with
     the hypothesis's comparison as its first metrics and the swept keys alone as its columns."""
     # lazy: torch's TensorBoard summaries (torch): only runs with logger=tensorboard need them
     from torch.utils.tensorboard.summary import hparams
@@ -416,132 +409,6 @@ def _tensorboard_hparams(lg: Any, params: dict[str, Any], metrics: dict[str, flo
     for summary in (ssi, sei) if swept else (exp, ssi, sei):
         writer.add_summary(summary)
     lg.experiment.flush()
-
-
-def tensorboard_tags(runs: list[Path], prefix: str = "hp/") -> list[str]:
-    """The scalar tags starting with ``prefix`` that TensorBoard runs (folders of event files) logged, sorted.
-    TensorBoard's reader says each file it moves to ("Directory watcher advancing from ...") on the root logger: kept
-    out of the sweep's log."""
-    tags: set[str] = set()
-    quiet = logging.getLogger("tensorboard")
-    level = quiet.level
-    quiet.setLevel(logging.WARNING)
-    try:
-        for run in runs:
-            ea = EventAccumulator(str(run), size_guidance={"scalars": 0, "images": 1, "tensors": 1, "histograms": 1})
-            ea.Reload()
-            tags |= {t for t in ea.Tags()["scalars"] if t.startswith(prefix)}
-    finally:
-        quiet.setLevel(level)
-    return sorted(tags)
-
-
-def tensorboard_sweep_columns(runs: list[Path], params: list[dict[str, Any]], compared: list[str],
-                              metrics: list[str], comparisons: list[dict[str, float]],
-                              every: list[dict[str, Any]] | None = None,
-                              verdict: str | None = None) -> list[tuple[Path, str]]:
-    """A sweep's TensorBoard hparams view, written at its end into each job's run (``runs``, with its swept values
-    ``params``: ``sweep/<key>`` -> value): the swept keys as the columns, those the hypothesis compares first (ticked;
-    its replicates, a seed, after them); each job's comparison with the baseline (``comparisons``:
-    ``vs_baseline/<move>``, ``_low``, ``_high``) logged in its run and shown as the first metrics, then ``metrics``
-    (the end metrics the jobs logged, the hypothesis's first). ``every``: the swept values of all the sweep's jobs,
-    where ``runs`` are some of them (the columns' types are the same for each). ``verdict``: the sweep's verdict in one
-    line, as each run's text ``sweep/verdict`` (TensorBoard's TEXT page; a debug-sized sweep's starts with "too short
-    to decide"). A job whose folder cannot be written costs that job's columns only: returned with why, no thread's
-    traceback printed."""
-    # lazy: torch's TensorBoard writer (torch): only sweeps that logged to TensorBoard need it
-    from torch.utils.tensorboard import SummaryWriter
-
-    shown = list(dict.fromkeys([*(k for c in comparisons for k in c), *metrics]))  # each value, its low, its high
-    every = params if every is None else every
-    seen = list(dict.fromkeys(k for p in every for k in p))
-    keys = [*(k for k in seen if k in compared), *(k for k in seen if k not in compared)]
-    infos = []
-    for key in keys:
-        values = [p[key] for p in every if key in p]
-        if all(isinstance(v, bool) for v in values):
-            kind = api_pb2.DATA_TYPE_BOOL
-        elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-            kind = api_pb2.DATA_TYPE_FLOAT64
-        else:
-            kind = api_pb2.DATA_TYPE_STRING
-        # TensorBoard puts the columns marked as differing first (by name): the compared keys; a replicate comes after
-        infos.append(api_pb2.HParamInfo(name=key, display_name=column_title(key), type=kind, differs=key in compared))
-    data = plugin_data_pb2.HParamsPluginData(version=0, experiment=api_pb2.Experiment(
-        hparam_infos=infos, metric_infos=[api_pb2.MetricInfo(name=api_pb2.MetricName(tag=m), display_name=column_title(m))
-                                          for m in shown]))
-    exp = Summary(value=[Summary.Value(tag="_hparams_/experiment", metadata=SummaryMetadata(
-        plugin_data=SummaryMetadata.PluginData(plugin_name="hparams", content=data.SerializeToString())))])
-    lost: list[tuple[Path, str]] = []
-    for run, comparison in zip(runs, comparisons):
-        why = unwritable(run)
-        if why is None:
-            why = _in_writer_thread(lambda r=run, c=comparison: _write_columns(SummaryWriter(str(r)), c, exp, verdict))
-        if why is not None:
-            lost.append((run, why))
-    return lost
-
-
-def column_title(name: str) -> str:
-    """A column's title in TensorBoard's HPARAMS views, short enough that the parallel coordinates' axis titles do not
-    run into each other: a swept key as run names shorten it, a comparison with the baseline as a difference (its
-    bounds "low" and "high"), the end metrics without their prefix.
-
-    >>> column_title("sweep/reward.weights.shape"), column_title("vs_baseline/heldout/shape_right_low")
-    ('w_shape', 'Δ shape_right low')
-    >>> column_title("sweep_replicate/data.synthetic.seed")
-    'synthetic.seed'
-    >>> column_title("vs_baseline/kl"), column_title("hp/heldout/shape_vs_start")
-    ('Δ kl', 'shape_vs_start')
-    """
-    for swept in ("sweep/", "sweep_replicate/"):
-        if name.startswith(swept):
-            return short_key(name[len(swept):])
-    if name.startswith("vs_baseline/"):
-        move = name[len("vs_baseline/"):].removeprefix("heldout/")
-        for bound in ("low", "high"):
-            if move.endswith(f"_{bound}"):
-                return f"Δ {move[:-len(bound) - 1]} {bound}"
-        return f"Δ {move}"
-    return name.removeprefix("hp/").removeprefix("heldout/")
-
-
-def _write_columns(w: Any, comparison: dict[str, float], exp: Any, verdict: str | None = None) -> None:
-    try:
-        for key, value in comparison.items():
-            w.add_scalar(key, value, 0)
-        if verdict:
-            w.add_text("sweep/verdict", inert_markdown(verdict), 0)  # TensorBoard renders tags a value carries
-        w._get_file_writer().add_summary(exp)
-    finally:
-        w.close()
-
-
-def unwritable(folder: Path) -> str | None:
-    """Why a file cannot be made in ``folder`` (read-only, full, missing), or None: asked before a writer whose
-    thread would fail with a traceback instead."""
-    try:
-        fd, name = tempfile.mkstemp(prefix=".vase-probe-", dir=folder)
-    except OSError as e:
-        return f"{folder}: {e.strerror or e}"
-    os.close(fd)
-    os.unlink(name)  # the probe this call made, nothing else
-    return None
-
-
-def _in_writer_thread(write: Any) -> str | None:
-    """Run ``write`` (which starts and joins a writer thread); an error in it or in its thread comes back as one line
-    (None when there was none), the thread's traceback not printed."""
-    caught: list[str] = []
-    before = threading.excepthook
-    threading.excepthook = lambda a: caught.append(f"{a.exc_type.__name__}: {a.exc_value}")
-    try:
-        write()
-    except OSError as e:
-        caught.append(f"{e.filename or ''}: {e.strerror or e}".lstrip(": "))
-    finally:
-        threading.excepthook = before
-    return caught[0] if caught else None
 
 
 def check_loggers(cfg: DictConfig) -> None:
@@ -566,94 +433,6 @@ def check_logger_dirs(cfg: DictConfig) -> None:
         if where is not None and Path(str(where)).exists() and not Path(str(where)).is_dir():
             raise ConfigError(f"logger.{name}.save_dir={str(where)!r} is a file; the logger writes a folder there: "
                               f"give a folder (or leave it: the run's own folder)")
-
-
-MLFLOW_PROBE_S = 5.0
-
-
-def probe_mlflow_server(tracking_uri: str) -> None:
-    """One request to an MLflow server's ``/health`` (at most `MLFLOW_PROBE_S` seconds): a ConfigError naming the URI
-    and what to do when nothing answers, or something that is not an MLflow server (an auth wall counts as one)."""
-    where = f"logger.mlflow.tracking_uri={tracking_uri!r}"
-    todo = (f"start it ({server_command(tracking_uri)}), fix MLFLOW_TRACKING_URI, or unset it to log to the local "
-            f"store under paths.log_dir")
-    try:
-        urllib.request.urlopen(tracking_uri.rstrip("/") + "/health", timeout=MLFLOW_PROBE_S).close()
-    except urllib.error.HTTPError as e:
-        if e.code not in (401, 403):  # an auth wall in front of a server is a server; anything else is not one
-            raise ConfigError(f"{where}: no MLflow server there (HTTP {e.code} on /health); {todo}") from None
-    except (urllib.error.URLError, OSError) as e:
-        raise ConfigError(f"{where}: no MLflow server answers there ({getattr(e, 'reason', e)}); {todo}") from None
-
-
-def server_command(tracking_uri: str) -> str:
-    """The command that starts an MLflow server where ``tracking_uri`` points (its host and port).
-
-    >>> server_command("http://10.0.0.5:5123")
-    'mlflow server --host 10.0.0.5 --port 5123 --backend-store-uri sqlite:///mlflow.db --artifacts-destination ./mlartifacts'
-    """
-    url = urlparse(tracking_uri)
-    port = url.port or (443 if url.scheme == "https" else 5000)
-    return (f"mlflow server --host {url.hostname or '127.0.0.1'} --port {port} --backend-store-uri "
-            f"sqlite:///mlflow.db --artifacts-destination ./mlartifacts")
-
-
-def prepare_mlflow(tracking_uri: str, experiment: str, artifact_location: str | None = None) -> None:
-    """See `check_loggers`. The experiment is created (if missing) as a model-training one, so MLflow's UI opens it on
-    its runs, not on the GenAI overview."""
-    scheme = urlparse(tracking_uri).scheme
-    if scheme in ("http", "https"):
-        where = f"logger.mlflow.tracking_uri={tracking_uri!r}"
-        probe_mlflow_server(tracking_uri)
-        try:
-            _ensure_experiment(tracking_uri, experiment, None)
-        except Exception as e:  # noqa: BLE001 - the server's refusal, in one line, before any model loads
-            first = (str(e).strip().splitlines() or [""])[0][:300]
-            raise ConfigError(f"{where}: the server refused experiment {experiment!r} ({type(e).__name__}: {first})"
-                              ) from None
-    elif scheme == "sqlite":
-        db = Path(tracking_uri[len("sqlite:///"):])
-        with path_lock(db, "mlflow-store"):
-            try:
-                _ensure_experiment(tracking_uri, experiment, artifact_location)
-            except Exception as e:  # noqa: BLE001 - any failure to open the store is the user's to see, in one line
-                first = (str(e).strip().splitlines() or [""])[0][:300]
-                raise VaseError(
-                    f"{db}: MLflow's store cannot be opened ({type(e).__name__}: {first}). If an earlier run left it "
-                    f"half made, move it aside (mv {db} {db}.broken) and run again: a new store is made; or point "
-                    f"MLFLOW_TRACKING_URI at another store") from None
-    elif scheme not in SERVER_SCHEMES:
-        try:
-            _ensure_experiment(tracking_uri, experiment, artifact_location)
-        except Exception as e:  # noqa: BLE001 - e.g. MLflow 3's file store ("in maintenance mode"): one line
-            first = (str(e).strip().splitlines() or [""])[0][:300]
-            raise ConfigError(
-                f"logger.mlflow.tracking_uri={tracking_uri!r} (MLFLOW_TRACKING_URI when set): MLflow cannot use this "
-                f"store ({type(e).__name__}: {first}); use a SQLite store (sqlite:///<folder>/mlflow.db), a server "
-                f"(http://host:5000), or unset MLFLOW_TRACKING_URI for the local store under paths.log_dir") from None
-
-
-EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
-"""The experiment tag that makes MLflow 3's UI open an experiment on its runs (unset, it may open the GenAI overview)."""
-
-
-def _ensure_experiment(tracking_uri: str, name: str, artifact_location: str | None) -> None:
-    # lazy: mlflow: slow to import, and only runs with logger=mlflow need it
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri)
-    exp = client.get_experiment_by_name(name)
-    if exp is None:
-        try:
-            client.create_experiment(name, artifact_location=artifact_location, tags=dict([EXPERIMENT_KIND]))
-            return
-        except MlflowException:  # another client created it first (a server takes runs from many machines)
-            exp = client.get_experiment_by_name(name)
-            if exp is None:
-                raise
-    if EXPERIMENT_KIND[0] not in exp.tags:
-        client.set_experiment_tag(exp.experiment_id, *EXPERIMENT_KIND)
 
 
 def log_eval_rows(loggers: list[Any], name: str, scores: dict[str, Any], rows: list[dict[str, Any]]) -> None:

@@ -170,11 +170,12 @@ def load_project_plugins(conf: str | Path | None) -> list[str]:
     """Import the modules a user's project lists in ``<conf>/plugins.yaml`` (`listed_project_plugins`); returns their
     names. A file that is no list of modules, or a module that fails to import, is one line naming it (ConfigError)."""
     listed = listed_project_plugins(conf)
+    path = Path(str(conf)) / PROJECT_PLUGINS
     for module in listed:
         try:
             importlib.import_module(module)
         except Exception as e:  # noqa: BLE001 - the user's module: its failure is named, not raised raw
-            raise ConfigError(f"{Path(conf) / PROJECT_PLUGINS}: module {module} failed to import: {type(e).__name__}: "
+            raise ConfigError(f"{path}: module {module} failed to import: {type(e).__name__}: "
                               f"{str(e).splitlines()[0] if str(e) else ''} (it is imported from the folder you run "
                               f"in)") from None
     return listed

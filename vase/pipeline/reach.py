@@ -21,7 +21,8 @@ from urllib.parse import urlparse
 from omegaconf import DictConfig, OmegaConf
 
 from vase.data.layouts import detect_layout
-from vase.loggers import check_logger_dirs, probe_mlflow_server
+from vase.loggers import check_logger_dirs
+from vase.mlflow_store import probe_mlflow_server
 from vase.models.checkpoint import check_adapter, check_checkpoint
 from vase.pipeline.build import check_accelerator, check_ckpt_path
 

@@ -30,11 +30,9 @@ from vase.loggers import (
     link_name,
     mlflow_link,
     param_value,
-    prepare_mlflow,
     swept_param,
-    tensorboard_sweep_columns,
-    tensorboard_tags,
 )
+from vase.mlflow_store import prepare_mlflow
 from vase.reports.ablation import verdict_rows
 from vase.reports.hypothesis import hypothesis_of
 from vase.reports.jobs import job_dirs, overrides_of
@@ -50,6 +48,7 @@ from vase.reports.verdict_view import (
 )
 from vase.runs import read_status
 from vase.runs.describe import raw_yaml
+from vase.tensorboard_sweep import tensorboard_sweep_columns, tensorboard_tags
 
 log = logging.getLogger("vase")
 
@@ -167,7 +166,7 @@ def tensorboard_command(sweep_dir: Path, here: Path | None = None) -> str | None
 
 def log_to_tensorboard(config: DictConfig, sweep_dir: Path, written: list[str] | None = None) -> dict[str, Any] | None:
     """The sweep's TensorBoard view: each job's comparison with the baseline and the hparams columns
-    (`vase.loggers.tensorboard_sweep_columns`), for every job not in ``written`` (jobs an earlier end of the sweep
+    (`vase.tensorboard_sweep.tensorboard_sweep_columns`), for every job not in ``written`` (jobs an earlier end of the sweep
     wrote), then the folder of named links. Returns the command that shows it (`tensorboard_command`), the jobs whose
     columns are written and a line for each job whose folder could not take them; None when no job logged to
     TensorBoard."""
