@@ -19,6 +19,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
 import vase.config  # noqa: F401  (registers the resolvers the configs use, as train.py and evaluate.py do)
+from tests.forkserver import ForkServer
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -68,6 +69,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    for server in _FORKS:
+        server.close()
     logs = getattr(config, "_vase_logs", None)
     if logs:
         shutil.rmtree(logs, ignore_errors=True)  # the folder this session made for itself, nothing else
@@ -170,13 +173,34 @@ def hub_checkpoint(hub_checkpoint_dir: Path, tmp_path: Path) -> Path:
     return out
 
 
+_FORKS: list[ForkServer] = []  # this test process's fork server, started on first use (tests.forkserver)
+
+
+def run_python(args: list[str], cwd: Path | str = ROOT, env: dict[str, str] | None = None, timeout: float = 300,
+               fresh: bool = False) -> subprocess.CompletedProcess:
+    """``python <args...>`` (or the command ``[sys.executable, *args]``) in ``cwd`` with ``env`` (default: this
+    process's), its output captured as text, as
+    ``subprocess.run`` gives it: forked from `tests.forkserver`'s server, which imported torch, Lightning and vase's
+    entry points once (about 6 of a config check's 10 s), unless ``fresh`` (a test of signals, process groups, what a
+    new process reads as torch loads) or the job needs a new process (`ForkServer.fork_ok`)."""
+    env = dict(os.environ if env is None else env)
+    args = [str(a) for a in args]
+    if args and args[0] == sys.executable:  # a whole command line, as subprocess takes it
+        args = args[1:]
+    if not fresh and not (args[0].startswith("-") and args[0] not in ("-m", "-c")):  # -X importtime: a new one
+        if not _FORKS:
+            _FORKS.append(ForkServer(ROOT, Path(tempfile.mkdtemp(prefix="vase-forks-"))))
+        if _FORKS[0].fork_ok(args, env):
+            return _FORKS[0].run(args, Path(cwd), env, timeout)
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
 def run_cli(args: list[str], tmp_path: Path, session_dirs: dict) -> subprocess.CompletedProcess:
     """An entry point run as a user types it (``[script, *overrides]``), its cache the session's and its logs under
     ``tmp_path``."""
     env = {**os.environ, "WANDB_MODE": "offline"}
-    return subprocess.run([sys.executable, *args, f"paths.cache_dir={session_dirs['cache']}",
-                           f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return run_python([*args, f"paths.cache_dir={session_dirs['cache']}", f"paths.log_dir={tmp_path / 'logs'}"],
+                      env=env)
 
 
 def one_line(p: subprocess.CompletedProcess) -> str:

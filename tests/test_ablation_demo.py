@@ -5,13 +5,11 @@ workers can run it beside the GRPO sanity check of tests/test_reward_terms.py.""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_python
 
 
 @pytest.mark.slow
@@ -24,11 +22,10 @@ def test_the_ablation_demo_twice_gives_byte_identical_results(tmp_path: Path) ->
     where the CPU has kernels wider than AVX2)."""
     def sweep(k: int) -> Path:
         logs = tmp_path / f"logs{k}"
-        p = subprocess.run([sys.executable, "train.py", "-m", "experiment=ablation_demo", "logger=none",
-                            "data.synthetic.num_vases=32", "sft.epochs=1", "trainer.max_steps=6",
-                            "seed=1", "reward.weights.shape=0.0,0.6", "data.synthetic.seed=0",  # replace the config's
-                            f"paths.log_dir={logs}", f"paths.cache_dir={tmp_path / f'cache{k}'}"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=1800)
+        p = run_python(["train.py", "-m", "experiment=ablation_demo", "logger=none", "data.synthetic.num_vases=32",
+                        "sft.epochs=1", "trainer.max_steps=6", "seed=1", "reward.weights.shape=0.0,0.6",
+                        "data.synthetic.seed=0", f"paths.log_dir={logs}", f"paths.cache_dir={tmp_path / f'cache{k}'}"],
+                       cwd=ROOT, timeout=1800)
         assert p.returncode == 0, p.stderr[-3000:]
         return next((logs / "ablation_demo" / "multiruns").iterdir())
 

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_python
 
 SNAPSHOT = ROOT / "tests" / "api_snapshot.json"
 
@@ -59,5 +57,5 @@ def test_the_public_page_lists_every_public_name() -> None:
     page = (ROOT / "docs" / "api" / "public.md").read_text()
     missing = [name for name in [*__all__, *TESTING] if f"`{name}" not in page]
     assert not missing, missing
-    p = subprocess.run([sys.executable, "-m", "vase.api"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    p = run_python(["-m", "vase.api"], cwd=ROOT, timeout=300)
     assert p.returncode == 0 and json.loads(p.stdout) == json.loads(SNAPSHOT.read_text())

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, compose_cfg, one_line, run_cli
+from tests.conftest import ROOT, compose_cfg, one_line, run_cli, run_python
 from vase.config import validate
 from vase.errors import ConfigError
 
@@ -19,7 +19,7 @@ from vase.errors import ConfigError
 def _run(args: list[str], tmp_path: Path, check: bool = False, timeout: float = 300) -> subprocess.CompletedProcess:
 
     env = {**os.environ, "WANDB_MODE": "disabled", **({"VASE_CHECK_CONFIG": "1"} if check else {})}
-    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+    return run_python([*args], cwd=ROOT, env=env, timeout=timeout)
 
 
 def _records(root: Path) -> list[dict]:
@@ -88,8 +88,8 @@ def test_bad_values_and_keys_are_one_line_before_anything_loads(overrides: list[
 def test_a_config_error_loads_no_torch(tmp_path: Path) -> None:
     """A bad value is refused in about a second: nothing on that path (the Hydra callbacks every run loads, the
     preflight checks) imports torch or Lightning."""
-    p = subprocess.run([sys.executable, "-X", "importtime", "train.py", "stage=grpo", "reward.tau=1.7",
-                        f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    p = run_python(["-X", "importtime", "train.py", "stage=grpo", "reward.tau=1.7",
+                    f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, timeout=120)
     assert p.returncode == 2 and "config error: reward.tau=1.7" in p.stderr
     heavy = sorted({ln.split("|")[-1].strip() for ln in p.stderr.splitlines() if "import time:" in ln
                     and ln.split("|")[-1].strip().split(".")[0] in ("torch", "pytorch_lightning", "transformers")})
@@ -198,9 +198,9 @@ def test_a_target_naming_a_missing_class_says_which_module_lacks_it(target: str,
 def test_a_gpu_trainer_without_a_gpu_is_one_line_before_the_model_loads(tmp_path: Path) -> None:
     """The recipe `train.py trainer=gpu stage=grpo stage.module.rollout=compiled` on a machine without a GPU ended in
     Hydra's wrapped MisconfigurationException after 36 s and a model load; now one line, before anything loads."""
-    p = subprocess.run([sys.executable, "train.py", "trainer=gpu", "stage=grpo", "stage.module.rollout=compiled",
-                        "logger=none", f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=300, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    p = run_python(["train.py", "trainer=gpu", "stage=grpo", "stage.module.rollout=compiled", "logger=none",
+                    f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+                   timeout=300)
     err = p.stderr.strip().splitlines()
     assert p.returncode == 2 and err[-1].startswith("config error: trainer.accelerator=gpu asks for 1 CUDA GPU(s)"), \
         p.stderr[-2000:]
@@ -210,9 +210,9 @@ def test_a_gpu_trainer_without_a_gpu_is_one_line_before_the_model_loads(tmp_path
 def test_a_missing_adapter_is_one_line_before_the_model_loads(tmp_path: Path) -> None:
     """`evaluate.py action=export adapter=<a folder that does not exist>` ended in a Python traceback after a load."""
     for task in ("export", "generate"):
-        p = subprocess.run([sys.executable, "evaluate.py", f"action={task}", f"adapter={tmp_path / 'nope'}",
-                            f"output={tmp_path / 'merged'}", "logger=none", f"paths.log_dir={tmp_path / 'logs'}"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+        p = run_python(["evaluate.py", f"action={task}", f"adapter={tmp_path / 'nope'}",
+                        f"output={tmp_path / 'merged'}", "logger=none", f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT,
+                       timeout=300)
         err = p.stderr.strip().splitlines()
         assert p.returncode == 2 and err[-1] == (f"config error: adapter='{tmp_path / 'nope'}': no such folder; give "
                                                  f"the adapter folder a training run saved (<run>/adapter, e.g. "
@@ -227,8 +227,7 @@ def test_a_run_kind_that_leaves_the_log_folder_is_one_line_and_nothing_is_writte
     """`run_kind=../../../x` (a key sweep and experiment files set) put a whole sweep outside paths.log_dir without a
     word; a bad resume= was Hydra's 90-line traceback."""
     logs = tmp_path / "a" / "b" / "logs"
-    p = subprocess.run([sys.executable, str(ROOT / "train.py"), *argv, "logger=none", f"paths.log_dir={logs}"],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    p = run_python([str(ROOT / "train.py"), *argv, "logger=none", f"paths.log_dir={logs}"], cwd=tmp_path, timeout=300)
     err = p.stderr.strip().splitlines()
     name = argv[-1].split("=", 1)[1]
     assert p.returncode == 2 and err[-1] == (f"config error: run_kind={name!r} must be one folder name (letters, "
@@ -236,8 +235,7 @@ def test_a_run_kind_that_leaves_the_log_folder_is_one_line_and_nothing_is_writte
                                              f"paths.log_dir that runs go in"), p.stderr[-2000:]
     assert "Traceback" not in p.stderr
     assert {p.name for p in tmp_path.rglob("*") if not p.is_relative_to(logs)} <= {"a", "b"}  # logs/ and above only
-    p = subprocess.run([sys.executable, "train.py", "resume=bogus", "logger=none", f"paths.log_dir={logs}"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300)
+    p = run_python(["train.py", "resume=bogus", "logger=none", f"paths.log_dir={logs}"], cwd=ROOT, timeout=300)
     assert p.returncode == 2 and p.stderr.strip() == "config error: resume='bogus' must be auto or never", p.stderr
 
 
@@ -265,11 +263,11 @@ def test_an_unknown_key_at_the_top_of_a_users_file_is_refused_with_the_nearest_o
     (conf / "mine.yaml").write_text("# @package _global_\nmylab:\n  seed: 7\nseed: ${mylab.seed}\n")
     env = {**os.environ, "VASE_CHECK_CONFIG": "1", "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
     base = [sys.executable, "train.py", "--config-dir", str(tmp_path / "conf"), f"paths.log_dir={tmp_path / 'logs'}"]
-    p = subprocess.run([*base, "experiment=typo"], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    p = run_python([*base, "experiment=typo"], cwd=ROOT, env=env, timeout=300)
     assert p.returncode == 2 and p.stderr.strip().splitlines()[-1] == (
         f"config error: vall: no such key at the top of the config (set in {conf / 'typo.yaml'}), so nothing would "
         f"read it; did you mean 'val'?"), p.stderr[-2000:]
-    p = subprocess.run([*base, "experiment=mine"], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    p = run_python([*base, "experiment=mine"], cwd=ROOT, env=env, timeout=300)
     assert p.returncode == 0 and "config ok" in p.stdout, p.stderr[-2000:]
 
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
-from tests.conftest import CONF, ROOT, compose_cfg
+from tests.conftest import CONF, ROOT, compose_cfg, run_python
 from vase.config import validate
 
 TRAIN_GROUPS = [
@@ -89,7 +88,7 @@ def test_paper_defaults_in_configs(tmp_path: Path, session_dirs: dict) -> None:
 
 def _run(args: list[str]) -> tuple[subprocess.CompletedProcess, float]:
     t = time.perf_counter()
-    p = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    p = run_python([*args], cwd=ROOT, timeout=120)
     return p, time.perf_counter() - t
 
 
@@ -127,8 +126,7 @@ def test_bad_value_fails_fast_with_one_line_naming_the_key(override: str, key: s
                                            ("trainer.max_time=90", "trainer.max_time"),
                                            ("trainer.max_time=00:00:00:00", "trainer.max_time")])
 def test_bad_trainer_values_fail_before_any_model_loads(override: str, key: str, tmp_path: Path) -> None:
-    p = subprocess.run([sys.executable, "train.py", override, f"hydra.run.dir={tmp_path}"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
+    p = run_python(["train.py", override, f"hydra.run.dir={tmp_path}"], cwd=ROOT, timeout=120)
     assert p.returncode == 2
     assert p.stderr.strip().startswith(f"config error: {key}=") and len(p.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "config.yaml").exists()  # the run never started

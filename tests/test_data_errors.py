@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_python
 from tests.test_user_paths import _user_dataset
 from vase.errors import DataError
 
@@ -43,7 +42,7 @@ def _record(run: Path) -> dict:
 def _run(args: list[str], tmp_path: Path, check: bool = False, timeout: float = 300) -> subprocess.CompletedProcess:
 
     env = {**os.environ, "WANDB_MODE": "disabled", **({"VASE_CHECK_CONFIG": "1"} if check else {})}
-    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+    return run_python([*args], cwd=ROOT, env=env, timeout=timeout)
 
 
 def test_a_malformed_annotation_file_hides_no_other_problem(synthetic_root: Path, tmp_path: Path) -> None:
@@ -69,8 +68,8 @@ def test_views_rendered_in_the_cache_count_as_present(synthetic_root: Path, tmp_
     ds = _user_dataset(synthetic_root, tmp_path / "ds", views=False)
     cache = tmp_path / "cache"
     assert {p["kind"] for p in check_dataset(ds, progress=False, models=False)["problems"]} == {"missing_view"}
-    p = subprocess.run([sys.executable, "-m", "vase.data.render", "--root", str(ds), "--cache-dir", str(cache),
-                        "--resolution", "64"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    p = run_python(["-m", "vase.data.render", "--root", str(ds), "--cache-dir", str(cache), "--resolution", "64"],
+                   cwd=ROOT, timeout=300)
     assert p.returncode == 0, p.stderr[-1500:]
     rep = check_dataset(ds, progress=False, models=False, cache_dir=cache)
     assert rep["ok"], rep["problems"][:3]
@@ -116,8 +115,7 @@ def test_an_empty_dataset_fails_the_check_and_is_refused_before_a_model_loads(la
     root = _empty(layout, tmp_path)
     report = check_dataset(root, progress=False)
     assert not report["ok"] and report["counts"] == {"empty": 1}, report
-    p = subprocess.run([sys.executable, "-m", "vase.data.check", str(root), "--report", str(tmp_path / "r.json")],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    p = run_python(["-m", "vase.data.check", str(root), "--report", str(tmp_path / "r.json")], cwd=ROOT, timeout=120)
     assert p.returncode == 1 and "no vase" in p.stdout + p.stderr
     dm = VaseDataModule(str(root), processor=None, split={"cache_dir": str(tmp_path / "cache")},
                         render={"enabled": False})
@@ -129,9 +127,8 @@ def test_train_py_on_an_empty_jsonl_stops_before_loading_a_model(tmp_path: Path)
     root = _empty("swift", tmp_path)
     run = tmp_path / "run"
     t = time.perf_counter()
-    p = subprocess.run([sys.executable, "train.py", "data=vasevqa3d", f"data.root={root}", "logger=none",
-                        f"hydra.run.dir={run}", f"paths.cache_dir={tmp_path / 'cache'}"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    p = run_python(["train.py", "data=vasevqa3d", f"data.root={root}", "logger=none", f"hydra.run.dir={run}",
+                    f"paths.cache_dir={tmp_path / 'cache'}"], cwd=ROOT, timeout=300)
     assert p.returncode == 2 and "nothing would train" in p.stderr, p.stderr[-2000:]
     assert "loading model" not in p.stdout + p.stderr and not (run / "adapter").exists()
     assert _record(run)["status"] == "failed" and time.perf_counter() - t < 120

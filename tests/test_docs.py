@@ -8,18 +8,16 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_python
 
 
 def _mkdocs(config: Path, site: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
-                          cwd=config.parent, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    return run_python(["-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)], cwd=config.parent,
+                      env={**os.environ, "NO_MKDOCS_2_WARNING": "1"}, timeout=300)
 
 
 def test_the_site_builds_strict_and_a_broken_link_fails_it(tmp_path: Path) -> None:

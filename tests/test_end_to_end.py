@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_python
 from tests.wheel import ENV, install_wheel
 from vase.checks.cluster_check import history_ranks
 from vase.checks.wheel_check import tree_digest
@@ -95,8 +95,7 @@ def _train(args: list[str], tmp_path: Path, session_dirs: dict, timeout: int = 6
     common = [f"paths.cache_dir={session_dirs['cache']}", f"paths.data_dir={session_dirs['data']}",
               f"paths.log_dir={tmp_path / 'logs'}", "logger=none", "render.resolution=64", "debug=fast",
               "val.after=false"]
-    return subprocess.run([sys.executable, "train.py", *args, *common], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    return run_python(["train.py", *args, *common], cwd=ROOT, timeout=timeout)
 
 
 @pytest.mark.slow  # heavy (a whole run or sweep in subprocesses): make test-slow; the default suite stays under 15 minutes

@@ -4,14 +4,13 @@ the recipe of ARCHITECTURE.md's "where to add" followed in a package of its own.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, compose_cfg, one_line, run_cli
+from tests.conftest import ROOT, compose_cfg, one_line, run_cli, run_python
 from vase.config import validate
 
 
@@ -110,7 +109,7 @@ def test_a_task_added_in_a_package_of_its_own_runs_through_evaluate(tmp_path: Pa
 
 
 def test_evaluate_help_lists_the_tasks() -> None:
-    p = subprocess.run([sys.executable, "evaluate.py", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    p = run_python(["evaluate.py", "--help"], cwd=ROOT, timeout=120)
     assert p.returncode == 0
     from vase.config import EVAL_ACTIONS
 
@@ -125,8 +124,7 @@ def test_the_filter_and_evaluate_each_take_their_own_action_names(tmp_path: Path
     assert "action='vqa'" in line and all(f"'{t}'" in line for t in FILTER_ACTIONS)
     line = one_line(run_cli(["evaluate.py", "action=synthetic"], tmp_path, session_dirs))
     assert "action='synthetic'" in line and all(f"'{t}'" in line for t in EVAL_ACTIONS)
-    p = subprocess.run([sys.executable, "-m", "vase.filter", "--help"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=120)
+    p = run_python(["-m", "vase.filter", "--help"], cwd=ROOT, timeout=120)
     assert p.returncode == 0 and all(f"  {t}" in p.stdout and w in p.stdout for t, w in FILTER_ACTIONS.items())
 
 
@@ -164,17 +162,15 @@ def test_an_installed_package_s_task_runs_from_the_command_line(tmp_path: Path) 
     (info / "entry_points.txt").write_text("[vase.eval_actions]\ncount = vase_count_plugin\n")
     env = {**os.environ, "PYTHONPATH": str(site), "WANDB_MODE": "disabled"}
     out = tmp_path / "out" / "count.json"
-    p = subprocess.run([sys.executable, "evaluate.py", "action=count", f"hydra.searchpath=[file://{conf}]",
-                        f"output={out}", "logger=none", f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300, env=env)
+    p = run_python(["evaluate.py", "action=count", f"hydra.searchpath=[file://{conf}]", f"output={out}", "logger=none",
+                    f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, env=env, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     assert json.loads(out.read_text()) == {"n": 42}
-    p = subprocess.run([sys.executable, "evaluate.py", "--help"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=300, env=env)
+    p = run_python(["evaluate.py", "--help"], cwd=ROOT, env=env, timeout=300)
     assert "  count" in p.stdout and "count the vases (a plugin's task)" in p.stdout
     (site / "vase_count_plugin" / "__init__.py").write_text("raise RuntimeError('broken on purpose')\n")
-    p = subprocess.run([sys.executable, "evaluate.py", "action=count", f"paths.log_dir={tmp_path / 'logs'}"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    p = run_python(["evaluate.py", "action=count", f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, env=env,
+                   timeout=300)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert ("evaluation-action plugin count = vase_count_plugin (package vase-count-plugin) failed to import: "
             "RuntimeError: broken on purpose") in p.stderr

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_python
 
 sys.path.insert(0, str(ROOT))
 from benchmarks import paper_method  # noqa: E402
@@ -64,9 +63,9 @@ def test_score_task_on_paper_format_and_jsonl(tmp_path: Path, session_dirs: dict
     gen.write_text("".join(json.dumps({"id": i, "caption": c}) + "\n" for i, c in zip(ids[1:], GENS[1:]))
                    + json.dumps({"id": "ffffffff-0000-0000-0000-000000000000_9", "caption": "extra"}) + "\n")
     out = tmp_path / "out" / "OUT.json"
-    p = subprocess.run([sys.executable, "evaluate.py", "action=score", f"generated={gen}", f"ground_truth={gt}",
-                        f"output={out}", "logger=none", f"paths.cache_dir={session_dirs['cache']}",
-                        f"hydra.run.dir={tmp_path / 'run'}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    p = run_python(["evaluate.py", "action=score", f"generated={gen}", f"ground_truth={gt}", f"output={out}",
+                    "logger=none", f"paths.cache_dir={session_dirs['cache']}", f"hydra.run.dir={tmp_path / 'run'}"],
+                   cwd=ROOT, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     res = json.loads(out.read_text())
     for k in ("clip_score", "fid_score", "r_at_1", "r_at_5", "r_at_10", "lexical_similarity", "overall_score", "n_pairs"):
@@ -81,10 +80,10 @@ def test_score_task_on_paper_format_and_jsonl(tmp_path: Path, session_dirs: dict
 def test_a_model_that_fails_to_load_raises_naming_it(tmp_path: Path) -> None:
     gt = tmp_path / "gt.json"
     _write_paper_json(gt, CAPS[:2], ["abc_0", "abc_1"])
-    p = subprocess.run([sys.executable, "evaluate.py", "action=score", f"generated={gt}", f"ground_truth={gt}",
-                        f"output={tmp_path / 'o.json'}", "logger=none", "metrics.clip.backend=hf",
-                        "metrics.clip.build_tiny=false", "metrics.clip.model=/nowhere/clip",
-                        f"hydra.run.dir={tmp_path / 'run'}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    p = run_python(["evaluate.py", "action=score", f"generated={gt}", f"ground_truth={gt}",
+                    f"output={tmp_path / 'o.json'}", "logger=none", "metrics.clip.backend=hf",
+                    "metrics.clip.build_tiny=false", "metrics.clip.model=/nowhere/clip",
+                    f"hydra.run.dir={tmp_path / 'run'}"], cwd=ROOT, timeout=300)
     assert p.returncode != 0
     assert "/nowhere/clip" in p.stderr and "metrics.clip.model" in p.stderr
     assert not (tmp_path / "o.json").exists()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, compose_cfg
+from tests.conftest import ROOT, compose_cfg, run_python
 from tests.library_page import build_project, page_command
 
 
@@ -73,12 +73,12 @@ def test_a_sweep_preset_of_ones_own_runs_from_a_folder_on_the_search_path(tmp_pa
     env = {**os.environ, "VASE_CHECK_CONFIG": "1", "WANDB_MODE": "disabled"}
     args = [sys.executable, "train.py", "-m", f"hydra.searchpath=[file://{conf}]", "debug=fast", "logger=none",
             f"paths.log_dir={tmp_path / 'logs'}"]
-    p = subprocess.run([*args, "sweep=my_ranks"], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    p = run_python([*args, "sweep=my_ranks"], cwd=ROOT, env=env, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "stage.module.lora.r=4" in p.stdout and "stage.module.lora.r=8" in p.stdout
     assert "config ok: the sweep's 2 job(s) checked" in p.stdout
     assert not list((tmp_path / "logs").rglob("multiruns")), "a config check left a sweep folder"
-    p = subprocess.run([*args, "sweep=my_rank"], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    p = run_python([*args, "sweep=my_rank"], cwd=ROOT, env=env, timeout=300)
     assert p.returncode == 2 and "sweep='my_rank' is not a known option" in p.stderr and "'my_ranks'" in p.stderr
     assert str(conf / "sweep") in p.stderr and "Traceback" not in p.stderr
 
@@ -150,8 +150,8 @@ def test_every_extension_point_works_from_a_users_project_without_installing_it(
     env.pop("VASE_LOG_DIR", None)  # the page's commands write where a user's do: the project's logs/
 
     def vase(*args: str, check: bool = False) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "vase.cli", *args], cwd=project, capture_output=True, text=True,
-                              timeout=600, env={**env, **({"VASE_CHECK_CONFIG": "1"} if check else {})})
+        return run_python(["-m", "vase.cli", *args], cwd=project,
+                          env={**env, **({"VASE_CHECK_CONFIG": "1"} if check else {})}, timeout=600)
 
     p = vase(*page_command("vase evaluate --config-dir conf action=word_counts")[1:])
     assert p.returncode == 0, p.stderr[-2000:]
@@ -181,13 +181,11 @@ def test_every_extension_point_works_from_a_users_project_without_installing_it(
     assert p.returncode == 0 and (sweep / "chat.txt").read_text() == chat, p.stderr[-2000:]
     job = next(j for j in sweep.iterdir() if (j / ".vase-run.json").is_file())
     runs = [sys.executable, "-m", "vase.cli", "runs", "--config-dir", str(project / "conf"), str(job)]
-    p = subprocess.run(runs, cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                       env=env)  # vase runs too, from elsewhere: the project's modules load from the folder named
+    p = run_python(runs, cwd=tmp_path, env=env, timeout=600)  # vase runs too, from elsewhere: the project's modules load from the folder named
     assert p.returncode == 0 and "  plugins:   mylab.ext: each imports now" in p.stdout, p.stdout + p.stderr[-2000:]
     good = (project / "mylab" / "ext.py").read_text()
     (project / "mylab" / "ext.py").write_text("raise ImportError('the lab renamed its helpers')\n")
-    p = subprocess.run(runs, cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                       env=env)  # the record still prints; the line says what fails
+    p = run_python(runs, cwd=tmp_path, env=env, timeout=600)  # the record still prints; the line says what fails
     assert p.returncode == 0 and "again:" in p.stdout and "module mylab.ext failed to import: ImportError: the lab " \
         "renamed its helpers" in p.stdout and "'again' needs it to import" in p.stdout, p.stdout + p.stderr[-2000:]
     (project / "mylab" / "ext.py").write_text(good)

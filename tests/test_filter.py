@@ -19,7 +19,7 @@ import pytest
 import torch
 from PIL import Image
 
-from tests.conftest import ROOT, compose_cfg
+from tests.conftest import ROOT, compose_cfg, run_python
 from vase.errors import ConfigError, DataError
 from vase.filter.synthetic_photos import BAD_REASONS, generate_photos
 from vase.images import open_photo
@@ -325,9 +325,8 @@ def test_imagenet_weights_load_from_a_local_file_and_misfits_are_named(tmp_path:
 @pytest.mark.slow
 def test_synthetic_task_runs_end_to_end_from_one_command(tmp_path: Path, session_dirs: dict) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "vase.filter", "action=synthetic", f"paths.cache_dir={tmp_path / 'c'}",
-                           f"hydra.run.dir={tmp_path / 'run'}", "synthetic.objects=6"], env=env,
-                          capture_output=True, text=True, cwd=ROOT)
+    proc = run_python(["-m", "vase.filter", "action=synthetic", f"paths.cache_dir={tmp_path / 'c'}",
+                       f"hydra.run.dir={tmp_path / 'run'}", "synthetic.objects=6"], cwd=ROOT, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rep = json.loads((tmp_path / "run" / "filtered" / "report.json").read_text())
     assert [s["stage"] for s in rep["stages"]] == ["readable image", "quality classifier", "CLIP fragment filter",

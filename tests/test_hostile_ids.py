@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_python
 from tests.test_user_paths import _user_dataset, tree_hash
 from vase.errors import ConfigError, DataError
 from vase.io import MAX_NAME_BYTES, inside, name_problem, safe_name
@@ -59,9 +59,8 @@ def test_the_render_command_writes_only_inside_its_cache_folder(hostile: Path, t
     before, everything = tree_hash(hostile), _files(tmp_path)
     cache = tmp_path / "cache"
     for extra in ([], ["--write-to-root"]):
-        p = subprocess.run([sys.executable, "-m", "vase.data.render", "--root", str(hostile), "--cache-dir", str(cache),
-                            "--resolution", "32", "--views", "front,back", "--sheets", *extra],
-                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+        p = run_python(["-m", "vase.data.render", "--root", str(hostile), "--cache-dir", str(cache), "--resolution",
+                        "32", "--views", "front,back", "--sheets", *extra], cwd=ROOT, timeout=300)
         assert p.returncode == 0, p.stderr[-2000:]
         out = Path(json.loads(p.stdout)["out"])
         new = _files(tmp_path) - everything
@@ -102,8 +101,7 @@ def test_every_export_writes_only_into_its_output(hostile: Path, tmp_path: Path,
     os.rename(views, hostile / "images")
     before, everything = tree_hash(hostile), _files(tmp_path)
     out = tmp_path / "out"
-    p = subprocess.run([sys.executable, "-m", "vase.data.export", str(hostile), str(out), "--to", target],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    p = run_python(["-m", "vase.data.export", str(hostile), str(out), "--to", target], cwd=ROOT, timeout=300)
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-2000:]
     new = _files(tmp_path) - everything
     assert new and all(f.startswith("out/") for f in new), sorted(f for f in new if not f.startswith("out/"))[:5]
@@ -121,8 +119,8 @@ def test_an_export_that_fails_leaves_no_partial_output(hostile: Path, tmp_path: 
     out = tmp_path / "out"
     broken = sorted((hostile / "models").glob("*.glb"))[-1]
     broken.write_bytes(b"not a GLB")  # its views are missing and cannot be rendered: the export must fail
-    p = subprocess.run([sys.executable, "-m", "vase.data.export", str(hostile), str(out), "--to", "swift",
-                        "--cache-dir", str(tmp_path / "cache")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    p = run_python(["-m", "vase.data.export", str(hostile), str(out), "--to", "swift", "--cache-dir",
+                    str(tmp_path / "cache")], cwd=ROOT, timeout=300)
     assert p.returncode == 2 and "Traceback" not in p.stderr and broken.name in p.stderr, p.stderr[-2000:]
     assert not out.exists() and not [q for q in tmp_path.iterdir() if q.name.startswith(".out")]
 
@@ -150,9 +148,8 @@ def test_a_model_field_outside_the_dataset_is_never_read_or_copied(hostile: Path
 def test_the_check_names_every_path_like_id(hostile: Path, tmp_path: Path) -> None:
     report_path = tmp_path / "report.json"
     before = tree_hash(hostile)
-    p = subprocess.run([sys.executable, "-m", "vase.data.check", str(hostile), "--no-models", "--report",
-                        str(report_path), "--cache-dir", str(tmp_path / "cache")],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    p = run_python(["-m", "vase.data.check", str(hostile), "--no-models", "--report", str(report_path), "--cache-dir",
+                    str(tmp_path / "cache")], cwd=ROOT, timeout=300)
     assert p.returncode == 1, p.stderr[-2000:]
     report = json.loads(report_path.read_text())
     flagged = {x["id"] for x in report["problems"] if x["kind"] == "path_like_id"}

@@ -8,14 +8,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from PIL import Image
 
-from tests.conftest import ROOT, compose_cfg
+from tests.conftest import ROOT, compose_cfg, run_python
 from tests.test_user_paths import tree_hash
 from vase.config import Decoding, validate
 
@@ -214,7 +213,7 @@ def _run(args: list[str], tmp_path: Path, check: bool = False, timeout: float = 
     import os
 
     env = {**os.environ, "WANDB_MODE": "disabled", **({"VASE_CHECK_CONFIG": "1"} if check else {})}
-    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+    return run_python([*args], cwd=ROOT, env=env, timeout=timeout)
 
 
 def _break(ckpt: Path, how: str) -> str:
@@ -276,9 +275,9 @@ def test_a_missing_folder_or_an_unreachable_hub_id_is_one_line_within_seconds(tm
     import os
 
     env_hub = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(tmp_path / "hf")}  # an empty hub cache
-    p = subprocess.run([sys.executable, "train.py", "model=qwen2_5_vl_3b", f"model.name_or_path={value}",
-                        "logger=none", f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=300, env={**os.environ, **env_hub, "WANDB_MODE": "disabled"})
+    p = run_python(["train.py", "model=qwen2_5_vl_3b", f"model.name_or_path={value}", "logger=none",
+                    f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT,
+                   env={**os.environ, **env_hub, "WANDB_MODE": "disabled"}, timeout=300)
     err = p.stderr.strip().splitlines()
     assert p.returncode == 2 and err[-1].startswith(line), p.stderr[-2000:]
     assert "pass a local checkpoint folder" in err[-1] or "give a local checkpoint folder" in err[-1]

@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT, compose_cfg
+from tests.conftest import ROOT, compose_cfg, run_python
 from vase.data.check import check_dataset, format_report
 from vase.data.dataset import load_media, load_views
 from vase.data.export import export_paper_eval, export_release, export_swift
@@ -223,19 +222,16 @@ def test_the_checker_lists_every_planted_problem_and_only_those(synthetic_root: 
 def test_check_commands_exit_1_and_write_json_beside_the_text(synthetic_root: Path, tmp_path: Path,
                                                               session_dirs: dict) -> None:
     ds = _broken(synthetic_root, tmp_path / "ds")
-    p = subprocess.run([sys.executable, "-m", "vase.data.check", str(ds), "--report", str(tmp_path / "r.json")],
-                       capture_output=True, text=True, cwd=ROOT)
+    p = run_python(["-m", "vase.data.check", str(ds), "--report", str(tmp_path / "r.json")], cwd=ROOT)
     assert p.returncode == 1 and "split_overlap" in p.stdout
     assert len(json.loads((tmp_path / "r.json").read_text())["problems"]) == 8
-    p = subprocess.run([sys.executable, "-m", "vase.data.check", str(synthetic_root), "--report",
-                        str(tmp_path / "ok.json"), "--no-models"], capture_output=True, text=True, cwd=ROOT)
+    p = run_python(["-m", "vase.data.check", str(synthetic_root), "--report", str(tmp_path / "ok.json"), "--no-models"],
+                   cwd=ROOT)
     assert p.returncode == 0 and "no problems found" in p.stdout
-    p = subprocess.run([sys.executable, "-m", "vase.data.check", str(ds), "--report", str(ds / "r.json")],
-                       capture_output=True, text=True, cwd=ROOT)
+    p = run_python(["-m", "vase.data.check", str(ds), "--report", str(ds / "r.json")], cwd=ROOT)
     assert p.returncode == 2 and "inside the dataset" in p.stderr and not (ds / "r.json").exists()
-    p = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "action=check", "data=vasevqa3d", f"data.root={ds}",
-                        "logger=none", f"hydra.run.dir={tmp_path / 'run'}", f"paths.cache_dir={session_dirs['cache']}"],
-                       capture_output=True, text=True, cwd=ROOT)
+    p = run_python([str(ROOT / "evaluate.py"), "action=check", "data=vasevqa3d", f"data.root={ds}", "logger=none",
+                    f"hydra.run.dir={tmp_path / 'run'}", f"paths.cache_dir={session_dirs['cache']}"], cwd=ROOT)
     assert p.returncode == 1, p.stderr[-1500:]
     assert json.loads((tmp_path / "run" / "check.json").read_text())["counts"]["corrupt_model"] == 1
     assert "missing_view" in (tmp_path / "run" / "check.md").read_text()
@@ -252,8 +248,8 @@ def test_a_missing_dataset_folder_is_one_message_from_every_entry_point(tmp_path
         "data.export": [sys.executable, "-m", "vase.data.export", str(missing), str(tmp_path / "out"), "--to", "swift"],
     }
     for name, cmd in commands.items():
-        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ,
-                           "WANDB_MODE": "disabled"})
+        p = run_python(cmd, cwd=ROOT, env={**os.environ,
+                           "WANDB_MODE": "disabled"}, timeout=300)
         said = p.stdout + p.stderr
         assert p.returncode != 0 and f"{missing}: no such folder; data.root" in said, (name, said[-1500:])
         assert "Traceback" not in said, name

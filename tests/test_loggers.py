@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_python
 
 SWEEP = ["-m", "debug=fast", "stage=grpo", "sft_init=true", "+stage@sft=sft", "+sft.max_steps=2",
          "reward.weights.shape=0,0.6", "reward.normalize_weights=[shape]", "val.heldout=true",
@@ -29,9 +29,8 @@ line, held-out verdict on, logged to the three dashboards at once."""
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     logs = tmp_path_factory.mktemp("loggers") / "logs"
     # from the user's own folder (the printed commands name it relatively), with vase's cache of tiny models
-    p = subprocess.run([sys.executable, str(ROOT / "train.py"), *SWEEP, f"paths.log_dir={logs}",
-                        f"paths.cache_dir={ROOT / '.cache'}"], cwd=logs.parent, capture_output=True,
-                       text=True, timeout=900, env={**os.environ, "WANDB_MODE": "offline", "MLFLOW_TRACKING_URI": ""})
+    p = run_python([str(ROOT / "train.py"), *SWEEP, f"paths.log_dir={logs}", f"paths.cache_dir={ROOT / '.cache'}"],
+                   cwd=logs.parent, env={**os.environ, "WANDB_MODE": "offline", "MLFLOW_TRACKING_URI": ""}, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "MLflow: the sweep is run" in p.stdout and "mlflow ui --backend-store-uri sqlite:///" in p.stdout
     # the link to the jobs opens the view saved on the experiment (the test below reads it), not MLflow's default page
@@ -268,9 +267,9 @@ def test_a_tracking_server_that_does_not_answer_is_one_line_before_the_model_loa
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    p = subprocess.run([sys.executable, "train.py", "logger=mlflow", "debug=fast", f"paths.log_dir={tmp_path}"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "WANDB_MODE": "disabled", "MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}"})
+    p = run_python(["train.py", "logger=mlflow", "debug=fast", f"paths.log_dir={tmp_path}"], cwd=ROOT,
+                   env={**os.environ, "WANDB_MODE": "disabled", "MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}"},
+                   timeout=300)
     assert p.returncode == 2 and "loading model" not in p.stdout + p.stderr  # before the model loads, no retries
     assert "retry" not in p.stderr.lower()
     assert p.stderr.strip().splitlines()[-1].startswith(
@@ -282,9 +281,8 @@ def test_a_tracking_server_that_does_not_answer_is_one_line_before_the_model_loa
 
 def test_a_broken_mlflow_store_is_named_in_one_line_with_what_to_do(tmp_path: Path) -> None:
     (tmp_path / "mlflow.db").write_bytes(b"not a database" * 300)
-    p = subprocess.run([sys.executable, "train.py", "logger=mlflow", "debug=fast", f"paths.log_dir={tmp_path}"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "WANDB_MODE": "disabled", "MLFLOW_TRACKING_URI": ""})
+    p = run_python(["train.py", "logger=mlflow", "debug=fast", f"paths.log_dir={tmp_path}"], cwd=ROOT,
+                   env={**os.environ, "WANDB_MODE": "disabled", "MLFLOW_TRACKING_URI": ""}, timeout=300)
     last = p.stderr.strip().splitlines()[-1]
     assert p.returncode == 2 and last.startswith(f"error: {tmp_path / 'mlflow.db'}: MLflow's store cannot be opened")
     assert f"mv {tmp_path / 'mlflow.db'} {tmp_path / 'mlflow.db'}.broken" in last and "Traceback" not in p.stderr
@@ -306,8 +304,7 @@ def test_against_a_server_mlflow_keeps_artifacts_in_the_server_s_store(monkeypat
 
 
 def test_several_loggers_are_chosen_at_once_and_a_wrong_one_is_named(tmp_path: Path) -> None:
-    p = subprocess.run([sys.executable, "train.py", "logger=[wandb,mlfow]", f"paths.log_dir={tmp_path}"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
+    p = run_python(["train.py", "logger=[wandb,mlfow]", f"paths.log_dir={tmp_path}"], cwd=ROOT, timeout=120)
     assert p.returncode == 2 and "logger='mlfow' is not a known option" in p.stderr and "mlflow" in p.stderr
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_python
 from tests.test_paired_metrics import _BagOfWords, _captions
 from vase.errors import ConfigError
 from vase.metrics.caption_metrics import TABLE_COLUMNS, CaptionScorer, markdown_table
@@ -80,12 +80,9 @@ def test_a_bad_extra_metric_is_one_line_naming_it(name: str, says: str) -> None:
 
 
 def test_a_bad_extra_metric_is_refused_before_the_model_loads(tmp_path) -> None:
-    import subprocess
-    import sys
 
-    p = subprocess.run([sys.executable, "train.py", "metrics.extra=[rogue_l]", "logger=none", "debug=fast",
-                        f"paths.log_dir={tmp_path}", f"paths.cache_dir={tmp_path / 'cache'}"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300)
+    p = run_python(["train.py", "metrics.extra=[rogue_l]", "logger=none", "debug=fast", f"paths.log_dir={tmp_path}",
+                    f"paths.cache_dir={tmp_path / 'cache'}"], cwd=ROOT, timeout=300)
     assert p.returncode == 2, p.stderr[-2000:]
     assert "metrics.extra: 'rogue_l' is no caption metric" in p.stderr.strip().splitlines()[-1]
     assert "loading model" not in p.stderr
@@ -105,8 +102,6 @@ def test_evaluate_scores_rouge_l_from_its_conf_line(tmp_path, session_dirs: dict
     """The user's path: ``evaluate.py action=score metrics.extra=[rouge_l]`` on two caption files writes ROUGE-L (the
     mean of torchmetrics' per-pair F-measures) into results and its table, beside the paper's metrics unchanged."""
     import json
-    import subprocess
-    import sys
 
     from tests.test_eval_suite import CAPS, GENS
 
@@ -117,10 +112,9 @@ def test_evaluate_scores_rouge_l_from_its_conf_line(tmp_path, session_dirs: dict
     results = {}
     for extra in ("[]", "[rouge_l]"):
         out = tmp_path / extra.strip("[]") / "OUT.json"
-        p = subprocess.run([sys.executable, "evaluate.py", "action=score", f"generated={gen}", f"ground_truth={gt}",
-                            f"output={out}", "logger=none", f"metrics.extra={extra}",
-                            f"paths.cache_dir={session_dirs['cache']}", f"hydra.run.dir={out.parent / 'run'}"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+        p = run_python(["evaluate.py", "action=score", f"generated={gen}", f"ground_truth={gt}", f"output={out}",
+                        "logger=none", f"metrics.extra={extra}", f"paths.cache_dir={session_dirs['cache']}",
+                        f"hydra.run.dir={out.parent / 'run'}"], cwd=ROOT, timeout=300)
         assert p.returncode == 0, p.stderr[-3000:]
         results[extra] = (json.loads(out.read_text()), out.with_suffix(".md").read_text())
     (plain, plain_md), (rouge, rouge_md) = results["[]"], results["[rouge_l]"]

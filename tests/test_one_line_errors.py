@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, compose_cfg
+from tests.conftest import ROOT, compose_cfg, run_python
 from vase.config import validate
 from vase.errors import ConfigError, DataError
 
@@ -34,8 +32,8 @@ def test_an_output_flag_naming_the_user_s_things_is_one_line(tmp_path: Path, arg
     (mine / "notes.txt").write_text("the user's\n")
     before = _digest(mine)
     argv = [a.format(mine=mine, photos=photos) for a in args]
-    p = subprocess.run([sys.executable, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                       env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)})
+    p = run_python([*argv], cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)},
+                   timeout=300)
     err = [ln for ln in p.stderr.strip().splitlines() if not ln.startswith("<frozen runpy>")]
     assert p.returncode == 2 and err and err[-1].startswith(line.format(mine=mine)), p.stderr[-2000:]
     assert "Traceback" not in p.stderr
@@ -45,8 +43,8 @@ def test_an_output_flag_naming_the_user_s_things_is_one_line(tmp_path: Path, arg
 def test_render_refuses_a_root_that_is_no_dataset(tmp_path: Path) -> None:
     """A folder without annotations once exited 0 with "rendered": 0, as if all were well."""
     (tmp_path / "photos").mkdir()
-    p = subprocess.run([sys.executable, "-m", "vase.data.render", "--root", str(tmp_path / "photos"), "--cache-dir",
-                        str(tmp_path / "cache")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    p = run_python(["-m", "vase.data.render", "--root", str(tmp_path / "photos"), "--cache-dir",
+                    str(tmp_path / "cache")], cwd=ROOT, timeout=300)
     assert p.returncode == 2 and p.stderr.strip() == (
         f"error: --root {tmp_path / 'photos'}: not a dataset folder: no annotations/train.json or "
         f"annotations/val.json in it (vase render renders the vases they list, from their GLB models)")
@@ -59,8 +57,8 @@ def test_python_m_vase_render_is_the_render_command_by_its_old_name(tmp_path: Pa
     deprecation line; with VASE_DEPRECATIONS=error, one line refusing it and nothing run."""
     (tmp_path / "photos").mkdir()
     env = {**os.environ, "VASE_DEPRECATIONS": "error" if strict else ""}
-    p = subprocess.run([sys.executable, "-m", "vase.render", "--root", str(tmp_path / "photos"), "--cache-dir",
-                        str(tmp_path / "cache")], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    p = run_python(["-m", "vase.render", "--root", str(tmp_path / "photos"), "--cache-dir", str(tmp_path / "cache")],
+                   cwd=ROOT, env=env, timeout=300)
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     if strict:

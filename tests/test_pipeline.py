@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from PIL import Image
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_python
 from vase.eval.generate import generate_captions
 from vase.io import read_jsonl
 from vase.loggers import finish_wandb
@@ -93,25 +91,10 @@ def test_evaluate_entry_point_on_trained_adapter(train_cfg, tmp_path: Path) -> N
     run_training(cfg)
     adapter = Path(cfg.paths.output_dir) / "adapter"
     out = tmp_path / "eval" / "results.json"
-    p = subprocess.run(
-        [
-            sys.executable,
-            "evaluate.py",
-            f"adapter={adapter}",
-            "logger=none",
-            "data.synthetic.num_vases=8",
-            "render.resolution=64",
-            "generation.max_new_tokens=6",
-            f"output={out}",
-            f"paths.cache_dir={cfg.paths.cache_dir}",
-            f"paths.data_dir={cfg.paths.data_dir}",
-            f"hydra.run.dir={tmp_path / 'run'}",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    p = run_python(["evaluate.py", f"adapter={adapter}", "logger=none", "data.synthetic.num_vases=8",
+                    "render.resolution=64", "generation.max_new_tokens=6", f"output={out}",
+                    f"paths.cache_dir={cfg.paths.cache_dir}", f"paths.data_dir={cfg.paths.data_dir}",
+                    f"hydra.run.dir={tmp_path / 'run'}"], cwd=ROOT, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     res = json.loads(out.read_text())
     assert res["n_pairs"] == 2 and res["adapter"] == str(adapter)

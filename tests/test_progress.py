@@ -4,11 +4,9 @@ print plain lines into a log file (and a last one when they end); a terminal kee
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_python
 
 
 class _Terminal(io.StringIO):
@@ -38,7 +36,7 @@ def test_synthesis_into_a_log_file_says_it_is_done_in_a_plain_line(tmp_path: Pat
     """The data synthesis a first run does, with its output going to a file as a job's would."""
     code = ("from vase.data.synthetic import generate; "
             f"generate({str(tmp_path / 'data')!r}, num=3, seed=0)")
-    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    p = run_python(["-c", code], cwd=ROOT, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     assert "\r" not in p.stderr
     assert any(ln.startswith("synthesising vases: 3/3 vases (100 %)") and "- done in" in ln

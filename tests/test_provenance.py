@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_python
 
 
 def _git(*args: str) -> str:
@@ -86,8 +85,7 @@ def test_a_sweep_report_over_jobs_made_by_two_commits_names_the_mismatch_at_its_
 
 def test_vase_runs_on_one_run_shows_its_code_and_the_command_that_makes_it_again(tmp_path: Path) -> None:
     job = _job(tmp_path / "sweep", 0, ["seed=1", "logger=[csv,mlflow]"], B)
-    p = subprocess.run([sys.executable, "-m", "vase.runs", str(job)], cwd=ROOT, capture_output=True, text=True,
-                       timeout=120)
+    p = run_python(["-m", "vase.runs", str(job)], cwd=ROOT, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "  status:    finished" in p.stdout and "  code:      bbbbbbbbbb (changes 123456abcdef)" in p.stdout
     assert "  again:     git checkout bbbbbbbbbb && python train.py seed=1 'logger=[csv,mlflow]'" in p.stdout
@@ -95,8 +93,7 @@ def test_vase_runs_on_one_run_shows_its_code_and_the_command_that_makes_it_again
 
 
 def _runs(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vase.runs", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+    return run_python(["-m", "vase.runs", *args], cwd=ROOT, timeout=120)
 
 
 def test_vase_runs_refuses_what_is_not_a_run_in_one_line_and_never_shows_a_broken_record(tmp_path: Path) -> None:
@@ -206,23 +203,20 @@ def test_a_run_of_a_users_project_records_the_projects_code_and_gives_it_back(tm
     subprocess.run([*git, "commit", "-qm", "first"], check=True)
     (project / "conf" / "experiment" / "mine.yaml").write_text("# @package _global_\nseed: 8\n")  # not committed
     env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
-    p = subprocess.run([sys.executable, "-m", "vase.cli", "train", "--config-dir", "conf", "experiment=mine", "debug=fast",
-                        "logger=none", "val.after=false", "report=false", "paths.log_dir=logs",
-                        f"paths.cache_dir={session_dirs['cache']}"], cwd=project,
-                       capture_output=True, text=True, timeout=600, env=env)
+    p = run_python(["-m", "vase.cli", "train", "--config-dir", "conf", "experiment=mine", "debug=fast", "logger=none",
+                    "val.after=false", "report=false", "paths.log_dir=logs",
+                    f"paths.cache_dir={session_dirs['cache']}"], cwd=project, env=env, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
     (run,) = (project / "logs" / "train" / "runs").iterdir()
     record = json.loads((run / ".vase-run.json").read_text())["project"]
     commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     assert record["folder"] == str(project) and record["commit"] == commit and record["dirty"] is True
     assert record["patch"] == "project.patch" and "seed: 8" in (run / "project.patch").read_text()
-    said = subprocess.run([sys.executable, "-m", "vase.cli", "runs", str(run)], cwd=project, capture_output=True,
-                          text=True, timeout=300, env=env).stdout
+    said = run_python(["-m", "vase.cli", "runs", str(run)], cwd=project, env=env, timeout=300).stdout
     assert f"  project:   {project} at {commit[:10]} (changes {record['diff']})" in said, said
     again = said.split("  again:     ")[1].splitlines()[0]
     assert again.startswith(f"git -C {project} checkout {commit[:10]} && git -C {project} apply {run / 'project.patch'}")
     assert "now:       your project" not in said
     subprocess.run([*git, "commit", "-qam", "second"], check=True)  # the project moves on
-    said = subprocess.run([sys.executable, "-m", "vase.cli", "runs", str(run)], cwd=project, capture_output=True,
-                          text=True, timeout=300, env=env).stdout
+    said = run_python(["-m", "vase.cli", "runs", str(run)], cwd=project, env=env, timeout=300).stdout
     assert "  now:       your project is at " in said and "not the run's" in said, said

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_python
 from vase.errors import ConfigError
 from vase.eval.vaseeval import Settings, run_vaseeval
 from vase.reconstruct.base import reconstruct_folder
@@ -39,9 +38,8 @@ def photos(synthetic_root: Path, tmp_path_factory: pytest.TempPathFactory) -> di
 
 def test_procedural_fit_reconstructs_the_vase_in_the_photo(photos: dict[str, Path], tmp_path: Path) -> None:
     before = {p.name: p.read_bytes() for p in photos["photos"].iterdir()}
-    p = subprocess.run([sys.executable, "-m", "vase.reconstruct", f"input={photos['photos']}",
-                        f"output={tmp_path / 'fit'}", f"hydra.run.dir={tmp_path / 'run'}"],
-                       capture_output=True, text=True, cwd=ROOT)
+    p = run_python(["-m", "vase.reconstruct", f"input={photos['photos']}", f"output={tmp_path / 'fit'}",
+                    f"hydra.run.dir={tmp_path / 'run'}"], cwd=ROOT)
     assert p.returncode == 0, p.stderr[-1500:]
     assert {q.name: q.read_bytes() for q in photos["photos"].iterdir()} == before
     stems = sorted(q.stem for q in photos["gt"].glob("*.glb"))

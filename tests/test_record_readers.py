@@ -9,13 +9,13 @@ import contextlib
 import io
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.conftest import run_python
 from vase.cli.project import runs_main
 from vase.reports import sweep_summary, verdict
 from vase.runs import describe
@@ -99,12 +99,11 @@ def test_the_cli_readers_import_nothing_and_import_plugins_says_so(archive: dict
     env.pop("VASE_CHECK_CONFIG", None)
     for args in (["-m", "vase.cli", "runs", str(archive["run"])], ["-m", "vase.cli", "verdict", str(archive["sweep"])],
                  ["-m", "vase.reports.verdict", str(archive["sweep"])]):
-        p = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300, env=env,
-                           cwd=archive["root"].parent)
+        p = run_python([*args], cwd=archive["root"].parent, env=env, timeout=300)
         assert p.returncode in (0, 2) and "Traceback" not in p.stderr, p.stderr[-2000:]
         assert not archive["mark"].exists(), args
-    p = subprocess.run([sys.executable, "-m", "vase.cli", "runs", "--import-plugins", str(archive["run"])],
-                       capture_output=True, text=True, timeout=300, env=env, cwd=archive["root"].parent)
+    p = run_python(["-m", "vase.cli", "runs", "--import-plugins", str(archive["run"])], cwd=archive["root"].parent,
+                   env=env, timeout=300)
     assert p.returncode == 0 and f"  plugins:   {PROBE}: each imports now (from " in p.stdout, p.stdout + p.stderr
     assert archive["mark"].read_text() == "ran"
 

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, one_line
+from tests.conftest import ROOT, one_line, run_python
 
 CHECK = {**os.environ, "VASE_CHECK_CONFIG": "1", "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
 
@@ -83,18 +81,15 @@ def test_a_user_s_old_command_and_config_file_still_run_and_say_the_new_names(tm
     (conf / "experiment" / "old.yaml").write_text("# @package _global_\ndata:\n  task: qa\nevaluate:\n  vqa: mc\n")
     (conf / "experiment" / "bad.yaml").write_text("# @package _global_\ndata:\n  task: everything\n")
     logs = f"paths.log_dir={tmp_path / 'logs'}"
-    p = subprocess.run([sys.executable, "train.py", "--config-dir", str(conf), "experiment=old", logs], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300, env=CHECK)
+    p = run_python(["train.py", "--config-dir", str(conf), "experiment=old", logs], cwd=ROOT, env=CHECK, timeout=300)
     assert p.returncode == 0 and "config ok" in p.stdout, p.stderr[-2000:]
     old = conf / "experiment" / "old.yaml"
     assert (f"deprecated: data.task is now data.mix, in {old} (the old name is accepted until vase 0.3)"
             in p.stderr.splitlines()), p.stderr[-2000:]
     assert f"deprecated: evaluate is now val, in {old} (the old name is accepted until vase 0.3)" in p.stderr.splitlines()
-    p = subprocess.run([sys.executable, "train.py", "--config-dir", str(conf), "experiment=bad", logs], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300, env=CHECK)
+    p = run_python(["train.py", "--config-dir", str(conf), "experiment=bad", logs], cwd=ROOT, env=CHECK, timeout=300)
     assert p.returncode == 2 and "data.mix='everything' must be" in p.stderr, p.stderr[-2000:]
-    p = subprocess.run([sys.executable, "train.py", "data.task=both", "task_name=mine", logs], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300, env=CHECK)
+    p = run_python(["train.py", "data.task=both", "task_name=mine", logs], cwd=ROOT, env=CHECK, timeout=300)
     assert p.returncode == 0 and "config ok: data.mix=both run_kind=mine" in p.stdout, p.stdout + p.stderr[-2000:]
     assert (tmp_path / "logs" / "mine").is_dir()  # the run kind names the folder, as task_name did
     assert sum(line.startswith("deprecated: ") for line in p.stderr.splitlines()) == 2
@@ -118,10 +113,11 @@ def test_a_plugin_written_for_the_old_names_runs_with_task_equals(tmp_path: Path
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: old-plugin\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[vase.eval_tasks]\nseven = old_plugin\n")
-    p = subprocess.run([sys.executable, "evaluate.py", "task=seven", "logger=none",
-                        f"hydra.searchpath=[file://{site / 'old_plugin' / 'conf'}]", f"paths.log_dir={tmp_path / 'logs'}"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "PYTHONPATH": str(site), "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"})
+    p = run_python(["evaluate.py", "task=seven", "logger=none",
+                    f"hydra.searchpath=[file://{site / 'old_plugin' / 'conf'}]", f"paths.log_dir={tmp_path / 'logs'}"],
+                   cwd=ROOT,
+                   env={**os.environ, "PYTHONPATH": str(site), "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"},
+                   timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     said = [line for line in p.stderr.splitlines() if "deprecated: " in line]
     for old in ("entry-point group vase.eval_tasks is now vase.eval_actions", "vase.config.EvalTask is now",
@@ -147,8 +143,7 @@ def test_a_sweep_from_before_0_2_still_gets_its_verdict_under_the_old_names(tmp_
     sweep = tmp_path / "old_sweep"
     _old_job(sweep, 0, "0.001", 0.1)
     _old_job(sweep, 1, "0.04", 0.5)
-    p = subprocess.run([sys.executable, "-m", "vase.cli", "question", str(sweep)], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=300, env=CHECK)
+    p = run_python(["-m", "vase.cli", "question", str(sweep)], cwd=tmp_path, env=CHECK, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     said = [ln for ln in p.stderr.splitlines() if ln.startswith("deprecated: ")]
     assert said == ["deprecated: vase question is now vase verdict (the old name is accepted until vase 0.3)",
@@ -166,9 +161,8 @@ def test_a_sweep_from_before_0_2_still_gets_its_verdict_under_the_old_names(tmp_
     assert read_verdict(old) == {"hypothesis": {"moves": ["kl"]}, "lines": ["**x**: y"]}
     assert read_verdict(tmp_path) == {}
     # the old module: the same objects, one warning per old name
-    p = subprocess.run([sys.executable, "-c", "import vase.reports.question as q, vase.reports.hypothesis as h; "
-                        "assert q.question_of is h.hypothesis_of and q.REPORT_KINDS is h.REPORT_KINDS"],
-                       capture_output=True, text=True, timeout=300, env=CHECK, cwd=ROOT)
+    p = run_python(["-c", "import vase.reports.question as q, vase.reports.hypothesis as h; "
+                        "assert q.question_of is h.hypothesis_of and q.REPORT_KINDS is h.REPORT_KINDS"], cwd=ROOT, env=CHECK, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     assert "FutureWarning: deprecated: vase.reports.question is now vase.reports.verdict" in p.stderr
     # said where the name lives now (vase.reports.verdict's jobs went to modules of their own in 0.2.1)
@@ -184,8 +178,8 @@ def test_a_sweep_file_or_command_line_with_the_old_question_block_is_checked_at_
                                     "  mode: MULTIRUN\n  sweeper:\n    params:\n      seed: 1,2\n")
     for args in (["sweep=mine", f"hydra.searchpath=[file://{tmp_path / 'conf'}]"],
                  ["seed=1,2", "+question.compare=seed", "+question.moves=[loss]"]):
-        p = subprocess.run([sys.executable, "train.py", "-m", "debug=fast", *args, f"paths.log_dir={tmp_path}"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=300, env=CHECK)
+        p = run_python(["train.py", "-m", "debug=fast", *args, f"paths.log_dir={tmp_path}"], cwd=ROOT, env=CHECK,
+                       timeout=300)
         assert p.returncode == 0, p.stderr[-2000:]
         assert "hypothesis: this sweep compares seed against its first value on loss" in p.stdout, p.stdout[-2000:]
         if args[0] == "sweep=mine":  # the file named, once for the sweep's two jobs
@@ -210,18 +204,16 @@ def test_an_old_name_beside_its_new_one_is_refused_in_one_line_naming_both(tmp_p
                                           r"a word; give val.after alone$"):
         renamed_overrides(["evaluate.after=false", "val.after=true"], say=said.append)
     assert said == []
-    p = subprocess.run([sys.executable, "train.py", "evaluate.after=false", "val.after=true",
-                        f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                       env=CHECK)
+    p = run_python(["train.py", "evaluate.after=false", "val.after=true", f"paths.log_dir={tmp_path / 'logs'}"],
+                   cwd=ROOT, env=CHECK, timeout=300)
     assert one_line(p) == ("config error: evaluate.after and val.after are both given on the command line, and "
                            "evaluate.after is the old name of val.after: the later would win without a word; give "
                            "val.after alone")
     conf = tmp_path / "conf" / "experiment"
     conf.mkdir(parents=True)
     (conf / "old.yaml").write_text("# @package _global_\nevaluate:\n  after: false\n")
-    p = subprocess.run([sys.executable, "train.py", "--config-dir", str(tmp_path / "conf"), "experiment=old",
-                        "val.after=true", f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=300, env=CHECK)
+    p = run_python(["train.py", "--config-dir", str(tmp_path / "conf"), "experiment=old", "val.after=true",
+                    f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, env=CHECK, timeout=300)
     assert one_line(p) == (
         f"config error: evaluate in {conf / 'old.yaml'} and val.after=true on the command line are both given, and "
         f"evaluate is the old name of val: the file's value would win without a word; rename it val in the file")
@@ -231,9 +223,8 @@ def test_an_old_name_beside_its_new_one_is_refused_in_one_line_naming_both(tmp_p
                                      "question:\n  compare: seed\n  baseline: 1\nhypothesis:\n  compare: seed\n"
                                      "  baseline: 2\n")
     for env in (CHECK, {**CHECK, "VASE_CHECK_CONFIG": ""}):  # the check says so too, and a real sweep makes no folder
-        p = subprocess.run([sys.executable, "train.py", "--config-dir", str(tmp_path / "conf"), "-m", "sweep=both",
-                            "debug=fast", "logger=none", f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT,
-                           capture_output=True, text=True, timeout=300, env=env)
+        p = run_python(["train.py", "--config-dir", str(tmp_path / "conf"), "-m", "sweep=both", "debug=fast",
+                        "logger=none", f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, env=env, timeout=300)
         assert one_line(p) == (f"config error: question in {sweep / 'both.yaml'} and hypothesis in "
                                f"{sweep / 'both.yaml'} are both given, and question is the old name of hypothesis: "
                                f"one would win without a word; give hypothesis alone") and p.stdout == ""
@@ -245,24 +236,21 @@ def test_vase_deprecations_error_refuses_every_old_name_for_a_projects_ci(tmp_pa
     an old Python name are each refused in one line naming the new name, so a project's CI finds them before 0.3."""
     env = {**CHECK, "VASE_DEPRECATIONS": "error"}
     logs = f"paths.log_dir={tmp_path / 'logs'}"
-    p = subprocess.run([sys.executable, "train.py", "data.task=qa", logs], cwd=ROOT, capture_output=True, text=True,
-                       timeout=300, env=env)
+    p = run_python(["train.py", "data.task=qa", logs], cwd=ROOT, env=env, timeout=300)
     assert p.returncode == 2 and p.stderr.strip().splitlines() == [
         "config error: old name refused (VASE_DEPRECATIONS=error): data.task is now data.mix, on the command line"], \
         p.stderr[-2000:]
     conf = tmp_path / "conf" / "experiment"
     conf.mkdir(parents=True)
     (conf / "old.yaml").write_text("# @package _global_\ndata:\n  task: qa\n")
-    p = subprocess.run([sys.executable, "train.py", "--config-dir", str(tmp_path / "conf"), "experiment=old", logs],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    p = run_python(["train.py", "--config-dir", str(tmp_path / "conf"), "experiment=old", logs], cwd=ROOT, env=env,
+                   timeout=300)
     assert p.returncode == 2 and p.stderr.strip().splitlines()[-1] == (
         f"config error: old name refused (VASE_DEPRECATIONS=error): data.task is now data.mix, in "
         f"{conf / 'old.yaml'}"), p.stderr[-2000:]
-    p = subprocess.run([sys.executable, "-m", "vase.cli", "question", str(tmp_path)], cwd=ROOT, capture_output=True,
-                       text=True, timeout=300, env=env)
+    p = run_python(["-m", "vase.cli", "question", str(tmp_path)], cwd=ROOT, env=env, timeout=300)
     assert p.returncode == 2 and "old name refused (VASE_DEPRECATIONS=error): vase question is now vase verdict" \
         in p.stderr, p.stderr
-    p = subprocess.run([sys.executable, "-c", "from vase.config import EVAL_TASKS"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=300, env=env)
+    p = run_python(["-c", "from vase.config import EVAL_TASKS"], cwd=ROOT, env=env, timeout=300)
     assert p.returncode == 1 and "ImportError: vase.config.EVAL_TASKS is refused under VASE_DEPRECATIONS=error: " \
         "deprecated: vase.config.EVAL_TASKS is now vase.config.EVAL_ACTIONS" in p.stderr, p.stderr[-1500:]

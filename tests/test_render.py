@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_python
 from vase.data.dataset import VIEWS, VaseDataset, load_annotations, load_views, view_path
 from vase.errors import DataError
 from vase.render import Renderer, RenderSettings, render_dataset
@@ -101,14 +101,12 @@ def test_malformed_annotation_json_names_the_file(tmp_path: Path) -> None:
 
 def test_triton_can_load_after_a_render_context() -> None:
     """Mesa's llvmpipe and triton each bring an LLVM; triton loading second used to segfault the process."""
-    import subprocess
-    import sys
 
     code = ("from vase.render.renderer import Renderer, RenderSettings\n"
             "r = Renderer(RenderSettings(resolution=16))\n"
             "import torch._dynamo, torchvision.ops\n"
             "print('alive')\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    proc = run_python(["-c", code])
     assert proc.returncode == 0 and "alive" in proc.stdout, proc.stderr[-1000:]
 
 
@@ -167,8 +165,7 @@ def test_two_runs_at_two_resolutions_at_once_each_train_on_their_own_views(tmp_p
     # the same set named by hand at another resolution: refused, nothing re-rendered
     given = cache / "data" / "synthetic-n8-s0-r32-fov35"
     before = {f: f.stat().st_mtime_ns for f in (given / "images" / "front").glob("*.png")}
-    p = subprocess.run([sys.executable, *common, "render.resolution=48", f"data.root={given}"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=600)
+    p = run_python([*common, "render.resolution=48", f"data.root={given}"], cwd=ROOT, env=env, timeout=600)
     assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].startswith(
         f"error: data.root='{given}' holds views rendered at other render settings than this run's"), p.stderr[-1500:]
     assert before == {f: f.stat().st_mtime_ns for f in (given / "images" / "front").glob("*.png")}

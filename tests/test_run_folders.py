@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import ROOT, one_line, run_cli
+from tests.conftest import ROOT, one_line, run_cli, run_python
 from tests.test_user_paths import tree_hash
 
 
@@ -34,10 +34,10 @@ def test_a_live_run_directory_cannot_be_claimed_twice(tmp_path: Path) -> None:
     runs.claim(d)
     code = ("import sys; from vase import runs; from vase.errors import ConfigError\n"
             "try: runs.claim(sys.argv[1])\nexcept ConfigError as e: print(e); sys.exit(3)\n")
-    p = subprocess.run([sys.executable, "-c", code, str(d)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    p = run_python(["-c", code, str(d)], cwd=ROOT, timeout=60)
     assert p.returncode == 3 and "in use by another running process" in p.stdout
     runs.release(d)
-    p = subprocess.run([sys.executable, "-c", code, str(d)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    p = run_python(["-c", code, str(d)], cwd=ROOT, timeout=60)
     assert p.returncode == 0, p.stdout  # its holder gone (as a killed process is), an unfinished run may be taken up
 
 
@@ -67,8 +67,8 @@ def test_a_given_run_folder_is_held_before_hydra_writes_there(tmp_path: Path) ->
     try:
         assert folder.resolve() in runs._held and _record(folder)["status"] == "running"
         assert not (folder / ".hydra").exists()
-        p = subprocess.run([sys.executable, "train.py", f"hydra.run.dir={folder}", "stage.module.lora.r=8",
-                            "logger=none"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        p = run_python(["train.py", f"hydra.run.dir={folder}", "stage.module.lora.r=8", "logger=none"], cwd=ROOT,
+                       timeout=300)
         assert p.returncode == 2 and "in use by another running process" in p.stderr, p.stderr[-2000:]
         assert not (folder / ".hydra").exists() and not (folder / "train.log").exists()
         assert _record(folder)["overrides"] == [f"hydra.run.dir={folder}", "stage.module.lora.r=4"]

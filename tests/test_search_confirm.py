@@ -19,7 +19,7 @@ import pytest
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_python
 
 ENV = {**os.environ, "WANDB_MODE": "disabled"}
 
@@ -237,8 +237,8 @@ def test_a_search_that_cannot_confirm_is_refused_before_any_job(tmp_path: Path, 
      "config error: data.limit_val=2 leaves 1 held-out vase(s) in the confirm half and 1 in the search's"),
 ])
 def test_the_search_sweepers_refusals_are_one_line_and_exit_2(argv: list[str], said: str, tmp_path: Path) -> None:
-    p = subprocess.run([sys.executable, "train.py", "-m", "sweep=search_claim", *argv, "logger=none",
-                        f"paths.log_dir={tmp_path}"], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+    p = run_python(["train.py", "-m", "sweep=search_claim", *argv, "logger=none", f"paths.log_dir={tmp_path}"],
+                   cwd=ROOT, env=ENV, timeout=300)
     assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].startswith(said), p.stderr[-2000:]
     assert "Traceback" not in p.stderr and "Set the environment variable HYDRA_FULL_ERROR" not in p.stderr
 
@@ -269,7 +269,7 @@ def test_the_documented_command_searches_confirms_and_resumes_after_a_kill(tmp_p
     p.wait()
     sweep = next(root.glob("*"))
     first = json.loads((sweep / "0" / "heldout_reward.json").read_text())
-    done = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=900)
+    done = run_python(cmd, cwd=ROOT, env=ENV, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "resuming the" in done.stdout and f"run {sweep}" in done.stdout, done.stdout[:2000]
     assert "search: trial 0 (" not in done.stdout + done.stderr  # kept, not run again

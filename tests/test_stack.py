@@ -9,11 +9,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_python
 from tests.test_user_paths import tree_hash
 from vase.annotate.vocab import DIMENSIONS
 from vase.data.layouts import read_records
@@ -25,9 +25,8 @@ PLUGIN = ROOT / "vase" / "integrations" / "swift_plugin.py"
 
 
 def _export(src: Path, out: Path, form: str, cache: Path, *extra: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vase.data.export", str(src), str(out), "--to", form, "--cache-dir",
-                           str(cache), "--resolution", "32", *extra], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return run_python(["-m", "vase.data.export", str(src), str(out), "--to", form, "--cache-dir", str(cache),
+                       "--resolution", "32", *extra], cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
 
 
 @pytest.fixture
@@ -57,8 +56,8 @@ def test_export_of_a_fresh_dataset_renders_views_into_the_cache_and_writes_absol
 
 def test_export_reads_views_the_render_command_put_in_the_cache(fresh: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    r = subprocess.run([sys.executable, "-m", "vase.data.render", "--root", str(fresh), "--cache-dir", str(cache),
-                        "--resolution", "32"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    r = run_python(["-m", "vase.data.render", "--root", str(fresh), "--cache-dir", str(cache), "--resolution", "32"],
+                   cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     stamps = {p: p.stat().st_mtime_ns for p in (cache / "renders").rglob("*.png")}
     p = _export(fresh, tmp_path / "out", "swift", cache)  # at the settings they were rendered at (32 pixels)
@@ -292,7 +291,7 @@ def test_the_reward_imports_without_the_training_stack() -> None:
             "heavy = {'pytorch_lightning', 'lightning', 'moderngl', 'trimesh', 'torchmetrics', 'wandb', 'open_clip',"
             " 'transformers', 'peft', 'qdrant_client', 'submitit'}\n"
             "print(sorted(heavy & {k.split('.')[0] for k in sys.modules}))\n")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    p = run_python(["-c", code], cwd=ROOT, timeout=120, fresh=True)  # a new process: what it loads is the question
     assert p.returncode == 0 and p.stdout.strip() == "[]", p.stdout + p.stderr[-2000:]
 
 
@@ -335,8 +334,7 @@ def test_trl_dataset_from_a_grpo_export(fresh: Path, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_make_stack_check_passes_with_the_real_ms_swift_and_trl() -> None:
-    p = subprocess.run([sys.executable, "-m", "vase.checks.stack_check"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=3600)
+    p = run_python(["-m", "vase.checks.stack_check"], cwd=ROOT, timeout=3600)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
     for part in ("export", "swift-sft", "swift-grpo", "plugin-parity", "trl-grpo", "swift-read"):
         assert f"PASS  {part}" in p.stdout, p.stdout[-4000:]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, one_line
+from tests.conftest import ROOT, one_line, run_python
 
 FAULT = "+hydra.callbacks.end_fault._target_=tests.end_faults.EndFault"
 
@@ -54,10 +53,9 @@ def test_ctrl_c_at_every_part_of_the_end_interrupts_and_the_same_command_finishe
                                "swallowed:mlflow", "fails:mlflow", ""]):
         # Ctrl-C as in a terminal: a suite started as a shell's background job (`make test &`, `CI=true bash .ci/run
         # &`) hands its children SIGINT ignored, which the sweep keeps ignored as a shell's background job should; the
-        # first run then ended rc 0 (the flake of 2026-12-03/04's fresh-clone runs, started in the background)
-        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
-                           env={**env, "VASE_TEST_END_FAULT": fault},
-                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        # first run then ended rc 0 (the flake of 2026-12-03/04's fresh-clone runs, started in the background). A
+        # forked job (run_python) takes SIGINT as a new Python process does, whatever the suite was started with
+        p = run_python(cmd, cwd=ROOT, env={**env, "VASE_TEST_END_FAULT": fault}, timeout=600)
         said = f"{fault}: rc {p.returncode}\n{p.stderr[-2500:]}"
         (sweep,) = (logs / "train" / "multiruns").iterdir()  # every rerun takes up the same sweep
         record = _record(sweep)
@@ -263,8 +261,7 @@ def test_a_sweep_into_a_folder_the_user_chose_has_its_record_its_end_recovers_an
     mine = tmp_path / "mine"
     cmd = [*_sweep(tmp_path / "logs", session_dirs["cache"]), f"hydra.sweep.dir={mine}"]
     env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
-                       env={**env, "VASE_TEST_END_FAULT": "fails:tensorboard"})
+    p = run_python(cmd, cwd=ROOT, env={**env, "VASE_TEST_END_FAULT": "fails:tensorboard"}, timeout=600)
     assert p.returncode == 1 and _record(mine)["status"] == "failed", p.stderr[-2000:]
     assert p.stdout.count("sft: step") == 4 and not (tmp_path / "logs" / "train" / "multiruns").exists()
     first = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -274,7 +271,7 @@ def test_a_sweep_into_a_folder_the_user_chose_has_its_record_its_end_recovers_an
                 break
             assert first.poll() is None, first.communicate()
             time.sleep(0.1)
-        second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+        second = run_python(cmd, cwd=ROOT, env=env, timeout=600)
         out, err = first.communicate(timeout=600)
     finally:
         first.kill()
@@ -292,9 +289,8 @@ def test_a_jobs_tensorboard_events_gone_before_the_end_are_named_and_the_record_
     silently missing from the board (2026-12-07). Now one line names the job and its folder, and the record says
     ``finished`` with the reason ``without: ...``, which vase runs shows."""
     logs = tmp_path / "logs"
-    p = subprocess.run(_sweep(logs, session_dirs["cache"]), cwd=ROOT, capture_output=True, text=True, timeout=600,
-                       env={**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1",
-                            "VASE_TEST_END_FAULT": "gone-job0:tensorboard"})
+    p = run_python(_sweep(logs, session_dirs["cache"]), cwd=ROOT, env={**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1",
+                            "VASE_TEST_END_FAULT": "gone-job0:tensorboard"}, timeout=600)
     (sweep,) = (logs / "train" / "multiruns").iterdir()
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-2000:]
     said = f"job 0's TensorBoard run (no events file in {sweep / '0' / 'tensorboard'})"
@@ -302,5 +298,5 @@ def test_a_jobs_tensorboard_events_gone_before_the_end_are_named_and_the_record_
                                           f"other jobs"], p.stderr[-2000:]
     record = _record(sweep)
     assert record["status"] == "finished" and record["reason"] == f"without: {said}", record
-    shown = subprocess.run([sys.executable, "-m", "vase.runs", str(sweep)], capture_output=True, text=True, timeout=300)
+    shown = run_python(["-m", "vase.runs", str(sweep)], timeout=300)
     assert f"status:    finished (without: {said})" in shown.stdout, shown.stdout

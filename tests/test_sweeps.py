@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, shipped_hypothesis
+from tests.conftest import ROOT, one_line, run_python, shipped_hypothesis
 from tests.test_user_paths import tree_hash
 
 
@@ -31,11 +31,9 @@ def _wandb_record(job: Path) -> bytes:
 def test_tau_sweep_runs_grpo_jobs_from_one_shared_sft_adapter(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     # a grid without the preset's baseline (0.7) names one of its own: a baseline not in the grid is refused at the start
-    p = subprocess.run([sys.executable, "train.py", "-m", "sweep=tau", "reward.tau=0.5,0.9", "hypothesis.baseline=0.5",
-                        "debug=fast",
-                        "logger=wandb", "val.vqa=open", "val.max_new_tokens=4", "render.resolution=64",
-                        f"paths.log_dir={tmp_path / 'logs'}", f"paths.cache_dir={cache}"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=900)
+    p = run_python(["train.py", "-m", "sweep=tau", "reward.tau=0.5,0.9", "hypothesis.baseline=0.5", "debug=fast",
+                    "logger=wandb", "val.vqa=open", "val.max_new_tokens=4", "render.resolution=64",
+                    f"paths.log_dir={tmp_path / 'logs'}", f"paths.cache_dir={cache}"], cwd=ROOT, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     sweep = next((tmp_path / "logs" / "train" / "multiruns").iterdir())
     jobs = sorted(d for d in sweep.iterdir() if (d / ".hydra").is_dir())
@@ -69,13 +67,13 @@ def test_tau_sweep_runs_grpo_jobs_from_one_shared_sft_adapter(tmp_path: Path) ->
 
 
 def test_a_reward_setting_on_an_sft_only_run_is_refused(tmp_path: Path) -> None:
-    p = subprocess.run([sys.executable, "train.py", "-m", "reward.tau=0.5,0.7", "logger=none",
-                        f"paths.log_dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    p = run_python(["train.py", "-m", "reward.tau=0.5,0.7", "logger=none", f"paths.log_dir={tmp_path}"], cwd=ROOT,
+                   timeout=120)
     assert p.returncode == 2
     assert "config error: reward.tau is set, but stage=sft never uses the reward" in p.stderr
     # out of range on the default stage: the stage is said first (the range's fix alone would only lead to it)
-    q = subprocess.run([sys.executable, "train.py", "reward.tau=1.7", "logger=none", f"paths.log_dir={tmp_path}"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "VASE_CHECK_CONFIG": "1"})
+    q = run_python(["train.py", "reward.tau=1.7", "logger=none", f"paths.log_dir={tmp_path}"], cwd=ROOT,
+                   env={**os.environ, "VASE_CHECK_CONFIG": "1"}, timeout=120)
     assert q.returncode == 2 and q.stderr.strip().splitlines()[-1].startswith(
         "config error: reward.tau is set, but stage=sft never uses the reward"), q.stderr[-1000:]
 
@@ -169,7 +167,7 @@ def _failed_then_rerun(cmd: list[str], fail_env: dict[str, str], logs: Path) -> 
     """Run a two-job sweep whose job 1 fails, check what the user gets, rerun the same command; the sweep folder and
     the rerun's stdout."""
     env = {**os.environ, "WANDB_MODE": "disabled"}
-    first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env={**env, **fail_env})
+    first = run_python(cmd, cwd=ROOT, env={**env, **fail_env}, timeout=900)
     assert first.returncode == 1, first.stderr[-3000:]
     assert "Traceback" not in first.stderr, first.stderr[-3000:]
     assert "error: sweep job #1 (" in first.stderr and "stage.module.lora.r=8" in first.stderr
@@ -181,7 +179,7 @@ def _failed_then_rerun(cmd: list[str], fail_env: dict[str, str], logs: Path) -> 
     jobs = {r["job"]: r for r in json.loads((sweep / "summary.json").read_text())["jobs"]}
     assert jobs["0"]["status"] == "done" and jobs["1"]["status"].startswith("failed: ")
     assert "**Job 1 did not finish** (failed: " in (sweep / "summary.md").read_text()
-    second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
+    second = run_python(cmd, cwd=ROOT, env=env, timeout=900)
     assert second.returncode == 0, second.stderr[-3000:]
     assert list((logs / "train" / "multiruns").iterdir()) == [sweep]
     assert json.loads((sweep / "1" / "adapter" / "adapter_config.json").read_text())["r"] == 8
@@ -213,8 +211,8 @@ def test_a_parallel_sweep_runs_its_jobs_side_by_side_a_killed_one_fails_alone_an
     cmd = _sweep_cmd(logs, tmp_path / "cache", "hydra/launcher=parallel", "hydra.launcher.jobs=2",
                      "+callbacks.signal._target_=tests.signals.SignalAt")
     env = {**os.environ, "WANDB_MODE": "disabled"}
-    first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
-                           env={**env, "VASE_TEST_SIGNAL_AT": "1:9", "VASE_TEST_SIGNAL_JOB": "1"})
+    first = run_python(cmd, cwd=ROOT, env={**env, "VASE_TEST_SIGNAL_AT": "1:9", "VASE_TEST_SIGNAL_JOB": "1"},
+                       timeout=900)
     said = first.stdout + first.stderr
     assert first.returncode == 1, said[-3000:]
     assert "Launching 2 jobs on this machine, 2 at a time, each with the threads it would use alone" in said
@@ -225,11 +223,11 @@ def test_a_parallel_sweep_runs_its_jobs_side_by_side_a_killed_one_fails_alone_an
     record = json.loads((sweep / "1" / ".vase-run.json").read_text())
     assert record["status"] == "failed" and "without a result" in record["reason"], record
     # each job's record names the threads that made its numbers: those a job alone takes (torch's default here)
-    alone = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"], capture_output=True,
-                           text=True, timeout=120, env={k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"})
+    alone = run_python(["-c", "import torch; print(torch.get_num_threads())"],
+                       env={k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}, timeout=120)
     assert json.loads((sweep / "0" / ".vase-run.json").read_text())["machine"]["threads"] == int(alone.stdout)
     assert "Job 1 did not finish" in (sweep / "summary.md").read_text()
-    second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
+    second = run_python(cmd, cwd=ROOT, env=env, timeout=900)
     assert second.returncode == 0, (second.stdout + second.stderr)[-3000:]
     assert list((logs / "train" / "multiruns").iterdir()) == [sweep]
     assert "keeping the finished sweep job" in second.stdout
@@ -250,8 +248,8 @@ def test_a_parallel_sweep_prints_the_numbers_of_one_run_one_job_at_a_time(tmp_pa
     losses = {}
     for name, launcher in (("basic", ["hydra/launcher=basic"]), ("parallel", ["hydra/launcher=parallel"])):
         logs = tmp_path / name
-        p = subprocess.run([*_sweep_cmd(logs, session_dirs["cache"], *launcher), *wide], cwd=ROOT,
-                           capture_output=True, text=True, timeout=900, env={**env, "WANDB_MODE": "disabled"})
+        p = run_python([*_sweep_cmd(logs, session_dirs["cache"], *launcher), *wide], cwd=ROOT,
+                       env={**env, "WANDB_MODE": "disabled"}, timeout=900)
         assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
         (sweep,) = list((logs / "train" / "multiruns").iterdir())
         losses[name] = [[h["loss"] for h in json.loads((sweep / j / "train_history.json").read_text())]
@@ -261,9 +259,9 @@ def test_a_parallel_sweep_prints_the_numbers_of_one_run_one_job_at_a_time(tmp_pa
 
 @pytest.mark.parametrize("setting", ["hydra.launcher.jobs=0", "hydra.launcher.threads_per_job=two"])
 def test_a_bad_parallel_launcher_setting_is_one_line_naming_its_key(tmp_path: Path, setting: str) -> None:
-    p = subprocess.run([sys.executable, "train.py", "-m", "hydra/launcher=parallel", "stage.module.lora.r=4,8",
-                        "debug=fast", "logger=none", setting, f"paths.log_dir={tmp_path}"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300, env={**os.environ, "WANDB_MODE": "disabled"})
+    p = run_python(["train.py", "-m", "hydra/launcher=parallel", "stage.module.lora.r=4,8", "debug=fast", "logger=none",
+                    setting, f"paths.log_dir={tmp_path}"], cwd=ROOT, env={**os.environ, "WANDB_MODE": "disabled"},
+                   timeout=300)
     assert p.returncode == 2, (p.stdout + p.stderr)[-2000:]
     assert "Traceback" not in p.stderr and f"config error: {setting.split('=')[0]}=" in p.stderr, p.stderr[-2000:]
     assert "must be 'auto' or a positive number" in p.stderr
@@ -281,14 +279,14 @@ def test_a_parallel_sweep_stopped_while_its_shared_sft_trains_starts_no_job_and_
            "hydra/launcher=parallel", "logger=none", "render.resolution=64", "+callbacks.signal._target_=tests.signals.SignalAt",
            f"paths.log_dir={logs}", f"paths.cache_dir={cache}"]
     env = {**os.environ, "WANDB_MODE": "disabled"}
-    first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
-                           env={**env, "VASE_TEST_SIGNAL_AT": "1:15", "VASE_TEST_SIGNAL_JOB": "0"})
+    first = run_python(cmd, cwd=ROOT, env={**env, "VASE_TEST_SIGNAL_AT": "1:15", "VASE_TEST_SIGNAL_JOB": "0"},
+                       timeout=900)
     said = first.stdout + first.stderr
     assert first.returncode == 143, said[-3000:]
     assert "Traceback" not in said and "[#0]" not in said and "[#1]" not in said, said[-3000:]
     assert not list(logs.glob("train/multiruns/*/*/train_history.json"))
     assert not [d for d in (cache / "sft").iterdir() if d.is_dir() and not d.name.startswith(".")]  # none half-made
-    second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
+    second = run_python(cmd, cwd=ROOT, env=env, timeout=900)
     said = second.stdout + second.stderr
     assert second.returncode == 0, said[-3000:]
     assert "training the shared SFT adapter" in said and "[#0] grpo: step" in said and "[#1] grpo: step" in said
@@ -382,10 +380,9 @@ def test_the_sweep_summary_shows_what_differs_between_jobs(tmp_path: Path) -> No
 def test_reward_weights_sweep_as_the_readme_shows_it(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """python train.py -m sweep=reward_weights (made fast): six GRPO jobs, one shared SFT, one W&B group, a summary
     row per job, and the shape weight reaching each job's reward rescaled as documented."""
-    p = subprocess.run([sys.executable, "train.py", "-m", "sweep=reward_weights", "debug=fast", "logger=wandb",
-                        "render.resolution=64", "stage.module.max_completion_length=8",
-                        f"paths.log_dir={tmp_path / 'logs'}", f"paths.cache_dir={tmp_path / 'cache'}"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    p = run_python(["train.py", "-m", "sweep=reward_weights", "debug=fast", "logger=wandb", "render.resolution=64",
+                    "stage.module.max_completion_length=8", f"paths.log_dir={tmp_path / 'logs'}",
+                    f"paths.cache_dir={tmp_path / 'cache'}"], cwd=ROOT, timeout=1800)
     assert p.returncode == 0, p.stderr[-3000:]
     sweep = next((tmp_path / "logs" / "train" / "multiruns").iterdir())
     rows = json.loads((sweep / "summary.json").read_text())["jobs"]
@@ -517,7 +514,7 @@ def test_submitits_repeated_sacct_warning_is_shown_once_with_its_meaning() -> No
             "from submitit.core.logger import get_logger\n"
             "for i in range(20): get_logger().warning(f'Call #{i} - Bypassing sacct error X, status may be inaccurate.')\n"
             "get_logger().warning('another warning')\n")
-    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    p = run_python(["-c", code], cwd=ROOT, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stderr.count("Bypassing sacct error") == 1 and "no SLURM accounting" in p.stderr
     assert "another warning" in p.stderr
@@ -660,9 +657,9 @@ def test_a_slurm_limit_too_short_for_the_warning_signal_is_refused_before_submit
     """slurmctld sends --signal's warning at its first limit test (every ~30 s) with under delay + 30 s left: a 2-minute
     limit with submitit's 90 s delay gets USR2 at launch and dies on every restart (seen on Slurm 22.05), so the sweep
     is refused, naming both keys, before anything reaches sbatch."""
-    p = subprocess.run([sys.executable, "train.py", "-m", "cluster=slurm", "cluster.gpus_per_node=0",
-                        "cluster.timeout_min=2", "hydra.launcher.signal_delay_s=90", "debug=fast",
-                        f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    p = run_python(["train.py", "-m", "cluster=slurm", "cluster.gpus_per_node=0", "cluster.timeout_min=2",
+                    "hydra.launcher.signal_delay_s=90", "debug=fast", f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT,
+                   timeout=300)
     assert p.returncode == 2, p.stderr[-2000:]
     assert "cluster.timeout_min=2" in p.stderr and "hydra.launcher.signal_delay_s=90" in p.stderr
     assert "Traceback" not in p.stderr and not list((tmp_path / "logs").rglob(".submitit"))
@@ -762,9 +759,8 @@ def test_a_reward_sweep_says_at_its_start_whether_an_ablation_report_will_come(t
     """The first sweep the docs show wrote summary.md and silently no ablation.md (held-out scoring was off): now its
     sweep file turns it on and names its hypothesis, and any sweep says in one line at its start what its end will
     bring (with held-out scoring off: that there will be nothing held-out to decide on)."""
-    p = subprocess.run([sys.executable, "train.py", "-m", *args, f"paths.log_dir={tmp_path}"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "VASE_CHECK_CONFIG": "1", "WANDB_MODE": "disabled"})
+    p = run_python(["train.py", "-m", *args, f"paths.log_dir={tmp_path}"], cwd=ROOT,
+                   env={**os.environ, "VASE_CHECK_CONFIG": "1", "WANDB_MODE": "disabled"}, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     lines = [line for line in p.stdout.splitlines() if line.startswith(("hypothesis:", "report:", "ablation:"))]
     assert len(lines) == 1 and lines[0].startswith(expect), lines
@@ -780,7 +776,7 @@ def test_hydra_finds_vase_s_sweeper_and_launchers_from_any_working_folder(tmp_pa
     folder (python -m vase.filter ... from their data), not only from the checkout."""
     code = ("from hydra.core.plugins import Plugins\n"
             "print(sorted(k for k in Plugins.instance().class_name_to_class if 'vase_launchers' in k))")
-    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    p = run_python(["-c", code], cwd=tmp_path, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == str([f"hydra_plugins.vase_launchers.{c}" for c in
                                     ("CheckingOptunaSweeper", "KeepGoingBasicSweeper", "ParallelLocalLauncher", "SearchConfirmSweeper",
@@ -836,15 +832,15 @@ def test_a_killed_sweep_resumes_by_rerunning_it(tmp_path: Path, session_dirs: di
            "val.after=false", "report=false", "render.resolution=64", "+callbacks.signal._target_=tests.signals.SignalAt",
            f"paths.log_dir={logs}", f"paths.cache_dir={session_dirs['cache']}"]
     env = {**os.environ, "WANDB_MODE": "disabled"}
-    first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
-                           env={**env, "VASE_TEST_SIGNAL_AT": "3:9", "VASE_TEST_SIGNAL_JOB": "1"})
+    first = run_python(cmd, cwd=ROOT, env={**env, "VASE_TEST_SIGNAL_AT": "3:9", "VASE_TEST_SIGNAL_JOB": "1"},
+                       timeout=900)
     assert first.returncode == -9, first.stderr[-2000:]
     (sweep,) = list((logs / "train" / "multiruns").iterdir())
     status = {j: json.loads((sweep / j / ".vase-run.json").read_text())["status"] for j in ("0", "1")}
     assert status == {"0": "finished", "1": "running"} and (sweep / "1" / "checkpoints" / "last.ckpt").is_file()
     kept = {k: v for k, v in tree_hash(sweep / "0").items() if not k.endswith((".lock", ".vase-run.json"))}
 
-    second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
+    second = run_python(cmd, cwd=ROOT, env=env, timeout=900)
     assert second.returncode == 0, second.stderr[-3000:]
     assert list((logs / "train" / "multiruns").iterdir()) == [sweep]
     assert f"keeping the finished sweep job {sweep / '0'}" in second.stdout
@@ -872,9 +868,8 @@ def test_a_slurm_sweep_on_a_machine_without_slurm_is_one_line(tmp_path: Path, to
     for tool in tools:
         (path / tool).write_text("#!/bin/sh\nexit 1\n")
         (path / tool).chmod(0o755)
-    p = subprocess.run([sys.executable, "train.py", "-m", "cluster=slurm", "stage.module.lora.r=4,8",
-                        f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "PATH": str(path), "WANDB_MODE": "disabled"})
+    p = run_python(["train.py", "-m", "cluster=slurm", "stage.module.lora.r=4,8", f"paths.log_dir={tmp_path / 'logs'}"],
+                   cwd=ROOT, env={**os.environ, "PATH": str(path), "WANDB_MODE": "disabled"}, timeout=300)
     err = p.stderr.strip().splitlines()
     assert p.returncode == 2 and err[-1].startswith(said), p.stderr[-2000:]
     assert "Traceback" not in p.stderr and not list(tmp_path.rglob(".submitit"))
@@ -908,9 +903,9 @@ def test_a_failed_cluster_part_shows_the_end_of_its_job_logs(tmp_path: Path) -> 
 def test_a_config_check_of_an_optuna_search_checks_each_trial_ends_ok_and_leaves_no_folder(tmp_path: Path) -> None:
     """`VASE_CHECK_CONFIG=1 train.py -m sweep=optuna experiment=demo` said "config ok" per trial, then ended in Optuna's
     `No trials are completed yet` traceback (rc 1), and every sweep's check left a multiruns/<time> folder."""
-    p = subprocess.run([sys.executable, "train.py", "-m", "sweep=optuna", "experiment=demo", "hydra.sweeper.n_trials=2",
-                        "logger=none", f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=300, env={**os.environ, "VASE_CHECK_CONFIG": "1"})
+    p = run_python(["train.py", "-m", "sweep=optuna", "experiment=demo", "hydra.sweeper.n_trials=2", "logger=none",
+                    f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, env={**os.environ, "VASE_CHECK_CONFIG": "1"},
+                   timeout=300)
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-3000:]
     assert p.stdout.count("config ok: stage.module.optimizer.lr=") == 2  # each trial Optuna proposed, checked
     assert p.stdout.strip().splitlines()[-1] == "config ok: the sweep's 2 job(s) checked, nothing trained, no folder kept"
@@ -1096,7 +1091,7 @@ def test_a_parallel_sweep_trains_its_shared_sft_with_the_kernels_and_allocator_i
     cmd = [sys.executable, "train.py", "-m", "sweep=tau", "reward.tau=0.5,0.9", "hypothesis.baseline=0.5", "debug=fast",
            "hydra/launcher=parallel", "logger=none", "render.resolution=64", "cpu_kernels=portable",
            f"paths.log_dir={tmp_path / 'logs'}", f"paths.cache_dir={cache}"]
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, "WANDB_MODE": "disabled"})
+    p = run_python(cmd, cwd=ROOT, env={**os.environ, "WANDB_MODE": "disabled"}, timeout=900)
     said = p.stdout + p.stderr
     assert p.returncode == 0, said[-3000:]
     assert "training the shared SFT adapter" in said and "[#" not in said.split("training the shared SFT adapter")[0]
@@ -1168,10 +1163,36 @@ def test_a_sigterm_to_a_parallel_sweep_alone_stops_its_jobs_and_the_same_command
     assert json.loads((sweep / ".vase-run.json").read_text())["reason"] == "stopped by SIGTERM"
     saved = {j: json.loads((sweep / j / ".vase-run.json").read_text())["reason"] for j in ("0", "1")}
     assert all(r.startswith("saved step ") for r in saved.values()), saved
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
-                       env={**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"})
+    p = run_python(cmd, cwd=ROOT, env={**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}, timeout=900)
     assert p.returncode == 0 and list((logs / "train" / "multiruns").iterdir()) == [sweep], p.stderr[-3000:]
     for job in ("0", "1"):
         steps = [int(h["step"]) for h in json.loads((sweep / job / "train_history.json").read_text())]
         assert steps == list(range(60)), steps  # each step once: the first run's, then the rest from the checkpoint
     assert json.loads((sweep / ".vase-run.json").read_text())["status"] == "finished"
+
+
+@pytest.mark.parametrize("setting", ["hydra.launcher.jobs=-1", "hydra.launcher.threads_per_job=0", "cpu_allocator=bogus",
+                                     "cpu_allocator=keep,bogus", "cpu_kernels=widest"])
+def test_a_bad_launcher_or_process_value_is_one_line_before_the_sweep_makes_its_folder(tmp_path: Path,
+                                                                                       setting: str) -> None:
+    """``jobs=-1`` or ``threads_per_job=0`` left a ``multiruns/<time>/`` whose record said ``running``; a bad
+    ``cpu_allocator`` (given or swept) was checked only by each job, after the folder was made (rc 1 after 7 lines).
+    Each is one line at the sweep's start, exit 2, and no folder."""
+    p = run_python(["train.py", "-m", "hydra/launcher=parallel", "stage.module.lora.r=4,8", "debug=fast", "logger=none",
+                    setting, f"paths.log_dir={tmp_path}"], env={**os.environ, "WANDB_MODE": "disabled"})
+    key = setting.split("=")[0]
+    assert one_line(p).startswith(f"config error: {key}="), p.stderr[-2000:]
+    assert not (tmp_path / "train" / "multiruns").exists()
+
+
+def test_more_jobs_at_once_than_cores_runs_as_many_as_the_cores_and_says_so(tmp_path: Path) -> None:
+    """``hydra.launcher.jobs=999`` ran without a word: the sweep now runs as many at once as there are usable cores,
+    and one line at its start says so (`vase.parallel_jobs.cap_jobs`)."""
+    from vase.workers import usable_cores
+
+    p = run_python(["train.py", "-m", "hydra/launcher=parallel", "hydra.launcher.jobs=999", "stage.module.lora.r=4,8",
+                    "debug=fast", "logger=none", f"paths.log_dir={tmp_path}"],
+                   env={**os.environ, "WANDB_MODE": "disabled", "VASE_CHECK_CONFIG": "config"})
+    cores = usable_cores()
+    assert p.returncode == 0 and (f"hydra.launcher.jobs=999 asks for more jobs at once than the {cores} usable cores: "
+                                  f"{cores} at a time") in p.stdout.splitlines(), p.stdout[-2000:] + p.stderr[-2000:]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CONF, ROOT, compose_cfg
+from tests.conftest import CONF, ROOT, compose_cfg, run_python
 from vase.config import preflight_overrides, validate
 from vase.config.entry import one_line, run_entry
 from vase.docsgen.symptoms import SHOWN_ROOT, SYMPTOMS
@@ -197,8 +197,7 @@ def _provoke(case: Case, args: list[str], tmp: Path, dirs: dict, monkeypatch: py
         env.pop("VASE_CHECK_CONFIG", None)
         if case.check:
             env["VASE_CHECK_CONFIG"] = "1"
-        p = subprocess.run([sys.executable, *[a.format(tmp=tmp) for a in case.cli]], cwd=ROOT, capture_output=True,
-                           text=True, timeout=300, env=env)
+        p = run_python([*[a.format(tmp=tmp) for a in case.cli]], cwd=ROOT, env=env, timeout=300)
         lines = [ln for ln in p.stderr.strip().splitlines() if ln.startswith(("error: ", "config error: "))]
         assert p.returncode == 2 and lines, (p.returncode, p.stderr[-1500:])
         return lines[-1]
@@ -266,9 +265,8 @@ def test_the_config_check_says_what_it_reached_and_what_it_did_not(tmp_path: Pat
                        f"(checkpoint folder)"), checked
     assert unchecked.startswith("not checked: W&B (not contacted before the run; offline unless a key is configured), "
                                 "GPU memory")
-    p = subprocess.run([sys.executable, "train.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "VASE_CHECK_CONFIG": "1", "WANDB_MODE": "disabled",
-                            "VASE_LOG_DIR": str(tmp_path / "logs")})
+    p = run_python(["train.py", *args], cwd=ROOT, env={**os.environ, "VASE_CHECK_CONFIG": "1", "WANDB_MODE": "disabled",
+                            "VASE_LOG_DIR": str(tmp_path / "logs")}, timeout=300)
     assert p.returncode == 0 and p.stdout.splitlines()[-2:] == [checked, unchecked], p.stdout[-800:] + p.stderr[-800:]
 
 
@@ -287,6 +285,5 @@ def test_the_fix_for_an_unimportable_term_works_as_the_page_gives_it(tmp_path: P
     for command in ([sys.executable, str(ROOT / "train.py")], [sys.executable, "-m", "vase.cli", "train"]):
         p = subprocess.run([*command, *args], cwd=mine, capture_output=True, text=True, timeout=300, env=env)
         assert p.returncode == 0 and "config ok" in p.stdout, p.stderr[-2000:]
-    p = subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, capture_output=True, text=True,
-                       timeout=300, env=env)
+    p = run_python([str(ROOT / "train.py"), *args], cwd=tmp_path, env=env, timeout=300)
     assert p.returncode == 2 and "No module named 'my_rewards'" in p.stderr, p.stderr[-2000:]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, compose_cfg
+from tests.conftest import ROOT, compose_cfg, run_python
 from tests.test_user_paths import _user_dataset, tree_hash
 from vase.errors import ConfigError
 
@@ -45,8 +45,7 @@ def test_reconstruct_refuses_a_users_folder_and_takes_nothing_there_as_done(synt
 def test_export_refuses_an_output_inside_the_source(synthetic_root: Path, tmp_path: Path) -> None:
     src = _user_dataset(synthetic_root, tmp_path / "src", views=True)
     before = tree_hash(src)
-    p = subprocess.run([sys.executable, "-m", "vase.data.export", str(src), str(src / "sub"), "--to", "swift"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    p = run_python(["-m", "vase.data.export", str(src), str(src / "sub"), "--to", "swift"], cwd=ROOT, timeout=300)
     assert p.returncode == 2 and "inside the source dataset" in p.stderr, p.stderr[-1500:]
     assert tree_hash(src) == before and not (src / "sub").exists()
 
@@ -118,7 +117,7 @@ def test_every_out_flag_refuses_a_user_s_folder_or_file(tmp_path: Path, syntheti
     args = {"render": ["-m", "vase.data.render", "--root", str(synthetic_root), "--out", str(mine)],
             "sanity": ["-m", "vase.sanity", "--out", str(mine)],
             "config_reference": ["-m", "vase.docsgen.config_reference", "--out", str(target)]}[tool]
-    p = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    p = run_python([*args], cwd=ROOT, timeout=300)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr[-2000:]
     assert p.stderr.startswith(f"error: --out {target}: ")
     assert sorted(x.name for x in mine.iterdir()) == sorted(["notes.md"] + (["page.md"] if tool == "config_reference" else []))
@@ -144,8 +143,8 @@ def test_the_dataset_check_writes_nothing_unasked_where_it_is_run(tmp_path: Path
     goes only where --report says, and the output says how to ask for it."""
     here = tmp_path / "where-i-am"
     here.mkdir()
-    p = subprocess.run([sys.executable, "-m", "vase.data.check", str(synthetic_root), "--no-models"], cwd=here,
-                       capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    p = run_python(["-m", "vase.data.check", str(synthetic_root), "--no-models"], cwd=here,
+                   env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.strip().splitlines()[-1] == "JSON report: none written (--report FILE writes every problem there)"
     assert list(here.iterdir()) == []

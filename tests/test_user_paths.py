@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, compose_cfg
+from tests.conftest import ROOT, compose_cfg, run_python
 from vase.config import validate
 from vase.errors import ConfigError, DataError
 
@@ -178,9 +178,8 @@ def test_entry_points_exit_with_one_line_and_touch_nothing(tmp_path: Path, sessi
     ckpt = _sentinel_dir(tmp_path / "ckpt")
     before = tree_hash(ckpt)
     for script in ("train.py", "evaluate.py"):
-        p = subprocess.run([sys.executable, script, f"model.name_or_path={ckpt}", "logger=none",
-                            f"paths.cache_dir={session_dirs['cache']}", f"hydra.run.dir={tmp_path / 'run'}"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+        p = run_python([script, f"model.name_or_path={ckpt}", "logger=none", f"paths.cache_dir={session_dirs['cache']}",
+                        f"hydra.run.dir={tmp_path / 'run'}"], cwd=ROOT, timeout=120)
         assert p.returncode == 2, p.stderr[-2000:]
         assert p.stderr.strip().splitlines() == [p.stderr.strip()]  # one line
         assert p.stderr.startswith("config error: model.name_or_path=")
@@ -282,8 +281,8 @@ def test_python_m_vase_render_writes_to_the_cache(synthetic_root: Path, tmp_path
     root = _user_dataset(synthetic_root, tmp_path / "user", views=False)
     before = tree_hash(root)
     out = tmp_path / "renders"
-    p = subprocess.run([sys.executable, "-m", "vase.data.render", "--root", str(root), "--out", str(out),
-                        "--resolution", "32"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    p = run_python(["-m", "vase.data.render", "--root", str(root), "--out", str(out), "--resolution", "32"], cwd=ROOT,
+                   timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     n = len(json.loads((root / "annotations" / "train.json").read_text())) + len(
         json.loads((root / "annotations" / "val.json").read_text()))

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_python
 
 ENV = {**os.environ, "WANDB_MODE": "disabled"}
 
@@ -126,9 +124,8 @@ def test_a_hypothesis_without_its_baseline_says_so_instead_of_a_verdict(tmp_path
 def test_a_hypothesis_that_cannot_be_answered_is_one_line_at_the_sweep_s_start(bad: str, says: str,
                                                                             tmp_path: Path) -> None:
     extra = [] if "compare" in bad else ["+hypothesis.compare=seed"]
-    p = subprocess.run([sys.executable, "train.py", "-m", "debug=fast", "seed=1,2", *extra, bad,
-                        f"paths.log_dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                       env={**ENV, "VASE_CHECK_CONFIG": "1"})
+    p = run_python(["train.py", "-m", "debug=fast", "seed=1,2", *extra, bad, f"paths.log_dir={tmp_path}"], cwd=ROOT,
+                   env={**ENV, "VASE_CHECK_CONFIG": "1"}, timeout=300)
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-2000:]
     assert f"config error: {says}" in p.stderr
 
@@ -144,8 +141,8 @@ def test_a_hypothesis_that_cannot_be_answered_is_one_line_at_the_sweep_s_start(b
 ])
 def test_every_preset_says_at_its_start_which_report_it_writes(preset: str, compares: str,
                                                               tmp_path: Path) -> None:
-    p = subprocess.run([sys.executable, "train.py", "-m", f"sweep={preset}", "debug=fast", f"paths.log_dir={tmp_path}"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300, env={**ENV, "VASE_CHECK_CONFIG": "1"})
+    p = run_python(["train.py", "-m", f"sweep={preset}", "debug=fast", f"paths.log_dir={tmp_path}"], cwd=ROOT,
+                   env={**ENV, "VASE_CHECK_CONFIG": "1"}, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     said = [ln for ln in p.stdout.splitlines() if ln.startswith(("hypothesis:", "ablation:", "report:"))]
     assert said, p.stdout[-2000:]
@@ -156,17 +153,15 @@ def test_every_preset_says_at_its_start_which_report_it_writes(preset: str, comp
 def test_a_hypothesis_led_by_a_measure_that_cannot_have_an_interval_says_so_at_the_start(tmp_path: Path) -> None:
     """`sweep=kl` led with KL, one number a job, on two seeds: its title said "no interval: 2 replicates, 3 needed"
     only when the sweep ended."""
-    p = subprocess.run([sys.executable, "train.py", "-m", "sweep=kl", "hypothesis.moves=[kl,heldout/total]",
-                        f"paths.log_dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                       env={**ENV, "VASE_CHECK_CONFIG": "1"})
+    p = run_python(["train.py", "-m", "sweep=kl", "hypothesis.moves=[kl,heldout/total]", f"paths.log_dir={tmp_path}"],
+                   cwd=ROOT, env={**ENV, "VASE_CHECK_CONFIG": "1"}, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     said = next(ln for ln in p.stdout.splitlines() if ln.startswith("hypothesis:"))
     assert said.endswith("- but its first measure, kl, is one number a job: on 2 replicate(s) it gets no interval (3 "
                          "needed), so its verdict cannot be decided; lead hypothesis.moves with a heldout/ measure "
                          "(paired over the held-out vases) or give seed 3 values"), said
-    p = subprocess.run([sys.executable, "train.py", "-m", "sweep=kl", "hypothesis.moves=[kl,heldout/total]",
-                        "seed=1,2,3", f"paths.log_dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=300, env={**ENV, "VASE_CHECK_CONFIG": "1"})
+    p = run_python(["train.py", "-m", "sweep=kl", "hypothesis.moves=[kl,heldout/total]", "seed=1,2,3",
+                    f"paths.log_dir={tmp_path}"], cwd=ROOT, env={**ENV, "VASE_CHECK_CONFIG": "1"}, timeout=300)
     assert "gets no interval" not in p.stdout, p.stdout[-2000:]
 
 
@@ -180,9 +175,8 @@ def test_a_users_own_sweep_file_with_a_hypothesis_ends_with_its_verdict_in_the_l
         "# @package _global_\nval:\n  heldout: true\nhypothesis:\n  compare: stage.module.optimizer.lr\n"
         "  baseline: 1e-4\n  moves: [loss, heldout/total]\n  report: verdict\nhydra:\n  mode: MULTIRUN\n  sweeper:\n    params:\n"
         "      stage.module.optimizer.lr: 1e-4,1e-3\n      seed: 1,2\n")
-    p = subprocess.run([sys.executable, "train.py", "-m", "sweep=my_lr", f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
-                        "debug=fast", "logger=none", f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=900, env=ENV)
+    p = run_python(["train.py", "-m", "sweep=my_lr", f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "debug=fast",
+                    "logger=none", f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, env=ENV, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     out = p.stdout.splitlines()
     assert out[0].startswith("hypothesis: this sweep compares stage.module.optimizer.lr against 0.0001")
@@ -242,8 +236,8 @@ def test_every_shipped_sweep_with_a_hypothesis_passes_the_check_at_its_start(pat
 
 
 def test_a_hypothesis_against_each_jobs_own_start_needs_its_key_named_not_varied(tmp_path: Path) -> None:
-    p = subprocess.run([sys.executable, "train.py", "-m", "experiment=beyond_invrender", f"paths.log_dir={tmp_path}"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300, env={**ENV, "VASE_CHECK_CONFIG": "1"})
+    p = run_python(["train.py", "-m", "experiment=beyond_invrender", f"paths.log_dir={tmp_path}"], cwd=ROOT,
+                   env={**ENV, "VASE_CHECK_CONFIG": "1"}, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     assert ("hypothesis: this sweep compares reward.terms.invrender.weight against each job's own start"
             in p.stdout), p.stdout[-2000:]
@@ -335,11 +329,10 @@ def test_every_measure_the_start_check_accepts_is_measured_at_the_end(tmp_path: 
     extra = ["rouge_l", "tests.custom_metrics:RECALL"]
     moves = measured_moves(terms, caption_moves(extra))
     assert {"heldout/clip_score", "heldout/rouge_l", "heldout/word_recall", "kl", "reward/shape"} <= set(moves)
-    p = subprocess.run([sys.executable, "train.py", "-m", "sweep=kl", "debug=fast", "logger=none",
-                        "hydra.sweeper.params.seed=1", f"metrics.extra=[{','.join(extra)}]",
-                        "hypothesis.moves=[" + ",".join(f"'{m}'" for m in moves) + "]",
-                        f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=900, env=ENV)
+    p = run_python(["train.py", "-m", "sweep=kl", "debug=fast", "logger=none", "hydra.sweeper.params.seed=1",
+                    f"metrics.extra=[{','.join(extra)}]",
+                    "hypothesis.moves=[" + ",".join(f"'{m}'" for m in moves) + "]",
+                    f"paths.log_dir={tmp_path / 'logs'}"], cwd=ROOT, env=ENV, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     (sweep,) = (tmp_path / "logs" / "train" / "multiruns").iterdir()
     found = read_verdict(sweep)["blocks"]["all"]["stage.module.beta=0.04"]

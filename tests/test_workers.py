@@ -7,14 +7,12 @@ import filecmp
 import json
 import multiprocessing
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_python
 from vase.data.synthetic import generate
 from vase.errors import DataError
 from vase.render import RenderSettings, render_dataset
@@ -96,14 +94,13 @@ def test_a_callers_script_without_a_main_guard_runs_once(tmp_path: Path) -> None
         generate({str(tmp_path / 'set')!r}, num=8, seed=2, val_fraction=0.5, workers=2, progress=False)
         print("generated", flush=True)
     """))
-    out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=ENV, capture_output=True, text=True,
-                         timeout=300)
+    out = run_python([str(script)], cwd=tmp_path, env=ENV, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.splitlines() == ["script body ran", "generated"], out.stdout + out.stderr[-2000:]
     assert len(list((tmp_path / "set" / "models").glob("*.glb"))) == 8
 
 
 def test_the_render_command_refuses_a_bad_worker_count(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "vase.data.render", "--root", str(tmp_path), "--workers", "0"],
-                         cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=120)
+    out = run_python(["-m", "vase.data.render", "--root", str(tmp_path), "--workers", "0"], cwd=tmp_path, env=ENV,
+                     timeout=120)
     assert out.returncode == 2 and "--workers='0' must be 'auto' or a positive number" in out.stderr, out.stderr
