@@ -44,7 +44,6 @@ from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLaunche
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from submitit.core.utils import FailedJobError
 
-from vase.choices import CPU_ALLOCATORS, CPU_KERNELS
 from vase.config import (
     check_cluster,
     check_only,
@@ -55,6 +54,7 @@ from vase.config import (
     validate,
 )
 from vase.config.entry import interrupted_exit
+from vase.config.validate import PROCESS_SETTINGS, check_process_settings
 from vase.errors import ConfigError, Interrupted, config_exit, first_line
 from vase.kernels import apply_portable_threads
 from vase.parallel_jobs import (
@@ -261,14 +261,9 @@ class SlurmPreflight(Callback):
                 raise SystemExit(2)
 
 
-PROCESS_SETTINGS = {"cpu_kernels": CPU_KERNELS, "cpu_allocator": CPU_ALLOCATORS, "resume": ("auto", "never")}
-"""The keys each job's process takes before it computes (`vase.config.process_settings`), and the values each may have:
-checked for the whole sweep at its start, swept or not, so that a bad one is one line before any folder is made."""
-
-
 class SweepPreflight(Callback):
     """Hydra callback (``conf/hydra/default.yaml``, the first): before a sweep makes its folder, every process setting
-    each of its jobs would take (`PROCESS_SETTINGS`, each value a sweep gives one too) and the parallel launcher's
+    each of its jobs would take (`vase.config.validate.PROCESS_SETTINGS`, each value a sweep gives one too) and the parallel launcher's
     ``jobs`` and ``threads_per_job`` are checked; a bad value is one line and exit 2, and leaves no folder behind.
     ``jobs`` above this process's usable cores is capped there, with a line."""
 
@@ -276,11 +271,9 @@ class SweepPreflight(Callback):
         params = config.hydra.sweeper.get("params")
         swept = sweep_values_of(config.hydra.overrides.task, params)
         try:
-            for key, allowed in PROCESS_SETTINGS.items():
-                values = swept.get(key) or [OmegaConf.select(config, key, default=None)]
-                for value in values:
-                    if value is not None and str(value) not in allowed:
-                        raise ConfigError(f"{key}={value!r} must be one of {list(allowed)}")
+            for key in PROCESS_SETTINGS:  # each value a job would take: given, or one of those swept
+                for value in swept.get(key) or [OmegaConf.select(config, key, default=None)]:
+                    check_process_settings({key: value})
             launcher = config.hydra.launcher
             if str(launcher.get("_target_", "")).endswith("ParallelLocalLauncher"):
                 at_once = cap_jobs(launcher.get("jobs", "auto"), launcher.get("threads_per_job", "auto"))

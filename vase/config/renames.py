@@ -20,6 +20,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from vase.errors import ConfigError
+from vase.runs.describe import PACKAGE_CONF  # vase's own configs: a new name there is a default
 
 UNTIL = "0.3"
 """The release that drops the old names."""
@@ -138,10 +139,6 @@ def renamed_keys(cfg: DictConfig, say: Callable[[str], None] = say_deprecated,
         say(deprecation(old, new, f"in {', '.join(where)}" if where else ""))
         moved.append(old)
     return moved
-
-
-PACKAGE_CONF = (Path(__file__).resolve().parents[1] / "conf").resolve()
-"""vase's own configs (`vase.config.options.CONF_DIR`): a new name there is a default, not a value someone gave."""
 
 
 def both_given(cfg: DictConfig, given: list[str] | None = None, hc: Any = None) -> None:

@@ -64,6 +64,23 @@ def _resolved(cfg: DictConfig, key: str) -> DictConfig:
         raise ConfigError(f"{full}: {str(e).splitlines()[0]}") from None
 
 
+PROCESS_SETTINGS = {"cpu_kernels": (CPU_KERNELS, f"must be one of {list(CPU_KERNELS)}"),
+                    "cpu_allocator": (CPU_ALLOCATORS, f"must be one of {list(CPU_ALLOCATORS)}"),
+                    "resume": (("auto", "never"), "must be auto or never")}
+"""The keys a job's process takes before it computes (`vase.config.process_settings`, resume's folder), each with the
+values it may have: `validate` checks a run's, and a sweep checks every value its jobs would take at its start
+(`vase.launchers.SweepPreflight`), before it makes its folder."""
+
+
+def check_process_settings(values: Any) -> None:
+    """ConfigError naming the first key of `PROCESS_SETTINGS` whose value in ``values`` (a config, or a mapping) is
+    none of its own; a key ``values`` lacks or sets to null is not checked."""
+    for key, (allowed, why) in PROCESS_SETTINGS.items():
+        value = values.get(key)
+        if value is not None:
+            check_value(str(value) in allowed, key, value, why)
+
+
 def validate(cfg: DictConfig) -> None:
     """Check every section present in ``cfg``; raise ConfigError naming the first bad key."""
     if cfg.get("run_kind") == "filter" and cfg.get("action") not in FILTER_ACTIONS:
@@ -77,8 +94,7 @@ def validate(cfg: DictConfig) -> None:
     # a reward key on a stage that never reads the reward, before the reward's ranges: fixing a range first would
     # only lead to this error next
     _validate_reward_use(cfg)
-    if "resume" in cfg:  # a single run's folder refuses it as Hydra makes it; a sweep's jobs never make one
-        check_value(cfg.get("resume") in ("auto", "never"), "resume", cfg.get("resume"), "must be auto or never")
+    check_process_settings(cfg)  # resume: a single run's folder refuses it as Hydra makes it; a sweep's jobs never make one
     for key, schema in SECTIONS.items():
         if key in cfg and cfg[key] is not None:
             node = _resolved(cfg, key)
@@ -110,11 +126,6 @@ def validate(cfg: DictConfig) -> None:
     for key in ("generation", "val"):  # the decoding of evaluate.py and of train.py's evaluation
         if isinstance(cfg.get(key), DictConfig):
             Decoding.of(_resolved(cfg, key), key)
-    if cfg.get("cpu_kernels") is not None:
-        check_value(cfg.cpu_kernels in CPU_KERNELS, "cpu_kernels", cfg.cpu_kernels, f"must be one of {list(CPU_KERNELS)}")
-    if cfg.get("cpu_allocator") is not None:
-        check_value(cfg.cpu_allocator in CPU_ALLOCATORS, "cpu_allocator", cfg.cpu_allocator,
-                    f"must be one of {list(CPU_ALLOCATORS)}")
     _validate_limits(cfg)
     _validate_owned_paths(cfg)
     _validate_entry_keys(cfg)
