@@ -17,6 +17,11 @@ from vase.io import read_json
 from vase.reports.jobs import sft_vqa_of
 
 
+def target_word(v: bool | None) -> str:
+    """A target's result as every report says it: None is not decided (one run, or nothing to set against)."""
+    return "not decided" if v is None else "held" if v else "not held"
+
+
 def who(group: str) -> str:
     return f"seed {group}" if "draw" not in group else group
 
@@ -78,14 +83,15 @@ def vqa_verdict(dim: str, xs: list[float], groups: dict[str, dict[float, Path]],
             return (v["at_max"] is not None and v["at_0"] is not None and v["at_max"] > v["at_0"]
                     and v["at_max"] > v["sft"])
 
-        verdict["i"] = all(held(v) for v in per_group.values())
+        # one run's intervals cover its questions, not another run: a decision needs two runs or more
+        verdict["i"] = all(held(v) for v in per_group.values()) if len(per_group) > 1 else None
         verdict["i_rule"] = ("paired 95 % bootstrap intervals exclude 0" if all("max_minus_0" in v for v in
                              per_group.values()) else "point estimates (no item-level answers to pair)")
         verdict["i_per_seed"] = per_group
         name = "Target (i)" if targets else f"Transfer: {dim} accuracy"
         lines.append(f"\n**{name}**, {PROTOCOL_LABELS[decide]}: {dim} accuracy at weight {max(xs):g} above weight "
-                     f"{min(xs):g} and above SFT on every seed, on {verdict['i_rule']}: "
-                     f"**{'held' if verdict['i'] else 'not held'}** ("
+                     f"{min(xs):g} and above SFT on every seed (two runs or more), on {verdict['i_rule']}: "
+                     f"**{target_word(verdict['i'])}** ("
                      + "; ".join(f"{who(g)}: {percent_points(v['at_max'])} vs {percent_points(v['at_0'])} and SFT {percent_points(v['sft'])}"
                                  + diff_points(v) for g, v in per_group.items()) + ").")
         if PAPER_WEIGHT in xs and n_items:

@@ -21,7 +21,7 @@ from vase.choices import DRAW_KEY
 from vase.eval.stats import heldout_difference, paired_difference
 from vase.io import atomic_write_json, read_json, write_markdown
 from vase.provenance import machine_stamp
-from vase.reports.ablation_vqa import percent_points
+from vase.reports.ablation_vqa import percent_points, target_word
 from vase.reports.hypothesis import START
 from vase.reports.jobs import code_lines, code_of_jobs, heldout_of, job_dirs, machines_of_jobs, overrides_of
 from vase.reports.verdict import joined_verdict, write_verdict_report
@@ -76,7 +76,7 @@ def write_idea_verdict(sweep_dir: Path, q: dict[str, Any]) -> dict[str, Any] | N
     if verdict is None:
         return joined_verdict(sweep_dir, pooled)
     return joined_verdict(sweep_dir, pooled, [
-        f"**{verdict['idea']}, every draw and seed**: {'held' if verdict['held'] else 'not held'} ({verdict['rule']}; "
+        f"**{verdict['idea']}, every draw and seed**: {target_word(verdict['held'])} ({verdict['rule']}; "
         f"targets {', '.join(SHOWN.get(t, t) for t in verdict['targets'])})"], "compare.md")
 
 
@@ -92,8 +92,10 @@ def _value_order(v: str) -> tuple[int, float, str]:
 
 
 def _judged(groups: dict[str, dict[str, float]], n_pairs: int) -> dict[str, bool]:
-    """``helped``: the paired interval above 0 on every draw and seed (all of them present); ``hurt``: below 0 on
-    some."""
+    """``helped``: the paired interval above 0 on every draw and seed (all of them present, two runs or more);
+    ``hurt``: below 0 on some; ``one_run``: one training run, which decides neither."""
+    if n_pairs < 2:  # one run's interval covers its vases, not another run: nothing is decided
+        return {"helped": False, "hurt": False, "one_run": True}
     return {"helped": len(groups) == n_pairs and all(v["lo"] > 0 for v in groups.values()),
             "hurt": any(v["hi"] < 0 for v in groups.values())}
 
@@ -132,7 +134,8 @@ def comparison_verdict(pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]],
         per_dim[MEAN] = {"target": True, "groups": groups, **_judged(groups, len(pairs))}
     aimed = [v for d, v in per_dim.items() if v["target"]]
     return {"dimensions": per_dim, "groups": sorted(pairs), "targets": list(targets),
-            "held": bool(aimed) and len(aimed) == len(targets) and all(v["helped"] for v in aimed),
+            "held": None if len(pairs) < 2 else bool(aimed) and len(aimed) == len(targets)
+            and all(v["helped"] for v in aimed),
             "rule": "paired 95 % bootstrap interval of (with - without) above 0 on every draw and seed"}
 
 
@@ -151,10 +154,11 @@ def comparison_lines(idea: Idea, on: str, verdict: dict[str, Any]) -> list[str]:
     lines.append("")
     for d, v in ordered:
         d = SHOWN.get(d, d)
-        state = "**helped**" if v["helped"] else "**hurt**" if v["hurt"] else "**not shown to help**"
+        state = ("**not decided (one run)**" if v.get("one_run") else "**helped**" if v["helped"] else "**hurt**"
+                 if v["hurt"] else "**not shown to help**")
         lines.append(f"- {d}{' (target)' if v['target'] else ''}: {state}")
     lines.append(f"\nVerdict on the targets ({', '.join(SHOWN.get(t, t) for t in verdict['targets'])}; {verdict['rule']}): "
-                 f"**{'held' if verdict['held'] else 'not held'}**.")
+                 f"**{target_word(verdict['held'])}**.")
     return lines
 
 

@@ -58,10 +58,15 @@ from vase.reports.jobs import (
     machines_of_jobs,
     overrides_of,
 )
-from vase.reports.verdict_stats import compare_move, is_share, same_setting, value_of
+from vase.reports.verdict_stats import MIN_RUNS, RUNS_AND_VASES, compare_move, is_share, same_setting, value_of
 from vase.reports.verdict_view import interval_cell, move_label, said_cell, verdict_text
 from vase.runs import reading_records
 from vase.runs.describe import project_conf_of
+
+VERDICT_FORMAT = 2
+"""verdict.json's format: 2 since the pooled interval covers the training runs (``runs``, ``vases``, ``between_sd``,
+``vase_sd``, ``se``; ``one_run`` and the direction ``not decided (one run)``); 1 (no ``format`` key) pooled a bootstrap
+over the vases within each run."""
 
 
 def decide_sweep(sweep_dir: str | Path) -> dict[str, Any] | None:
@@ -126,7 +131,8 @@ def write_verdict_report(sweep_dir: str | Path, q: dict[str, Any] | None = None)
     baseline = (", ".join(f"{k}={q['baseline']}" for k in q["compare"]) if q["baseline"] is not None
                 else settings[0])
     found_base = [s for s in settings if same_setting(s, baseline)]
-    verdict: dict[str, Any] = {"hypothesis": q, "apart": apart, "baseline": baseline, "blocks": {}, "jobs": {},
+    verdict: dict[str, Any] = {"format": VERDICT_FORMAT, "interval": RUNS_AND_VASES, "hypothesis": q, "apart": apart,
+                               "baseline": baseline, "blocks": {}, "jobs": {},
                                "machine": machine_stamp(), "code": code_of_jobs(jobs),
                                "machines": machines_of_jobs(jobs), "debug": debug_preset_of(jobs)}
     value = functools.cache(value_of)  # each job's files read once for this report, whatever it is compared with
@@ -162,19 +168,29 @@ def write_verdict_report(sweep_dir: str | Path, q: dict[str, Any] | None = None)
             body += [f"## {setting}{where} against {baseline}", "", *_measure_tables(found)]
     if not verdict["blocks"] and found_base:
         head.append("**No verdict**: no job at another value shares replicate values with a baseline job.")
+    runs = {r["pooled"].get("runs") for b in verdict["blocks"].values() for found in b.values() for r in found.values()
+            if r["pooled"].get("undecided")}
+    if runs:
+        why = ("One training run per setting**: each interval above covers the held-out vases, not another training "
+               "run (another seed, another CPU's last bits)" if runs == {1} else
+               f"Too few training runs per setting**: the runs' spread rests on fewer than {MIN_RUNS} runs")
+        head.append(f"**{why}, so nothing is decided; give every setting {MIN_RUNS} runs or more "
+                    f"({' or '.join(q['replicates'])}: {MIN_RUNS} values).")
     if verdict["debug"]:  # said before the verdict on every surface, kept apart from the verdict's own lines
         verdict["too_short"] = too_short(verdict["debug"], q)
     lines += [*([verdict["too_short"]] if verdict["debug"] else []), *head, ""]
     if apart:
         lines += [f"Kept apart (never pooled): {', '.join(apart)}.", ""]
     lines += body
-    lines += ["How: a held-out measure is paired over the same held-out vases, per replicate; pooled, every vase's "
-              "difference is resampled within its replicate (stratified bootstrap, 2,000 draws), so replicates "
-              f"({', '.join(q['replicates'])}) are repeats of one comparison, not settings. A training measure has one "
-              "number per job (its last 20 steps); its interval needs at least three replicates. \"Could detect ±x\" "
-              "beside a change the interval does not tell from 0: the smallest difference a paired test (5 %, "
-              "two-sided) finds 80 % of the time on these vases, (1.96 + 0.84) x sd / sqrt(n), sd the spread of the "
-              "per-vase differences within each replicate.", ""]
+    lines += ["How: a held-out measure is paired over the same held-out vases, per replicate (each a training run: "
+              f"{', '.join(q['replicates'])}), with a bootstrap over those vases. Pooled over the runs, its interval is "
+              "a t interval on the runs (runs - 1 degrees of freedom) whose variance is the spread of the runs' mean "
+              "differences plus that of the vases' differences averaged over the runs: another seed or another "
+              "machine gives another trained model, and the interval covers it, not only another test set "
+              "(docs/reference/verdicts.md). One run per setting decides nothing. A training measure has one number "
+              "per job (its last 20 steps); its interval needs at least three replicates. \"Could detect ±x\" beside "
+              "a change the interval does not tell from 0: the smallest difference such an interval finds 80 % of "
+              "the time, (t(0.975) + t(0.80)) x its standard error.", ""]
     lines += tail_code
     verdict["lines"] = head
     write_markdown(sweep_dir / "verdict.md", "\n".join(lines) + "\n")

@@ -17,7 +17,7 @@ from vase.reports.jobs import (
     job_dirs,
     overrides_of,
 )
-from vase.reports.verdict_stats import MIN_REPLICATES, compare_move, is_share, same_setting
+from vase.reports.verdict_stats import MIN_REPLICATES, MIN_RUNS, compare_move, is_share, same_setting
 from vase.runs import status_of
 
 
@@ -56,16 +56,37 @@ def said_cell(d: dict[str, Any], pct: bool) -> str:
 
     >>> said_cell({"direction": "no clear change", "diff": 0.004, "lo": -0.01, "hi": 0.02, "detectable": 0.021}, True)
     'no clear change, +0.4 [-1.0, +2.0] (could detect ±2.1)'
+    >>> said_cell({"direction": "up", "diff": 0.15, "lo": 0.1, "hi": 0.2, "runs": 3, "vases": 240}, True)
+    'up, +15.0 [+10.0, +20.0] (3 runs x 240 vases)'
     >>> said_cell({"direction": "no clear change", "diff": 0.0, "lo": 0.0, "hi": 0.0, "detectable": 0.0}, True)
     'no clear change, +0.0 [+0.0, +0.0] (no held-out answer differs)'
     """
-    said = f"{d['direction']}, {interval_cell(d, pct)}"
+    said = f"{d['direction']}, {interval_cell(d, pct)}{coverage(d)}"
     found = d.get("detectable")
     if d.get("direction") != "no clear change" or found is None:
         return said
     if found == 0:
         return f"{said} (no held-out answer differs)"
     return f"{said} (could detect ±{_fmt(found, pct)[1:]})"
+
+
+def coverage(d: dict[str, Any]) -> str:
+    """What a pooled interval covers, as every surface says it beside the interval: `` (3 runs x 240 vases)``; with
+    one training run, that it covers the vases and not another run; '' where it says nothing of runs (a training
+    measure).
+
+    >>> coverage({"runs": 3, "vases": 240}), coverage({"runs": 1, "vases": 240, "one_run": True}), coverage({})
+    (' (3 runs x 240 vases)', ' (1 run x 240 vases: another run is not covered)', '')
+    >>> coverage({"runs": 2, "vases": 240, "undecided": True})
+    ' (2 runs x 240 vases: 3 runs needed to decide)'
+
+    """
+    if not d.get("runs") or not d.get("vases"):
+        return ""
+    runs = f"{d['runs']} run{'s' * (d['runs'] != 1)} x {d['vases']} vases"
+    if d.get("one_run"):
+        return f" ({runs}: another run is not covered)"
+    return f" ({runs}: {MIN_RUNS} runs needed to decide)" if d.get("undecided") else f" ({runs})"
 
 
 def move_label(move: str) -> str:
@@ -272,7 +293,7 @@ def short_verdict(verdict: dict[str, Any]) -> str:
             base = baseline.partition("=")[2] if baseline.partition("=")[0] == setting.partition("=")[0] else baseline
             where = "" if within == "all" else f" ({within})"
             said.append(f"{setting}{where} vs {base or 'start'}: {move_label(first)} {interval_cell(p, is_share(first))} "
-                        f"{p.get('direction', '')}".strip() + _the_rest(found, moves, first))
+                        f"{p.get('direction', '')}".strip() + coverage(p) + _the_rest(found, moves, first))
     if said and verdict.get("debug"):  # a debug preset's numbers: the title says they decide nothing
         return f"too short to decide (debug={verdict['debug']}): " + "; ".join(said)
     return "; ".join(said)
@@ -307,11 +328,12 @@ def verdict_table(verdict: dict[str, Any]) -> list[str]:
             for m in moves:
                 p = (found.get(m) or {}).get("pooled") or {}
                 if p.get("diff") is not None:
-                    rows.append([f"{setting}{where}", move_label(m), interval_cell(p, is_share(m)), p.get("direction")])
+                    rows.append([f"{setting}{where}", move_label(m), interval_cell(p, is_share(m)),
+                                 coverage(p).strip(" ()") or "–", p.get("direction")])
     if not rows:
         return []
     base = verdict.get("baseline") or "each job's start"
-    return md.table([f"against {base}", "measure", "change [95 % interval]", "verdict"], rows)
+    return md.table([f"against {base}", "measure", "change [95 % interval]", "covers", "verdict"], rows)
 
 
 def job_metric(move: str) -> str | None:
