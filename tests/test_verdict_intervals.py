@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vase.reports.verdict_stats import ONE_RUN, RUNS_AND_VASES, _stratified, compare_move, runs_and_vases
+from vase.reports.verdict_stats import ONE_RUN, RUNS_AND_VASES, compare_move, runs_and_vases, within_runs_bootstrap
 
 VASES = [f"v{i:03d}" for i in range(240)]
 
@@ -23,7 +23,7 @@ def test_runs_that_differ_where_the_vases_do_not_widen_the_interval_to_cover_ano
     """Three runs whose every vase moves alike within a run, by 0, +0.1 and +0.2: the old interval (a bootstrap over
     vases within each run) has no width and says "up"; the runs' interval holds 0, as another seed could."""
     per_run = [np.full(len(VASES), x) for x in (0.0, 0.1, 0.2)]
-    old = _stratified([d.tolist() for d in per_run])
+    old = within_runs_bootstrap([d.tolist() for d in per_run])
     assert old[0] > 0  # decided, on nothing but which three runs happened
     new = runs_and_vases(_runs(per_run))
     assert new["lo"] < 0 < new["hi"] and new["runs"] == 3 and new["vases"] == 240
@@ -35,7 +35,7 @@ def test_vases_that_differ_where_the_runs_do_not_keep_the_vases_interval() -> No
     vases', not t(2)'s 4.3): within 10 % of the bootstrap over the vases of one run."""
     d = np.random.default_rng(0).normal(0.05, 0.3, len(VASES))
     new = runs_and_vases(_runs([d, d, d]))
-    lo, hi = _stratified([d.tolist()])
+    lo, hi = within_runs_bootstrap([d.tolist()])
     assert new["between_sd"] == 0.0
     assert (new["hi"] - new["lo"]) == pytest.approx(hi - lo, rel=0.10)
 
@@ -62,7 +62,7 @@ def test_on_simulated_a_a_comparisons_the_runs_interval_decides_about_one_in_twe
         decided = sum(r["lo"] > 0 or r["hi"] < 0 for r in new)
         assert decided <= 32 and wilson_interval(decided, 400)[0] <= 0.05, (runs, run_sd, decided)
     rng = np.random.default_rng(8)
-    old = [_stratified([d.tolist() for d in _aa(rng, runs, 0.05)]) for _ in range(40)]
+    old = [within_runs_bootstrap([d.tolist() for d in _aa(rng, runs, 0.05)]) for _ in range(40)]
     assert sum(lo > 0 or hi < 0 for lo, hi in old) >= 10  # 25 % or more where 5 % is owed
     found = [runs_and_vases(_runs([d + 0.2 for d in _aa(rng, runs, 0.05)])) for _ in range(40)]
     assert sum(r["lo"] > 0 for r in found) >= 28  # +0.2, four run-to-run shifts: found 70 % of the time or more

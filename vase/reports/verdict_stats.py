@@ -54,8 +54,10 @@ def value_of(job: Path, move: str) -> tuple[dict[str, float] | None, float | Non
     return None, (float(np.mean(vals)) if vals else None)
 
 
-def _stratified(diffs: list[list[float]], seed: int = 0) -> tuple[float, float]:
-    """The 95 % interval of the mean of every difference, resampling within each replicate."""
+def within_runs_bootstrap(diffs: list[list[float]], seed: int = 0) -> tuple[float, float]:
+    """The 95 % interval of the mean of every difference, resampling the vases within each replicate: what one run's
+    interval is, and what vase 0.2.0 pooled several runs with (it covers another test set, not another run:
+    benchmarks/verdict_calibration.py counts how often it decides an A/A comparison)."""
     rng = np.random.default_rng(seed)
     arrays = [np.asarray(d, dtype=float) for d in diffs if d]
     n = sum(len(a) for a in arrays)
@@ -220,7 +222,7 @@ def compare_move(move: str, base: dict[str, Path], other: dict[str, Path],
         if undecided(len(diffs)):
             pooled["undecided"] = True
     elif diffs:  # one run: its vases' interval, which decides nothing
-        lo, hi = _stratified(diffs)
+        lo, hi = within_runs_bootstrap(diffs)
         pooled.update(diff=float(np.mean(diffs[0])), lo=lo, hi=hi, n=len(diffs[0]), runs=1, vases=len(diffs[0]),
                       one_run=True, undecided=True, method=ONE_RUN_METHOD)
         if (sd := within_sd(diffs)) is not None:
