@@ -302,3 +302,31 @@ def test_a_probe_that_ran_only_the_ideas_side_is_paired_with_the_shipped_sweeps_
     assert all(" | 50.0 -> 20.0: -30.0 [-60.0, +0.0] | " in r for r in rows)  # attribution: 5 of 10 -> 2 of 10
     assert "2026-11-30_10-00-00" in text and "2026-11-30_11-00-00" not in text
     assert "code c0ffee1234" in probe_part and "Verdict on the targets: **not held**" in probe_part
+
+
+def test_the_first_sweeps_table_decides_on_the_runs_pooled_and_never_on_one_run(tmp_path: Path) -> None:
+    """Since verdict format 2 an ablation.json carries target (i) pooled over its runs (``i_pooled``): each seed's row
+    shows its own numbers and decides nothing, the draw's pooled row carries the decision; with one run it is "not
+    decided (one run)", never "held"."""
+    from vase.readme_tables import quick_table
+
+    logs = tmp_path / "logs"
+    for name, overrides, seeds, decided in (("2026-12-07_10-00-00", ["experiment=ablation_quick"], 3, True),
+                                            ("2026-12-07_11-00-00", ["experiment=ablation_quick",
+                                                                     "data.synthetic.seed=5"], 1, None)):
+        _quick(logs, name, overrides, (148, 107, 118))
+        path = logs / "ablation_quick" / "multiruns" / name / "ablation.json"
+        v = json.loads(path.read_text())
+        one = {"diff": 41 / 240, "lo": None, "hi": None, "runs": 1, "vases": 240, "one_run": True, "undecided": True,
+               "direction": "not decided (one run)"}
+        runs = {"diff": 41 / 240, "lo": 25 / 240, "hi": 57 / 240, "runs": 3, "vases": 240, "direction": "up"}
+        v.update(i=decided, i_pooled={"max_minus_0": runs if seeds > 1 else one,
+                                      "max_minus_sft": {**runs, "diff": 30 / 240} if seeds > 1 else one})
+        path.write_text(json.dumps(v))
+    text = quick_table(logs)
+    assert "| 0 (the default), GRPO seed 1 | +17.1 [+8.8, +25.4] (61.7 % vs 44.6 %) | +12.5 [+4.2, +20.8] (SFT " \
+           "49.2 %) | one run: its vases only |" in text, text
+    assert "| 0 (the default), **pooled over 3 run(s)** | +17.1 [+10.4, +23.8] | +12.5 [+10.4, +23.8] | " \
+           "**held** |" in text, text
+    assert "| 5, **pooled over 1 run(s)** | +17.1 (one run) | +17.1 (one run) | **not decided** (not decided (one " \
+           "run)) |" in text, text

@@ -47,7 +47,7 @@ from vase.metrics.caption_metrics import markdown_table
 from vase.metrics.paired import format_comparison
 from vase.metrics.paired import held as paired_held
 from vase.provenance import code_label
-from vase.reports.ablation import caption_cell
+from vase.reports.ablation import caption_cell, pooled_points
 from vase.reports.compare import SHOWN, probe_against
 from vase.reports.hypothesis import hypothesis_of
 from vase.reports.jobs import job_dirs
@@ -168,11 +168,19 @@ def quick_table(log_dir: Path) -> str | None:
         if path is None:
             return None
         v = read_json(path)
+        name = f"{draw}{' (the default)' if draw == '0' else ''}"
+        pooled = v.get("i_pooled")  # since verdict format 2: the decision is the runs', each run's row decides nothing
         for group, g in v["i_per_seed"].items():
             a, b = g["max_minus_0"], g["max_minus_sft"]
-            rows.append(f"| {draw}{' (the default)' if draw == '0' else ''}, GRPO seed {group} | "
-                        f"{_points(a)} ({100 * g['at_max']:.1f} % vs {100 * g['at_0']:.1f} %) | {_points(b)} "
-                        f"(SFT {100 * g['sft']:.1f} %) | {'**held**' if a['lo'] > 0 and b['lo'] > 0 else 'not held'} |")
+            said = ("one run: its vases only" if pooled else
+                    "**held**" if a["lo"] > 0 and b["lo"] > 0 else "not held")
+            rows.append(f"| {name}, GRPO seed {group} | {_points(a)} ({100 * g['at_max']:.1f} % vs "
+                        f"{100 * g['at_0']:.1f} %) | {_points(b)} (SFT {100 * g['sft']:.1f} %) | {said} |")
+        if pooled:
+            a, b = pooled["max_minus_0"], pooled["max_minus_sft"]
+            said = "not decided" if v.get("i") is None else "held" if v["i"] else "not held"
+            rows.append(f"| {name}, **pooled over {a.get('runs')} run(s)** | {pooled_points(a)} | {pooled_points(b)} | "
+                        f"**{said}**{' (' + a['direction'] + ')' if a.get('undecided') else ''} |")
         sources.append(f"`{path.parent.relative_to(log_dir.parent)}` ({_machine(v.get('machine'))})")
     w = v["weights"]
     head = md.table(["data draw", f"shape right: weight {max(w):g} against {min(w):g}, points [95 %]",
