@@ -125,7 +125,7 @@ def test_the_ablation_verdict_is_decided_on_the_heldout_reward(tmp_path: Path, c
     start = _result({"shape": 12})
     sweep = tmp_path / "sweep"
     n = 0
-    for draw in ("0", "5"):
+    for draw in ("0", "5", "11"):  # three runs: a target decides from three (vase.reports.verdict_stats.MIN_RUNS)
         for w in (0.0, 0.15, 0.6):
             shape = {0.0: 12, 0.15: 16, 0.6: 32}[w]
             if case == "noise" and w == 0.6:
@@ -138,8 +138,9 @@ def test_the_ablation_verdict_is_decided_on_the_heldout_reward(tmp_path: Path, c
                  _result({"shape": shape, **others}), start, _ll(20 if w == 0.0 else 6))
             n += 1
     v = write_ablation_report(sweep, shipped_hypothesis('experiments/ablation_demo.yaml'))
-    assert v["basis"] == "held-out reward" and v["groups"] == ["draw 0, seed 1", "draw 5, seed 1"]
-    assert v["i"] is (case in ("clear", "paper_weights_hurt")), v["i_per_seed"]
+    assert v["basis"] == "held-out reward" and v["groups"] == ["draw 0, seed 1", "draw 11, seed 1", "draw 5, seed 1"]
+    assert v["i"] is (case in ("clear", "paper_weights_hurt")), v["i_pooled"]
+    assert v["i_pooled"]["max_minus_0"]["runs"] == 3 and "3 training runs x 40 vases" in v["i_rule"]
     assert v["ii"] is (case != "paper_weights_hurt") and ("fabric" in v["ii_fell"]) is (case == "paper_weights_hurt")
     d = v["i_per_seed"]["draw 0, seed 1"]["max_minus_0"]
     assert d["n"] == 40 and d["diff"] == pytest.approx((32 - 12) / 40 if case != "noise" else 2 / 40)
@@ -175,33 +176,35 @@ def test_a_sweep_over_any_key_gets_the_heldout_table(tmp_path: Path) -> None:
 
     v = write_ablation_report(sweep, shipped_hypothesis('sweeps/tau.yaml'))
     assert v["swept"] == "reward.tau" and v["basis"].startswith("held-out reward")
-    assert v["moved"] == {"0.5 (seed 1)": [], "0.7 (seed 1)": ["shape"], "0.9 (seed 1)": ["shape"]}
-    assert v["changes"]["0.9 (seed 1)"]["shape"]["diff"] == pytest.approx(0.5) and v["ii"] is True
+    assert v["moved"] == {"0.5": [], "0.7": [], "0.9": []} and v["ii"] is None  # one run a tau: nothing decided
+    assert v["changes"]["0.9 (seed 1)"]["shape"]["diff"] == pytest.approx(0.5)
 
 
 def test_a_tau_sweep_reports_what_each_tau_moved_against_its_own_start(tmp_path: Path) -> None:
-    """Tau is part of the scorer: each job is read against its own start scored at the same tau. A rise beyond the
-    interval is bold and named; a fall at the paper's tau (0.7) breaks target (ii), naming the dimension and seed; the
-    plot is written; a job without its start gives no report (nothing to set it against)."""
+    """Tau is part of the scorer: each job is read against its own start scored at the same tau, and what a tau moved
+    is decided on its three runs pooled. A rise beyond the interval is bold and named; a fall at the paper's tau (0.7)
+    breaks target (ii), naming the dimension; the plot is written; a job without its start gives no report (nothing
+    to set it against)."""
     from vase.reports.ablation import write_ablation_report
 
     sweep = tmp_path / "sweep"
     n = 0
-    for seed in (1, 2):
+    for seed in (1, 2, 3):
         for tau in (0.5, 0.7, 0.9):
             start = _result({"shape": 20, "fabric": 20})
-            run = {0.5: {"shape": 36, "fabric": 20}, 0.7: {"shape": 20, "fabric": 4 if seed == 2 else 20},
+            run = {0.5: {"shape": 36, "fabric": 20}, 0.7: {"shape": 20, "fabric": 4},
                    0.9: {"shape": 21, "fabric": 20}}[tau]
             _job(sweep, n, [f"reward.tau={tau}", f"seed={seed}"], _result(run), start)
             n += 1
     v = write_ablation_report(sweep, shipped_hypothesis('sweeps/tau.yaml'))
-    assert v["weights"] == [0.5, 0.7, 0.9] and v["groups"] == ["1", "2"]
-    assert v["moved"]["0.5 (seed 1)"] == ["shape"] and v["moved"]["0.9 (seed 2)"] == []
-    assert v["ii"] is False and v["ii_fell"] == ["fabric (seed 2)"] and v["nothing_learned"] is False
+    assert v["weights"] == [0.5, 0.7, 0.9] and v["groups"] == ["1", "2", "3"]
+    assert v["moved"]["0.5"] == ["shape"] and v["moved"]["0.9"] == []
+    assert v["ii"] is False and v["ii_fell"] == ["fabric"] and v["nothing_learned"] is False
     md = (sweep / "ablation.md").read_text()
     assert "# Reward ablation: `reward.tau` on held-out vases" in md and "read a row against 0" in md
     assert "| 0.5 (seed 1) | **+0.0" not in md and "**+40.0 [" in md  # shape at 0.5: +16 of 40, bold
-    assert "**Target (ii)**, at the paper's tau (0.7)" in md and "not held** (below: fabric (seed 2))" in md
+    assert "**Target (ii)**, at the paper's tau (0.7)" in md and "not held** (below: fabric)" in md
+    assert "3 training runs x 40 vases" in md
     assert (sweep / "ablation.png").stat().st_size > 5000
     (sweep / "5" / "heldout_reward_start.json").unlink()
     assert write_ablation_report(sweep, shipped_hypothesis('sweeps/tau.yaml')) is None
@@ -217,7 +220,7 @@ def test_a_sweep_where_nothing_was_learned_says_so_instead_of_a_bare_not_held(tm
     for n, w in enumerate((0.0, 0.6)):
         _job(sweep, n, [f"reward.weights.shape={w}", "seed=1"], zero, zero)
     v = write_ablation_report(sweep, shipped_hypothesis('sweeps/reward_weights.yaml'))
-    assert v["nothing_learned"] is True and v["i"] is False
+    assert v["nothing_learned"] is True and v["i"] is None  # one run, and nothing to move: not decided
     md = (sweep / "ablation.md").read_text().splitlines()
     assert md[2].startswith("**Nothing to decide on**") and "experiment=ablation_demo" in md[2]
     from vase.reports.ablation import verdict_rows
@@ -348,8 +351,8 @@ def test_an_idea_is_judged_on_paired_held_out_answers_on_every_draw_and_seed(tmp
         _job(probe, n, ["data.synthetic.seed=0", f"retrieval.k={k}", "seed=1"],
              _result({"attribution": right, "dating": right}, n=240), _result({}, n=240))
     v = write_comparison(probe, shipped_hypothesis('experiments/beyond_retrieval.yaml'))
-    assert v["on"] == "3" and v["held"] and v["probes"]["1"]["dimensions"]["attribution"]["groups"]["draw 0, seed 1"][
-        "on"] == 0.375
+    assert v["on"] == "3" and v["held"] is None  # one run: shown, never decided
+    assert v["probes"]["1"]["dimensions"]["attribution"]["groups"]["draw 0, seed 1"]["on"] == 0.375
     assert "`retrieval.k=1` against `retrieval.k=0`" in (probe / "compare.md").read_text()
     # a sweep of something else (a reward weight) is no comparison of an idea
     other = tmp_path / "other"
@@ -516,7 +519,7 @@ def test_a_sweep_under_both_aggregations_decides_every_target_per_aggregation(tm
     sweep = tmp_path / "sweep"
     n = 0
     for agg in ("sum_then_normalize", "normalize_then_sum"):
-        for draw in ("0", "5"):
+        for draw in ("0", "5", "11"):  # three runs an aggregation: each decides
             for w in (0.0, 0.15, 0.6):
                 at_max = 32 if agg == "normalize_then_sum" else 12  # only the decoupled runs move shape
                 # and GDPO at 0.6 costs attribution on draw 5 (8 of 40 right against the sum's 20)
@@ -545,11 +548,11 @@ def test_a_sweep_under_both_aggregations_decides_every_target_per_aggregation(tm
     assert compared[0].startswith(f"| `{key}` | draw, seed |") and compared[2].startswith("| normalize_then_sum |")
     compared = compared[2:]
     got = {tuple(c.strip() for c in line.strip("|").split("|")[1:3]): line.split(" | ")[3:] for line in compared}
-    assert len(got) == 6 and all(k[0].startswith("draw ") for k in got), compared
+    assert len(got) == 9 and all(k[0].startswith("draw ") for k in got), compared  # 3 draws x 3 weights
     assert got[("draw 0, seed 1", "0.6")][0].startswith("**+50.0 [+") and got[("draw 0, seed 1", "0.6")][1] == "none |"
     assert got[("draw 5, seed 1", "0.6")][1].startswith("attribution **-30.0 ["), got
     assert got[("draw 0, seed 1", "0")] == ["+0.0 [+0.0, +0.0]", "none |"]
-    assert [r["weight"] for r in v["settings_compared"]] == [0.0, 0.15, 0.6, 0.0, 0.15, 0.6]
+    assert [r["weight"] for r in v["settings_compared"]] == [0.0, 0.15, 0.6] * 3
     assert Image.open(sweep / "ablation.png").size[1] > Image.open(sweep / "ablation.png").size[0] * 0.5  # two rows
     # the transfer-to-QA tables, one per draw and aggregation: never a mean over the two aggregations
     for draw in ("0", "5"):
@@ -587,16 +590,16 @@ def test_the_ablation_plot_draws_each_draws_own_start_and_says_which_marker_is_w
 
 def test_a_reward_weight_sweep_is_answered_through_its_hypothesis_per_seed_and_pooled(tmp_path: Path) -> None:
     """The shipped reward-weight sweep's hypothesis (report: ablation) is the one path to its answer: verdict.md pools
-    the weight's held-out effect over both seeds (each seed paired with its own weight-0 job), ablation.md opens with
-    that pooled verdict and decides its targets per seed, and target (ii) says why it is not decided (the paper's
-    weight is not in the grid)."""
+    the weight's held-out effect over its three seeds (each seed paired with its own weight-0 job), ablation.md opens
+    with that pooled verdict and decides its targets on the runs pooled, and target (ii) says why it is not decided
+    (the paper's weight is not in the grid)."""
     from vase.reports.verdict import decide_sweep
 
     sweep = tmp_path / "sweep"
     config = (ROOT / "sweeps" / "reward_weights.yaml").read_text()
     start = _result({"shape": 12})
     n = 0
-    for seed, lift in (("1", 20), ("2", 14)):
+    for seed, lift in (("1", 20), ("2", 14), ("3", 17)):  # three runs: the pooled interval decides
         for w in (0.0, 0.6):
             job = _job(sweep, n, [f"reward.weights.shape={w}", f"seed={seed}"],
                        _result({"shape": 12 + (lift if w else 0)}), start)
@@ -606,8 +609,8 @@ def test_a_reward_weight_sweep_is_answered_through_its_hypothesis_per_seed_and_p
     assert answer["report"] == "ablation" and answer["files"] == [sweep / "verdict.md", sweep / "ablation.md"]
     pooled = json.loads((sweep / "verdict.json").read_text())["blocks"]["all"]["reward.weights.shape=0.6"]
     shape = pooled["heldout/shape_right"]
-    assert set(shape["per_replicate"]) == {"seed=1", "seed=2"}  # seed against seed, never seed 1 against seed 2
-    assert shape["pooled"]["diff"] == pytest.approx((20 + 14) / 2 / 40) and shape["pooled"]["lo"] > 0
+    assert set(shape["per_replicate"]) == {"seed=1", "seed=2", "seed=3"}  # seed against seed, never across
+    assert shape["pooled"]["diff"] == pytest.approx((20 + 14 + 17) / 3 / 40) and shape["pooled"]["lo"] > 0
     assert answer["lines"][0].startswith("**reward.weights.shape=0.6 against reward.weights.shape=0.0**: "
                                          "held-out shape right, points: up, +42.5 [")
     assert any(line.startswith("**ablation (i)**: held") for line in answer["lines"])

@@ -112,12 +112,13 @@ def test_a_sweep_is_an_mlflow_parent_run_with_every_job_a_child_that_shows_what_
     assert parent.info.run_name.startswith("multirun-") and parent.info.run_name.endswith(
         f"-summary: too short to decide (debug=fast): reward.weights.shape=0.6 vs 0: held-out total reward "
         f"{pooled['diff']:+.3g} "
-        f"[{pooled['lo']:+.3g}, {pooled['hi']:+.3g}] {pooled['direction']}")
+        f"[{pooled['lo']:+.3g}, {pooled['hi']:+.3g}] {pooled['direction']} (1 run x {pooled['vases']} vases: another run "
+        f"is not covered)")  # what the interval covers, beside it on every surface
     note = parent.data.tags["mlflow.note.content"]
     # the verdict first (after the debug sweep's "too short to decide"), not a machine's path nor the client's folders
     assert note.startswith(found["too_short"].replace("**", "") + "\n\n" + found["lines"][0].replace("**", ""))
     assert note.startswith("Too short to decide (debug=fast)") and str(sweep) not in note
-    assert "| against reward.weights.shape=0 | measure | change [95 % interval] | verdict |" in note
+    assert "| against reward.weights.shape=0 | measure | change [95 % interval] | covers | verdict |" in note
     assert f"| reward.weights.shape=0.6 | held-out total reward | {pooled['diff']:+.3g} " in note
     got = parent.data.metrics
     assert got["verdict/reward.weights.shape_0.6/heldout/total/effect"] == float(f"{pooled['diff']:.3g}")

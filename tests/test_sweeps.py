@@ -1106,8 +1106,11 @@ def _stop_when_both_train(cmd: list[str], logs: Path, signum: int, group: bool) 
     """Start the parallel sweep ``cmd`` in a session of its own, send ``signum`` to its process group (Ctrl-C in its
     terminal) or, without ``group``, to the sweep's process alone, once both jobs have trained a step; its exit
     status, all it printed, and its folder."""
+    # SIGINT as a terminal's foreground job has it: a suite started in the background (`make test &`, CI's nohup)
+    # hands its children SIGINT ignored, which Python keeps ignored (tests/test_sweep_end.py says the same)
     p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         start_new_session=True, env={**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"})
+                         start_new_session=True, env={**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"},
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     said, seen = [], set()
     try:
         for line in p.stdout:

@@ -32,15 +32,15 @@ HYPOTHESIS = ("hypothesis:\n  compare: stage.module.beta\n  baseline: 0.001\n  m
 
 def test_seeds_are_replicates_pooled_by_vase_and_another_swept_key_stays_apart(tmp_path: Path) -> None:
     """Two betas x two seeds x two aggregations on the same four held-out vases: each beta 0.04 job is paired with
-    the beta 0.001 job of its own seed and aggregation; the pooled difference is the mean over every vase of both
-    seeds; each aggregation gets its own verdict."""
+    the beta 0.001 job of its own seed and aggregation; the pooled difference is the mean over every vase of every
+    seed; each aggregation gets its own verdict."""
     from vase.reports.verdict import write_verdict_report
 
     sweep = tmp_path / "sweep"
     vases = ["a", "b", "c", "d"]
     n = 0
     for agg, lift in (("sum_then_normalize", 0.4), ("normalize_then_sum", 0.0)):
-        for seed, base in (("1", 0.1), ("2", 0.3)):
+        for seed, base in (("1", 0.1), ("2", 0.3), ("3", 0.2)):  # three runs: a pooled interval decides from 3
             for beta, add in (("0.001", 0.0), ("0.04", lift)):
                 items = {v: base + add + 0.01 * k for k, v in enumerate(vases)}
                 _job(sweep, n, {"stage.module.beta": beta, "seed": seed,
@@ -53,14 +53,14 @@ def test_seeds_are_replicates_pooled_by_vase_and_another_swept_key_stays_apart(t
                            "stage.module.multi_objective_aggregation=normalize_then_sum"}
     lifted = blocks["stage.module.multi_objective_aggregation=sum_then_normalize"]["stage.module.beta=0.04"]
     total = lifted["heldout/total"]
-    assert set(total["per_replicate"]) == {"seed=1", "seed=2"}  # seed 1 against seed 1, never against seed 2
-    assert total["pooled"]["n"] == 8 and total["pooled"]["diff"] == pytest.approx(0.4)
+    assert set(total["per_replicate"]) == {"seed=1", "seed=2", "seed=3"}  # seed 1 against seed 1, never seed 2
+    assert total["pooled"]["n"] == 12 and total["pooled"]["diff"] == pytest.approx(0.4)
     assert total["pooled"]["direction"] == "up" and total["pooled"]["lo"] > 0
     flat = blocks["stage.module.multi_objective_aggregation=normalize_then_sum"]["stage.module.beta=0.04"]
     assert flat["heldout/total"]["pooled"]["diff"] == pytest.approx(0.0)
     assert flat["heldout/total"]["pooled"]["direction"] == "no clear change"
-    assert lifted["kl"]["pooled"]["diff"] == pytest.approx(-0.039) and "no interval" in \
-        lifted["kl"]["pooled"]["direction"]
+    assert lifted["kl"]["pooled"]["diff"] == pytest.approx(-0.039)  # one number a job: three replicates, an interval
+    assert lifted["kl"]["pooled"]["direction"] == "down" and lifted["kl"]["pooled"]["method"] == "bootstrap over replicates"
     md = (sweep / "verdict.md").read_text().splitlines()
     assert md[0].startswith("# Does `stage.module.beta` move KL")
     assert md[2].startswith("**stage.module.beta=0.04 (stage.module.multi_objective_aggregation=normalize_then_sum) "
@@ -70,8 +70,9 @@ def test_seeds_are_replicates_pooled_by_vase_and_another_swept_key_stays_apart(t
 
 def test_a_change_the_interval_holds_at_0_says_the_smallest_change_its_vases_could_have_shown(tmp_path: Path) -> None:
     """A quick form's "no clear change" is an answer only with its power: verdict.md's line gives, beside the
-    interval, the smallest difference its held-out vases would have shown 80 % of the time ((1.96 + 0.84) x the
-    per-vase differences' sd / sqrt(n)); a measure that moved says no such thing, nor one no vase changed on."""
+    interval, the smallest difference such an interval would have found 80 % of the time ((t(0.975) + t(0.80)) x its
+    standard error: with runs that agree, about 2.8 x the per-vase differences' sd / sqrt(n)); a measure that moved
+    says no such thing, nor one no vase changed on."""
     import numpy as np
 
     from vase.reports.verdict import write_verdict_report
@@ -83,12 +84,14 @@ def test_a_change_the_interval_holds_at_0_says_the_smallest_change_its_vases_cou
     other = {v: base[v] + float(e) for v, e in zip(vases, noise)}
     q = ("hypothesis:\n  compare: stage.module.beta\n  baseline: 0.001\n  moves: [heldout/total, heldout/shape_right]\n"
          "  replicates: [seed]\n")
-    _job(tmp_path / "sweep", 0, {"stage.module.beta": "0.001", "seed": "1"}, base, 0.5, q)
-    _job(tmp_path / "sweep", 1, {"stage.module.beta": "0.04", "seed": "1"}, other, 0.4, q)
+    for n, seed in enumerate(("1", "2", "3")):  # three runs that agree: the interval is the vases'
+        _job(tmp_path / "sweep", 2 * n, {"stage.module.beta": "0.001", "seed": seed}, base, 0.5, q)
+        _job(tmp_path / "sweep", 2 * n + 1, {"stage.module.beta": "0.04", "seed": seed}, other, 0.4, q)
     verdict = write_verdict_report(tmp_path / "sweep")
     total = verdict["blocks"]["all"]["stage.module.beta=0.04"]["heldout/total"]["pooled"]
     assert total["direction"] == "no clear change"
-    assert total["detectable"] == pytest.approx(2.8016 * float(np.std(noise, ddof=1)) / np.sqrt(200), rel=1e-3)
+    # t(0.975) + t(0.80) on about 199 degrees of freedom (the runs agree: Welch-Satterthwaite's)
+    assert total["detectable"] == pytest.approx(2.815 * float(np.std(noise, ddof=1)) / np.sqrt(200), rel=2e-3)
     line = (tmp_path / "sweep" / "verdict.md").read_text().splitlines()[2]
     assert "held-out total reward: no clear change, " in line
     assert f"(could detect ±{total['detectable']:.3g})" in line
@@ -367,8 +370,8 @@ def test_a_sweep_run_under_a_debug_preset_says_it_is_too_short_to_decide_on_ever
     assert verdict["debug"] == "fast"
     assert printed[0].startswith("Too short to decide (debug=fast):")
     # the form that decides, with its measured time: the KL preset's quick form
-    assert "the form that decides: python train.py -m sweep=kl_quick (240 held-out vases; " in printed[0]
-    assert printed[0].endswith("alone on 2 cores, docs/getting-started.md).")
+    assert "the form that decides: python train.py -m sweep=kl_quick (240 held-out vases, three runs a beta; " in printed[0]
+    assert printed[0].endswith("its time: docs/getting-started.md).")
     assert printed[1].startswith("stage.module.beta=0.04 against stage.module.beta=0.001: KL")
     assert "\n**Too short to decide** (debug=fast)" in page
     # a report kind reads the verdict's own lines: the label is apart from them

@@ -350,20 +350,25 @@ def _tau_verdict(verdict: dict[str, Any], xs: list[float], groups: dict[str, dic
             lines.append(md.row([f"{x:g} ({who(g)})", *(_change(row.get(d)) for d in dims),
                                  _change(total, points=False)]))
     verdict["changes"] = changes
-    moved = {k: sorted(d for d, c in v.items() if d != "total" and (c["lo"] > 0 or c["hi"] < 0))
-             for k, v in changes.items()}
+    # each tau's change from the start pooled over its runs (seeds, draws): what moved is decided on those
+    pooled = {x: {d: pooled_over_runs([held[at[x]] for at in groups.values() if x in at], pass_field(any_h, d))
+                  for d in dims} for x in xs}
+    verdict["pooled"] = {f"{x:g}": v for x, v in pooled.items()}
+    moved = {f"{x:g}": sorted(d for d, c in v.items() if c["direction"] in ("up", "down")) for x, v in pooled.items()}
     verdict["moved"] = moved
+    first = next(iter(pooled[xs[0]].values()))
     summary = "; ".join(f"tau {k}: {', '.join(v)}" for k, v in moved.items() if v) or "none"
-    lines.append(f"\n**What tau moved**: dimensions whose change from the start excludes 0: {summary}.")
+    lines.append(f"\n**What tau moved**: dimensions whose change from the start excludes 0, {runs_rule(first)}: "
+                 f"{summary if not first.get('undecided') else 'not decided'}.")
     if PAPER_TAU in xs:
-        fell = sorted({f"{d} ({who(g)})" for g, at in groups.items() if PAPER_TAU in at
-                       for d, c in changes[f"{PAPER_TAU:g} ({who(g)})"].items() if d != "total" and c["hi"] < 0})
-        verdict["ii"] = not fell
-        verdict["ii_rule"] = "no dimension's paired 95 % interval lies wholly below the start (SFT)"
+        at_paper = pooled[PAPER_TAU]
+        fell = sorted(d for d, c in at_paper.items() if c.get("hi") is not None and c["hi"] < 0)
+        undecided_ii = any(c.get("undecided") for c in at_paper.values())
+        verdict["ii"] = None if undecided_ii else not fell
+        verdict["ii_rule"] = f"no dimension's 95 % interval lies wholly below the start (SFT), {runs_rule(first)}"
         verdict["ii_fell"] = fell
         lines.append(f"\n**Target (ii)**, at the paper's tau ({PAPER_TAU:g}): {verdict['ii_rule']}: "
-                     f"**{'held' if verdict['ii'] else 'not held'}**" + (f" (below: {', '.join(fell)})" if fell else "")
-                     + ".")
+                     f"**{target_word(verdict['ii'])}**" + (f" (below: {', '.join(fell)})" if fell else "") + ".")
     else:
         verdict["ii"] = None
         verdict["ii_rule"] = (f"not decided: the paper's tau {PAPER_TAU:g} is not in this sweep's grid "

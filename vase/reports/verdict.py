@@ -199,20 +199,20 @@ def write_verdict_report(sweep_dir: str | Path, q: dict[str, Any] | None = None)
 
 
 DECIDING_FORMS = {
-    "reward.weights.": "python train.py -m experiment=ablation_quick (240 held-out vases; 3 min 19 s from empty caches "
-                       "alone on 2 cores, docs/getting-started.md)",
-    "stage.module.beta": "python train.py -m sweep=kl_quick (240 held-out vases; 4 min 19 s from empty caches alone on 2 "
-                         "cores, docs/getting-started.md)",
-    "stage.module.multi_objective_aggregation": "python train.py -m sweep=aggregation_quick (240 held-out vases; 2 min 10 "
-                                                "s with its SFT cached alone on 2 cores, docs/getting-started.md)",
-    "reward.tau": "python train.py -m sweep=tau_quick (240 held-out vases; 2 min 13 s with its SFT cached alone on 2 cores, "
+    "reward.weights.": "python train.py -m experiment=ablation_quick (240 held-out vases, three runs a weight; its time: "
+                       "docs/getting-started.md)",
+    "stage.module.beta": "python train.py -m sweep=kl_quick (240 held-out vases, three runs a beta; its time: "
+                         "docs/getting-started.md)",
+    "stage.module.multi_objective_aggregation": "python train.py -m sweep=aggregation_quick (240 held-out vases, three "
+                                                "runs an aggregation; its time: docs/getting-started.md)",
+    "reward.tau": "python train.py -m sweep=tau_quick (240 held-out vases, three runs a tau; its time: "
                   "docs/getting-started.md)",
-    "stage.module.optimizer.lr": "python train.py -m sweep=lr_quick (240 held-out vases; 2 min 9 s with the data rendered, "
-                                 "alone on 2 cores, docs/getting-started.md)",
-    "stage.module.lora.": "python train.py -m sweep=lora_rank_quick (240 held-out vases; 2 min 6 s with the data "
-                          "rendered, alone on 2 cores, docs/getting-started.md)",
+    "stage.module.optimizer.lr": "python train.py -m sweep=lr_quick (240 held-out vases, three runs a rate; its time: "
+                                 "docs/getting-started.md)",
+    "stage.module.lora.": "python train.py -m sweep=lora_rank_quick (240 held-out vases, three runs a rank; its time: "
+                          "docs/getting-started.md)",
 }
-"""The form of a sweep that decides, by the prefix of the key it compares (the quick forms with a measured time)."""
+"""The form of a sweep that decides, by the prefix of the key it compares (the quick forms, three runs a setting)."""
 
 
 def too_short(preset: str, q: dict[str, Any]) -> str:
