@@ -54,7 +54,7 @@ from vase.config import (
     validate,
 )
 from vase.config.entry import interrupted_exit
-from vase.config.validate import PROCESS_SETTINGS, check_process_settings
+from vase.config.schemas import PROCESS_SETTINGS, check_process_settings
 from vase.errors import ConfigError, Interrupted, config_exit, first_line
 from vase.kernels import apply_portable_threads
 from vase.parallel_jobs import (
@@ -263,7 +263,8 @@ class SlurmPreflight(Callback):
 
 class SweepPreflight(Callback):
     """Hydra callback (``conf/hydra/default.yaml``, the first): before a sweep makes its folder, every process setting
-    each of its jobs would take (`vase.config.validate.PROCESS_SETTINGS`, each value a sweep gives one too) and the parallel launcher's
+    each of its jobs would take (`vase.config.schemas.PROCESS_SETTINGS`, each value a sweep gives one
+    too) and the parallel launcher's
     ``jobs`` and ``threads_per_job`` are checked; a bad value is one line and exit 2, and leaves no folder behind.
     ``jobs`` above this process's usable cores is capped there, with a line."""
 

@@ -16,6 +16,8 @@ from omegaconf import MISSING
 from vase.annotate.vocab import DIMENSIONS
 from vase.choices import (
     AGGREGATIONS,
+    CPU_ALLOCATORS,
+    CPU_KERNELS,
     DATA_MIXES,
     DTYPES,
     LAYOUTS,
@@ -37,6 +39,23 @@ def check_value(cond: bool, key: str, value: Any, why: str) -> None:
     """Raise ConfigError ``<key>=<value> <why>``, one line, unless ``cond`` holds."""
     if not cond:
         raise ConfigError(f"{key}={value!r} {why}")
+
+
+PROCESS_SETTINGS = {"cpu_kernels": (CPU_KERNELS, f"must be one of {list(CPU_KERNELS)}"),
+                    "cpu_allocator": (CPU_ALLOCATORS, f"must be one of {list(CPU_ALLOCATORS)}"),
+                    "resume": (("auto", "never"), "must be auto or never")}
+"""The keys a job's process takes before it computes (`vase.config.process_settings`, resume's folder), each with the
+values it may have: `validate` checks a run's, and a sweep checks every value its jobs would take at its start
+(`vase.launchers.SweepPreflight`), before it makes its folder."""
+
+
+def check_process_settings(values: Any) -> None:
+    """ConfigError naming the first key of `PROCESS_SETTINGS` whose value in ``values`` (a config, or a mapping) is
+    none of its own; a key ``values`` lacks or sets to null is not checked."""
+    for key, (allowed, why) in PROCESS_SETTINGS.items():
+        value = values.get(key)
+        if value is not None:
+            check_value(str(value) in allowed, key, value, why)
 
 
 @dataclass

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from vase.annotate.vocab import DIMENSIONS
-from vase.choices import CPU_ALLOCATORS, CPU_KERNELS, MIN_EVAL_VASES, TINY_OPEN_CLIP_NAME, VQA_PROTOCOLS
+from vase.choices import MIN_EVAL_VASES, TINY_OPEN_CLIP_NAME, VQA_PROTOCOLS
 from vase.config.cluster import check_cluster
 from vase.config.decoding import Decoding
 from vase.config.entry_actions import EVAL_ACTIONS, FILTER_ACTIONS
@@ -27,6 +27,7 @@ from vase.config.schemas import (
     LoraSchema,
     RewardSchema,
     StageSchema,
+    check_process_settings,
     check_retrieval,
     check_value,
 )
@@ -62,23 +63,6 @@ def _resolved(cfg: DictConfig, key: str) -> DictConfig:
     except OmegaConfBaseException as e:
         full = _full_key(key, e)
         raise ConfigError(f"{full}: {str(e).splitlines()[0]}") from None
-
-
-PROCESS_SETTINGS = {"cpu_kernels": (CPU_KERNELS, f"must be one of {list(CPU_KERNELS)}"),
-                    "cpu_allocator": (CPU_ALLOCATORS, f"must be one of {list(CPU_ALLOCATORS)}"),
-                    "resume": (("auto", "never"), "must be auto or never")}
-"""The keys a job's process takes before it computes (`vase.config.process_settings`, resume's folder), each with the
-values it may have: `validate` checks a run's, and a sweep checks every value its jobs would take at its start
-(`vase.launchers.SweepPreflight`), before it makes its folder."""
-
-
-def check_process_settings(values: Any) -> None:
-    """ConfigError naming the first key of `PROCESS_SETTINGS` whose value in ``values`` (a config, or a mapping) is
-    none of its own; a key ``values`` lacks or sets to null is not checked."""
-    for key, (allowed, why) in PROCESS_SETTINGS.items():
-        value = values.get(key)
-        if value is not None:
-            check_value(str(value) in allowed, key, value, why)
 
 
 def validate(cfg: DictConfig) -> None:

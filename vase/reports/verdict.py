@@ -168,34 +168,45 @@ def write_verdict_report(sweep_dir: str | Path, q: dict[str, Any] | None = None)
             body += [f"## {setting}{where} against {baseline}", "", *_measure_tables(found)]
     if not verdict["blocks"] and found_base:
         head.append("**No verdict**: no job at another value shares replicate values with a baseline job.")
-    runs = {r["pooled"].get("runs") for b in verdict["blocks"].values() for found in b.values() for r in found.values()
-            if r["pooled"].get("undecided")}
-    if runs:
-        why = ("One training run per setting**: each interval above covers the held-out vases, not another training "
-               "run (another seed, another CPU's last bits)" if runs == {1} else
-               f"Too few training runs per setting**: the runs' spread rests on fewer than {MIN_RUNS} runs")
-        head.append(f"**{why}, so nothing is decided; give every setting {MIN_RUNS} runs or more "
-                    f"({' or '.join(q['replicates'])}: {MIN_RUNS} values).")
+    head += too_few_runs(verdict, q)
     if verdict["debug"]:  # said before the verdict on every surface, kept apart from the verdict's own lines
         verdict["too_short"] = too_short(verdict["debug"], q)
     lines += [*([verdict["too_short"]] if verdict["debug"] else []), *head, ""]
     if apart:
         lines += [f"Kept apart (never pooled): {', '.join(apart)}.", ""]
     lines += body
-    lines += ["How: a held-out measure is paired over the same held-out vases, per replicate (each a training run: "
-              f"{', '.join(q['replicates'])}), with a bootstrap over those vases. Pooled over the runs, its interval is "
-              "a t interval on the runs (runs - 1 degrees of freedom) whose variance is the spread of the runs' mean "
-              "differences plus that of the vases' differences averaged over the runs: another seed or another "
-              "machine gives another trained model, and the interval covers it, not only another test set "
-              "(docs/reference/verdicts.md). One run per setting decides nothing. A training measure has one number "
-              "per job (its last 20 steps); its interval needs at least three replicates. \"Could detect ±x\" beside "
-              "a change the interval does not tell from 0: the smallest difference such an interval finds 80 % of "
-              "the time, (t(0.975) + t(0.80)) x its standard error.", ""]
-    lines += tail_code
+    lines += [how_line(q), "", *tail_code]
     verdict["lines"] = head
     write_markdown(sweep_dir / "verdict.md", "\n".join(lines) + "\n")
     atomic_write_json(sweep_dir / "verdict.json", verdict)
     return verdict
+
+
+def too_few_runs(verdict: dict[str, Any], q: dict[str, Any]) -> list[str]:
+    """verdict.md's line where a pooled measure rests on too few training runs to decide (`MIN_RUNS`): why, and what
+    to give the sweep; [] where every one has enough."""
+    runs = {r["pooled"].get("runs") for b in verdict["blocks"].values() for found in b.values() for r in found.values()
+            if r["pooled"].get("undecided")}
+    if not runs:
+        return []
+    why = ("One training run per setting**: each interval above covers the held-out vases, not another training run "
+           "(another seed, another CPU's last bits)" if runs == {1} else
+           f"Too few training runs per setting**: the runs' spread rests on fewer than {MIN_RUNS} runs")
+    return [f"**{why}, so nothing is decided; give every setting {MIN_RUNS} runs or more "
+            f"({' or '.join(q['replicates'])}: {MIN_RUNS} values)."]
+
+
+def how_line(q: dict[str, Any]) -> str:
+    """verdict.md's paragraph on how its numbers are made."""
+    return ("How: a held-out measure is paired over the same held-out vases, per replicate (each a training run: "
+            f"{', '.join(q['replicates'])}), with a bootstrap over those vases. Pooled over the runs, its interval is a "
+            "t interval whose variance is the spread of the runs' mean differences plus that of the vases' "
+            "differences averaged over the runs: another seed or another machine gives another trained model, and "
+            "the interval covers it, not only another test set (docs/ablation.md, \"How the numbers are made\"). "
+            f"It decides from {MIN_RUNS} runs a setting. A training measure has one number per job (its last 20 "
+            "steps); its interval needs at least three replicates. \"Could detect ±x\" beside a change the interval "
+            "does not tell from 0: the smallest difference such an interval finds 80 % of the time, (t(0.975) + "
+            "t(0.80)) x its standard error.")
 
 
 DECIDING_FORMS = {
