@@ -17,7 +17,7 @@ import yaml
 
 from tests.conftest import run_python
 from vase.cli.project import runs_main
-from vase.reports import sweep_summary, verdict
+from vase.reports import search_confirm, sweep_summary, verdict
 from vase.runs import describe
 
 PROBE = "vase_archive_probe"
@@ -70,13 +70,14 @@ def _quiet(fn, *args) -> tuple[int, str]:
 
 def test_no_reader_imports_what_a_received_folder_names(archive: dict[str, Path]) -> None:
     """vase runs (one run, one sweep, the folder of them), vase verdict, python -m vase.runs, python -m
-    vase.reports.sweep_summary: each reads the archive, none imports its module or makes a folder it names."""
+    vase.reports.sweep_summary and search_confirm: each reads the archive, none imports its module or makes a folder
+    it names."""
     run, sweep = str(archive["run"]), str(archive["sweep"])
     rc, said = _quiet(runs_main, [run])
     assert rc == 0 and f"  plugins:   {PROBE} (listed by {archive['conf'] / 'plugins.yaml'}): not imported" in said, said
     assert "--import-plugins" in said and "--config-dir conf" in said
     for reader, args in ((runs_main, [sweep]), (runs_main, [str(archive["root"])]), (describe.main, [run]),
-                         (verdict.main, [sweep]), (sweep_summary._main, [sweep])):
+                         (verdict.main, [sweep]), (sweep_summary._main, [sweep]), (search_confirm.main, [sweep])):
         rc, said = _quiet(reader, args)
         assert not archive["mark"].exists() and not archive["made"].exists(), (reader, said)
         assert PROBE not in sys.modules, reader
@@ -93,12 +94,12 @@ def test_no_reader_imports_what_a_received_folder_names(archive: dict[str, Path]
 
 
 def test_the_cli_readers_import_nothing_and_import_plugins_says_so(archive: dict[str, Path]) -> None:
-    """The installed command (``vase runs``, ``vase verdict``, ``python -m vase.reports.verdict``) in a process of its
-    own; then ``--import-plugins``, the user's explicit word, imports the record's project's module."""
+    """The installed command (``vase runs``, ``vase verdict``, ``python -m vase.reports.verdict``, the old ``vase
+    question``) in a process of its own; then ``--import-plugins``, the user's explicit word, imports the record's project's module."""
     env = {**os.environ}
     env.pop("VASE_CHECK_CONFIG", None)
     for args in (["-m", "vase.cli", "runs", str(archive["run"])], ["-m", "vase.cli", "verdict", str(archive["sweep"])],
-                 ["-m", "vase.reports.verdict", str(archive["sweep"])]):
+                 ["-m", "vase.reports.verdict", str(archive["sweep"])], ["-m", "vase.cli", "question", str(archive["sweep"])]):
         p = run_python([*args], cwd=archive["root"].parent, env=env, timeout=300)
         assert p.returncode in (0, 2) and "Traceback" not in p.stderr, p.stderr[-2000:]
         assert not archive["mark"].exists(), args
