@@ -137,6 +137,7 @@ def test_a_callback_is_one_conf_file_and_a_later_stage_writes_into_its_own_folde
     assert Path(next(c for c in later if type(c) is ModelCheckpoint).dirpath) == tmp_path / "grpo" / "best"
 
 
+@pytest.mark.slow  # 72 s of make test's 15 minutes (2026-12-07); the wheel test's project sweep keeps the default path
 def test_every_extension_point_works_from_a_users_project_without_installing_it(tmp_path: Path) -> None:
     """An evaluation action needed a package installed with an entry point, a prompt task or training mix could not be
     added from outside, and only vase evaluate loaded plugins (2026-12-03; vase runs none). Now a module the project's conf/plugins.yaml

@@ -110,6 +110,7 @@ def _on_tmpfs(tmp_path: Path, cache: Path, size: str, steps: str) -> dict[str, s
     return {f.name: f.read_text() for f in out.iterdir()}
 
 
+@pytest.mark.slow  # 41 s of make test's 15 minutes (2026-12-07): two mount namespaces and three sweeps' ends
 def test_a_full_disk_then_a_read_only_folder_at_the_end_fail_it_in_one_line_and_the_rerun_finishes_it(
         tmp_path: Path, session_dirs: dict) -> None:
     """The sweep's logs on a 40 MiB tmpfs that fills as the summary is written: exit 1, one line naming summary.json
