@@ -5,8 +5,8 @@ once (torch, Lightning, transformers, Hydra, vase's entry points): `tests.forkru
 
 Each request is one line of JSON on the server's stdin, ``{"argv", "env", "cwd", "out", "err", "timeout"}``; the job
 runs as ``python <argv...>`` would, from ``cwd`` with exactly ``env`` (the server's own environment is not the job's),
-its stdout and stderr to the files ``out`` and ``err``, and the server answers with one line, ``{"code", "seconds"}``
-(-9: killed at its timeout). A job sees nothing another set: each is a fresh fork of the server.
+its stdout and stderr to the files ``out`` and ``err``, and the server answers with one line, ``{"code", "seconds",
+"timed_out"}`` (a job that kills itself with SIGKILL is -9 and not timed out). A job sees nothing another set: each is a fresh fork of the server.
 
 A forked job gets its torch threads from its own ``OMP_NUM_THREADS`` (``torch.set_num_threads``, else the count a new
 process takes). What it cannot have is what the libraries read once, as they load: ``cpu_kernels=portable``'s pins
@@ -115,6 +115,7 @@ def _serve() -> None:
             _child(job["argv"], job["env"], job["cwd"], job["out"], job["err"], threads)
         start = time.monotonic()
         deadline = start + float(job.get("timeout", 600))
+        timed_out = False
         while True:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
@@ -123,10 +124,11 @@ def _serve() -> None:
             if time.monotonic() > deadline:
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
-                code = -9
+                code, timed_out = -9, True
                 break
             time.sleep(0.02)
-        print(json.dumps({"code": code, "seconds": round(time.monotonic() - start, 2)}), file=answers)
+        print(json.dumps({"code": code, "seconds": round(time.monotonic() - start, 2), "timed_out": timed_out}),
+              file=answers)
 
 
 class ForkServer:
@@ -151,11 +153,12 @@ class ForkServer:
             answer = self.proc.stdout.readline()
         if not answer:
             raise RuntimeError("tests.forkserver stopped")
-        code = json.loads(answer)["code"]
+        answered = json.loads(answer)
+        code = answered["code"]
         said = subprocess.CompletedProcess(argv, code, out.read_text(errors="replace"), err.read_text(errors="replace"))
         out.unlink()
         err.unlink()
-        if code == -9:
+        if answered["timed_out"]:
             raise subprocess.TimeoutExpired(argv, timeout, said.stdout, said.stderr)
         return said
 

@@ -5,20 +5,21 @@ for what a user sees.
 
 Starts a real MLflow tracking server (``mlflow server`` from MLflow's own virtualenv, built under
 ``~/.cache/vase/tools/`` (`tools_dir`) from the package index when missing: vase itself installs only MLflow's client) on 127.0.0.1,
-with its SQLite store and its artifact store in a folder of its own; runs a two-job reward-weight sweep with a real
+with its SQLite store and its artifact store in a folder of its own; runs a six-job reward-weight sweep with a real
 effect (`SWEEP`: experiment=ablation_quick on six views and 100 GRPO steps of 4 prompts, GRPO at shape weight 0 and
-0.6 from one shared SFT, held-out verdict on) with ``logger=[mlflow,tensorboard]`` from another working directory, as a second machine
+0.6 on seeds 1, 2 and 3 from one shared SFT, held-out verdict on the runs pooled) with ``logger=[mlflow,tensorboard]`` from another working directory, as a second machine
 would; starts TensorBoard on the sweep; then:
 
 0. ``real-effect``: the sweep's answer is ``up`` with an interval above 0 (held-out shape right), so what the pages
    show is an answer.
 1. ``mlflow``, through MLflow's REST API: one parent run for the sweep holding its summary and the ablation's verdict
-   table, two child runs whose parameters differ in exactly the swept key and the weights it determines, the weight
+   table, six child runs whose parameters differ in exactly the swept key, the seed (a replicate) and the weights the
+   swept key determines (one seed's two jobs in the swept key alone), the weight
    0.6 job holding its comparison with the baseline (``vs_baseline/...``); the parent holds the answer as
    ``verdict/...`` metrics and in its name. Every file went to the server's artifact store. Through the rendered
    pages (headless Chromium, shadow DOM included), reading only what is on the first screen at 1,400 x 900
    (`IN_VIEW_TEXT`): the jobs link vase printed shows, whole (`WHOLE_IN_VIEW_TEXT`: no title cut short, nothing
-   one scroll away) with MLflow's Assistant panel open, both jobs, the swept key as the first parameter column and
+   one scroll away) with MLflow's Assistant panel open, both weights' jobs, the swept key as the first parameter column and
    each job against the baseline with both bounds under a title with its unit (`CELL_TITLE`); the answer link shows the verdict (``... up``); the run comparison's first plot
    has the swept key as its first axis, and is drawn: coloured pixels in its box (`ink`), not a grey placeholder.
 2. ``mlflow-single-run``: ``train.py logger=mlflow`` alone (no sweep) against the same server: its run finishes on
@@ -30,7 +31,7 @@ would; starts TensorBoard on the sweep; then:
 4. ``tensorboard``: started with the command the sweep printed (one relative folder); its HTTP API lists one run per
    job, named by its swept values, with the training reward's scalars, the swept key as the hparams view's first
    column and the comparison with the baseline as its first metric; HPARAMS' first screen shows the swept key, that
-   measure and both jobs; the page the command names shows the training curves drawn (pixels) and no ``hp/`` chart.
+   measure and all six jobs; the page the command names shows the training curves drawn (pixels) and no ``hp/`` chart.
 
 The screenshots are taken from the same rendered pages. Both servers are stopped at the end, whatever happened.
 Results in ``dashboards_check.json`` / ``.md``.
@@ -77,7 +78,9 @@ GRPO steps of 4 prompts (the quick form itself now shows two views in 75 steps o
 moves held-out shape up with an interval that excludes 0 (measured: +19.6 [+14.2, +25.0] points on AMD EPYC, 4 min
 35 s from an empty cache on 2 cores; +12.1 [+6.2, +17.9] on an Intel Xeon, where the whole check took 316 s from
 empty caches and 165 s warm, alone; 2026-12-02), so the screenshots show an answer, not ``+0 [+0, +0]``. (On 160 vases
-the SFT collapsed onto one shape and GRPO moved nothing: +0.0.)"""
+the SFT collapsed onto one shape and GRPO moved nothing: +0.0.) Since the quick form runs seeds 1, 2 and 3 a weight
+(a verdict decides on three runs or more), six GRPO jobs: +14.6 [+2.2, +27.0] over 3 runs x 240 vases in CI's run
+of 2026-12-07, the sweep 676 s beside the rest of the slow suite."""
 SWEPT = "sweep/reward.weights.shape"
 DETERMINED = {f"weights/{d}" for d in ("fabric", "technique", "shape", "dating", "decoration", "attribution")}
 """The weights the swept key determines: tags of each job's run, no axis of the comparison page."""
@@ -92,8 +95,13 @@ CELL = re.compile(r"[+-]\d+\.\d \[[+-]\d+\.\d, [+-]\d+\.\d\]")
 SWEPT_TITLE, MEASURE_TITLE = "w_shape", "Δ shape_right"
 """The swept key's and the comparison's column titles in TensorBoard's HPARAMS (`vase.tensorboard_sweep.column_title`)."""
 VERDICT = "reward.weights.shape=0.6 vs 0.0: held-out shape right"
+REPLICATE = "sweep_replicate/seed"
+"""The quick form's seed (three runs a weight), a replicate of the hypothesis: the other parameter that differs."""
+SEEDS = (1, 2, 3)
+SWEPT_VALUES = [0.0] * len(SEEDS) + [0.6] * len(SEEDS)
 JOBS = ("grpo-w_shape=0.0", "grpo-w_shape=0.6")
-BOARD_RUNS = ("w_shape=0.0", "w_shape=0.6")
+"""Each weight's jobs in MLflow's jobs view (``grpo-w_shape=0.0-seed=1`` ...)."""
+BOARD_RUNS = tuple(f"w_shape={w}-seed={s}" for w in ("0.0", "0.6") for s in SEEDS)
 """The runs TensorBoard lists when started with the command the sweep printed (a link per job, named by its values)."""
 SCREEN = (1400, 900)
 """The first screen a check reads: a laptop's browser window."""
@@ -204,11 +212,12 @@ def check_mlflow(url: str, work: Path, artifacts: Path) -> dict[str, Any]:
     parent = parents[0]["info"]["run_id"] if len(parents) == 1 else None
     children = [r for r in runs if parent and tags(r).get("mlflow.parentRunId") == parent]
     swept = sorted(float(params(r).get(SWEPT, "nan")) for r in children)
-    if len(children) == 2:
-        a, b = (params(r) for r in children)
-        differing = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
-    else:
-        differing = []
+    every = [params(r) for r in children]
+    differing = sorted(k for k in set().union(*every) if len({p.get(k) for p in every}) > 1) if every else []
+    # one seed's two jobs differ in the swept key alone
+    by_seed = [[p for p in every if p.get(REPLICATE) == s] for s in sorted({p.get(REPLICATE) for p in every})]
+    pairs_differ = [sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k)) for a, b in
+                    (pair for pair in by_seed if len(pair) == 2)]
     heldout = [sorted(m["key"] for m in r["data"].get("metrics", []) if m["key"].startswith("hp/heldout/"))
                for r in children]
     files = api(url, "/api/2.0/mlflow/artifacts/list?" + urllib.parse.urlencode(
@@ -247,8 +256,8 @@ def check_mlflow(url: str, work: Path, artifacts: Path) -> dict[str, Any]:
     comparison = [sorted(m["key"] for m in r["data"].get("metrics", []) if m["key"].startswith("vs_baseline/"))
                   for r in children]
     verdict_in_view = VERDICT in answer_page and " up" in answer_page.split(VERDICT, 1)[-1][:80]
-    ok = (parent is not None and len(children) == 2 and swept == [0.0, 0.6]
-          and differing == [SWEPT] and all(DETERMINED <= set(tags(r)) for r in children)
+    ok = (parent is not None and len(children) == len(BOARD_RUNS) and swept == SWEPT_VALUES
+          and differing == [SWEPT, REPLICATE] and pairs_differ == [[SWEPT]] * len(SEEDS) and all(DETERMINED <= set(tags(r)) for r in children)
           and all(HELDOUT in h for h in heldout)
           and any(f["path"].endswith("summary.md") for f in files)
           and any(f["path"].endswith("ablation_verdict.json") for f in tables)
@@ -257,7 +266,7 @@ def check_mlflow(url: str, work: Path, artifacts: Path) -> dict[str, Any]:
           and VERDICT in parent_name and verdict_in_view and any(MEASURE in c for c in comparison)
           and any(k.endswith("/effect") for k in verdict_metrics) and any(k.endswith("/low") for k in verdict_metrics))
     return {"passed": ok, "runs": len(runs), "children": len(children), "swept_values": swept,
-            "params_differing_between_jobs": differing, "heldout_metrics": heldout[0][:6] if heldout else [],
+            "params_differing_between_jobs": differing, "within_a_seed": pairs_differ, "heldout_metrics": heldout[0][:6] if heldout else [],
             "comparison_metrics": comparison, "parent_files": [f["path"] for f in files],
             "parent_tables": [f["path"] for f in tables], "files_in_server_store": on_server,
             "client_side_artifact_folders": client_side, "comparison_axes": axes, "comparison_metric": metric,
@@ -308,7 +317,7 @@ def check_single_run(url: str, work: Path, cache: Path, artifacts: Path) -> dict
 def check_tensorboard(url: str, work: Path) -> dict[str, Any]:
     """TensorBoard started with the command the sweep printed (`vase.reports.sweep_summary.tensorboard_command`):
     one run per job named by its swept values; the hparams columns are the swept key alone and the held-out measure
-    leads the metrics; on HPARAMS' first screen, the swept key, the held-out measure and both jobs."""
+    leads the metrics; on HPARAMS' first screen, the swept key, the held-out measure and every job."""
     runs = api(url, "/data/runs")
     tags = api(url, "/data/plugin/scalars/tags")
     with_reward = sorted(r for r, t in tags.items() if "train/reward" in t)
@@ -328,7 +337,7 @@ def check_tensorboard(url: str, work: Path) -> dict[str, Any]:
                         until=lambda t: "train/reward" in t.replace(" ", ""))
     joined = curves["text"].replace(" ", "")  # a card's title is two texts ("train", "/reward")
     curves_first = "train/reward" in joined and "hp/" not in joined and curves["ink"] >= MIN_INK
-    ok = (sorted(runs) == sorted(BOARD_RUNS) and len(with_reward) == 2 and metrics[:1] == [MEASURE]
+    ok = (sorted(runs) == sorted(BOARD_RUNS) and len(with_reward) == len(BOARD_RUNS) and metrics[:1] == [MEASURE]
           and columns[:1] == [SWEPT] and in_view and curves_first and parallel_ok)
     return {"passed": ok, "runs": runs, "runs_with_reward": with_reward, "hparams_columns": columns[:8],
             "hparams_metrics": metrics[:8], "swept_key_measure_and_jobs_on_first_screen": in_view,
