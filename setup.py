@@ -57,8 +57,8 @@ class Sdist(sdist):
     """The source archive carries the build stamp, so a wheel built from it names the commit too."""
 
     def make_release_tree(self, base_dir: str, files: list[str]) -> None:
+        stamp = build_stamp()  # before the release tree is made: in the checkout, git counted it as a change
         super().make_release_tree(base_dir, files)
-        stamp = build_stamp()
         if stamp is not None:
             (Path(base_dir) / "vase" / STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
 

@@ -92,6 +92,19 @@ def test_vase_runs_on_one_run_shows_its_code_and_the_command_that_makes_it_again
     assert "its tree had changes not in that commit, hash 123456abcdef" in p.stdout
 
 
+def test_a_run_of_a_wheel_built_from_changes_says_so_once_and_never_hash_none(tmp_path: Path) -> None:
+    """An installed wheel's stamp has no hash of its changes and carries no patch: the record says the wheel was built
+    from changes, not ``hash None, not kept (made before runs kept their patch)`` under every run."""
+    from vase.runs.describe import describe_run
+
+    wheel = {"commit": "c" * 40, "dirty": True, "diff": None, "installed": True, "vase": "0.2.0", "torch": "2.14.1"}
+    text = describe_run(_job(tmp_path / "sweep", 0, ["seed=1"], wheel))
+    assert "hash None" not in text and "made before runs kept" not in text, text
+    assert text.count("the installed wheel was built from a tree with changes not in that commit") == 1, text
+    clean = describe_run(_job(tmp_path / "clean", 0, ["seed=1"], {**wheel, "dirty": False}))
+    assert "not in that commit" not in clean, clean
+
+
 def _runs(*args: str) -> subprocess.CompletedProcess:
     return run_python(["-m", "vase.runs", *args], cwd=ROOT, timeout=120)
 

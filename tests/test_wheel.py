@@ -280,3 +280,27 @@ def test_vase_init_writes_a_project_whose_own_tests_pass_against_the_installed_w
     p = _run(installed, tmp_path, "vase", "init", "mylab")
     assert p.returncode == 2 and p.stderr.strip() == ("error: mylab: holds files; vase init writes a new project only "
                                                       "into a new or empty folder"), p.stderr
+
+
+def test_a_release_built_from_a_clean_clone_says_its_tree_was_clean(tmp_path: Path) -> None:
+    """``make dist``'s build (``python -m build``: the sdist, then the wheel from it) from a clean clone of this
+    commit stamps both as clean: the sdist's release tree, made in the checkout, was once counted as a change, so
+    every record of a released vase said "(changes)"."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120)
+    p = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(tmp_path / "dist"), str(clone)],
+                       cwd=clone, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    (wheel,) = (tmp_path / "dist").glob("vase-*.whl")
+    (sdist,) = (tmp_path / "dist").glob("vase-*.tar.gz")
+    with zipfile.ZipFile(wheel) as z:
+        in_wheel = json.loads(z.read("vase/BUILD.json"))
+    import tarfile
+
+    with tarfile.open(sdist) as t:
+        (member,) = [m for m in t.getmembers() if m.name.endswith("/vase/BUILD.json")]
+        in_sdist = json.loads(t.extractfile(member).read())
+    assert in_wheel == in_sdist == {"commit": head, "dirty": False, "built_from": "checkout"}
+    assert not subprocess.run(["git", "-C", str(clone), "status", "--porcelain"], capture_output=True,
+                              text=True).stdout.strip()

@@ -129,13 +129,21 @@ def describe_run(path: str | Path) -> str:
     lines.append(f"  overrides: {' '.join(overrides) or '(none)'}")
     lines.append(f"  again:     {_again(path, entry, script, overrides, sweep, project_dir, launched, code, project)}")
     patch = path / str(code.get("patch")) if code and code.get("patch") else None
-    if code and code.get("dirty") and not (patch is not None and patch.is_file()):
+    if code and code.get("dirty") and code.get("installed"):
+        lines.append("             (the installed wheel was built from a tree with changes not in that commit, which "
+                     "a wheel does not carry: the same numbers need that wheel)")
+    elif code and code.get("dirty") and not (patch is not None and patch.is_file()):
         why = (f"over the {PATCH_CAP // 1_000_000} MB a run keeps ({code['patch_bytes']:,} bytes)"
                if code.get("patch_bytes") else "not kept (made before runs kept their patch)"
                if not code.get("patch") else f"its {code['patch']} is gone")
-        lines.append(f"             (its tree had changes not in that commit, hash {code.get('diff')}, {why}: the same "
+        lines.append(f"             (its tree had changes not in that commit{_hash(code)}, {why}: the same "
                      f"numbers need those changes too)")
     return "\n".join(lines)
+
+
+def _hash(code: dict[str, Any]) -> str:
+    """``, hash <h>`` for a code stamp that has its changes' hash, else nothing (never ``hash None``)."""
+    return f", hash {code['diff']}" if code.get("diff") else ""
 
 
 def _again(path: Path, entry: str, script: str, overrides: list[str], sweep: bool, project: str | None,
