@@ -147,7 +147,7 @@ test: setup
 	$(SUITE_ENV) $(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 test-slow: setup
-	$(SUITE_ENV) $(BIN)/python -m pytest -m slow -n $(TEST_WORKERS) --dist loadfile --durations=40
+	$(SUITE_ENV) $(BIN)/python -m pytest -m slow -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=40
 
 # style (ruff) and the layer contracts of ARCHITECTURE.md (import-linter, .importlinter)
 lint: setup

@@ -68,6 +68,25 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+SLOW_FILES_LONGEST_FIRST = (
+    "test_loggers.py", "test_sweeps.py", "test_synthetic.py", "test_cpu_kernels.py", "test_reward_terms.py",
+    "test_end_to_end.py", "test_readme_commands.py", "test_docs.py", "test_stack.py", "test_ablation_demo.py",
+    "test_search_confirm.py", "test_resume.py", "test_filter.py", "test_retrieval.py", "test_render.py")
+"""The slow suite's files in the order its two workers take them (``make test-slow`` keeps it:
+``--no-loadscope-reorder``): the longest first, so neither worker starts a long one near the end. xdist's own order
+(most tests a file first) started the dashboards check (one test, about 20 minutes with its ten GRPO jobs) late
+beside an idle worker: CI's slow suite of 2026-12-07 took 2,633 s. Its two longest files go first, one to each
+worker; then a short one (a worker with one test pending is given the next file at once, so it waits behind the
+dashboards check), then the rest by their measured durations (docs/development.md); a file not listed comes after."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("markexpr", "") != "slow":
+        return
+    rank = {name: i for i, name in enumerate(SLOW_FILES_LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file's tests keep their order
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     for server in _FORKS:
         server.close()

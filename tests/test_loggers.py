@@ -534,6 +534,28 @@ def test_the_printed_tensorboard_command_names_each_job_by_its_swept_values(swee
     assert page == "http://localhost:6006/?tagFilter=train%2F%28reward%7Closs%7Ckl%29%24#timeseries"
 
 
+def test_a_sweep_job_s_tensorboard_session_holds_its_replicate_s_value_too(tmp_path: Path) -> None:
+    """Each job's hparams session carries every column's value, a replicate's (``sweep_replicate/seed``) as well as the
+    compared key's: without it TensorBoard's parallel coordinates drew no line at all for a sweep with seeds."""
+    from pytorch_lightning.loggers import TensorBoardLogger
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    from vase.loggers import _tensorboard_hparams
+
+    lg = TensorBoardLogger(str(tmp_path), name="job", version="0")
+    _tensorboard_hparams(lg, {"sweep/reward.weights.shape": 0.6, "sweep_replicate/seed": 2, "stage": "grpo"},
+                         {"hp/heldout/shape_right": 0.4})
+    lg.experiment.close()
+    ea = EventAccumulator(str(tmp_path / "job" / "0"))
+    ea.Reload()
+    data = [plugin_data_pb2.HParamsPluginData.FromString(c) for c in ea.PluginTagToContent("hparams").values()]
+    (start,) = [d.session_start_info for d in data if d.HasField("session_start_info")]
+    assert {k: v.number_value for k, v in start.hparams.items()} == {"sweep/reward.weights.shape": 0.6,
+                                                                      "sweep_replicate/seed": 2.0}
+    assert not [d for d in data if d.HasField("experiment")]  # a sweep's job leaves the columns to the sweep's end
+
+
 def test_a_sweeps_tensorboard_view_is_written_once_at_its_end_with_the_comparison_first(tmp_path: Path) -> None:
     """TensorBoard keeps the first experiment record a run holds (its hparams columns): a job of a sweep writes none,
     and the sweep's end writes one for every job, the compared key first (a replicate after it, unticked) and each

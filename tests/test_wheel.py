@@ -76,6 +76,17 @@ def test_the_wheel_carries_every_config_and_its_commands_run_from_an_empty_folde
     assert "Actions (vase-evaluate action=<name>)" in p.stdout and "python evaluate.py" not in p.stdout
     p = _run(installed, empty, "vase-train", "experiment=demo", env={"VASE_CHECK_CONFIG": "1"})
     assert p.returncode == 0 and "config ok: experiment=demo" in p.stdout, p.stderr[-2000:]
+    # the configuration reference from the package's configs, into the folder run from (a FileNotFoundError traceback
+    # once: it looked for a checkout's conf/)
+    p = _run(installed, empty, "vase", "config-reference")
+    page = empty / "configuration.md"
+    assert p.returncode == 0 and page.is_file(), p.stdout + p.stderr[-2000:]
+    from vase.docsgen.config_reference import PAGE
+
+    assert page.read_text() == PAGE.read_text()  # the same reference as the checkout's docs page
+    p = _run(installed, empty, "vase", "config-reference", "--check")
+    assert p.returncode == 2 and p.stderr.startswith("error: --check compares a checkout's docs"), p.stderr
+    page.unlink()
     p = _run(installed, empty, "vase", "nosuch")
     assert p.returncode == 2 and p.stderr.startswith("vase: 'nosuch' is no command; choose one of train, evaluate")
     assert tree_digest(installed["package"]) == before  # nothing written into the package

@@ -403,7 +403,9 @@ def _tensorboard_hparams(lg: Any, params: dict[str, Any], metrics: dict[str, flo
 
     if not metrics:
         return
-    swept = {k: v for k, v in params.items() if k.startswith("sweep/")}
+    # a replicate's value too (sweep_replicate/seed): a session without a value of a column draws no line in
+    # TensorBoard's parallel coordinates (empty for every sweep with seeds, 2026-12-07)
+    swept = {k: v for k, v in params.items() if k.startswith(("sweep/", "sweep_replicate/"))}
     exp, ssi, sei = hparams(swept or params, metrics)
     writer = lg.experiment._get_file_writer()
     for summary in (ssi, sei) if swept else (exp, ssi, sei):

@@ -26,12 +26,18 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from vase import markdown as md
 from vase.config import SECTIONS
+from vase.config.options import CONF_DIR
 from vase.io import atomic_write_text
 from vase.metrics.registry import CAPTION_METRICS
 
 ROOT = Path(__file__).resolve().parents[2]
-CONF = ROOT / "conf"
-PAGE = ROOT / "docs" / "reference" / "configuration.md"
+CONF = CONF_DIR
+"""vase's configs: the checkout's conf/, or an installed wheel's vase/conf/ (the package's conf folder either way)."""
+IN_CHECKOUT = (ROOT / "docs" / "reference").is_dir()
+"""Whether vase runs from its checkout, whose docs this generator keeps; an installed wheel has none."""
+PAGE = ROOT / "docs" / "reference" / "configuration.md" if IN_CHECKOUT else Path("configuration.md")
+"""Where the reference goes: the docs' page in a checkout; from an installed wheel, configuration.md in the current
+folder (never into the installed package)."""
 PRIMARY = ("train", "evaluate", "curate", "generate3d")
 _KEY = re.compile(r"^(\s*)([A-Za-z_@][\w@.\-/]*|\"[^\"]+\"|'[^']+'):(\s|$)(.*)$")
 
@@ -539,7 +545,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(missing)} keys have no description of their own; comment them where they are defined (conf/): "
               f"{'; '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}", file=sys.stderr)
         return 1
-    sections = [(path, path.read_text(), start, end, body) for path, start, end, body in GENERATED_SECTIONS]
+    if a.check and not IN_CHECKOUT:
+        print("error: --check compares a checkout's docs with its configs; this vase is installed, without its docs "
+              "(vase config-reference writes the reference to ./configuration.md)", file=sys.stderr)
+        return 2
+    sections = [(path, path.read_text(), start, end, body) for path, start, end, body in GENERATED_SECTIONS
+                if IN_CHECKOUT]  # the docs' tables: a checkout's only
     sections = [(path, page, with_section(page, path, start, end, body())) for path, page, start, end, body in sections]
     if a.check:
         stale = [str(path) for path, page, new in sections if new != page]

@@ -358,7 +358,8 @@ def jobs_view(group: str, params: list[str], metrics: list[str], cells: list[str
     """A view of a sweep's jobs, as MLflow's UI shares views, saved on its experiment when the sweep is sent: the
     jobs alone (not collapsed under their parent run), sorted by the first of ``metrics``, with its columns (the swept
     keys, then ``cells``: each job against the baseline as one text with both bounds and the unit in the title
-    (`vase.reports.verdict_view.job_cells`, the jobs' tags), then ``metrics``: the same numbers, sortable) shown,
+    (`vase.reports.verdict_view.job_cells`, the jobs' tags), then ``metrics``: the same numbers, sortable, then the
+    replicates' keys, ``sweep_replicate/...``, which the runs' names say too) shown,
     each as wide as its title. Returns its key and its state (the tag's value under
     `vase.mlflow_journal.SHARED_VIEW_TAG`). MLflow's runs page shows no parameter or metric column by default, and a
     client cannot change that default: the link vase prints opens this view.
@@ -369,12 +370,17 @@ def jobs_view(group: str, params: list[str], metrics: list[str], cells: list[str
     ['params.`sweep/reward.weights.shape`', 'tags.`Δ shape_right in points`', 'metrics.`vs_baseline/heldout/shape_right`']
     >>> list(state["columnWidths"].values())
     [210, 189, 245]
+    >>> json.loads(jobs_view("g", ["sweep_replicate/seed", "sweep/x"], ["vs_baseline/m"])[1])["columnOrder"]
+    ['params.`sweep/x`', 'metrics.`vs_baseline/m`', 'params.`sweep_replicate/seed`']
     """
     def col(kind: str, name: str) -> str:
         return f"{kind}.`{name}`"
 
-    shown = [col("params", k) for k in params] + [col("tags", c) for c in cells] + \
-        [col("metrics", m) for m in metrics[:4]]
+    # a replicate's column (sweep_replicate/seed) last: the run's name says it, and before the answer it pushed each
+    # job's comparison off a laptop's first screen (three seeds a weight, 2026-12-07)
+    replicates = [k for k in params if k.startswith("sweep_replicate/")]
+    shown = [col("params", k) for k in params if k not in replicates] + [col("tags", c) for c in cells] + \
+        [col("metrics", m) for m in metrics[:4]] + [col("params", k) for k in replicates]
     view = {"searchFilter": f"tags.sweep_group = '{group}' and tags.job_type != 'sweep'",
             "orderByKey": col("metrics", metrics[0]) if metrics else "attributes.start_time", "orderByAsc": False,
             "selectedColumns": shown, "columnOrder": shown,
