@@ -124,7 +124,7 @@ docs-check: setup browser-deps
 	$(BIN)/python -m vase.checks.docs_check
 
 # The self-hosted dashboards for real: an MLflow server (its own venv under ~/.cache/vase/tools/) and TensorBoard on
-# 127.0.0.1, a two-job sweep logged to both, read back through their HTTP APIs, screenshotted in headless Chromium
+# 127.0.0.1, a ten-job sweep (two weights x five seeds) logged to both, read back through their HTTP APIs, screenshotted in headless Chromium
 dashboards-check: setup browser-deps
 	$(BIN)/python -m vase.checks.dashboards_check
 
