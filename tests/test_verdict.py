@@ -378,3 +378,11 @@ def test_a_sweep_run_under_a_debug_preset_says_it_is_too_short_to_decide_on_ever
     assert verdict["lines"][0].startswith("**stage.module.beta=0.04") and verdict["too_short"].replace("**", "") == \
         printed[0]
     assert short.startswith("too short to decide (debug=fast): stage.module.beta=0.04 vs 0.001: KL")
+    # a sweep of a user's project (its record names the project's conf folder): the form as that user types it
+    conf = tmp_path / "mylab" / "conf"
+    conf.mkdir(parents=True)
+    (sweep / "multirun.yaml").write_text(json.dumps({"hydra": {"job": {"name": "train"}, "runtime": {
+        "cwd": str(conf.parent), "config_sources": [{"path": str(conf), "schema": "file", "provider": "main"}]},
+        "overrides": {"task": ["stage.module.beta=0.001,0.04"]}}}))  # JSON is YAML
+    again = verdict_text(decide_sweep(sweep)).splitlines()
+    assert "the form that decides: vase train --config-dir conf -m sweep=kl_quick (240 held-out" in again[0], again[0]

@@ -48,7 +48,7 @@ from vase.config.entry_actions import (
 )
 from vase.errors import ConfigError
 from vase.io import atomic_write_json, write_markdown
-from vase.provenance import machine_stamp
+from vase.provenance import SOURCE, machine_stamp
 from vase.reports.hypothesis import REPORT_KINDS, START, sweep_hypothesis
 from vase.reports.jobs import (
     code_lines,
@@ -170,7 +170,7 @@ def write_verdict_report(sweep_dir: str | Path, q: dict[str, Any] | None = None)
         head.append("**No verdict**: no job at another value shares replicate values with a baseline job.")
     head += too_few_runs(verdict, q)
     if verdict["debug"]:  # said before the verdict on every surface, kept apart from the verdict's own lines
-        verdict["too_short"] = too_short(verdict["debug"], q)
+        verdict["too_short"] = too_short(verdict["debug"], q, train_program(sweep_dir))
     lines += [*([verdict["too_short"]] if verdict["debug"] else []), *head, ""]
     if apart:
         lines += [f"Kept apart (never pooled): {', '.join(apart)}.", ""]
@@ -226,9 +226,23 @@ DECIDING_FORMS = {
 """The form of a sweep that decides, by the prefix of the key it compares (the quick forms, three runs a setting)."""
 
 
-def too_short(preset: str, q: dict[str, Any]) -> str:
+def train_program(sweep_dir: Path) -> str:
+    """How the user who ran the sweep starts a training run: ``python train.py`` in vase's checkout, ``vase train``
+    from an installed vase, ``vase train --config-dir <conf>`` for a sweep of a user's project (its conf folder from
+    the sweep's record, by name: the command is typed in the project's folder)."""
+    try:
+        conf = project_conf_of(sweep_dir)
+    except (ConfigError, OSError):
+        conf = None
+    if conf:
+        return f"vase train --config-dir {Path(conf).name}"
+    return "python train.py" if (SOURCE / "train.py").is_file() else "vase train"
+
+
+def too_short(preset: str, q: dict[str, Any], program: str = "python train.py") -> str:
     """verdict.md's first line for a sweep run under a debug preset: its numbers show that the report works, not
-    whether the setting helps; the form that decides, and its measured time where one is.
+    whether the setting helps; the form that decides (as ``program`` starts a run: `train_program`), and its measured
+    time where one is.
 
     >>> too_short("fast", {"compare": ["data.zoom_width"]}).split("; ")[-1]
     'the form that decides: the same sweep without debug=fast (its time is not measured yet).'
@@ -236,9 +250,11 @@ def too_short(preset: str, q: dict[str, Any]) -> str:
     'python train.py -m sweep=kl_quick (2'
     >>> too_short("fast", {"compare": ["reward.weights.shape"]}).split("decides: ")[1][:45]
     'python train.py -m experiment=ablation_quick '
+    >>> too_short("fast", {"compare": ["stage.module.beta"]}, "vase train --config-dir conf").split("decides: ")[1][:48]
+    'vase train --config-dir conf -m sweep=kl_quick ('
     """
     form = next((f for prefix, f in DECIDING_FORMS.items() if any(k.startswith(prefix) for k in q.get("compare") or [])),
-                f"the same sweep without debug={preset} (its time is not measured yet)")
+                f"the same sweep without debug={preset} (its time is not measured yet)").replace("python train.py", program)
     return (f"**Too short to decide** (debug={preset}): a debug preset's few steps and held-out vases show that the "
             f"sweep and its report work, not whether the setting helps; the form that decides: {form}.")
 
