@@ -187,3 +187,23 @@ def test_an_ablation_over_one_weight_compares_no_weight_with_itself_in_its_qa_tr
     assert "above weight 0.15" not in md and "+0.0 [+0.0, +0.0]" not in md
     assert "**Transfer: shape accuracy**, multiple choice (option likelihood), needs two values of the swept weight; " \
            "this sweep ran shape weight 0.15 only: not decided." in md
+
+
+def test_grpo_on_a_task_of_short_answers_says_the_format_penalty_would_fight_it(train_cfg, caplog) -> None:
+    """A prompt task whose answers are a word or two (the QA pairs, a user's one-word task) under the default format
+    penalty (``min_words: 5``): GRPO would be penalised for answering as the task does. One line before any model
+    loads names the share, the bound and the override; captions, or the bound set to fit, say nothing."""
+    import logging
+
+    from vase.pipeline.build import check_training_data
+
+    caplog.set_level(logging.WARNING, logger="vase")
+    check_training_data(train_cfg(["stage=grpo", "data.mix=qa"]), "grpo")
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("reward.terms.penalty:")]
+    assert len(said) == 1 and "of data.mix=qa's " in said[0] and "shorter than its min_words=5" in said[0], said
+    assert said[0].endswith("(or length=0)") and "set reward.terms.penalty.min_words=1" in said[0]
+    for quiet in (["data.mix=caption"], ["data.mix=qa", "reward.terms.penalty.min_words=1"],
+                  ["data.mix=qa", "reward.terms.penalty.weight=0"]):
+        caplog.clear()
+        check_training_data(train_cfg(["stage=grpo", *quiet]), "grpo")
+        assert not [r for r in caplog.records if r.getMessage().startswith("reward.terms.penalty:")], quiet

@@ -391,6 +391,14 @@ class VaseDataModule(pl.LightningDataModule):
                             f"{self.root} lists what it read)")
         return n
 
+    def answer_words(self) -> list[int]:
+        """The word count of each training sample's reference answer (``data.mix``'s samples of the train split), read
+        without a view: what a completion of this task is expected to be as long as."""
+        train = self.dataset("train", self.limit_train, set(self.left_out()))
+        return [len(s.answer.split()) for rec in train.records
+                for s in samples_for(VaseExample(rec, []), self.mix, self.zoom, train.views, self.zoom_width,
+                                     self.zoom_direct)]
+
     def check_evaluable(self, split: str, limit: int | None = None, minimum: int = 1) -> int:
         """The number of vases of ``split`` to evaluate on; a DataError naming the data when there are fewer than
         ``minimum`` (captions' FID needs 2), before any model or encoder loads (evaluate.py calls it first)."""

@@ -106,6 +106,39 @@ def check_training_data(cfg: DictConfig, stage: str) -> None:
     datamodule = instantiate(cfg.data, processor=None, stage=str(stage), _convert_="partial")
     datamodule.prepare_data()
     datamodule.check_trainable()
+    if str(stage) == "grpo":
+        said = short_answers_line(datamodule.answer_words(), cfg.reward.get("terms", {}).get("penalty"), cfg.data.mix)
+        if said:
+            log.warning(said)
+
+
+def short_answers_line(words: list[int], penalty: Any, mix: str) -> str | None:
+    """One line where the format penalty's length bounds would penalise most of the task's own reference answers (a
+    one-word prompt task under the default ``min_words: 5``): GRPO would then push completions away from the form
+    the task asks for. None where the penalty is off or the answers fit.
+
+    >>> short_answers_line([1, 1, 1, 7], {"weight": 1.0, "length": 0.1, "min_words": 5, "max_words": 80}, "shape_word")
+    "reward.terms.penalty: 3 of data.mix=shape_word's 4 training answers (75 %) are shorter than its min_words=5 (median 1 word), so GRPO is penalised for answering as the task's answers do; set reward.terms.penalty.min_words=1 (or length=0)"
+    >>> short_answers_line([6, 9], {"weight": 1.0, "length": 0.1, "min_words": 5, "max_words": 80}, "caption") is None
+    True
+    """
+    if not penalty or not words or not float(penalty.get("weight", 0) or 0) or not float(penalty.get("length", 0) or 0):
+        return None
+    lo, hi = int(penalty.get("min_words", 0) or 0), int(penalty.get("max_words", 0) or 0)
+    short = [w for w in words if w < lo]
+    long = [w for w in words if hi and w > hi]
+    median = sorted(words)[len(words) // 2]
+    if 2 * len(short) > len(words):
+        return (f"reward.terms.penalty: {len(short)} of data.mix={mix}'s {len(words)} training answers "
+                f"({100 * len(short) // len(words)} %) are shorter than its min_words={lo} (median {median} "
+                f"word{'s' if median != 1 else ''}), so GRPO is penalised for answering as the task's answers do; set "
+                f"reward.terms.penalty.min_words={max(1, min(words))} (or length=0)")
+    if 2 * len(long) > len(words):
+        return (f"reward.terms.penalty: {len(long)} of data.mix={mix}'s {len(words)} training answers "
+                f"({100 * len(long) // len(words)} %) are longer than its max_words={hi} (median {median} words), so "
+                f"GRPO is penalised for answering as the task's answers do; set reward.terms.penalty.max_words="
+                f"{max(words)} (or length=0)")
+    return None
 
 
 def build_stage_module(stage: DictConfig, model: Any, processor: Any, cfg: DictConfig,
