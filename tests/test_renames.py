@@ -248,6 +248,17 @@ def test_vase_deprecations_error_refuses_every_old_name_for_a_projects_ci(tmp_pa
     assert p.returncode == 2 and p.stderr.strip().splitlines()[-1] == (
         f"config error: old name refused (VASE_DEPRECATIONS=error): data.task is now data.mix, in "
         f"{conf / 'old.yaml'}"), p.stderr[-2000:]
+    # every old name of a file at once, and of the command line at once: a project's CI learns them from one try
+    (conf / "old.yaml").write_text("# @package _global_\ndata:\n  task: qa\nevaluate:\n  after: false\n")
+    p = run_python(["train.py", "--config-dir", str(tmp_path / "conf"), "experiment=old", logs], cwd=ROOT, env=env,
+                   timeout=300)
+    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1] == (
+        f"config error: old names refused (VASE_DEPRECATIONS=error): data.task is now data.mix, in "
+        f"{conf / 'old.yaml'}; evaluate is now val, in {conf / 'old.yaml'}"), p.stderr[-2000:]
+    p = run_python(["train.py", "data.task=qa", "evaluate.after=false", logs], cwd=ROOT, env=env, timeout=300)
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == [
+        "config error: old names refused (VASE_DEPRECATIONS=error): data.task is now data.mix, on the command line; "
+        "evaluate.after is now val.after, on the command line"], p.stderr[-2000:]
     p = run_python(["-m", "vase.cli", "question", str(tmp_path)], cwd=ROOT, env=env, timeout=300)
     assert p.returncode == 2 and "old name refused (VASE_DEPRECATIONS=error): vase question is now vase verdict" \
         in p.stderr, p.stderr

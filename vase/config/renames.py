@@ -77,6 +77,26 @@ def say_deprecated(line: str) -> None:
         print(line, file=sys.stderr)
 
 
+def refused(lines: list[str]) -> str:
+    """Every old name of ``lines`` (deprecation lines) refused in one line, as `VASE_DEPRECATIONS=error` says them.
+
+    >>> refused([deprecation("data.task", "data.mix", "on the command line"), deprecation("evaluate", "val")])
+    'old names refused (VASE_DEPRECATIONS=error): data.task is now data.mix, on the command line; evaluate is now val'
+    """
+    said = [line.removeprefix("deprecated: ").replace(f" (the old name is accepted until vase {UNTIL})", "")
+            for line in lines]
+    return f"old name{'s' if len(said) > 1 else ''} refused (VASE_DEPRECATIONS=error): {'; '.join(said)}"
+
+
+def say_each(lines: list[str], say: Callable[[str], None]) -> None:
+    """Each deprecation line through ``say``; under `VASE_DEPRECATIONS=error` with vase's own `say_deprecated`, all
+    of them refused at once (`refused`), so a project's CI learns every old name of a run from one try."""
+    if lines and strict() and say is say_deprecated:
+        raise ConfigError(refused(lines))
+    for line in lines:
+        say(line)
+
+
 def renamed_overrides(argv: list[str], say: Callable[[str], None] = say_deprecated) -> list[str]:
     """``argv`` with each override of an old name (``data.task=qa``, ``task=vqa``, ``+sft.data_task=both``) given its
     new name, one deprecation line said for each; everything else as it was. An old name given beside its new one
@@ -98,8 +118,7 @@ def renamed_overrides(argv: list[str], say: Callable[[str], None] = say_deprecat
         if len(set(names)) > 1 and old is not None:
             raise ConfigError(f"{' and '.join(dict.fromkeys(names))} are both given on the command line, and {old} is "
                               f"the old name of {new}: the later would win without a word; give {new} alone")
-    for line in lines:
-        say(line)
+    say_each(lines, say)
     return out
 
 
@@ -123,7 +142,7 @@ def renamed_keys(cfg: DictConfig, say: Callable[[str], None] = say_deprecated,
     deprecation line each, naming the file it comes from (`files_with`), and returns the old keys it moved. ``given``:
     the command line's overrides; an old key of a file moved onto a key the command line sets is refused in one line
     naming both (the file's old value would silently win)."""
-    moved = []
+    moved, lines = [], []
     both_given(cfg, given)
     for old, new in RENAMED.items():
         value = OmegaConf.select(cfg, old, default=_ABSENT, throw_on_missing=False)
@@ -136,8 +155,9 @@ def renamed_keys(cfg: DictConfig, say: Callable[[str], None] = say_deprecated,
             # a section (a user's file with evaluate: {vqa: mc}) merges into the new one's defaults
             OmegaConf.update(cfg, new, value, merge=isinstance(value, DictConfig), force_add=True)
             node.pop(leaf)
-        say(deprecation(old, new, f"in {', '.join(where)}" if where else ""))
+        lines.append(deprecation(old, new, f"in {', '.join(where)}" if where else ""))
         moved.append(old)
+    say_each(lines, say)
     return moved
 
 
