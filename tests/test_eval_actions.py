@@ -3,6 +3,8 @@ the recipe of ARCHITECTURE.md's "where to add" followed in a package of its own.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import sys
 import textwrap
@@ -87,7 +89,10 @@ def test_a_task_added_in_a_package_of_its_own_runs_through_evaluate(tmp_path: Pa
         cfg = compose_cfg("evaluate", ["action=count", f"output={out}", "logger=none",
                                        f"hydra.searchpath=[file://{pkg / 'conf'}]"], tmp_path / "run", session_dirs)
         validate(cfg)
-        assert run_evaluation(cfg)["scores"] == {"n": 13} and json.loads(out.read_text()) == {"n": 13}
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
+            assert run_evaluation(cfg)["scores"] == {"n": 13} and json.loads(out.read_text()) == {"n": 13}
+        # where the user's action's file went, said by vase (the action itself prints nothing)
+        assert printed.getvalue().splitlines() == [f"results: {out}"], printed.getvalue()
 
         users = tmp_path / "users" / "count.json"
         users.parent.mkdir()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import vase.config  # noqa: F401  (registers the config resolvers)
 from vase.choices import MIN_EVAL_VASES
 from vase.config import EVAL_ACTIONS
 from vase.errors import ConfigError
-from vase.io import is_within
+from vase.io import is_within, shown_path
 from vase.loggers import build_loggers, check_loggers, log_config, log_eval_rows, log_results_table, say_unsent
 from vase.metrics.registry import extra_metrics
 from vase.models.checkpoint import check_adapter
@@ -52,7 +53,11 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     if action.reads_split:  # nothing evaluates on nothing: said before a load
         datamodule_of(cfg).check_evaluable(str(cfg.split), split_limit(cfg),
                                            MIN_EVAL_VASES if str(cfg.action) == "generate" else 1)
+    started = time.time()
     out = action.function()(cfg)
+    said = results_line(written_files(cfg), started)
+    if said:
+        print(said)  # where the action's files went: a user's own action printed nothing of it
     if not action.logs:
         return out
     loggers = build_loggers(cfg)
@@ -73,6 +78,13 @@ def written_files(cfg: DictConfig) -> list[Path]:
     (``*.jsonl``) are not listed: a rerun continues them."""
     action = EVAL_ACTIONS[str(cfg.action)]
     return action.written(cfg.output) if action.writes else []
+
+
+def results_line(files: list[Path], since: float) -> str | None:
+    """``results: <file>, ...``: the files of an action's ``writes`` that this run wrote (changed since ``since``),
+    as a printed path names them; None where it wrote none of them."""
+    made = [f for f in files if f.is_file() and f.stat().st_mtime >= since - 1]
+    return f"results: {', '.join(shown_path(f) for f in made)}" if made else None
 
 
 def refuse_foreign_outputs(files: list[Path], run_dir: str | Path) -> None:
