@@ -265,3 +265,27 @@ def test_vase_deprecations_error_refuses_every_old_name_for_a_projects_ci(tmp_pa
     p = run_python(["-c", "from vase.config import EVAL_TASKS"], cwd=ROOT, env=env, timeout=300)
     assert p.returncode == 1 and "ImportError: vase.config.EVAL_TASKS is refused under VASE_DEPRECATIONS=error: " \
         "deprecated: vase.config.EVAL_TASKS is now vase.config.EVAL_ACTIONS" in p.stderr, p.stderr[-1500:]
+
+
+def test_vase_testing_composes_a_file_of_old_names_as_the_command_does(tmp_path: Path, monkeypatch, capsys) -> None:
+    """``vase.testing.compose`` (what a project's own tests compose with) moves a file's old keys to their new names
+    with the command's deprecation lines, and refuses them all under VASE_DEPRECATIONS=error: it composed
+    ``data.task: qa`` silently to the default mix, and an old ``evaluate:`` section was "no such key"."""
+    from vase import testing
+    from vase.config import renames
+    from vase.errors import ConfigError
+
+    conf = tmp_path / "conf" / "experiment"
+    conf.mkdir(parents=True)
+    (conf / "old.yaml").write_text("# @package _global_\ndata:\n  task: qa\nevaluate:\n  after: false\n")
+    monkeypatch.setattr(renames, "_SAID", set())
+    monkeypatch.delenv("VASE_DEPRECATIONS", raising=False)
+    cfg = testing.compose(tmp_path / "conf", ["experiment=old"], tmp_path / "out")
+    assert cfg.data.mix == "qa" and cfg.val.after is False and "task" not in cfg.data and "evaluate" not in cfg
+    said = capsys.readouterr().err.splitlines()
+    assert [line for line in said if line.startswith("deprecated: ")] == [
+        f"deprecated: data.task is now data.mix, in {conf / 'old.yaml'} (the old name is accepted until vase 0.3)",
+        f"deprecated: evaluate is now val, in {conf / 'old.yaml'} (the old name is accepted until vase 0.3)"], said
+    monkeypatch.setenv("VASE_DEPRECATIONS", "error")
+    with pytest.raises(ConfigError, match=r"^old names refused \(VASE_DEPRECATIONS=error\): data.task is now data.mix"):
+        testing.compose(tmp_path / "conf", ["experiment=old"], tmp_path / "out2")
