@@ -498,3 +498,15 @@ def test_a_number_stated_on_two_pages_is_one_number() -> None:
     planted = {**texts, page: texts[page].replace(value.split(" [")[0], "+12.4", 1)}
     (line,) = conflicts(planted)
     assert line.startswith("dashboards-check-shape@intel-xeon-2-threads is stated as ")
+
+
+def test_the_library_page_lists_exactly_the_files_vase_init_writes() -> None:
+    """docs/library.md's list of what ``vase init mylab`` writes is the scaffold's own list (it once described other
+    files than init wrote)."""
+    from vase.cli.init import FILES
+
+    page = (ROOT / "docs" / "library.md").read_text()
+    block = page.split("<!-- vase init files -->", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    listed = [line.strip() for line in block.splitlines()[1:] if line.strip()]
+    assert block.splitlines()[0] == "mylab/"
+    assert listed == [p.format(pkg="mylab", name="mylab") for p in FILES]

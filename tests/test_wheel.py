@@ -279,15 +279,33 @@ def test_vase_init_writes_a_project_whose_own_tests_pass_against_the_installed_w
     """A user wrote 334 lines by hand to start a project (2026-12-03): vase init writes it, and the project's own
     pytest (its configs composed and checked as vase train does, its evaluation action, a debug sweep over its own
     reward term to verdict.md) passes against the installed wheel. A folder with files in it is refused."""
-    p = _run(installed, tmp_path, "vase", "init", "mylab")
+    who = {"GIT_AUTHOR_NAME": "A User", "GIT_AUTHOR_EMAIL": "user@example.org", "GIT_COMMITTER_NAME": "A User",
+           "GIT_COMMITTER_EMAIL": "user@example.org"}
+    p = _run(installed, tmp_path, "vase", "init", "mylab", env=who)
     assert p.returncode == 0, p.stderr[-2000:]
     project = tmp_path / "mylab"
-    assert f'dependencies = ["vase=={vase_version()}"]' in (project / "pyproject.toml").read_text()
+    pyproject = (project / "pyproject.toml").read_text()
+    assert f'dependencies = ["vase=={vase_version()}"]' in pyproject
+    # pytest comes with the project's test extra, and its tests import its package from the folder (pythonpath)
+    assert 'test = ["pytest>=8"]' in pyproject and 'pythonpath = ["."]' in pyproject and "pip install -e" in p.stdout
     assert "logs/" in (project / ".gitignore").read_text()
+    # a git repository whose first commit holds every file: each run's record names the project's commit
+    assert p.stdout.strip().splitlines()[-1].startswith("git: a repository with the project as its first commit")
+    log = subprocess.run(["git", "-C", str(project), "log", "--format=%s"], capture_output=True, text=True)
+    assert log.stdout.strip() == f"vase init: a project on vase {vase_version()}", log.stdout + log.stderr
+    assert not subprocess.run(["git", "-C", str(project), "status", "--porcelain"], capture_output=True,
+                              text=True).stdout.strip()
+    # where git does not know the user: the files and a repository, nothing committed, and how to commit, in one line
+    nobody = {"HOME": str(tmp_path), "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_COUNT": "1",
+              "GIT_CONFIG_KEY_0": "user.useConfigOnly", "GIT_CONFIG_VALUE_0": "true"}  # git guesses no one
+    p = _run(installed, tmp_path, "vase", "init", "other", env=nobody)
+    said = p.stdout.strip().splitlines()[-1]
+    assert p.returncode == 0 and said.startswith("git: a repository, nothing committed (git said: "), p.stdout
+    assert "run git commit -m 'vase init' once git knows who you are" in said and (tmp_path / "other" / ".git").is_dir()
     p = subprocess.run([str(installed["bin"] / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project,
                        capture_output=True, text=True, timeout=1500,
                        env={**ENV, "VASE_TEST_CACHE": str(session_dirs["cache"])})
-    assert p.returncode == 0 and "3 passed" in p.stdout, p.stdout[-3000:] + p.stderr[-2000:]
+    assert p.returncode == 0 and "4 passed" in p.stdout, p.stdout[-3000:] + p.stderr[-2000:]
     p = _run(installed, tmp_path, "vase", "init", "mylab")
     assert p.returncode == 2 and p.stderr.strip() == ("error: mylab: holds files; vase init writes a new project only "
                                                       "into a new or empty folder"), p.stderr

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import keyword
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -24,6 +25,7 @@ FILES = {
 A project on [vase](https://github.com/vase-project/vase) {version}, made by `vase init`.
 
 ```bash
+pip install -e ".[test]"                                      # this project's package, and pytest for its tests
 pytest                                                        # its tests: configs checked, a debug sweep decided
 vase train --config-dir conf experiment=my_setup              # SFT, then GRPO with {pkg}'s reward term
 vase train --config-dir conf -m sweep=my_sweep                # does the term's weight move what it rewards?
@@ -31,17 +33,29 @@ vase evaluate --config-dir conf action=count output=out/count.json   # {pkg}'s o
 ```
 
 Runs go under `logs/`, tiny models and data under `.cache/` (both in .gitignore). Every run's record names this
-project's commit and changes beside vase's (`vase runs logs/...`).
+project's commit and changes beside vase's (`vase runs logs/...`): `vase init` made it a git repository with a first
+commit (where git knows who you are; otherwise `git commit -m "vase init"` once it does).
 """,
     ".gitignore": "logs/\n.cache/\nout/\n__pycache__/\n*.egg-info/\n",
-    "pyproject.toml": """[project]
+    "pyproject.toml": """[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
 name = "{name}"
 version = "0.1.0"
 requires-python = ">=3.10"
 dependencies = ["vase=={version}"]
 
+[project.optional-dependencies]
+test = ["pytest>=8"]
+
+[tool.setuptools]
+packages = ["{pkg}"]
+
 [tool.pytest.ini_options]
 testpaths = ["tests"]
+pythonpath = ["."]
 """,
     "conf/plugins.yaml": "# the modules every vase command imports first: they register what this project adds\n"
                          "modules: [{pkg}.actions]\n",
@@ -167,6 +181,11 @@ register_eval_action("count", EvalAction("{pkg}'s template action: count.base + 
 import json
 
 from vase.testing import compose, run, sweep_of
+from {pkg}.terms import SaysAmphora
+
+
+def test_the_reward_term_scores_answers():
+    assert SaysAmphora(weight=0.5)(["An amphora, black-figure.", "A krater."], [{{}}, {{}}]) == [1.0, 0.0]
 
 
 def test_my_setup_is_a_valid_run(tmp_path):
@@ -223,6 +242,33 @@ def init(folder: str | Path, package: str | None = None) -> list[Path]:
     return written
 
 
+def first_commit(folder: Path) -> str:
+    """Make the new project a git repository with its files as the first commit, so every run's record names the
+    project's commit; returns the line that says what was done. Inside another repository, without git, or where
+    git does not know the user (no user.name/email), it commits nothing and says how to."""
+    def git(*args: str) -> subprocess.CompletedProcess | None:
+        try:
+            return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+
+    top = git("rev-parse", "--show-toplevel")
+    if top is None:
+        return "git: not found; without a repository every run's record says 'not a git checkout' for this project"
+    if top.returncode == 0 and top.stdout.strip():
+        return f"git: {folder} lies in the repository {top.stdout.strip()}; commit it there"
+    made = git("init", "-q")
+    if made is None or made.returncode != 0:
+        return f"git: git init failed ({(made.stderr.strip().splitlines() or ['?'])[-1] if made else '?'})"
+    git("add", "-A")
+    done = git("commit", "-q", "-m", f"vase init: a project on vase {vase.__version__}")
+    if done is not None and done.returncode == 0:
+        return "git: a repository with the project as its first commit (every run's record names its commit)"
+    return (f"git: a repository, nothing committed (git said: {(done.stderr.strip().splitlines() or ['?'])[-1] if done else '?'}); "
+            f"run git commit -m 'vase init' once git knows who you are, or every run's record says 'not a git "
+            f"checkout'")
+
+
 def main() -> int:
     """``vase init <dir> [--package NAME]``: a new project on vase (conf, a package, pyproject.toml, tests)."""
     ap = argparse.ArgumentParser(prog="vase init", description=main.__doc__.splitlines()[0])
@@ -237,6 +283,7 @@ def main() -> int:
     except VaseError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"wrote {len(written)} files into {a.folder}; next: cd {a.folder} && pytest (its tests run a debug sweep to "
-          f"its verdict), then vase train --config-dir conf experiment=my_setup")
+    print(f"wrote {len(written)} files into {a.folder}; next: cd {a.folder} && pip install -e '.[test]' && pytest "
+          f"(its tests run a debug sweep to its verdict), then vase train --config-dir conf experiment=my_setup")
+    print(first_commit(Path(a.folder)))
     return 0
