@@ -23,6 +23,7 @@ from vase.config.renames import STRICT_ENV
 from vase.config.validate import validate
 from vase.eval.generate import generate_captions
 from vase.metrics.registry import CaptionMetric, caption_metric
+from vase.pipeline.actions.common import dataset_and_model
 from vase.prompt_tasks import SAMPLES, register_data_mix, register_prompt_task
 from vase.prompt_tasks.base import ChatSample, fields_of, only
 from vase.provenance import machine_stamp
@@ -36,7 +37,7 @@ __all__ = [
     "RewardTerm", "CaptionMetric", "caption_metric", "EvalAction", "register_eval_action", "ReportKind",
     "register_report_kind", "REPORT_KINDS", "SAMPLES", "register_prompt_task", "register_data_mix",
     "ChatSample", "fields_of", "only", "hypothesis", "check_hypothesis", "decide_sweep",
-    "read_verdict", "generate_captions", "validate", "describe_run", "load_record", "machine_stamp",
+    "read_verdict", "generate_captions", "dataset_and_model", "validate", "describe_run", "load_record", "machine_stamp",
     "ENTRY_POINT_GROUPS", "ENVIRONMENT", "PROJECT_PLUGINS",
 ]
 

@@ -204,6 +204,8 @@ def option_loglik_rows(model: Any, processor: Any, items: list[GenerationItem], 
 def generate_captions(model: Any, processor: Any, dataset: VaseDataset, out_path: str | Path | None = None,
                       batch_size: int = 8, max_new_tokens: int = 64, decoding: Decoding | None = None,
                       prompt: str = CAPTION_PROMPT, progress: bool = True) -> list[dict[str, Any]]:
-    """Caption every vase of ``dataset`` (resumable, see `generate_rows`); rows in dataset order."""
+    """Caption every vase of ``dataset``: one row per vase in dataset order, ``{"id": the vase's id, "caption": the
+    model's answer (stripped), "reference": the record's caption}``. With ``out_path`` (JSONL), each row is written as
+    it is made and a rerun continues from the rows there (`generate_rows`)."""
     return generate_rows(model, processor, caption_items(dataset, prompt), out_path, batch_size, max_new_tokens,
                          decoding, progress, desc="generating captions")

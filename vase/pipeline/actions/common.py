@@ -45,7 +45,10 @@ def eval_split(cfg: DictConfig, processor: Any = None) -> Any:
 
 
 def dataset_and_model(cfg: DictConfig) -> tuple[Any, Any, Any]:
-    """The split to evaluate, and the model with ``cfg.adapter`` (merged where ``merge_adapter``) and its processor."""
+    """What an evaluation action that needs the model starts from (public: `vase.api.dataset_and_model`): the split
+    ``cfg.split`` of ``cfg.data`` (its ``limit`` applied), the model of ``cfg.model`` with
+    ``cfg.adapter`` (merged where ``merge_adapter``) and its processor, as ``(dataset, model, processor)``; hand them
+    to `vase.api.generate_captions`."""
     model, processor = load_model_and_processor(cfg.model, adapter=cfg.get("adapter"),
                                                 merge=bool(cfg.get("merge_adapter")))
     return eval_split(cfg, processor), model, processor
