@@ -310,6 +310,7 @@ def test_several_loggers_are_chosen_at_once_and_a_wrong_one_is_named(tmp_path: P
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # its ten GRPO jobs beside the slow suite's other worker: 1,654 s in CI's form, 2026-12-07
 def test_make_dashboards_check_passes_against_real_mlflow_and_tensorboard_servers() -> None:
     """MLflow's own server (its venv built from the package index) and TensorBoard on the loopback: a two-job sweep
     logged to both, read back through their HTTP APIs, the comparison pages screenshotted; a single run against the
