@@ -495,7 +495,8 @@ def test_a_number_stated_on_two_pages_is_one_number() -> None:
     assert {"dashboards-check-shape@amd-epyc-2-threads", "dashboards-check-shape@intel-xeon-2-threads"} <= set(marked)
     assert len(marked["dashboards-check-shape@intel-xeon-2-threads"]) == 2  # the Loggers and the Development pages
     page, value = marked["dashboards-check-shape@intel-xeon-2-threads"][0]
-    planted = {**texts, page: texts[page].replace(value.split(" [")[0], "+12.4", 1)}
+    marker = "dashboards-check-shape@intel-xeon-2-threads -->"
+    planted = {**texts, page: texts[page].replace(marker + value.split(" [")[0], marker + "+12.4", 1)}
     (line,) = conflicts(planted)
     assert line.startswith("dashboards-check-shape@intel-xeon-2-threads is stated as ")
 

@@ -111,6 +111,7 @@ def test_decoding_is_the_configs_never_the_checkpoints(hub_checkpoint: Path, tmp
     assert len(samples) > 1, samples  # under the checkpoint's top_k 1 / top_p 0.001 all four came out the same
 
 
+@pytest.mark.slow  # 27-46 s of subprocesses: make test stays under its 15 minutes (a fresh clone's 1,015 s, 2026-12-07)
 def test_every_entry_point_runs_on_the_hub_checkpoint_and_leaves_it_untouched(
         hub_checkpoint: Path, tmp_path: Path, session_dirs: dict, synthetic_root: Path) -> None:
     """SFT (with held-out answers, open and likelihood VQA, captions after), GRPO a few steps from the SFT adapter,

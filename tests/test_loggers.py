@@ -242,6 +242,7 @@ def test_wandb_s_record_shows_the_same_keys_and_metrics_and_groups_the_sweep(swe
     assert "ablation.md" in summary["files"]
 
 
+@pytest.mark.slow  # 27-46 s of subprocesses: make test stays under its 15 minutes (a fresh clone's 1,015 s, 2026-12-07)
 def test_runs_started_together_on_a_fresh_mlflow_store_both_land_and_the_store_stays_whole(tmp_path: Path) -> None:
     """Two logger=mlflow runs started at once on a clone with no logs/mlflow.db yet: MLflow's migration of a new store
     raced ("duplicate column name: step") and broke it for every later run; vase makes the store once, under a lock."""

@@ -247,6 +247,7 @@ GRPO = ["stage=grpo", "stage.epochs=1", "stage.module.num_generations=2", "stage
         "callbacks.checkpoint.every_n_train_steps=5", "+callbacks.signal._target_=tests.signals.SignalAt"]
 
 
+@pytest.mark.slow  # 27-46 s of subprocesses: make test stays under its 15 minutes (a fresh clone's 1,015 s, 2026-12-07)
 def test_sigterm_mid_grpo_saves_records_and_the_same_command_resumes_to_the_uninterrupted_curve(
         tmp_path: Path, session_dirs: dict) -> None:
     """GRPO stopped by SIGTERM (a kill, SLURM's preemption) mid-run: the step in progress ends and is saved, the

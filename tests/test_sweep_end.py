@@ -37,6 +37,7 @@ def _lines(err: str, start: str) -> list[str]:
     return [ln for ln in err.splitlines() if ln.startswith(start)]
 
 
+@pytest.mark.slow  # 27-46 s of subprocesses: make test stays under its 15 minutes (a fresh clone's 1,015 s, 2026-12-07)
 def test_ctrl_c_at_every_part_of_the_end_interrupts_and_the_same_command_finishes_only_the_end(
         tmp_path: Path, session_dirs: dict) -> None:
     """SIGINT as each part of the end starts (summary, verdict, W&B, TensorBoard; at MLflow with the KeyboardInterrupt

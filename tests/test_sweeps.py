@@ -202,6 +202,7 @@ def test_a_killed_submitit_job_fails_alone_and_the_same_command_completes_the_sw
     assert json.loads((sweep / "1" / ".vase-run.json").read_text())["resumed_from"] == "failed"
 
 
+@pytest.mark.slow  # 27-46 s of subprocesses: make test stays under its 15 minutes (a fresh clone's 1,015 s, 2026-12-07)
 def test_a_parallel_sweep_runs_its_jobs_side_by_side_a_killed_one_fails_alone_and_the_same_command_completes_it(
         tmp_path: Path) -> None:
     """hydra/launcher=parallel on this machine's cores: the two jobs run at once, each in its own process with the
@@ -1128,6 +1129,7 @@ def _stop_when_both_train(cmd: list[str], logs: Path, signum: int, group: bool) 
     return p.returncode, "".join(said), sweep
 
 
+@pytest.mark.slow  # 27-46 s of subprocesses: make test stays under its 15 minutes (a fresh clone's 1,015 s, 2026-12-07)
 def test_ctrl_c_on_a_parallel_sweep_is_one_line_each_job_saves_once_and_every_record_says_interrupted(
         tmp_path: Path) -> None:
     """Ctrl-C in the terminal of a parallel sweep (SIGINT to its process group) printed a 44-line KeyboardInterrupt

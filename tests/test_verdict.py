@@ -318,6 +318,7 @@ def test_a_labels_markdown_is_shown_as_written_never_followed(tmp_path: Path) ->
     assert "retrieval [click](https://evil.example/a_b) ![i](https://evil.example/i.png) *now*" in html, html
 
 
+@pytest.mark.slow  # 27-46 s of subprocesses: make test stays under its 15 minutes (a fresh clone's 1,015 s, 2026-12-07)
 def test_every_measure_the_start_check_accepts_is_measured_at_the_end(tmp_path: Path) -> None:
     """A debug GRPO sweep whose moves are every measure the start check lists for its reward terms, with a caption
     metric vase adds (``rouge_l``) and one of the user's own package (``tests.custom_metrics:RECALL``) given in
