@@ -242,19 +242,21 @@ def test_vase_deprecations_error_refuses_every_old_name_for_a_projects_ci(tmp_pa
         p.stderr[-2000:]
     conf = tmp_path / "conf" / "experiment"
     conf.mkdir(parents=True)
-    (conf / "old.yaml").write_text("# @package _global_\ndata:\n  task: qa\n")
-    p = run_python(["train.py", "--config-dir", str(tmp_path / "conf"), "experiment=old", logs], cwd=ROOT, env=env,
-                   timeout=300)
-    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1] == (
-        f"config error: old name refused (VASE_DEPRECATIONS=error): data.task is now data.mix, in "
-        f"{conf / 'old.yaml'}"), p.stderr[-2000:]
+
+    def refused_with(text: str) -> str:
+        """The last line of a run of experiment=old holding ``text``, which must be refused (exit 2)."""
+        (conf / "old.yaml").write_text("# @package _global_\n" + text)
+        p = run_python(["train.py", "--config-dir", str(tmp_path / "conf"), "experiment=old", logs], cwd=ROOT, env=env,
+                       timeout=300)
+        assert p.returncode == 2, p.stderr[-2000:]
+        return p.stderr.strip().splitlines()[-1]
+
+    assert refused_with("data:\n  task: qa\n") == (
+        f"config error: old name refused (VASE_DEPRECATIONS=error): data.task is now data.mix, in {conf / 'old.yaml'}")
     # every old name of a file at once, and of the command line at once: a project's CI learns them from one try
-    (conf / "old.yaml").write_text("# @package _global_\ndata:\n  task: qa\nevaluate:\n  after: false\n")
-    p = run_python(["train.py", "--config-dir", str(tmp_path / "conf"), "experiment=old", logs], cwd=ROOT, env=env,
-                   timeout=300)
-    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1] == (
+    assert refused_with("data:\n  task: qa\nevaluate:\n  after: false\n") == (
         f"config error: old names refused (VASE_DEPRECATIONS=error): data.task is now data.mix, in "
-        f"{conf / 'old.yaml'}; evaluate is now val, in {conf / 'old.yaml'}"), p.stderr[-2000:]
+        f"{conf / 'old.yaml'}; evaluate is now val, in {conf / 'old.yaml'}")
     p = run_python(["train.py", "data.task=qa", "evaluate.after=false", logs], cwd=ROOT, env=env, timeout=300)
     assert p.returncode == 2 and p.stderr.strip().splitlines() == [
         "config error: old names refused (VASE_DEPRECATIONS=error): data.task is now data.mix, on the command line; "

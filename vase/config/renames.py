@@ -70,8 +70,7 @@ def say_deprecated(line: str) -> None:
     """Say a deprecation line on stderr once per process (a sweep's jobs compose one after another in it), or, with
     ``VASE_DEPRECATIONS=error``, refuse the old name: ConfigError."""
     if strict():
-        raise ConfigError(line.replace("deprecated: ", "old name refused (VASE_DEPRECATIONS=error): ", 1)
-                          .replace(f" (the old name is accepted until vase {UNTIL})", ""))
+        raise ConfigError(refused([line]))
     if line not in _SAID:
         _SAID.add(line)
         print(line, file=sys.stderr)
